@@ -1,0 +1,59 @@
+// Command glovebox runs untrusted Ruby in a fresh WebAssembly VM and prints
+// what it did.
+//
+//	glovebox eval -e 'puts 1 + 1'
+//	glovebox eval script.rb --json
+//	glovebox setup
+//	glovebox bench
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0 // the eval ended ok
+	exitStatus = 1 // the eval ended with any other status
+	exitUsage  = 2 // bad usage, or a host-side failure
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func main() {
+	root := &cobra.Command{
+		Use:           "glovebox",
+		Short:         "Run untrusted Ruby in a fresh WebAssembly sandbox",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(evalCmd(), setupCmd(), benchCmd(), versionCmd())
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{err}
+	})
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		os.Exit(exitOK)
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "glovebox: ") {
+			msg = "glovebox: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(exitUsage)
+	}
+}
+
+type usageError struct{ error }

@@ -1,0 +1,50 @@
+package glovebox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/image"
+)
+
+// Errors returned by this package. Everything a guest does is reported in
+// a [Result]; these are host-side failures.
+var (
+	// ErrClosed is returned by calls on a closed [Runtime].
+	ErrClosed = engine.ErrClosed
+	// ErrInvalidLimits wraps every rejection of a [Limits] value.
+	ErrInvalidLimits = errors.New("glovebox: invalid limits")
+	// ErrInvalidTool wraps every rejection of a tool registration.
+	ErrInvalidTool = errors.New("glovebox: invalid tool")
+	// ErrNoNPM is returned by [New] when the guest image is not cached
+	// and the npm client, needed to fetch it, is not installed. Its
+	// message says what to run.
+	ErrNoNPM = image.ErrNoNPM
+)
+
+// EvalError describes an eval that did not end with [StatusOK]; see
+// [Result.Err]. It matches [context.DeadlineExceeded] for
+// [StatusTimeout] and [context.Canceled] for [StatusCanceled] under
+// errors.Is.
+type EvalError struct {
+	Status  Status
+	Class   string // the guest exception class, or a Glovebox:: class for limits
+	Message string
+}
+
+func (e *EvalError) Error() string {
+	return fmt.Sprintf("glovebox: eval ended %s: %s: %s", e.Status, e.Class, e.Message)
+}
+
+// Is reports whether target is the context error matching e's status.
+func (e *EvalError) Is(target error) bool {
+	switch e.Status {
+	case StatusTimeout:
+		return target == context.DeadlineExceeded
+	case StatusCanceled:
+		return target == context.Canceled
+	}
+	return false
+}

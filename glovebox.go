@@ -1,0 +1,424 @@
+package glovebox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// EnvCacheDir names the environment variable that overrides the cache
+// directory (compiled module, boot snapshot, guest image).
+const EnvCacheDir = "GLOVEBOX_CACHE_DIR"
+
+// Config configures [New]. The zero value is valid: default limits, no
+// tools, the pinned guest image, the user cache directory.
+type Config struct {
+	// Limits apply to every eval; zero fields take their defaults.
+	Limits Limits
+	// Tools are the host functions the guest may call; nil means none.
+	// New copies the set.
+	Tools *Toolset
+	// Hooks observe and control tool calls.
+	Hooks Hooks
+	// CacheDir holds the guest image, the compiled module and the boot
+	// snapshot. Zero means $GLOVEBOX_CACHE_DIR, else the user cache
+	// directory's glovebox folder (~/.cache/glovebox on Linux).
+	CacheDir string
+	// ImagePath is a ruby.wasm image to use instead of the pinned one.
+	// Zero means $GLOVEBOX_IMAGE, else the pinned image, fetched once with
+	// npm into CacheDir.
+	ImagePath string
+	// PoolSize is how many prepared VMs are kept ready, so an eval does
+	// not wait for one to be made. Zero means GOMAXPROCS; negative means
+	// no pool. Runtimes in one process that share an image, a cache
+	// directory and a pool size share one engine and pool.
+	PoolSize int
+	// Logger receives host-side reports: panicking tools (with their
+	// stack), cache rebuilds. Zero means slog.Default().
+	Logger *slog.Logger
+	// Progress, if set, is told when a slow step starts (the first-run
+	// compile and snapshot build, about 40 s here) and returns a function
+	// called when it ends.
+	Progress func(step string) (done func())
+}
+
+// Runtime runs evals. It is safe for concurrent use; every eval runs in a
+// fresh VM that shares no state with any other, and evals run in parallel
+// on all cores.
+type Runtime struct {
+	shared *shared
+	limits Limits
+	tools  map[string]ToolFunc
+	names  []string
+	hooks  Hooks
+	log    *slog.Logger
+}
+
+// shared is what a Runtime and the views WithLimits derives from it have
+// in common.
+type shared struct {
+	eng  *engine.Engine
+	key  string
+	once sync.Once
+}
+
+// DefaultCacheDir returns the cache directory used when Config.CacheDir is
+// empty.
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv(EnvCacheDir); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("glovebox: no cache directory (set %s): %w", EnvCacheDir, err)
+	}
+	return filepath.Join(d, "glovebox"), nil
+}
+
+// New creates a Runtime. On first use it fetches the guest image with npm,
+// compiles it and boots Ruby to build the snapshot (about 40 s on a
+// 2-core machine; the Progress callback hears about it); later, from the
+// on-disk cache, it takes well under a second. Calling New early is the
+// way to pay that cost up front.
+//
+// It fails with [ErrInvalidLimits] for bad limits, [ErrNoNPM] when the
+// image cannot be fetched, and with a descriptive error when the cache
+// cannot be written or the image is unusable.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if _, err := cfg.Limits.withDefaults(0); err != nil {
+		return nil, err
+	}
+	cacheDir := cfg.CacheDir
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	imagePath := cfg.ImagePath
+	if imagePath == "" {
+		done := func() {}
+		if cfg.Progress != nil && os.Getenv(image.EnvImage) == "" {
+			if _, err := os.Stat(image.CachedPath(cacheDir)); err != nil {
+				done = cfg.Progress("fetching " + image.Package + "@" + image.Version + " with npm (first run only)")
+			}
+		}
+		var err error
+		imagePath, err = image.Path(ctx, cacheDir)
+		done()
+		if err != nil {
+			return nil, err
+		}
+	}
+	pool := cfg.PoolSize
+	if pool == 0 {
+		pool = runtime.GOMAXPROCS(0)
+	}
+	sh, err := acquire(ctx, engine.Config{
+		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"), PoolSize: max(pool, 0),
+		Logger: log, Progress: cfg.Progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]ToolFunc{}}
+	if cfg.Tools != nil {
+		r.tools = cfg.Tools.clone()
+		r.names = cfg.Tools.Names()
+	}
+	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.MemoryFloor())); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+var (
+	enginesMu sync.Mutex
+	engines   = map[string]*sharedEngine{}
+)
+
+type sharedEngine struct {
+	eng  *engine.Engine
+	refs int
+}
+
+func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
+	key := fmt.Sprintf("%s\x00%s\x00%d", cfg.ImagePath, cfg.CacheDir, cfg.PoolSize)
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if se, ok := engines[key]; ok {
+		se.refs++
+		return &shared{eng: se.eng, key: key}, nil
+	}
+	eng, err := engine.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	engines[key] = &sharedEngine{eng: eng, refs: 1}
+	return &shared{eng: eng, key: key}, nil
+}
+
+// Close releases the Runtime; the engine is freed when the last Runtime
+// using it closes, after its running evals finish. Views made by
+// WithLimits share this one: closing any of them closes all.
+func (r *Runtime) Close() error {
+	r.shared.once.Do(func() {
+		enginesMu.Lock()
+		defer enginesMu.Unlock()
+		se := engines[r.shared.key]
+		if se == nil {
+			return
+		}
+		if se.refs--; se.refs == 0 {
+			delete(engines, r.shared.key)
+			se.eng.Close()
+		}
+		r.shared.eng = nil
+	})
+	return nil
+}
+
+// WithLimits returns a view of r whose evals use l (zero fields taking
+// the defaults) instead of r's limits. It shares r's engine, pool and
+// tools; it fails with [ErrInvalidLimits].
+func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
+	if r.shared.eng == nil {
+		return nil, ErrClosed
+	}
+	l, err := l.withDefaults(int64(r.shared.eng.MemoryFloor()))
+	if err != nil {
+		return nil, err
+	}
+	v := *r
+	v.limits = l
+	return &v, nil
+}
+
+// Limits returns the limits r applies, defaults filled in.
+func (r *Runtime) Limits() Limits { return r.limits }
+
+// MemoryFloor is the smallest Limits.Memory accepted: the linear memory
+// the booted guest occupies, in bytes (about 320 MiB).
+func (r *Runtime) MemoryFloor() int64 {
+	if r.shared.eng == nil {
+		return 0
+	}
+	return int64(r.shared.eng.MemoryFloor())
+}
+
+// Tools returns the names of the functions the guest can call, sorted.
+func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
+
+// Eval runs code in a fresh VM and returns what it did. Every outcome of
+// the guest's code — exceptions, limits, crashes — is a [Result] with a
+// [Status]; the error is non-nil only for host-side failures: [ErrClosed],
+// or a VM that could not be made.
+//
+// When ctx ends during the eval, the guest is stopped within about 10 ms
+// and the result has StatusCanceled.
+func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
+	eng := r.shared.eng
+	if eng == nil {
+		return nil, ErrClosed
+	}
+	st := &evalState{r: r}
+	out, err := eng.Eval(ctx, &engine.Request{
+		Code: code,
+		Limits: engine.Limits{
+			Timeout: r.limits.Timeout, Fuel: r.limits.Fuel, Memory: uint64(r.limits.Memory),
+			Stdout: r.limits.Stdout, Stderr: r.limits.Stderr, Value: r.limits.Value,
+			Message: r.limits.ToolPayload,
+		},
+		Tools: r.names,
+		Call:  st.call,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Status: Status(out.Status), Value: out.Value,
+		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
+		StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated,
+		FuelUsed: out.FuelUsed, Duration: out.Duration, ToolCalls: st.calls,
+	}
+	if out.Error != nil {
+		res.Error = &GuestError{Class: out.Error.Class, Message: out.Error.Message, Backtrace: out.Error.Backtrace}
+		if res.Error.Backtrace == nil {
+			res.Error.Backtrace = []string{}
+		}
+	}
+	return res, nil
+}
+
+// evalState is one eval's tool-call accounting.
+type evalState struct {
+	r        *Runtime
+	calls    []ToolCall
+	toolTime time.Duration
+}
+
+const maxToolDepth = 64
+
+func (st *evalState) call(ctx context.Context, name string, pos []any, kw map[string]any) ([]byte, error) {
+	r := st.r
+	args := Args{Positional: pos}
+	if len(kw) > 0 {
+		args.Keyword = kw
+	}
+	entry := ToolCall{Name: name, Args: args}
+	finish := func(errMsg string) {
+		entry.Error = errMsg
+		st.calls = append(st.calls, entry)
+		if r.hooks.AfterCall != nil {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						r.log.Error("glovebox: AfterCall hook panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+					}
+				}()
+				r.hooks.AfterCall(ctx, entry)
+			}()
+		}
+	}
+	if len(st.calls) >= r.limits.ToolCalls {
+		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
+		finish(msg)
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+	}
+	fn, ok := r.tools[name]
+	if !ok {
+		msg := fmt.Sprintf("no tool named %q", name)
+		if len(r.names) > 0 {
+			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
+		}
+		finish(msg)
+		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
+	}
+	if r.hooks.BeforeCall != nil {
+		if err := safeHook(r, name, func() error { return r.hooks.BeforeCall(ctx, name, args) }); err != nil {
+			finish(err.Error())
+			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
+		}
+	}
+	left := r.limits.ToolTime - st.toolTime
+	if left <= 0 {
+		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
+		finish(msg)
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+	}
+	tctx, cancel := context.WithTimeout(ctx, left)
+	start := time.Now()
+	result, err, panicked := runTool(tctx, fn, args)
+	entry.Duration = time.Since(start)
+	cancel()
+	st.toolTime += entry.Duration
+	if panicked != nil {
+		r.log.Error("glovebox: tool panicked", "tool", name, "panic", panicked.value, "stack", panicked.stack)
+		finish("tool call failed")
+		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
+	}
+	if st.toolTime > r.limits.ToolTime {
+		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
+		finish(msg)
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+	}
+	if err != nil {
+		var ae *argError
+		if errors.As(err, &ae) {
+			msg := fmt.Sprintf("%s: %s", name, ae.msg)
+			finish(msg)
+			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
+		}
+		msg := r.sanitize(name, err)
+		finish(msg)
+		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
+	}
+	b, err := wire.Encode(nil, result, maxToolDepth)
+	if err != nil {
+		msg := err.Error()
+		finish(msg)
+		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", name, msg)}
+	}
+	if len(b) > r.limits.ToolPayload {
+		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", name, len(b), r.limits.ToolPayload)
+		finish(msg)
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+	}
+	entry.Result, _ = wire.Decode(b) // what the guest receives
+	finish("")
+	return b, nil
+}
+
+func joinNames(names []string) string {
+	const max = 20
+	s := ""
+	for i, n := range names {
+		if i == max {
+			return s + fmt.Sprintf(", … %d more", len(names)-max)
+		}
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+type panicInfo struct {
+	value any
+	stack string
+}
+
+func runTool(ctx context.Context, fn ToolFunc, args Args) (res any, err error, p *panicInfo) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &panicInfo{value: v, stack: string(debug.Stack())}
+		}
+	}()
+	res, err = fn(ctx, args)
+	return res, err, nil
+}
+
+func safeHook(r *Runtime, tool string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("glovebox: BeforeCall hook panicked", "tool", tool, "panic", p, "stack", string(debug.Stack()))
+			err = errors.New("tool call failed")
+		}
+	}()
+	return f()
+}
+
+// sanitize returns the message the guest sees for a tool's own error.
+func (r *Runtime) sanitize(tool string, err error) (msg string) {
+	if r.hooks.SanitizeError == nil {
+		return err.Error()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("glovebox: SanitizeError hook panicked", "tool", tool, "panic", p, "stack", string(debug.Stack()))
+			msg = "tool call failed"
+		}
+	}()
+	if msg = r.hooks.SanitizeError(tool, err); msg == "" {
+		msg = "tool call failed"
+	}
+	return msg
+}
+

@@ -1,0 +1,468 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/wasmbin"
+	"github.com/gloveboxhq/glovebox/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// The guest image's host interface. ruby.wasm's js extension imports
+// rb-js-abi-host (a JavaScript bridge); glovebox implements the two calls
+// behind JS.eval(s).to_s as a message channel and refuses the rest. The
+// canonical_abi imports manage handles: rb-abi-value handles are the raw
+// guest pointers themselves, so no host table exists for them.
+const (
+	modHost      = "rb-js-abi-host"
+	modCanonical = "canonical_abi"
+	modWASI      = "wasi_snapshot_preview1"
+
+	importEvalJS   = "eval-js: func(code: string) -> variant { success(handle<js-abi-value>), failure(handle<js-abi-value>) }"
+	importToString = "js-value-to-string: func(value: handle<js-abi-value>) -> string"
+	importRewind   = "rb_wasm_throw_prohibit_rewind_exception"
+
+	exportRealloc    = "cabi_realloc"
+	exportInitialize = "_initialize"
+	exportInit       = "ruby-init: func(args: list<string>) -> ()"
+	exportLoadPath   = "ruby-init-loadpath: func() -> ()"
+	exportEval       = "rb-eval-string-protect: func(str: string) -> tuple<handle<rb-abi-value>, s32>"
+	exportRString    = "rstring-ptr: func(value: handle<rb-abi-value>) -> string"
+	exportPostString = "cabi_post_rstring-ptr"
+	exportMemory     = "memory"
+
+	globalPrefix = "glovebox:global:"
+)
+
+// abortError stops the guest: a host function returns it (becoming a
+// trap) after recording why on the VM.
+var abortError = errors.New("glovebox: eval stopped by the host")
+
+func kinds(b []byte) []wt.ValKind {
+	out := make([]wt.ValKind, len(b))
+	for i, c := range b {
+		switch c {
+		case wasmbin.ValI32:
+			out[i] = wt.I32
+		case wasmbin.ValI64:
+			out[i] = wt.I64
+		case wasmbin.ValF32:
+			out[i] = wt.F32
+		case wasmbin.ValF64:
+			out[i] = wt.F64
+		}
+	}
+	return out
+}
+
+// defineHost defines every non-WASI import of m on l, plus glovebox's own
+// versions of the WASI calls that block or draw randomness.
+func defineHost(l *wt.Linker, m *wasmbin.Module) error {
+	imps, err := m.Imports()
+	if err != nil {
+		return err
+	}
+	types, err := m.Types()
+	if err != nil {
+		return err
+	}
+	for _, im := range imps {
+		if im.Kind != wasmbin.KindFunc {
+			return fmt.Errorf("unexpected non-function import %s::%s", im.Module, im.Name)
+		}
+		if int(im.TypeIndex) >= len(types) {
+			return fmt.Errorf("import %s::%s has a bad type index", im.Module, im.Name)
+		}
+		ft := types[im.TypeIndex]
+		var fn wt.HostFunc
+		switch im.Module + "::" + im.Name {
+		case modHost + "::" + importEvalJS:
+			fn = hostEvalJS
+		case modHost + "::" + importToString:
+			fn = hostToString
+		case modHost + "::" + importRewind:
+			fn = hostRewind
+		case modCanonical + "::resource_new_rb-abi-value", modCanonical + "::resource_get_rb-abi-value":
+			fn = func(_ *wt.Caller, v wt.Vals) error { return nil } // identity: result = argument
+		case modCanonical + "::resource_drop_js-abi-value":
+			fn = hostDropJS
+		case modWASI + "::poll_oneoff":
+			fn = hostPollOneoff
+		case modWASI + "::random_get":
+			fn = hostRandomGet
+		case modWASI + "::clock_time_get":
+			fn = hostClockTimeGet
+		default:
+			if im.Module == modWASI {
+				continue // wasmtime's WASI implementation
+			}
+			name := im.Module + "::" + im.Name
+			if i := strings.IndexByte(name, ':'); i >= 0 && strings.Contains(name[i+2:], ":") {
+				name = name[:i+2+strings.IndexByte(name[i+2:], ':')]
+			}
+			fn = func(c *wt.Caller, _ wt.Vals) error {
+				return vmOf(c).stop(StatusSandboxError, "the guest called "+name+", which glovebox does not provide")
+			}
+		}
+		if err := l.Define(im.Module, im.Name, kinds(ft.Params), kinds(ft.Results), fn); err != nil {
+			return fmt.Errorf("defining %s::%s: %w", im.Module, im.Name, err)
+		}
+	}
+	return nil
+}
+
+func vmOf(c *wt.Caller) *VM { return c.Context().Data().(*VM) }
+
+// guest reads n bytes at ptr from linear memory, checking bounds against
+// the memory's current size before anything is allocated on the host.
+func (v *VM) guest(c wt.Context, ptr, n uint32) ([]byte, bool) {
+	d := v.mem.Data(c)
+	if uint64(ptr)+uint64(n) > uint64(len(d)) {
+		return nil, false
+	}
+	return d[ptr : ptr+n], true
+}
+
+// alloc reserves n bytes in the guest with cabi_realloc.
+func (v *VM) alloc(c wt.Context, align, n uint32) (uint32, error) {
+	vals := []uint64{0, 0, uint64(align), uint64(n)}
+	if err := v.realloc.Call(c, vals); err != nil {
+		return 0, err
+	}
+	p := uint32(vals[0])
+	if p == 0 && n > 0 {
+		return 0, errors.New("guest allocation failed")
+	}
+	if _, ok := v.guest(c, p, n); !ok {
+		return 0, errors.New("guest allocation out of bounds")
+	}
+	return p, nil
+}
+
+// putString copies s into fresh guest memory, NUL-terminated, and returns
+// its address.
+func (v *VM) putString(c wt.Context, s []byte) (uint32, error) {
+	p, err := v.alloc(c, 1, uint32(len(s)+1))
+	if err != nil {
+		return 0, err
+	}
+	d, _ := v.guest(c, p, uint32(len(s)+1))
+	copy(d, s)
+	d[len(s)] = 0
+	return p, nil
+}
+
+func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	ctx := c.Context()
+	ptr, n, ret := vals.U32(0), vals.U32(1), vals.U32(2)
+	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
+		return v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", n, v.limits.Message))
+	}
+	msg, ok := v.guest(ctx, ptr, n)
+	if !ok {
+		return v.stop(StatusSandboxError, "the guest sent a message that lies outside its memory")
+	}
+	if _, ok := v.guest(ctx, ret, 8); !ok {
+		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
+	}
+	resp, err := v.handle(string(msg))
+	if err != nil {
+		return err
+	}
+	if len(v.jsvals) >= maxLiveValues {
+		return v.stop(StatusSandboxError, "the guest holds too many host values")
+	}
+	v.nextJS++
+	h := v.nextJS
+	v.jsvals[h] = resp
+	d, _ := v.guest(ctx, ret, 8)
+	binary.LittleEndian.PutUint32(d[0:], 0) // variant case 0: success
+	binary.LittleEndian.PutUint32(d[4:], h)
+	return nil
+}
+
+// maxLiveValues bounds the host values a guest may hold at once. The
+// prelude holds one at a time (each answer is read once, then released).
+const maxLiveValues = 64
+
+func hostToString(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	ctx := c.Context()
+	h, ret := vals.U32(0), vals.U32(1)
+	if _, ok := v.guest(ctx, ret, 8); !ok {
+		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
+	}
+	s := v.jsvals[h]
+	delete(v.jsvals, h) // each answer is read once
+	p, err := v.putString(ctx, []byte(s))
+	if err != nil {
+		return v.stop(StatusSandboxError, "cannot pass an answer to the guest: "+err.Error())
+	}
+	d, _ := v.guest(ctx, ret, 8)
+	binary.LittleEndian.PutUint32(d[0:], p)
+	binary.LittleEndian.PutUint32(d[4:], uint32(len(s)))
+	return nil
+}
+
+func hostDropJS(c *wt.Caller, vals wt.Vals) error {
+	delete(vmOf(c).jsvals, vals.U32(0))
+	return nil
+}
+
+func hostRewind(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	msg := "the guest runtime tried to rewind its stack where that is not allowed"
+	if b, ok := v.guest(c.Context(), vals.U32(0), min(vals.U32(1), 1024)); ok {
+		msg += ": " + string(b)
+	}
+	return v.stop(StatusSandboxError, msg)
+}
+
+// handle answers one channel message. Its error, if any, stops the guest.
+func (v *VM) handle(msg string) (string, error) {
+	op, payload, _ := strings.Cut(msg, "\n")
+	switch op {
+	case "req":
+		if v.req == nil {
+			return "", v.stop(StatusSandboxError, "the guest asked for a request outside an eval")
+		}
+		b := []byte(`{"code":`)
+		b = wire.AppendString(b, v.req.Code)
+		b = append(b, `,"tools":[`...)
+		for i, t := range v.req.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = wire.AppendString(b, t)
+		}
+		b = append(b, `],"max_value":`...)
+		b = fmt.Appendf(b, "%d}", v.limits.Value)
+		return string(b), nil
+	case "call":
+		return v.call(payload)
+	}
+	return "", v.stop(StatusSandboxError, fmt.Sprintf("the guest sent an unknown message %.40q", op))
+}
+
+// call runs one tool call. Malformed payloads become guest errors.
+func (v *VM) call(payload string) (string, error) {
+	val, err := wire.Decode([]byte(payload))
+	parts, _ := val.([]any)
+	if err != nil || len(parts) != 3 {
+		return guestErr("ArgumentError", "malformed tool call"), nil
+	}
+	name, ok1 := parts[0].(string)
+	args, ok2 := parts[1].([]any)
+	kwargs, ok3 := parts[2].(map[string]any)
+	if !ok1 || !ok2 || !ok3 {
+		return guestErr("ArgumentError", "malformed tool call"), nil
+	}
+	if v.req == nil || v.req.Call == nil {
+		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
+	}
+	ctx, cancel := context.WithDeadline(v.ctx, v.deadline)
+	res, err := v.req.Call(ctx, name, args, kwargs)
+	cancel()
+	// The eval's own limits win over whatever the tool made of them.
+	if v.ctx.Err() != nil {
+		return "", v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
+	}
+	if !time.Now().Before(v.deadline) {
+		return "", v.stop(StatusTimeout, v.timeoutMessage())
+	}
+	if err != nil {
+		var ge *GuestError
+		var ab *Abort
+		switch {
+		case errors.As(err, &ab):
+			return "", v.stop(ab.Status, ab.Message)
+		case errors.As(err, &ge):
+			return guestErr(ge.Class, ge.Message), nil
+		}
+		return guestErr("ToolError", err.Error()), nil
+	}
+	return "ok\n" + string(res), nil
+}
+
+func guestErr(class, msg string) string { return "err\n" + class + "\n" + msg }
+
+// GuestError is an error a tool call raises in the guest. Class is one of
+// ToolError, UnknownToolError (both in the Glovebox module), TypeError or
+// ArgumentError.
+type GuestError struct {
+	Class   string
+	Message string
+}
+
+func (e *GuestError) Error() string { return e.Class + ": " + e.Message }
+
+// Abort ends the eval with Status; the guest cannot rescue it.
+type Abort struct {
+	Status  Status
+	Message string
+}
+
+func (e *Abort) Error() string { return string(e.Status) + ": " + e.Message }
+
+// WASI errno values (preview 1).
+const (
+	errnoSuccess = 0
+	errnoFault   = 21
+	errnoInval   = 28
+	errnoNotSup  = 58
+)
+
+// processStart is the origin of the monotonic clock the guest sees.
+var processStart = time.Now()
+
+func hostClockTimeGet(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	id, ret := vals.U32(0), vals.U32(2)
+	var t uint64
+	switch id {
+	case 0: // realtime
+		t = uint64(time.Now().UnixNano())
+	case 1, 2, 3: // monotonic, process and thread CPU time
+		t = uint64(time.Since(processStart).Nanoseconds())
+	default:
+		vals.SetI32(0, errnoInval)
+		return nil
+	}
+	d, ok := v.guest(c.Context(), ret, 8)
+	if !ok {
+		vals.SetI32(0, errnoFault)
+		return nil
+	}
+	binary.LittleEndian.PutUint64(d, t)
+	vals.SetI32(0, errnoSuccess)
+	return nil
+}
+
+// maxRandom bounds one random_get so a guest cannot make the host allocate
+// without limit; wasi-libc asks for at most a few hundred bytes.
+const maxRandom = 1 << 20
+
+func hostRandomGet(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	ptr, n := vals.U32(0), vals.U32(1)
+	if n > maxRandom {
+		vals.SetI32(0, errnoInval)
+		return nil
+	}
+	d, ok := v.guest(c.Context(), ptr, n)
+	if !ok {
+		vals.SetI32(0, errnoFault)
+		return nil
+	}
+	rand.Read(d) // crypto/rand never fails on Linux
+	vals.SetI32(0, errnoSuccess)
+	return nil
+}
+
+// hostPollOneoff implements WASI poll_oneoff so that a sleeping guest
+// honours its deadline and its caller's context: epoch interruption only
+// reaches wasm code, not a host call blocked in a sleep.
+//
+// Clock subscriptions fire at their timeout; fd subscriptions are ready at
+// once (the guest has no stdin, and its stdout and stderr never block).
+func hostPollOneoff(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	ctx := c.Context()
+	in, out, n, neventsPtr := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3)
+	const subSize, evSize = 48, 32
+	if n == 0 || n > 4096 {
+		vals.SetI32(0, errnoInval)
+		return nil
+	}
+	subs, ok1 := v.guest(ctx, in, n*subSize)
+	_, ok2 := v.guest(ctx, out, n*evSize)
+	_, ok3 := v.guest(ctx, neventsPtr, 4)
+	if !ok1 || !ok2 || !ok3 {
+		vals.SetI32(0, errnoFault)
+		return nil
+	}
+	subs = append([]byte(nil), subs...)
+	start := time.Now()
+	due := make([]time.Time, n) // zero for fd subscriptions
+	var first time.Time
+	fdReady := false
+	for i := range n {
+		s := subs[i*subSize:]
+		switch s[8] {
+		case 0: // clock
+			id := binary.LittleEndian.Uint32(s[16:])
+			timeout := binary.LittleEndian.Uint64(s[24:])
+			if binary.LittleEndian.Uint16(s[40:])&1 != 0 { // absolute time on clock id
+				base := uint64(start.Sub(processStart).Nanoseconds())
+				if id == 0 {
+					base = uint64(start.UnixNano())
+				}
+				timeout = max(timeout, base) - base
+			}
+			due[i] = start.Add(time.Duration(min(timeout, 1<<62)))
+			if first.IsZero() || due[i].Before(first) {
+				first = due[i]
+			}
+		case 1, 2: // fd_read, fd_write
+			fdReady = true
+		default:
+			vals.SetI32(0, errnoInval)
+			return nil
+		}
+	}
+	if !fdReady {
+		if err := v.sleep(time.Until(first)); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	evs, _ := v.guest(ctx, out, n*evSize)
+	count := uint32(0)
+	for i := range n {
+		s := subs[i*subSize:]
+		if s[8] == 0 && due[i].After(now) && !(count == 0 && !fdReady && due[i].Equal(first)) {
+			continue
+		}
+		e := evs[count*evSize : (count+1)*evSize]
+		clear(e)
+		copy(e[0:8], s[0:8]) // userdata
+		e[10] = s[8]         // event type
+		count++
+	}
+	d, _ := v.guest(ctx, neventsPtr, 4)
+	binary.LittleEndian.PutUint32(d, count)
+	vals.SetI32(0, errnoSuccess)
+	return nil
+}
+
+// sleep blocks for d, or until the eval's deadline or context ends, in
+// which case it stops the guest.
+func (v *VM) sleep(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var deadline <-chan time.Time
+	if !v.deadline.IsZero() {
+		dt := time.NewTimer(time.Until(v.deadline))
+		defer dt.Stop()
+		deadline = dt.C
+	}
+	done := context.Background().Done()
+	if v.ctx != nil {
+		done = v.ctx.Done()
+	}
+	select {
+	case <-t.C:
+		return nil
+	case <-deadline:
+		return v.stop(StatusTimeout, v.timeoutMessage())
+	case <-done:
+		return v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
+	}
+}

@@ -1,0 +1,472 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gloveboxhq/glovebox/internal/wasmbin"
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// Cache layout, under Config.CacheDir/<key>/ where key hashes the image,
+// the wasmtime version, the engine settings and Version:
+//
+//	module.cwasm, module.cwasm.sum  compiled code and its CRC-32C
+//	boot.mem                        initial linear memory (memory image file)
+//	snap-<prelude key>/memory.mem   booted linear memory
+//	snap-<prelude key>/state.json   captured globals and the hot page list
+//
+// Every file is written to a temporary name and renamed into place, so
+// readers never see a partial file; a lock file serialises builders so
+// parallel processes build once. A file that fails its checksum or does not
+// parse is rebuilt.
+
+// ruby-init arguments: no RubyGems (the guest has no gems to load), UTF-8
+// as the default external encoding (as ruby.wasm's own JavaScript wrapper
+// passes), and an empty -e script so ruby does not read a program from
+// stdin.
+var rubyArgs = []string{"ruby", "--disable-gems", "-EUTF-8", "-e_=0"}
+
+func (e *Engine) load(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("glovebox: creating the cache directory: %w", err)
+	}
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	var derived *wasmbin.Module
+	var bootMem []byte
+	split := func() error {
+		if derived != nil {
+			return nil
+		}
+		var err error
+		derived, bootMem, err = e.wasm.Split(globalPrefix)
+		if err != nil {
+			return fmt.Errorf("glovebox: preparing the guest image: %w", err)
+		}
+		return nil
+	}
+
+	modPath := filepath.Join(dir, "module.cwasm")
+	e.module, err = loadModule(e.wt, modPath)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("glovebox: rebuilding the compiled module", "path", modPath, "reason", err)
+		}
+		if err := split(); err != nil {
+			return err
+		}
+		done := e.cfg.Progress("compiling the Ruby image (first run only)")
+		e.module, err = wt.Compile(e.wt, derived.Encode())
+		done()
+		if err != nil {
+			return fmt.Errorf("glovebox: compiling the guest image: %w", err)
+		}
+		if err := saveModule(e.module, modPath); err != nil {
+			e.log.Warn("glovebox: cannot cache the compiled module", "err", err)
+		}
+	}
+	e.linker, err = wt.NewLinker(e.wt)
+	if err != nil {
+		return err
+	}
+	if err := defineHost(e.linker, e.wasm); err != nil {
+		return fmt.Errorf("glovebox: %w", err)
+	}
+	if e.pre, err = e.linker.Prepare(e.module); err != nil {
+		return fmt.Errorf("glovebox: linking the guest image: %w", err)
+	}
+
+	e.bootPath = filepath.Join(dir, "boot.mem")
+	if _, err := os.Stat(e.bootPath); err != nil && bootMem != nil {
+		if err := writeAtomic(e.bootPath, encodeMemImage(bootMem)); err != nil {
+			return fmt.Errorf("glovebox: caching the boot image: %w", err)
+		}
+	}
+
+	snapDir := filepath.Join(dir, "snap-"+cacheKey(prelude)[:16])
+	if err := e.loadSnapshot(snapDir); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("glovebox: rebuilding the boot snapshot", "dir", snapDir, "reason", err)
+		}
+		if err := e.buildSnapshot(snapDir); err != nil {
+			return err
+		}
+		if err := e.loadSnapshot(snapDir); err != nil {
+			return fmt.Errorf("glovebox: loading the snapshot just built: %w", err)
+		}
+	}
+	return nil
+}
+
+// lockDir takes an exclusive lock on dir's lock file, waiting for another
+// process that holds it (it may be compiling) unless ctx ends first.
+func lockDir(ctx context.Context, dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("glovebox: opening the cache lock: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("glovebox: locking the cache: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("glovebox: waiting for another process to fill the cache: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// writeAtomic writes data to path through a temporary file and a rename.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// loadModule checks a compiled module against its checksum file before
+// handing it to wasmtime, which would otherwise run whatever machine code
+// the file holds.
+func loadModule(eng *wt.Engine, path string) (*wt.Module, error) {
+	sum, err := os.ReadFile(path + ".sum")
+	if err != nil {
+		return nil, err
+	}
+	b, unmap, err := mapFile(path)
+	if err != nil {
+		return nil, err
+	}
+	got := fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b))
+	unmap()
+	if strings.TrimSpace(string(sum)) != got {
+		return nil, fmt.Errorf("%w: compiled module checksum mismatch", errCorrupt)
+	}
+	return wt.DeserializeFile(eng, path)
+}
+
+func saveModule(m *wt.Module, path string) error {
+	b, err := m.Serialize()
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(path, b); err != nil {
+		return err
+	}
+	return writeAtomic(path+".sum", fmt.Appendf(nil, "%08x %d\n", crc32.Checksum(b, castagnoli), len(b)))
+}
+
+// snapshotState is state.json.
+type snapshotState struct {
+	Version string            `json:"version"`
+	Globals map[string]string `json:"globals"` // export name -> raw bits, decimal
+	Hot     [][3]uint64       `json:"hot"`     // offset, length, 1 if written
+}
+
+func (e *Engine) loadSnapshot(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return err
+	}
+	var st snapshotState
+	if err := json.Unmarshal(b, &st); err != nil || st.Version != Version {
+		return fmt.Errorf("%w: state.json", errCorrupt)
+	}
+	f, _, err := loadMemImage(filepath.Join(dir, "memory.mem"))
+	if err != nil {
+		return err
+	}
+	size, _ := f.Stat()
+	var globals []globalValue
+	for name, bits := range st.Globals {
+		v, err := strconv.ParseUint(bits, 10, 64)
+		if err != nil || !strings.HasPrefix(name, globalPrefix) {
+			f.Close()
+			return fmt.Errorf("%w: global %q", errCorrupt, name)
+		}
+		globals = append(globals, globalValue{name, v})
+	}
+	gs, _ := e.wasm.Globals()
+	want := 0
+	for _, g := range gs {
+		if g.Mutable {
+			want++
+		}
+	}
+	if len(globals) != want {
+		f.Close()
+		return fmt.Errorf("%w: %d globals, want %d", errCorrupt, len(globals), want)
+	}
+	var hot []wt.Range
+	for _, h := range st.Hot {
+		if h[0]+h[1] > uint64(size.Size()) || h[0]+h[1] < h[0] {
+			f.Close()
+			return fmt.Errorf("%w: hot range", errCorrupt)
+		}
+		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
+	}
+	img, err := wt.OpenImage(f, hot)
+	if err != nil {
+		return err
+	}
+	e.snap, e.globals = img, globals
+	return nil
+}
+
+// buildSnapshot boots the guest, runs the prelude, captures linear memory
+// and globals, and learns which pages a typical eval writes.
+func (e *Engine) buildSnapshot(dir string) error {
+	done := e.cfg.Progress("booting Ruby to build the snapshot (first run only)")
+	defer done()
+	v, err := e.bootVM()
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	c := v.store.Context()
+	mem := append([]byte(nil), v.mem.Data(c)...)
+	if len(mem)%wasmbin.PageSize != 0 {
+		return errors.New("glovebox: booted memory is not a whole number of pages")
+	}
+	st := snapshotState{Version: Version, Globals: map[string]string{}}
+	gs, _ := e.wasm.Globals()
+	for _, g := range gs {
+		if !g.Mutable {
+			continue
+		}
+		name := fmt.Sprintf("%s%d", globalPrefix, g.Index)
+		bits, ok := v.inst.GlobalBits(c, name)
+		if !ok {
+			return fmt.Errorf("glovebox: cannot read global %s", name)
+		}
+		st.Globals[name] = strconv.FormatUint(bits, 10)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, "memory.mem"), encodeMemImage(mem)); err != nil {
+		return fmt.Errorf("glovebox: caching the snapshot: %w", err)
+	}
+	// Load what was just written and learn the hot pages from it.
+	stTmp := st
+	b, _ := json.Marshal(stTmp)
+	if err := writeAtomic(filepath.Join(dir, "state.json"), b); err != nil {
+		return err
+	}
+	if err := e.loadSnapshot(dir); err != nil {
+		return err
+	}
+	hot, err := e.learnHot(mem)
+	if err != nil {
+		return fmt.Errorf("glovebox: the new snapshot does not work: %w", err)
+	}
+	e.snap.Close()
+	e.snap = nil
+	st.Hot = hot
+	b, _ = json.Marshal(st)
+	return writeAtomic(filepath.Join(dir, "state.json"), b)
+}
+
+// bootImage loads the boot image on first use: only snapshot builds and
+// boot-per-eval measurements need it.
+func (e *Engine) bootImage() (*wt.Image, error) {
+	e.bootOnce.Do(func() {
+		f, _, err := loadMemImage(e.bootPath)
+		if err != nil {
+			e.log.Warn("glovebox: rebuilding the boot image", "path", e.bootPath, "reason", err)
+			_, mem, serr := e.wasm.Split(globalPrefix)
+			if serr != nil {
+				e.bootErr = serr
+				return
+			}
+			if err := writeAtomic(e.bootPath, encodeMemImage(mem)); err != nil {
+				e.bootErr = fmt.Errorf("glovebox: caching the boot image: %w", err)
+				return
+			}
+			if f, _, err = loadMemImage(e.bootPath); err != nil {
+				e.bootErr = fmt.Errorf("glovebox: loading the boot image: %w", err)
+				return
+			}
+		}
+		e.boot, e.bootErr = wt.OpenImage(f, nil)
+	})
+	return e.boot, e.bootErr
+}
+
+// bootVM instantiates the image from scratch and boots Ruby with the
+// prelude, the way the snapshot was made.
+func (e *Engine) bootVM() (*VM, error) {
+	img, err := e.bootImage()
+	if err != nil {
+		return nil, err
+	}
+	v := &VM{e: e, jsvals: map[uint32]string{}}
+	v.store = wt.NewStore(e.wt, v)
+	v.store.Limit(maxMemory)
+	if err := v.store.SetWASI(wt.WASI{}); err != nil {
+		v.store.Close()
+		return nil, err
+	}
+	inst, err := e.pre.InstantiateImage(v.store, img)
+	if err != nil {
+		v.store.Close()
+		return nil, fmt.Errorf("glovebox: instantiating the guest image: %w", err)
+	}
+	if err := v.bind(inst); err != nil {
+		v.store.Close()
+		return nil, err
+	}
+	if err := v.boot(); err != nil {
+		v.store.Close()
+		return nil, fmt.Errorf("glovebox: booting Ruby: %w", err)
+	}
+	return v, nil
+}
+
+func (v *VM) boot() error {
+	c := v.store.Context()
+	if err := c.SetFuel(bootFuel); err != nil {
+		return err
+	}
+	v.limits = Limits{Timeout: bootTimeout}
+	v.deadline = time.Now().Add(bootTimeout)
+	c.SetEpochDeadline(1)
+	v.e.ticker.start()
+	defer v.e.ticker.stop()
+	initf, ok := v.inst.Func(c, exportInitialize)
+	rinit, ok2 := v.inst.Func(c, exportInit)
+	if !ok || !ok2 {
+		return errors.New("the guest image lacks _initialize or ruby-init")
+	}
+	if err := initf.Call(c, nil); err != nil {
+		return err
+	}
+	list, err := v.alloc(c, 4, uint32(8*len(rubyArgs)))
+	if err != nil {
+		return err
+	}
+	for i, a := range rubyArgs {
+		p, err := v.putString(c, []byte(a))
+		if err != nil {
+			return err
+		}
+		d, _ := v.guest(c, list+uint32(8*i), 8)
+		binary.LittleEndian.PutUint32(d, p)
+		binary.LittleEndian.PutUint32(d[4:], uint32(len(a)))
+	}
+	if err := rinit.Call(c, []uint64{uint64(list), uint64(len(rubyArgs))}); err != nil {
+		return err
+	}
+	code := "eval(<<'GLOVEBOX_PRELUDE', TOPLEVEL_BINDING, '<glovebox>', 1)\n" + prelude + "GLOVEBOX_PRELUDE\nnil\n"
+	if _, err := v.evalString(c, code); err != nil {
+		return fmt.Errorf("running the prelude: %w", err)
+	}
+	// Run the driver once so its method caches and lazily built tables are
+	// in the snapshot, then collect the garbage that left.
+	v.req = &warmRequest
+	_, err = v.evalString(c, "Glovebox.__run\nGC.start\nnil")
+	v.req = nil
+	if err != nil {
+		return fmt.Errorf("warming the driver: %w", err)
+	}
+	return nil
+}
+
+const (
+	bootFuel    = 1 << 40
+	bootTimeout = 5 * time.Minute // the first boot on a slow machine is slow
+)
+
+// warmCorpus is run, each in a fresh VM, to learn which snapshot pages a
+// typical eval writes; those are copied up front when a VM is made.
+var warmCorpus = []string{
+	"1 + 1",
+	`puts "hello"; [1, 2, 3].map { |x| x * 2 }.sum`,
+	`h = { "a" => 1, b: [1.5, nil, true] }; h.to_a.flatten.compact.size`,
+	`begin; raise ArgumentError, "x"; rescue => e; e.message; end`,
+	`s = +""; 100.times { |i| s << i.to_s }; s.size`,
+	`require "json"; JSON.generate({ "x" => [1, 2] })`,
+	`def f(n) = n < 2 ? n : f(n - 1) + f(n - 2); f(15)`,
+	`Struct.new(:a).new(1)`,
+	`raise "boom"`,
+}
+
+func (e *Engine) learnHot(snap []byte) ([][3]uint64, error) {
+	dirty := map[uint64]bool{}
+	for _, code := range warmCorpus {
+		v, err := e.newVM()
+		if err != nil {
+			return nil, err
+		}
+		if err := v.prepare(); err != nil {
+			v.close()
+			return nil, err
+		}
+		out := v.run(context.Background(), &Request{Code: code, Limits: Limits{
+			Timeout: 30 * time.Second, Memory: maxMemory, Stdout: 1 << 16, Stderr: 1 << 16, Value: 1 << 20,
+		}})
+		if out.Status != StatusOK && out.Status != StatusError {
+			v.close()
+			return nil, fmt.Errorf("warm-up eval %q ended %s: %v", code, out.Status, out.Error)
+		}
+		if code == "1 + 1" && (out.Status != StatusOK || fmt.Sprint(out.Value) != "2") {
+			v.close()
+			return nil, fmt.Errorf("1 + 1 gave %v %v", out.Status, out.Value)
+		}
+		d := v.mem.Data(v.store.Context())
+		for off := 0; off+4096 <= len(snap) && off+4096 <= len(d); off += 4096 {
+			if !dirty[uint64(off)] && string(d[off:off+4096]) != string(snap[off:off+4096]) {
+				dirty[uint64(off)] = true
+			}
+		}
+		v.close()
+	}
+	var out [][3]uint64
+	for off := uint64(0); off < uint64(len(snap)); off += 4096 {
+		if !dirty[off] {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][0]+out[n-1][1] == off {
+			out[n-1][1] += 4096
+		} else {
+			out = append(out, [3]uint64{off, 4096, 1})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,385 @@
+// Package engine runs the Ruby guest under wasmtime: it compiles and caches
+// the image, builds the boot snapshot every VM starts from, keeps a pool of
+// prepared VMs and runs evals in them.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/wasmbin"
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+//go:embed prelude.rb
+var prelude string
+
+// Version identifies the glovebox guest interface (prelude protocol,
+// snapshot layout). It is part of every cache key.
+const Version = "glovebox-abi-1"
+
+// WasmtimeVersion is the wasmtime release linked in (wasmtime-go v39.0.1).
+const WasmtimeVersion = "39.0.1"
+
+// engineSettings describes the compilation settings baked into compiled
+// code; a change must change the cache key.
+const engineSettings = "cranelift;fuel;epoch;host-memory;stack=default"
+
+// Config configures Open.
+type Config struct {
+	ImagePath string // the guest image, ruby+stdlib.wasm
+	CacheDir  string // root of the on-disk cache
+	PoolSize  int    // prepared VMs kept ready; 0: none
+	Logger    *slog.Logger
+	// Progress, if set, is told about slow steps (compiling, booting) as
+	// they start; done is called when each ends.
+	Progress func(step string) (done func())
+}
+
+// Engine owns the compiled guest and its snapshot. It is safe for
+// concurrent use.
+type Engine struct {
+	cfg     Config
+	wt      *wt.Engine
+	module  *wt.Module
+	linker  *wt.Linker
+	pre     *wt.InstancePre
+	wasm    *wasmbin.Module // the original image, parsed; its bytes are mapped
+	unmap   func()
+	boot     *wt.Image // initial memory, for booting from scratch; see bootImage
+	bootPath string
+	bootOnce sync.Once
+	bootErr  error
+	snap    *wt.Image       // booted memory
+	globals []globalValue
+	ticker  *ticker
+	log     *slog.Logger
+
+	// mu is held for reading by every running eval and for writing by
+	// Close, which so waits for them before freeing the engine.
+	mu        sync.RWMutex
+	pool      chan *VM
+	closing   chan struct{}
+	closed    atomic.Bool
+	wg        sync.WaitGroup
+	discard   chan *VM
+	poolHits  atomic.Uint64
+	poolMiss  atomic.Uint64
+	closeOnce sync.Once
+}
+
+type globalValue struct {
+	name string
+	bits uint64
+}
+
+// ErrClosed is returned by calls on a closed Engine.
+var ErrClosed = errors.New("glovebox: runtime is closed")
+
+// Open loads (or builds and caches) the compiled module and the boot
+// snapshot for cfg.ImagePath.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) func() { return func() {} }
+	}
+	raw, unmap, err := mapFile(cfg.ImagePath)
+	if err != nil {
+		return nil, fmt.Errorf("glovebox: reading the guest image: %w", err)
+	}
+	parsed, err := wasmbin.Parse(raw)
+	if err != nil {
+		unmap()
+		return nil, fmt.Errorf("glovebox: %s is not a usable guest image: %w", cfg.ImagePath, err)
+	}
+	sum, err := imageHash(cfg.CacheDir, cfg.ImagePath, raw)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	key := cacheKey(sum, WasmtimeVersion, engineSettings, Version)
+	e := &Engine{
+		cfg:     cfg,
+		wasm:    parsed,
+		unmap:   unmap,
+		log:     cfg.Logger,
+		closing: make(chan struct{}),
+		discard: make(chan *VM, 64),
+	}
+	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true})
+	e.ticker = newTicker(e.wt, epochTick)
+	dir := filepath.Join(cfg.CacheDir, key[:24])
+	if err := e.load(ctx, dir); err != nil {
+		e.release()
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.closer()
+	if cfg.PoolSize > 0 {
+		e.pool = make(chan *VM, cfg.PoolSize)
+		e.wg.Add(1)
+		go e.filler()
+	}
+	return e, nil
+}
+
+// epochTick is the epoch period: the granularity of wall-clock limits and
+// cancellation. 10 ms keeps the cost of the tick callback negligible.
+const epochTick = 10 * time.Millisecond
+
+func cacheKey(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s;", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// get returns a prepared VM, from the pool when one is ready.
+func (e *Engine) get() (*VM, error) {
+	select {
+	case v := <-e.pool:
+		if v != nil {
+			e.poolHits.Add(1)
+			return v, nil
+		}
+	default:
+	}
+	e.poolMiss.Add(1)
+	v, err := e.newVM()
+	if err != nil {
+		return nil, err
+	}
+	if err := v.prepare(); err != nil {
+		v.close()
+		return nil, err
+	}
+	return v, nil
+}
+
+// filler keeps the pool full.
+func (e *Engine) filler() {
+	defer e.wg.Done()
+	runtime.LockOSThread() // VMs are made and warmed on one thread
+	for {
+		v, err := e.newVM()
+		if err == nil {
+			if err = v.prepare(); err != nil {
+				v.close()
+			}
+		}
+		if err != nil {
+			e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
+			select {
+			case <-e.closing:
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		select {
+		case e.pool <- v:
+		case <-e.closing:
+			v.close()
+			return
+		}
+	}
+}
+
+// closer frees used VMs off the eval's critical path.
+func (e *Engine) closer() {
+	defer e.wg.Done()
+	for {
+		select {
+		case v := <-e.discard:
+			v.close()
+		case <-e.closing:
+			for {
+				select {
+				case v := <-e.discard:
+					v.close()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (e *Engine) recycle(v *VM) {
+	select {
+	case e.discard <- v:
+	default:
+		v.close()
+	}
+}
+
+// Eval runs req in a fresh VM.
+func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return &Outcome{Status: StatusCanceled, Error: &ErrorInfo{Class: stopClass[StatusCanceled], Message: "the caller's context ended before the eval started: " + context.Cause(ctx).Error()}}, nil
+	}
+	v, err := e.get()
+	if err != nil {
+		return nil, fmt.Errorf("glovebox: %w", err)
+	}
+	out := v.run(ctx, req)
+	e.recycle(v)
+	return out, nil
+}
+
+// MemoryFloor is the size in bytes of the booted guest's linear memory:
+// the least memory limit under which a VM can start.
+func (e *Engine) MemoryFloor() uint64 { return uint64(e.snap.Len()) }
+
+// PoolStats reports how many evals found a prepared VM waiting.
+func (e *Engine) PoolStats() (hits, misses uint64) {
+	return e.poolHits.Load(), e.poolMiss.Load()
+}
+
+// Close waits for running evals, stops the pool and frees everything.
+// Calls after Close return ErrClosed.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.closing)
+		drain := func() {
+			for e.pool != nil {
+				select {
+				case v := <-e.pool:
+					v.close()
+					continue
+				default:
+				}
+				return
+			}
+		}
+		drain() // unblocks a filler waiting to hand over a VM
+		e.mu.Lock()
+		e.wg.Wait()
+		drain()
+		e.ticker.close()
+		e.release()
+		e.mu.Unlock()
+	})
+}
+
+func (e *Engine) release() {
+	for _, c := range []interface{ Close() }{e.pre, e.linker, e.module, e.boot, e.snap} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	e.wt.Close()
+	e.unmap()
+}
+
+// imageHash returns the SHA-256 of the image at path (mapped as raw). The
+// hash is remembered in the cache keyed by the file's path, size and
+// modification time, so a warm start does not hash 32 MB again.
+func imageHash(cacheDir, path string, raw []byte) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	abs, _ := filepath.Abs(path)
+	stamp := filepath.Join(cacheDir, "hashes", cacheKey(abs)[:24])
+	id := fmt.Sprintf("%d %d ", st.Size(), st.ModTime().UnixNano())
+	if b, err := os.ReadFile(stamp); err == nil && strings.HasPrefix(string(b), id) && len(b) == len(id)+64 {
+		return string(b[len(id):]), nil
+	}
+	sum := sha256.Sum256(raw)
+	h := hex.EncodeToString(sum[:])
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
+		writeAtomic(stamp, []byte(id+h)) // best effort: without it the next start hashes again
+	}
+	return h, nil
+}
+
+// ticker advances the engine epoch every period while at least one eval
+// runs, so an idle runtime costs nothing.
+type ticker struct {
+	eng    *wt.Engine
+	period time.Duration
+	mu     sync.Mutex
+	active int
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+func newTicker(eng *wt.Engine, period time.Duration) *ticker {
+	t := &ticker{eng: eng, period: period, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go t.loop()
+	return t
+}
+
+func (t *ticker) start() {
+	t.mu.Lock()
+	t.active++
+	first := t.active == 1
+	t.mu.Unlock()
+	if first {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (t *ticker) stop() {
+	t.mu.Lock()
+	t.active--
+	t.mu.Unlock()
+}
+
+func (t *ticker) loop() {
+	tk := time.NewTicker(t.period)
+	defer tk.Stop()
+	for {
+		t.mu.Lock()
+		idle := t.active == 0
+		t.mu.Unlock()
+		if idle {
+			select {
+			case <-t.wake:
+			case <-t.done:
+				return
+			}
+			tk.Reset(t.period)
+			continue
+		}
+		select {
+		case <-tk.C:
+			t.eng.IncrementEpoch()
+		case <-t.done:
+			return
+		}
+	}
+}
+
+func (t *ticker) close() {
+	select {
+	case <-t.done:
+	default:
+		close(t.done)
+	}
+}

@@ -1,0 +1,159 @@
+# glovebox guest prelude. Evaluated once while the boot snapshot is made;
+# every VM starts with its effects in place. It runs before any untrusted
+# code, but nothing here is a secret or a privilege: the host checks every
+# message that crosses the channel as if the guest had written it.
+require "json"
+require "js"
+
+$stdout.sync = true
+$stderr.sync = true
+
+module Glovebox
+  # Base class of the errors glovebox raises inside the guest.
+  class Error < StandardError; end
+  # A host tool failed, was vetoed, or was called with bad arguments.
+  class ToolError < Error; end
+  # Glovebox.call named a tool the host did not expose.
+  class UnknownToolError < Error; end
+  # The value of the last expression cannot cross to the host.
+  class ValueError < Error; end
+
+  MAX_DEPTH = 64
+  MAX_MESSAGE = 16 * 1024
+  MAX_FRAMES = 50
+  ERRORS = {
+    "ToolError" => ToolError, "UnknownToolError" => UnknownToolError,
+    "TypeError" => TypeError, "ArgumentError" => ArgumentError,
+  }.freeze
+
+  eval_js = JS.method(:eval)
+  # One message to the host and its answer, both strings.
+  define_singleton_method(:__send) { |op, payload| eval_js.call("#{op}\n#{payload}").to_s }
+  private_class_method :__send
+
+  class << self
+    # Calls the host tool name; what the tool returns comes back as data.
+    def call(name, *args, **kwargs)
+      payload = JSON.generate([name.to_s, __data(args, 0, {}.compare_by_identity),
+                               __data(kwargs, 0, {}.compare_by_identity)], allow_nan: true, max_nesting: false)
+      tag, rest = __send("call", payload).split("\n", 2)
+      return JSON.parse(rest, allow_nan: true, max_nesting: false) if tag == "ok"
+      klass, message = rest.to_s.split("\n", 2)
+      raise ERRORS.fetch(klass, ToolError), message.to_s
+    end
+
+    # Reseeds Kernel#rand from the host's CSPRNG. Run once per VM, before
+    # any untrusted code.
+    def __prepare
+      srand(Random.new_seed)
+      nil
+    end
+
+    # Runs the request the host holds for this VM and returns the result
+    # as a wire string.
+    def __run
+      req = JSON.parse(__send("req", ""))
+      req["tools"].each do |name|
+        Object.send(:define_method, name) { |*args, **kwargs| Glovebox.call(name, *args, **kwargs) }
+        Object.send(:private, name)
+      end
+      max_value = req["max_value"]
+      out = begin
+        value = TOPLEVEL_BINDING.eval(req["code"], "sandbox", 1)
+        json = JSON.generate({ "status" => "ok", "value" => __data(value, 0, {}.compare_by_identity) },
+                             allow_nan: true, max_nesting: false)
+        if json.bytesize > max_value
+          raise ValueError, "the value of the last expression is #{json.bytesize} bytes as data, over the " \
+                            "#{max_value}-byte limit; return a smaller value or print a summary"
+        end
+        json
+      rescue Exception => e # everything the guest raised, SystemExit and NoMemoryError included
+        JSON.generate({ "status" => "error", "error" => __error(e) }, allow_nan: true, max_nesting: false)
+      end
+      out
+    end
+
+    def __error(e)
+      message = begin
+        e.message.to_s
+      rescue Exception
+        "(message unavailable)"
+      end
+      frames = Array(e.backtrace).reject { |f| f.start_with?("<glovebox>:", "eval:", "-e:") }.first(MAX_FRAMES)
+      { "class" => __str(e.class.name || e.class.inspect), "message" => __str(message[0, MAX_MESSAGE]),
+        "backtrace" => frames.map { |f| __str(f) } }
+    end
+
+    # A UTF-8 copy of s: binary strings are read as UTF-8, other encodings
+    # transcoded, and invalid bytes replaced by U+FFFD.
+    def __str(s)
+      s = s.to_s
+      unless s.encoding == Encoding::UTF_8
+        s = if s.encoding == Encoding::BINARY || s.encoding == Encoding::US_ASCII
+              s.dup.force_encoding(Encoding::UTF_8)
+            else
+              begin
+                s.encode(Encoding::UTF_8, invalid: :replace, undef: :replace)
+              rescue EncodingError
+                s.dup.force_encoding(Encoding::UTF_8)
+              end
+            end
+      end
+      s.valid_encoding? ? s : s.scrub
+    end
+
+    def __key(k)
+      case k
+      when String then __str(k)
+      when Symbol then __str(k.name)
+      else __inspect(k)
+      end
+    end
+
+    def __inspect(v)
+      __str(v.inspect)
+    rescue Exception
+      "#<#{v.class rescue 'Object'}>"
+    end
+
+    def __data(v, depth, seen)
+      case v
+      when nil, true, false, Integer, Float then v
+      when String then __str(v)
+      when Symbol then __str(v.name)
+      when Array, Hash
+        return(v.is_a?(Array) ? "[...]" : "{...}") if seen.key?(v)
+        if depth >= MAX_DEPTH
+          raise ValueError, "the value nests deeper than #{MAX_DEPTH} levels; flatten it or return its inspect string"
+        end
+        seen[v] = true
+        out = if v.is_a?(Array)
+                v.map { |x| __data(x, depth + 1, seen) }
+              else
+                v.each_with_object({}) { |(k, x), h| h[__key(k)] = __data(x, depth + 1, seen) }
+              end
+        seen.delete(v)
+        out
+      else __inspect(v)
+      end
+    end
+  end
+end
+
+# WASI has no processes, but some of Ruby's process calls report success
+# (system returns true, spawn nil) instead of failing. Make every one fail
+# plainly.
+module Glovebox
+  NO_PROCESSES = "the glovebox sandbox cannot start processes"
+end
+%i[system spawn exec fork ` ].each do |name|
+  Kernel.send(:define_method, name) { |*, **| raise NotImplementedError, "#{name}: #{Glovebox::NO_PROCESSES}" }
+  Kernel.send(:private, name)
+  Kernel.define_singleton_method(name) { |*, **| raise NotImplementedError, "#{name}: #{Glovebox::NO_PROCESSES}" }
+end
+%i[spawn exec fork daemon].each do |name|
+  Process.define_singleton_method(name) { |*, **| raise NotImplementedError, "Process.#{name}: #{Glovebox::NO_PROCESSES}" }
+end
+IO.define_singleton_method(:popen) { |*, **| raise NotImplementedError, "IO.popen: #{Glovebox::NO_PROCESSES}" }
+
+Object.send(:remove_const, :JS)

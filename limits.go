@@ -1,0 +1,125 @@
+package glovebox
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits bound one eval. Every zero field takes its default; negative
+// values are invalid. A [Runtime] applies its Limits to every eval; derive
+// a Runtime with other limits with [Runtime.WithLimits].
+type Limits struct {
+	// Timeout is the wall-clock limit, tool calls and sleeps included.
+	// It is enforced by epoch interruption, which also stops long C
+	// builtins such as a backtracking regular expression, with a
+	// granularity of 10 ms. Zero means DefaultTimeout.
+	Timeout time.Duration
+
+	// Fuel is a deterministic CPU budget in wasmtime fuel units (about
+	// one per WebAssembly instruction; a 1M-iteration Ruby while loop
+	// takes about 4.7e8, and the eval driver itself about 2.2e5 for a
+	// trivial program). Zero means no fuel budget: fuel is still counted
+	// and reported, and Timeout bounds the work.
+	Fuel uint64
+
+	// Memory caps the guest's linear memory in bytes. The booted guest
+	// already occupies about 320 MiB of address space (Ruby reserves
+	// 256 MiB at start-up that it never touches; untouched pages use no
+	// host memory), so values below Runtime.MemoryFloor are rejected.
+	// Zero means DefaultMemory.
+	Memory int64
+
+	// Stdout and Stderr are the bytes of each stream kept; output past
+	// them is dropped and the result flagged and marked. Zero means
+	// DefaultStdout and DefaultStderr.
+	Stdout int
+	Stderr int
+
+	// Value caps the encoded size, in bytes, of the value of the last
+	// expression. Zero means DefaultValue.
+	Value int
+
+	// ToolCalls is the most tool calls one eval may make. Zero means
+	// DefaultToolCalls.
+	ToolCalls int
+
+	// ToolTime is the most wall-clock time one eval may spend inside tool
+	// calls in total; a tool's context is cancelled when it runs out.
+	// Zero means Timeout (no separate budget).
+	ToolTime time.Duration
+
+	// ToolPayload is the most bytes one tool call may carry in each
+	// direction: the encoded arguments from the guest and the encoded
+	// result back. Zero means DefaultToolPayload.
+	ToolPayload int
+}
+
+// Defaults for zero [Limits] fields. The output limits follow the seed
+// project security_box (1 MiB stdout, 64 KiB stderr); the tool budgets
+// follow its host RPC limits (1,000 calls, 1 MiB per response).
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultMemory      = 512 << 20
+	DefaultStdout      = 1 << 20
+	DefaultStderr      = 64 << 10
+	DefaultValue       = 1 << 20
+	DefaultToolCalls   = 1000
+	DefaultToolPayload = 1 << 20
+)
+
+// withDefaults validates l and fills in its zero fields.
+func (l Limits) withDefaults(floor int64) (Limits, error) {
+	bad := func(field string, v any) (Limits, error) {
+		return Limits{}, fmt.Errorf("%w: %s is %v; it must not be negative", ErrInvalidLimits, field, v)
+	}
+	switch {
+	case l.Timeout < 0:
+		return bad("Timeout", l.Timeout)
+	case l.Memory < 0:
+		return bad("Memory", l.Memory)
+	case l.Stdout < 0:
+		return bad("Stdout", l.Stdout)
+	case l.Stderr < 0:
+		return bad("Stderr", l.Stderr)
+	case l.Value < 0:
+		return bad("Value", l.Value)
+	case l.ToolCalls < 0:
+		return bad("ToolCalls", l.ToolCalls)
+	case l.ToolTime < 0:
+		return bad("ToolTime", l.ToolTime)
+	case l.ToolPayload < 0:
+		return bad("ToolPayload", l.ToolPayload)
+	}
+	def := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
+	def(&l.Stdout, DefaultStdout)
+	def(&l.Stderr, DefaultStderr)
+	def(&l.Value, DefaultValue)
+	def(&l.ToolCalls, DefaultToolCalls)
+	def(&l.ToolPayload, DefaultToolPayload)
+	if l.ToolTime == 0 {
+		l.ToolTime = l.Timeout
+	}
+	if floor > 0 && l.Memory < floor {
+		return Limits{}, fmt.Errorf("%w: Memory is %d bytes (%s), below the %s the booted guest occupies; "+
+			"most of that is address space Ruby reserves and never touches, so it costs no host memory",
+			ErrInvalidLimits, l.Memory, mib(l.Memory), mib(floor))
+	}
+	if l.Memory > 4<<30 {
+		return Limits{}, fmt.Errorf("%w: Memory is %s, above the 4 GiB a 32-bit guest can address", ErrInvalidLimits, mib(l.Memory))
+	}
+	return l, nil
+}
+
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

@@ -1,0 +1,576 @@
+package glovebox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// Args are the arguments a guest passed to a tool, as data (see Values in
+// the package documentation): symbols have become strings, in nested data
+// too. Keyword is nil when the guest passed no keyword arguments.
+type Args struct {
+	Positional []any
+	Keyword    map[string]any
+}
+
+// ToolFunc is the explicit form of a tool. What it returns crosses back to
+// the guest as data; an error raises Glovebox::ToolError in the guest with
+// the error's message (or what [Hooks].SanitizeError makes of it).
+type ToolFunc func(ctx context.Context, args Args) (any, error)
+
+// Toolset is a set of named tools the guest may call. The zero value is
+// empty and ready to use. Registration is not safe for concurrent use; a
+// [Runtime] takes a copy at [New], so later changes do not reach it.
+//
+// Each tool becomes a private top-level method in the guest, so guest
+// code calls orders() or change_plan("premium"); keyword arguments arrive
+// as a map. Glovebox.call("name", ...) reaches the same tools.
+type Toolset struct {
+	tools map[string]ToolFunc
+	from  map[string]string // where each name was registered, for errors
+}
+
+// Add registers fn under name. The name must be a valid Ruby method name
+// that does not shadow a core method; see [ValidToolName].
+func (s *Toolset) Add(name string, fn ToolFunc) error {
+	if fn == nil {
+		return fmt.Errorf("%w: %q: nil function", ErrInvalidTool, name)
+	}
+	return s.add(name, fn, "Add")
+}
+
+func (s *Toolset) add(name string, fn ToolFunc, from string) error {
+	if err := ValidToolName(name); err != nil {
+		return err
+	}
+	if s.tools == nil {
+		s.tools, s.from = map[string]ToolFunc{}, map[string]string{}
+	}
+	if prev, ok := s.from[name]; ok {
+		return fmt.Errorf("%w: %q is registered twice (by %s and by %s)", ErrInvalidTool, name, prev, from)
+	}
+	s.tools[name], s.from[name] = fn, from
+	return nil
+}
+
+// Func registers the Go function fn under name, calling it by reflection.
+// fn may take a context.Context first; the guest's positional arguments
+// fill the remaining parameters (a variadic last parameter takes the rest),
+// and keyword arguments, when given, arrive as one more argument, a
+// map[string]any (or any type that map decodes into). Each argument is
+// converted to its parameter's type: exactly for bool, string, the number
+// kinds (range-checked) and any; through its JSON encoding for structs,
+// slices and maps. fn may return nothing, a value, an error, or a value
+// and an error. A mismatch raises ArgumentError in the guest.
+func (s *Toolset) Func(name string, fn any) error {
+	f, err := reflectTool(reflect.ValueOf(fn))
+	if err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidTool, name, err)
+	}
+	return s.add(name, f, "Func")
+}
+
+// ToolCeiling is implemented by a tool object to declare the most it is
+// ever willing to expose: [Toolset.Object] exposes no method outside the
+// names ToolMethods returns, whatever [Only] and [Except] say. Names may
+// be given as Go method names or as guest (snake_case) names; a name that
+// is not an exposable method is an error. ToolMethods itself is never
+// exposed.
+type ToolCeiling interface {
+	ToolMethods() []string
+}
+
+// ObjectOption narrows what [Toolset.Object] exposes.
+type ObjectOption func(*objectOptions)
+
+type objectOptions struct {
+	only, except []string
+}
+
+// Only exposes just the named methods (an allowlist; recommended).
+func Only(names ...string) ObjectOption {
+	return func(o *objectOptions) { o.only = append(o.only, names...) }
+}
+
+// Except exposes every method but the named ones (a denylist).
+func Except(names ...string) ObjectOption {
+	return func(o *objectOptions) { o.except = append(o.except, names...) }
+}
+
+// Object registers v's exported methods as tools named in snake_case
+// (UserInfo becomes user_info, HTTPGet http_get), each called as [Func]
+// would call it. Methods whose signatures cannot be called that way are not
+// exposable. Names given to [Only], [Except] or v's [ToolCeiling] may be Go
+// or snake_case names; one that is not an exposable method of v is an
+// error, so a typo never widens or misnames the surface.
+func (s *Toolset) Object(v any, opts ...ObjectOption) error {
+	var o objectOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return fmt.Errorf("%w: Object(nil)", ErrInvalidTool)
+	}
+	typ := rv.Type()
+	exposable := map[string]reflect.Value{} // snake name -> bound method
+	goName := map[string]string{}
+	for i := range typ.NumMethod() {
+		m := typ.Method(i)
+		if m.Name == "ToolMethods" {
+			continue
+		}
+		if _, err := reflectTool(rv.Method(i)); err != nil {
+			continue
+		}
+		sn := SnakeCase(m.Name)
+		exposable[sn], goName[m.Name] = rv.Method(i), sn
+	}
+	resolve := func(list string, names []string) (map[string]bool, error) {
+		out := map[string]bool{}
+		for _, n := range names {
+			sn := n
+			if g, ok := goName[n]; ok {
+				sn = g
+			}
+			if _, ok := exposable[sn]; !ok {
+				return nil, fmt.Errorf("%w: %s names %q, which is not an exposable method of %s (exposable: %s)",
+					ErrInvalidTool, list, n, typ, strings.Join(sortedKeys(exposable), ", "))
+			}
+			out[sn] = true
+		}
+		return out, nil
+	}
+	allowed := map[string]bool{}
+	for sn := range exposable {
+		allowed[sn] = true
+	}
+	if c, ok := v.(ToolCeiling); ok {
+		ceiling, err := resolve("ToolMethods", c.ToolMethods())
+		if err != nil {
+			return err
+		}
+		allowed = ceiling
+	}
+	if o.only != nil {
+		only, err := resolve("Only", o.only)
+		if err != nil {
+			return err
+		}
+		for sn := range only {
+			if !allowed[sn] {
+				return fmt.Errorf("%w: Only names %q, which %s's ToolMethods ceiling does not allow", ErrInvalidTool, sn, typ)
+			}
+		}
+		allowed = only
+	}
+	except, err := resolve("Except", o.except)
+	if err != nil {
+		return err
+	}
+	for sn := range except {
+		delete(allowed, sn)
+	}
+	for _, sn := range sortedKeys(allowed) {
+		f, _ := reflectTool(exposable[sn])
+		if err := s.add(sn, f, "Object("+typ.String()+")"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Merge adds every tool of others to s; a name already present is an error
+// and leaves s without the rest of that set.
+func (s *Toolset) Merge(others ...*Toolset) error {
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		for _, name := range o.Names() {
+			if err := s.add(name, o.tools[name], o.from[name]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Names returns the tool names, sorted: exactly the functions the guest
+// sees. Use it as a test assertion so a new method cannot slip into the
+// surface unnoticed.
+func (s *Toolset) Names() []string { return sortedKeys(s.tools) }
+
+func (s *Toolset) clone() map[string]ToolFunc {
+	out := make(map[string]ToolFunc, len(s.tools))
+	for k, v := range s.tools {
+		out[k] = v
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SnakeCase converts a Go method name to its guest name: words split at
+// case changes, initialisms kept together, all lower case (UserInfo →
+// user_info, HTTPGet → http_get, GetURLs → get_urls, ID → id).
+func SnakeCase(s string) string {
+	rs := []rune(s)
+	var b strings.Builder
+	for i, r := range rs {
+		if unicode.IsUpper(r) && i > 0 {
+			prev := rs[i-1]
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower && !(rs[i+1] == 's' && i+2 == len(rs))) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// ValidToolName reports whether name can be a tool: a Ruby method name
+// callable as a plain top-level call ([a-z_][A-Za-z0-9_]* with an optional
+// final ? or !), not starting with "__", not a Ruby keyword, and not a
+// method every object has (puts, require, send, ...), which it would
+// shadow. The error says which rule failed.
+func ValidToolName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidTool)
+	}
+	body := strings.TrimRight(name, "?!")
+	if len(name)-len(body) > 1 || body == "" {
+		return fmt.Errorf("%w: %q is not a Ruby method name", ErrInvalidTool, name)
+	}
+	for i, r := range body {
+		ok := r == '_' || (r >= 'a' && r <= 'z') || (i > 0 && ((r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')))
+		if !ok {
+			return fmt.Errorf("%w: %q is not a Ruby method name callable as name(...) (letters, digits and _, starting with a lower-case letter or _)", ErrInvalidTool, name)
+		}
+	}
+	if strings.HasPrefix(name, "__") {
+		return fmt.Errorf("%w: %q: names starting with __ are reserved", ErrInvalidTool, name)
+	}
+	if rubyKeywords[name] {
+		return fmt.Errorf("%w: %q is a Ruby keyword", ErrInvalidTool, name)
+	}
+	if slices.Contains(coreMethods, name) {
+		return fmt.Errorf("%w: %q would shadow Ruby's core method of that name", ErrInvalidTool, name)
+	}
+	return nil
+}
+
+var rubyKeywords = map[string]bool{}
+
+func init() {
+	for _, k := range strings.Fields("alias and begin break case class def defined? do else elsif end ensure false for if in module next nil not or redo rescue retry return self super then true undef unless until when while yield") {
+		rubyKeywords[k] = true
+	}
+}
+
+// coreMethods are the methods every guest object responds to (Kernel,
+// Object and BasicObject, public and private, with the json library
+// loaded), read from the guest image; a tool may not shadow them.
+var coreMethods = strings.Fields(`abort at_exit autoload autoload? binding block_given? caller caller_locations
+catch class clone define_singleton_method display dup enum_for eql? equal? eval exec exit exit! extend fail fork
+format freeze frozen? gets global_variables hash initialize initialize_clone initialize_copy initialize_dup inspect
+instance_eval instance_exec instance_of? instance_variable_defined? instance_variable_get instance_variable_set
+instance_variables instance_variables_to_inspect is_a? iterator? itself j jj kind_of? lambda load local_variables
+loop method method_missing methods nil? object_id open p pp print printf private_methods proc protected_methods
+public_method public_methods public_send putc puts raise rand readline readlines remove_instance_variable require
+require_relative respond_to? respond_to_missing? select send set_trace_func singleton_class singleton_method
+singleton_method_added singleton_method_removed singleton_method_undefined singleton_methods sleep spawn sprintf
+srand syscall system tap test then throw to_enum to_json to_s trace_var trap untrace_var warn yield_self`)
+
+var (
+	ctxType   = reflect.TypeFor[context.Context]()
+	errType   = reflect.TypeFor[error]()
+	anyType   = reflect.TypeFor[any]()
+	bigIntPtr = reflect.TypeFor[*big.Int]()
+)
+
+// reflectTool wraps fn as a ToolFunc, or says why it cannot be one.
+func reflectTool(fn reflect.Value) (ToolFunc, error) {
+	if !fn.IsValid() || fn.Kind() != reflect.Func || fn.IsNil() {
+		return nil, errors.New("not a function")
+	}
+	t := fn.Type()
+	first := 0
+	if t.NumIn() > 0 && t.In(0) == ctxType {
+		first = 1
+	}
+	for i := first; i < t.NumIn(); i++ {
+		if err := decodable(t.In(i)); err != nil {
+			return nil, fmt.Errorf("parameter %d: %v", i+1, err)
+		}
+	}
+	valueOut, errOut := -1, -1
+	switch t.NumOut() {
+	case 0:
+	case 1:
+		if t.Out(0) == errType {
+			errOut = 0
+		} else {
+			valueOut = 0
+		}
+	case 2:
+		if t.Out(1) != errType {
+			return nil, errors.New("a second result must be error")
+		}
+		valueOut, errOut = 0, 1
+	default:
+		return nil, errors.New("too many results (want at most a value and an error)")
+	}
+	return func(ctx context.Context, a Args) (any, error) {
+		in := make([]any, 0, len(a.Positional)+1)
+		in = append(in, a.Positional...)
+		if a.Keyword != nil {
+			in = append(in, a.Keyword)
+		}
+		nfixed := t.NumIn() - first
+		if t.IsVariadic() {
+			nfixed--
+		}
+		if len(in) < nfixed || (!t.IsVariadic() && len(in) > nfixed) {
+			want := fmt.Sprint(nfixed)
+			if t.IsVariadic() {
+				want += "+"
+			}
+			return nil, &argError{fmt.Sprintf("wrong number of arguments (given %d, expected %s)", len(in), want)}
+		}
+		args := make([]reflect.Value, 0, first+len(in))
+		if first == 1 {
+			args = append(args, reflect.ValueOf(ctx))
+		}
+		for i, x := range in {
+			pt := reflect.Type(nil)
+			if t.IsVariadic() && i >= nfixed {
+				pt = t.In(t.NumIn() - 1).Elem()
+			} else {
+				pt = t.In(first + i)
+			}
+			v, err := convertArg(x, pt)
+			if err != nil {
+				return nil, &argError{fmt.Sprintf("argument %d: %v", i+1, err)}
+			}
+			args = append(args, v)
+		}
+		out := fn.Call(args)
+		var res any
+		if valueOut >= 0 {
+			res = out[valueOut].Interface()
+		}
+		if errOut >= 0 && !out[errOut].IsNil() {
+			return nil, out[errOut].Interface().(error)
+		}
+		return res, nil
+	}, nil
+}
+
+// argError marks an argument mismatch: ArgumentError in the guest.
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return e.msg }
+
+func decodable(t reflect.Type) error {
+	switch t.Kind() {
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+		return fmt.Errorf("a %s cannot be decoded from guest data", t)
+	case reflect.Interface:
+		if t != anyType {
+			return fmt.Errorf("interface %s cannot be decoded from guest data (use any)", t)
+		}
+	}
+	return nil
+}
+
+// convertArg converts guest data x to type t.
+func convertArg(x any, t reflect.Type) (reflect.Value, error) {
+	if t == anyType {
+		if x == nil {
+			return reflect.Zero(t), nil
+		}
+		return reflect.ValueOf(x), nil
+	}
+	if x == nil {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+			return reflect.Zero(t), nil
+		}
+		return reflect.Value{}, fmt.Errorf("nil cannot be a %s", t)
+	}
+	if t == bigIntPtr {
+		switch n := x.(type) {
+		case int64:
+			return reflect.ValueOf(big.NewInt(n)), nil
+		case *big.Int:
+			return reflect.ValueOf(n), nil
+		}
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		if b, ok := x.(bool); ok {
+			return reflect.ValueOf(b).Convert(t), nil
+		}
+	case reflect.String:
+		if s, ok := x.(string); ok {
+			return reflect.ValueOf(s).Convert(t), nil
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n, ok := x.(int64); ok {
+			v := reflect.New(t).Elem()
+			if v.OverflowInt(n) {
+				return reflect.Value{}, fmt.Errorf("%d overflows %s", n, t)
+			}
+			v.SetInt(n)
+			return v, nil
+		}
+		if _, ok := x.(*big.Int); ok {
+			return reflect.Value{}, fmt.Errorf("%v overflows %s", x, t)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		var u uint64
+		switch n := x.(type) {
+		case int64:
+			if n < 0 {
+				return reflect.Value{}, fmt.Errorf("%d is negative; %s is unsigned", n, t)
+			}
+			u = uint64(n)
+		case *big.Int:
+			if !n.IsUint64() {
+				return reflect.Value{}, fmt.Errorf("%v overflows %s", n, t)
+			}
+			u = n.Uint64()
+		default:
+			return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
+		}
+		v := reflect.New(t).Elem()
+		if v.OverflowUint(u) {
+			return reflect.Value{}, fmt.Errorf("%d overflows %s", u, t)
+		}
+		v.SetUint(u)
+		return v, nil
+	case reflect.Float32, reflect.Float64:
+		var f float64
+		switch n := x.(type) {
+		case float64:
+			f = n
+		case int64:
+			f = float64(n)
+		case *big.Int:
+			f, _ = new(big.Float).SetInt(n).Float64()
+		default:
+			return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
+		}
+		v := reflect.New(t).Elem()
+		if t.Kind() == reflect.Float32 && !math.IsInf(f, 0) && !math.IsNaN(f) && v.OverflowFloat(f) {
+			return reflect.Value{}, fmt.Errorf("%g overflows %s", f, t)
+		}
+		v.SetFloat(f)
+		return v, nil
+	}
+	if xv := reflect.ValueOf(x); xv.Type().AssignableTo(t) {
+		return xv, nil
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
+	}
+	// Structs, slices, maps, pointers: through JSON.
+	b, err := wire.EncodeJSON(nil, x, wire.MaxDepth)
+	if err != nil {
+		return reflect.Value{}, err
+	}
+	p := reflect.New(t)
+	if err := json.Unmarshal(b, p.Interface()); err != nil {
+		return reflect.Value{}, fmt.Errorf("cannot use %s as %s: %v", guestType(x), t, err)
+	}
+	return p.Elem(), nil
+}
+
+func guestType(x any) string {
+	switch x.(type) {
+	case string:
+		return "a String"
+	case bool:
+		return "true/false"
+	case int64, *big.Int:
+		return "an Integer"
+	case float64:
+		return "a Float"
+	case []any:
+		return "an Array"
+	case map[string]any:
+		return "a Hash"
+	}
+	return fmt.Sprintf("%T", x)
+}
+
+// Hooks observe and control tool calls. Every field is optional.
+type Hooks struct {
+	// BeforeCall runs before each tool call; a non-nil error vetoes the
+	// call, and its message is what the guest sees (as
+	// Glovebox::ToolError, unsanitized: the message is the host's own).
+	BeforeCall func(ctx context.Context, tool string, args Args) error
+	// AfterCall runs after each call that was attempted (vetoed ones
+	// included) with its transcript entry.
+	AfterCall func(ctx context.Context, call ToolCall)
+	// SanitizeError decides the message the guest sees for a tool's own
+	// error, which may otherwise leak host details. If it panics or
+	// returns "", the guest sees "tool call failed". Nil passes messages
+	// through.
+	SanitizeError func(tool string, err error) string
+}
+
+// ToolCall is one entry of an eval's transcript.
+type ToolCall struct {
+	Name     string
+	Args     Args
+	Result   any    // the result as the guest received it (data); nil on error
+	Error    string // the message the guest saw; "" on success
+	Duration time.Duration
+}
+
+// MarshalJSON writes {"name", "args", "kwargs", "result", "error",
+// "duration_ms"}, with values encoded as in [Result.MarshalJSON].
+func (c ToolCall) MarshalJSON() ([]byte, error) {
+	args := c.Args.Positional
+	if args == nil {
+		args = []any{}
+	}
+	enc := func(v any) json.RawMessage {
+		b, err := wire.EncodeJSON(nil, v, wire.MaxDepth)
+		if err != nil {
+			b, _ = json.Marshal(fmt.Sprint(v))
+		}
+		return b
+	}
+	return marshalNoEscape(struct {
+		Name       string          `json:"name"`
+		Args       json.RawMessage `json:"args"`
+		Kwargs     json.RawMessage `json:"kwargs"`
+		Result     json.RawMessage `json:"result"`
+		Error      string          `json:"error,omitempty"`
+		DurationMS float64         `json:"duration_ms"`
+	}{c.Name, enc(args), enc(c.Args.Keyword), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000})
+}
