@@ -421,4 +421,3 @@ func (r *Runtime) sanitize(tool string, err error) (msg string) {
 	}
 	return msg
 }
-

@@ -51,21 +51,21 @@ type Config struct {
 // Engine owns the compiled guest and its snapshot. It is safe for
 // concurrent use.
 type Engine struct {
-	cfg     Config
-	wt      *wt.Engine
-	module  *wt.Module
-	linker  *wt.Linker
-	pre     *wt.InstancePre
-	wasm    *wasmbin.Module // the original image, parsed; its bytes are mapped
-	unmap   func()
+	cfg      Config
+	wt       *wt.Engine
+	module   *wt.Module
+	linker   *wt.Linker
+	pre      *wt.InstancePre
+	wasm     *wasmbin.Module // the original image, parsed; its bytes are mapped
+	unmap    func()
 	boot     *wt.Image // initial memory, for booting from scratch; see bootImage
 	bootPath string
 	bootOnce sync.Once
 	bootErr  error
-	snap    *wt.Image       // booted memory
-	globals []globalValue
-	ticker  *ticker
-	log     *slog.Logger
+	snap     *wt.Image // booted memory
+	globals  []globalValue
+	ticker   *ticker
+	log      *slog.Logger
 
 	// mu is held for reading by every running eval and for writing by
 	// Close, which so waits for them before freeing the engine.

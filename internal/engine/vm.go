@@ -18,14 +18,14 @@ type Status string
 
 // Statuses; the root package documents them for users.
 const (
-	StatusOK                  Status = "ok"
-	StatusError               Status = "error"
-	StatusTimeout             Status = "timeout"
-	StatusFuelExhausted       Status = "fuel_exhausted"
-	StatusMemoryLimit         Status = "memory_limit"
-	StatusCanceled            Status = "canceled"
-	StatusSandboxError        Status = "sandbox_error"
-	StatusToolBudgetExceeded  Status = "tool_budget_exceeded"
+	StatusOK                 Status = "ok"
+	StatusError              Status = "error"
+	StatusTimeout            Status = "timeout"
+	StatusFuelExhausted      Status = "fuel_exhausted"
+	StatusMemoryLimit        Status = "memory_limit"
+	StatusCanceled           Status = "canceled"
+	StatusSandboxError       Status = "sandbox_error"
+	StatusToolBudgetExceeded Status = "tool_budget_exceeded"
 )
 
 // Limits bound one eval. The root package validates and defaults them;

@@ -109,12 +109,12 @@ type EngineConfig struct {
 // PoolingConfig sizes the pooling allocator: slots are reserved up front and
 // reused, so instantiation avoids mmap/munmap.
 type PoolingConfig struct {
-	TotalMemories        uint32 // concurrent linear memories
-	MaxMemorySize        uint64 // bytes per linear memory slot
-	MaxCoreInstanceSize  uint64 // bytes of instance metadata
-	TableElements        uint64 // elements per table
-	MaxUnusedWarmSlots   uint32
-	MemoryKeepResident   uint64 // bytes reset with memset rather than madvise
+	TotalMemories       uint32 // concurrent linear memories
+	MaxMemorySize       uint64 // bytes per linear memory slot
+	MaxCoreInstanceSize uint64 // bytes of instance metadata
+	TableElements       uint64 // elements per table
+	MaxUnusedWarmSlots  uint32
+	MemoryKeepResident  uint64 // bytes reset with memset rather than madvise
 }
 
 // Engine is a wasmtime engine. It is safe for concurrent use.
