@@ -163,6 +163,9 @@ func (e *Engine) IncrementEpoch() { C.wasmtime_engine_increment_epoch(e.ptr) }
 
 // Close frees the engine. Modules and stores made from it must be closed first.
 func (e *Engine) Close() {
+	if e == nil {
+		return
+	}
 	if e.ptr != nil {
 		C.wasm_engine_delete(e.ptr)
 		e.ptr = nil
@@ -213,6 +216,9 @@ func (m *Module) Serialize() ([]byte, error) {
 
 // Close frees the module.
 func (m *Module) Close() {
+	if m == nil {
+		return
+	}
 	if m.ptr != nil {
 		C.wasmtime_module_delete(m.ptr)
 		m.ptr = nil
@@ -328,6 +334,9 @@ func (s *Store) Limit(memBytes int64) {
 
 // Close frees the store and everything in it.
 func (s *Store) Close() {
+	if s == nil {
+		return
+	}
 	if s.ptr != nil {
 		C.wasmtime_store_delete(s.ptr)
 		s.ptr = nil
@@ -454,6 +463,9 @@ func (l *Linker) Define(module, name string, params, results []ValKind, fn HostF
 
 // Close frees the linker.
 func (l *Linker) Close() {
+	if l == nil {
+		return
+	}
 	if l.ptr != nil {
 		C.wasmtime_linker_delete(l.ptr)
 		l.ptr = nil
@@ -477,6 +489,9 @@ func (l *Linker) Prepare(m *Module) (*InstancePre, error) {
 
 // Close frees the prepared instance.
 func (p *InstancePre) Close() {
+	if p == nil {
+		return
+	}
 	if p.ptr != nil {
 		C.wasmtime_instance_pre_delete(p.ptr)
 		p.ptr = nil
@@ -553,6 +568,9 @@ func (img *Image) Len() int { return int(img.c.len) }
 // Close releases the image; instances already made from it keep their
 // mappings.
 func (img *Image) Close() {
+	if img == nil {
+		return
+	}
 	if img.c == nil {
 		return
 	}
