@@ -1,0 +1,25 @@
+# The two set-up commands (see README.md): `make demo` and `make test`.
+GO ?= go
+
+.PHONY: demo test check bench fuzz
+
+# Runs the sample programs in examples/ through the sandbox, with tools.
+demo:
+	$(GO) run ./examples/demo examples/*.rb
+
+# The full test suite, against the real engine. The first run fetches the
+# Ruby image with npm and compiles it (about a minute); later runs reuse
+# the on-disk cache.
+test:
+	$(GO) test -count=1 -timeout 20m ./...
+
+check:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+bench:
+	$(GO) run ./cmd/glovebox bench
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire

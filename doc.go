@@ -1,0 +1,83 @@
+// Package glovebox runs Ruby code nobody should trust — above all code a
+// language model just wrote — and returns a structured answer, while that
+// code reaches nothing but the functions ("tools") the host grants it.
+//
+// The guest is CRuby 4.0 compiled to WebAssembly (wasm32-wasi), run under
+// wasmtime. Every eval gets a fresh VM, restored from a boot snapshot in
+// well under a millisecond, that shares no state with any other eval.
+//
+//	rt, err := glovebox.New(ctx, glovebox.Config{})
+//	...
+//	res, err := rt.Eval(ctx, `[1, 2, 3].sum`)
+//	// res.Status == glovebox.StatusOK, res.Value == int64(6)
+//
+// # Results and statuses
+//
+// Everything the guest does is a [Result]: its [Status], the value of the
+// last expression, captured stdout and stderr, the exception for failures
+// ([GuestError]: class, message and a guest-only backtrace), fuel used,
+// duration and the tool-call transcript. Eval returns a Go error only for
+// host-side failures such as a closed [Runtime]. The statuses are listed
+// with [Status].
+//
+// # Limits
+//
+// [Limits] bound wall-clock time (epoch interruption, so C builtins such as
+// regular expressions are stopped too, and sleeps honour it), fuel (a
+// deterministic CPU budget), linear memory, kept output, the size of the
+// result value, and tool calls. Cancelling the context passed to Eval stops
+// the guest within about 10 ms.
+//
+// # Values
+//
+// Values cross the boundary as JSON-like data. From the guest:
+//
+//	nil, true, false     nil, bool
+//	Integer              int64, or *big.Int beyond 64 bits (exact)
+//	Float                float64, NaN and ±Inf included
+//	String, Symbol       string: binary strings are read as UTF-8, other
+//	                     encodings transcoded, invalid bytes become U+FFFD
+//	Array                []any
+//	Hash                 map[string]any: String and Symbol keys by name,
+//	                     other keys by their inspect string; on a clash
+//	                     the later key wins
+//	anything else        its inspect string (or "#<Class>" if inspect fails)
+//
+// An Array or Hash that contains itself crosses with the inner reference
+// replaced by the string "[...]" or "{...}", as Ruby's inspect shows it.
+// Nesting deeper than 64 levels, or a value larger than Limits.Value once
+// encoded, ends the eval with StatusError and class Glovebox::ValueError
+// rather than being cut silently. In JSON ([Result.MarshalJSON]) NaN and
+// the infinities are written as the strings "NaN", "Infinity" and
+// "-Infinity"; integers keep every digit.
+//
+// Tool arguments arrive in Go as the same data (see [Args]); tool results
+// go back the same way, Go structs as their encoding/json form. A result
+// with no data form (a channel, a function, cyclic data) raises TypeError
+// in the guest, naming the Go type.
+//
+// # Tools
+//
+// A [Toolset] turns Go functions and the methods of Go values into guest
+// functions: model-written code calls orders() or change_plan("premium")
+// and gets data back. Allowlists, denylists and a ceiling the object
+// declares ([ToolCeiling]) narrow what is exposed; [Hooks] can veto calls,
+// observe them and sanitize error messages; Limits budget their number,
+// time and payload size.
+//
+// # Default closed
+//
+// A guest has no host files (no preopened directories), an empty
+// environment, fixed arguments, no processes, no threads and no network.
+// UTF-8 is the default encoding; randomness comes from the host's CSPRNG
+// and every VM is reseeded. Ruby's string hash seed is fixed in the boot
+// snapshot and so shared by every VM: it cannot be reseeded after boot, and
+// what it protects against (hash flooding) is already bounded per eval by
+// its time, fuel and memory limits.
+//
+// # Cost
+//
+// The first [New] on a machine fetches the image with npm, compiles it and
+// builds the snapshot (about 40 s on 2 cores); later processes load them
+// from the cache in tens of milliseconds. README.md has measured figures.
+package glovebox
