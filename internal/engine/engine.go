@@ -247,6 +247,26 @@ func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
 	return out, nil
 }
 
+// EvalBooted runs req in a VM booted from scratch instead of restored from
+// the snapshot: the baseline the snapshot is measured and checked against.
+// It is slow (Ruby's boot dominates) and meant for tests and benchmarks.
+func (e *Engine) EvalBooted(ctx context.Context, req *Request) (*Outcome, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	v, err := e.bootVM()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	if err := v.prepare(); err != nil {
+		return nil, err
+	}
+	return v.run(ctx, req), nil
+}
+
 // MemoryFloor is the size in bytes of the booted guest's linear memory:
 // the least memory limit under which a VM can start.
 func (e *Engine) MemoryFloor() uint64 { return uint64(e.snap.Len()) }
