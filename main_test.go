@@ -21,7 +21,9 @@ func TestMain(m *testing.M) {
 	rt, err = glovebox.New(ctx, glovebox.Config{Progress: func(step string) func() {
 		fmt.Fprintf(os.Stderr, "glovebox: %s...\n", step)
 		start := time.Now()
-		return func() { fmt.Fprintf(os.Stderr, "glovebox: %s: done in %v\n", step, time.Since(start).Round(time.Millisecond)) }
+		return func() {
+			fmt.Fprintf(os.Stderr, "glovebox: %s: done in %v\n", step, time.Since(start).Round(time.Millisecond))
+		}
 	}})
 	cancel()
 	if err != nil {

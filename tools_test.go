@@ -38,9 +38,9 @@ func (a *account) ChangePlan(p string) (map[string]any, error) {
 	a.plan = p
 	return map[string]any{"success": true, "plan": p}, nil
 }
-func (a *account) HTTPGet(url string) string   { return "GET " + url }
-func (a *account) Reset()                      { a.plan = "" }
-func (a *account) Internal(ch chan int)        {} // not exposable: a chan parameter
+func (a *account) HTTPGet(url string) string  { return "GET " + url }
+func (a *account) Reset()                     { a.plan = "" }
+func (a *account) Internal(ch chan int)       {} // not exposable: a chan parameter
 func (a *account) TooMany() (int, int, error) { return 0, 0, nil }
 
 type ceilinged struct{ account }
