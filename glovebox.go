@@ -14,7 +14,6 @@ import (
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/image"
-	"github.com/gloveboxhq/glovebox/internal/wire"
 )
 
 // EnvCacheDir names the environment variable that overrides the cache
@@ -275,7 +274,7 @@ type evalState struct {
 
 const maxToolDepth = 64
 
-func (st *evalState) call(ctx context.Context, name string, pos []any, kw map[string]any) ([]byte, error) {
+func (st *evalState) call(ctx context.Context, deadline time.Time, name string, pos []any, kw map[string]any) ([]byte, error) {
 	r := st.r
 	args := Args{Positional: pos}
 	if len(kw) > 0 {
@@ -322,7 +321,10 @@ func (st *evalState) call(ctx context.Context, name string, pos []any, kw map[st
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	tctx, cancel := context.WithTimeout(ctx, left)
+	if d := time.Now().Add(left); d.Before(deadline) {
+		deadline = d
+	}
+	tctx, cancel := context.WithDeadline(ctx, deadline)
 	start := time.Now()
 	result, err, panicked := runTool(tctx, fn, args)
 	entry.Duration = time.Since(start)
@@ -349,18 +351,18 @@ func (st *evalState) call(ctx context.Context, name string, pos []any, kw map[st
 		finish(msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
-	b, err := wire.Encode(nil, result, maxToolDepth)
+	b, err := engine.Answer(nil, result, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
 		finish(msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", name, msg)}
 	}
-	if len(b) > r.limits.ToolPayload {
+	if len(b)-2 > r.limits.ToolPayload {
 		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", name, len(b), r.limits.ToolPayload)
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	entry.Result, _ = wire.Decode(b) // what the guest receives
+	entry.Result = result
 	finish("")
 	return b, nil
 }

@@ -546,7 +546,7 @@ type Hooks struct {
 type ToolCall struct {
 	Name     string
 	Args     Args
-	Result   any    // the result as the guest received it (data); nil on error
+	Result   any    // the value the tool returned; nil on error
 	Error    string // the message the guest saw; "" on success
 	Duration time.Duration
 }

@@ -257,7 +257,7 @@ func TestHooks(t *testing.T) {
 	if !reflect.DeepEqual(res.Value, want) {
 		t.Fatalf("got %#v", res.Value)
 	}
-	if len(seen) != 3 || seen[0].Result != int64(4) || seen[1].Error == "" || seen[2].Error != "secret_op failed" || seen[0].Duration <= 0 {
+	if len(seen) != 3 || seen[0].Result != 4 || seen[1].Error == "" || seen[2].Error != "secret_op failed" || seen[0].Duration <= 0 {
 		t.Fatalf("AfterCall saw %+v", seen)
 	}
 	if !reflect.DeepEqual(res.ToolCalls, seen) {

@@ -62,7 +62,7 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			rt, err := glovebox.New(ctx, glovebox.Config{Limits: limits, Progress: progress})
+			rt, err := glovebox.New(ctx, glovebox.Config{Limits: limits, Progress: progress, PoolSize: -1})
 			if err != nil {
 				if errors.Is(err, glovebox.ErrInvalidLimits) {
 					return usageError{err}

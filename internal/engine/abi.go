@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"strconv"
+	"unicode/utf8"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -251,25 +253,29 @@ func (v *VM) handle(msg string) (string, error) {
 	return "", v.stop(StatusSandboxError, fmt.Sprintf("the guest sent an unknown message %.40q", op))
 }
 
-// call runs one tool call. Malformed payloads become guest errors.
+// call runs one tool call: payload is the tool name, a newline, and
+// (unless there are no arguments) the wire form of [args, kwargs].
+// Malformed payloads become guest errors.
 func (v *VM) call(payload string) (string, error) {
-	val, err := wire.Decode([]byte(payload))
-	parts, _ := val.([]any)
-	if err != nil || len(parts) != 3 {
-		return guestErr("ArgumentError", "malformed tool call"), nil
-	}
-	name, ok1 := parts[0].(string)
-	args, ok2 := parts[1].([]any)
-	kwargs, ok3 := parts[2].(map[string]any)
-	if !ok1 || !ok2 || !ok3 {
-		return guestErr("ArgumentError", "malformed tool call"), nil
+	name, argData, _ := strings.Cut(payload, "\n")
+	args, kwargs := []any{}, map[string]any{}
+	if argData != "" {
+		val, err := wire.Decode([]byte(argData))
+		parts, _ := val.([]any)
+		if err != nil || len(parts) != 2 {
+			return guestErr("ArgumentError", "malformed tool call"), nil
+		}
+		var ok1, ok2 bool
+		args, ok1 = parts[0].([]any)
+		kwargs, ok2 = parts[1].(map[string]any)
+		if !ok1 || !ok2 {
+			return guestErr("ArgumentError", "malformed tool call"), nil
+		}
 	}
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
-	ctx, cancel := context.WithDeadline(v.ctx, v.deadline)
-	res, err := v.req.Call(ctx, name, args, kwargs)
-	cancel()
+	res, err := v.req.Call(v.ctx, v.deadline, name, args, kwargs)
 	// The eval's own limits win over whatever the tool made of them.
 	if v.ctx.Err() != nil {
 		return "", v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
@@ -288,10 +294,35 @@ func (v *VM) call(payload string) (string, error) {
 		}
 		return guestErr("ToolError", err.Error()), nil
 	}
-	return "ok\n" + string(res), nil
+	return string(res), nil
 }
 
 func guestErr(class, msg string) string { return "err\n" + class + "\n" + msg }
+
+// Answer encodes a tool's result for the guest: a type tag on the first
+// line, then the value. Scalars and strings travel bare, which saves the
+// guest a JSON parse; everything else is the wire form ("j"). It returns
+// the same errors as wire.Encode.
+func Answer(dst []byte, v any, maxDepth int) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, 'n'), nil
+	case bool:
+		if x {
+			return append(dst, 't'), nil
+		}
+		return append(dst, 'f'), nil
+	case string:
+		if utf8.ValidString(x) {
+			return append(append(dst, "s\n"...), x...), nil
+		}
+	case int:
+		return strconv.AppendInt(append(dst, "i\n"...), int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(append(dst, "i\n"...), x, 10), nil
+	}
+	return wire.Encode(append(dst, "j\n"...), v, maxDepth)
+}
 
 // GuestError is an error a tool call raises in the guest. Class is one of
 // ToolError, UnknownToolError (both in the Glovebox module), TypeError or

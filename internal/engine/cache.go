@@ -361,7 +361,7 @@ func (e *Engine) bootVM() (*VM, error) {
 
 func (v *VM) boot() error {
 	c := v.store.Context()
-	if err := c.SetFuel(bootFuel); err != nil {
+	if err := v.setFuel(bootFuel); err != nil {
 		return err
 	}
 	v.limits = Limits{Timeout: bootTimeout}

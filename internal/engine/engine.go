@@ -46,6 +46,9 @@ type Config struct {
 	// Progress, if set, is told about slow steps (compiling, booting) as
 	// they start; done is called when each ends.
 	Progress func(step string) (done func())
+	// NoFuel compiles the guest without fuel metering, for measuring what
+	// metering costs. Fuel limits are then ignored and FuelUsed is 0.
+	NoFuel bool
 }
 
 // Engine owns the compiled guest and its snapshot. It is safe for
@@ -111,7 +114,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		unmap()
 		return nil, err
 	}
-	key := cacheKey(sum, WasmtimeVersion, engineSettings, Version)
+	settings := engineSettings
+	if cfg.NoFuel {
+		settings += ";nofuel"
+	}
+	key := cacheKey(sum, WasmtimeVersion, settings, Version)
 	e := &Engine{
 		cfg:     cfg,
 		wasm:    parsed,
@@ -120,7 +127,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		closing: make(chan struct{}),
 		discard: make(chan *VM, 64),
 	}
-	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true})
+	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel})
 	e.ticker = newTicker(e.wt, epochTick)
 	dir := filepath.Join(cfg.CacheDir, key[:24])
 	if err := e.load(ctx, dir); err != nil {
@@ -265,6 +272,31 @@ func (e *Engine) EvalBooted(ctx context.Context, req *Request) (*Outcome, error)
 		return nil, err
 	}
 	return v.run(ctx, req), nil
+}
+
+// HoldIdle makes n prepared VMs and keeps them until release is called:
+// for measuring what an idle VM costs.
+func (e *Engine) HoldIdle(n int) (release func(), err error) {
+	var vms []*VM
+	release = func() {
+		for _, v := range vms {
+			v.close()
+		}
+	}
+	for range n {
+		v, err := e.newVM()
+		if err == nil {
+			if err = v.prepare(); err != nil {
+				v.close()
+			}
+		}
+		if err != nil {
+			release()
+			return nil, err
+		}
+		vms = append(vms, v)
+	}
+	return release, nil
 }
 
 // MemoryFloor is the size in bytes of the booted guest's linear memory:

@@ -19,6 +19,7 @@ module Glovebox
   class ValueError < Error; end
 
   MAX_DEPTH = 64
+  GEN = JSON::State.new(allow_nan: true, max_nesting: false)
   MAX_MESSAGE = 16 * 1024
   MAX_FRAMES = 50
   ERRORS = {
@@ -29,17 +30,35 @@ module Glovebox
   eval_js = JS.method(:eval)
   # One message to the host and its answer, both strings.
   define_singleton_method(:__send) { |op, payload| eval_js.call("#{op}\n#{payload}").to_s }
+  define_singleton_method(:__raw) { |message| eval_js.call(message).to_s }
   private_class_method :__send
 
   class << self
     # Calls the host tool name; what the tool returns comes back as data.
     def call(name, *args, **kwargs)
-      payload = JSON.generate([name.to_s, __data(args, 0, {}.compare_by_identity),
-                               __data(kwargs, 0, {}.compare_by_identity)], allow_nan: true, max_nesting: false)
-      tag, rest = __send("call", payload).split("\n", 2)
-      return JSON.parse(rest, allow_nan: true, max_nesting: false) if tag == "ok"
-      klass, message = rest.to_s.split("\n", 2)
-      raise ERRORS.fetch(klass, ToolError), message.to_s
+      name = name.to_s
+      payload = if args.empty? && kwargs.empty?
+                  "#{name}\n"
+                else
+                  "#{name}\n#{GEN.generate([__data(args, 0, {}.compare_by_identity), __data(kwargs, 0, {}.compare_by_identity)])}"
+                end
+      __answer(__send("call", payload))
+    end
+
+    # Decodes the host's answer to a call: "ok" and a typed value, or "err",
+    # a class and a message.
+    def __answer(s)
+      case s.getbyte(0)
+      when 110 then nil # n
+      when 116 then true # t
+      when 102 then false # f
+      when 105 then Integer(s.byteslice(2, s.bytesize), 10) # i
+      when 115 then s.byteslice(2, s.bytesize).force_encoding(Encoding::UTF_8) # s
+      when 106 then JSON.parse(s.byteslice(2, s.bytesize), allow_nan: true, max_nesting: false) # j
+      else
+        _, klass, message = s.split("\n", 3)
+        raise ERRORS.fetch(klass, ToolError), message.to_s
+      end
     end
 
     # Reseeds Kernel#rand from the host's CSPRNG. Run once per VM, before
@@ -54,8 +73,15 @@ module Glovebox
     def __run
       req = JSON.parse(__send("req", ""))
       req["tools"].each do |name|
-        Object.send(:define_method, name) { |*args, **kwargs| Glovebox.call(name, *args, **kwargs) }
-        Object.send(:private, name)
+        raise ArgumentError, "bad tool name #{name.inspect}" unless name.match?(/\A[a-z_][A-Za-z0-9_]*[?!]?\z/)
+        # A plain method: the no-argument call, the common case, skips
+        # argument encoding altogether.
+        Object.class_eval(<<~RUBY, "<glovebox>", 1)
+          private def #{name}(*args, **kwargs)
+            return Glovebox.__answer(Glovebox.__raw(#{"call\n#{name}\n".dump})) if args.empty? && kwargs.empty?
+            Glovebox.call(#{name.dump}, *args, **kwargs)
+          end
+        RUBY
       end
       max_value = req["max_value"]
       out = begin

@@ -40,10 +40,12 @@ type Limits struct {
 	Message int           // bytes of one message from the guest; 0: no limit
 }
 
-// CallFunc runs a tool call. It returns the result in wire form, a
+// CallFunc runs a tool call. It returns the result encoded by Answer, a
 // *GuestError to raise in the guest, an *Abort to end the eval, or any
 // other error (raised as Glovebox::ToolError with its message).
-type CallFunc func(ctx context.Context, name string, args []any, kwargs map[string]any) ([]byte, error)
+// ctx is the eval's context and deadline its wall-clock limit; a tool
+// should get a context that ends at the earlier of the two.
+type CallFunc func(ctx context.Context, deadline time.Time, name string, args []any, kwargs map[string]any) ([]byte, error)
 
 // Request is one eval.
 type Request struct {
@@ -233,7 +235,7 @@ func (v *VM) bind(inst *wt.Instance) error {
 // leaves no state an eval could observe beyond what the snapshot holds.
 func (v *VM) prepare() error {
 	c := v.store.Context()
-	if err := c.SetFuel(prepareFuel); err != nil {
+	if err := v.setFuel(prepareFuel); err != nil {
 		return err
 	}
 	v.req = &warmRequest
@@ -261,6 +263,13 @@ const (
 var warmRequest = Request{Code: "nil", Limits: Limits{
 	Timeout: prepareTimeout, Memory: maxMemory, Stdout: 1 << 16, Stderr: 1 << 16, Value: 1 << 20,
 }}
+
+func (v *VM) setFuel(f uint64) error {
+	if v.e.cfg.NoFuel {
+		return nil
+	}
+	return v.store.Context().SetFuel(f)
+}
 
 // evalString evaluates code with rb-eval-string-protect and returns the
 // result's handle; a non-zero state (an exception escaped) is an error.
@@ -321,7 +330,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 		fuel = unlimitedFuel
 	}
 	out := &Outcome{}
-	if err := c.SetFuel(fuel); err != nil {
+	if err := v.setFuel(fuel); err != nil {
 		out.Status, out.Error = StatusSandboxError, &ErrorInfo{Class: "Glovebox::SandboxError", Message: err.Error()}
 		return out
 	}
@@ -337,7 +346,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	}
 	v.e.ticker.stop()
 	out.Duration = time.Since(v.started)
-	if left, ferr := c.Fuel(); ferr == nil && left <= fuel {
+	if left, ferr := c.Fuel(); ferr == nil && left <= fuel && !v.e.cfg.NoFuel {
 		out.FuelUsed = fuel - left
 	}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")

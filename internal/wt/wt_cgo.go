@@ -104,6 +104,8 @@ type EngineConfig struct {
 	// HostMemory makes glovebox allocate linear memories itself, so an
 	// instance can start from a memory Image (see InstantiateImage).
 	HostMemory bool
+	// NoFuel leaves fuel metering out of compiled code.
+	NoFuel bool
 }
 
 // PoolingConfig sizes the pooling allocator: slots are reserved up front and
@@ -122,10 +124,11 @@ type Engine struct {
 	ptr *C.wasm_engine_t
 }
 
-// NewEngine creates an engine with fuel and epoch interruption enabled.
+// NewEngine creates an engine with epoch interruption and (unless
+// cfg.NoFuel) fuel metering enabled.
 func NewEngine(cfg EngineConfig) *Engine {
 	c := C.wasm_config_new()
-	C.wasmtime_config_consume_fuel_set(c, true)
+	C.wasmtime_config_consume_fuel_set(c, C.bool(!cfg.NoFuel))
 	C.wasmtime_config_epoch_interruption_set(c, true)
 	C.wasmtime_config_wasm_threads_set(c, false)
 	C.wasmtime_config_memory_init_cow_set(c, true)
@@ -301,9 +304,19 @@ func (c Context) SetEpochDeadline(ticks uint64) {
 // Store owns instances and everything they allocate. A store must be used
 // by one goroutine at a time.
 type Store struct {
-	ptr    *C.wasmtime_store_t
-	ctx    Context
-	handle cgo.Handle
+	ptr     *C.wasmtime_store_t
+	ctx     Context
+	handle  cgo.Handle
+	allocs  []unsafe.Pointer     // C memory freed with the store
+	scratch *C.wasmtime_val_raw_t // maxDepth × maxVals call slots
+	trap    **C.wasm_trap_t
+	depth   int
+}
+
+func (s *Store) calloc(n C.size_t) unsafe.Pointer {
+	p := C.calloc(1, n)
+	s.allocs = append(s.allocs, p)
+	return p
 }
 
 // StoreHooks receives a store's callbacks. Epoch is called each time the
@@ -321,6 +334,8 @@ func NewStore(e *Engine, hooks StoreHooks) *Store {
 	h := cgo.NewHandle(hooks)
 	s := &Store{ptr: C.gb_store_new(e.ptr, C.uintptr_t(h)), handle: h}
 	s.ctx = Context{ptr: C.wasmtime_store_context(s.ptr)}
+	s.scratch = (*C.wasmtime_val_raw_t)(s.calloc(C.size_t(maxDepth * maxVals * int(unsafe.Sizeof(C.wasmtime_val_raw_t{})))))
+	s.trap = (**C.wasm_trap_t)(s.calloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
 	return s
 }
 
@@ -341,6 +356,10 @@ func (s *Store) Close() {
 		C.wasmtime_store_delete(s.ptr)
 		s.ptr = nil
 		s.handle.Delete()
+		for _, p := range s.allocs {
+			C.free(p)
+		}
+		s.allocs = nil
 	}
 }
 
@@ -500,14 +519,15 @@ func (p *InstancePre) Close() {
 
 // Instance is an instantiated module.
 type Instance struct {
-	inst C.wasmtime_instance_t
+	inst  *C.wasmtime_instance_t // in C memory owned by the store
+	store *Store
 }
 
 // Instantiate creates an instance in s.
 func (p *InstancePre) Instantiate(s *Store) (*Instance, error) {
-	inst := &Instance{}
+	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	err := C.wasmtime_instance_pre_instantiate(p.ptr, s.ctx.ptr, &inst.inst, &trap)
+	err := C.wasmtime_instance_pre_instantiate(p.ptr, s.ctx.ptr, inst.inst, &trap)
 	if err := takeError(err); err != nil {
 		return nil, err
 	}
@@ -585,9 +605,9 @@ func (img *Image) Close() {
 // InstantiateImage creates an instance in s whose linear memory starts as
 // img. The engine must have been made with HostMemory.
 func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) {
-	inst := &Instance{}
+	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, &inst.inst, &trap)
+	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, inst.inst, &trap)
 	runtime.KeepAlive(img)
 	if err := takeError(err); err != nil {
 		return nil, err
@@ -629,7 +649,7 @@ func (i *Instance) export(c Context, name string, kind uint8) (C.wasmtime_extern
 	var ext C.wasmtime_extern_t
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
-	ok := C.wasmtime_instance_export_get(c.ptr, &i.inst, cs, C.size_t(len(name)), &ext)
+	ok := C.wasmtime_instance_export_get(c.ptr, i.inst, cs, C.size_t(len(name)), &ext)
 	return ext, bool(ok) && ext.kind == C.uint8_t(kind)
 }
 
@@ -639,7 +659,9 @@ func (i *Instance) Func(c Context, name string) (Func, bool) {
 	if !ok {
 		return Func{}, false
 	}
-	return Func{f: *(*C.wasmtime_func_t)(unsafe.Pointer(&ext.of))}, true
+	f := (*C.wasmtime_func_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_func_t{}))))
+	*f = *(*C.wasmtime_func_t)(unsafe.Pointer(&ext.of))
+	return Func{f: f, s: i.store}, true
 }
 
 // Memory returns the exported memory name.
@@ -648,7 +670,9 @@ func (i *Instance) Memory(c Context, name string) (Memory, bool) {
 	if !ok {
 		return Memory{}, false
 	}
-	return Memory{m: *(*C.wasmtime_memory_t)(unsafe.Pointer(&ext.of))}, true
+	m := (*C.wasmtime_memory_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_memory_t{}))))
+	*m = *(*C.wasmtime_memory_t)(unsafe.Pointer(&ext.of))
+	return Memory{m: m}, true
 }
 
 // GlobalBits returns the raw bits of the exported global name (i32 and f32
@@ -658,9 +682,9 @@ func (i *Instance) GlobalBits(c Context, name string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	g := *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
+	g := (*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
 	var v C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, &g, &v)
+	C.wasmtime_global_get(c.ptr, g, &v)
 	switch ValKind(v.kind) {
 	case I32, F32:
 		return uint64(*(*uint32)(unsafe.Pointer(&v.of))), true
@@ -670,29 +694,39 @@ func (i *Instance) GlobalBits(c Context, name string) (uint64, bool) {
 	return 0, false
 }
 
-// Func is an exported function.
+// Func is an exported function. It lives in C memory owned by its store,
+// so calls pass no Go pointers and allocate nothing.
 type Func struct {
-	f C.wasmtime_func_t
+	f *C.wasmtime_func_t
+	s *Store
 }
+
+// maxVals is the most argument-and-result slots Call supports.
+const maxVals = 8
 
 // Call calls f with vals holding the arguments; results are written over
 // them. vals must have max(params, results) slots and match f's signature.
+// Calls may nest (a host function calling back into wasm) up to 16 deep.
 func (f Func) Call(c Context, vals []uint64) error {
-	// wasmtime_val_raw_t is 16 bytes; copy through a C-sized buffer.
-	var buf [8]C.wasmtime_val_raw_t
-	if len(vals) > len(buf) {
+	if len(vals) > maxVals {
 		return errors.New("wt: too many values")
 	}
+	s := f.s
+	if s.depth >= maxDepth {
+		return errors.New("wt: calls nested too deeply")
+	}
+	buf := unsafe.Slice((*C.wasmtime_val_raw_t)(unsafe.Add(unsafe.Pointer(s.scratch), s.depth*maxVals*int(unsafe.Sizeof(C.wasmtime_val_raw_t{})))), maxVals)
+	s.depth++
+	defer func() { s.depth-- }()
 	for i, v := range vals {
 		*(*uint64)(unsafe.Pointer(&buf[i])) = v
 	}
-	var trap *C.wasm_trap_t
-	var p *C.wasmtime_val_raw_t
-	if len(vals) > 0 {
-		p = &buf[0]
-	}
-	err := C.wasmtime_func_call_unchecked(c.ptr, &f.f, p, C.size_t(len(vals)), &trap)
+	*s.trap = nil
+	err := C.wasmtime_func_call_unchecked(c.ptr, f.f, &buf[0], C.size_t(len(vals)), s.trap)
+	trap := *s.trap
+	*s.trap = nil
 	if err := takeError(err); err != nil {
+		takeTrap(trap)
 		return err
 	}
 	if err := takeTrap(trap); err != nil {
@@ -704,16 +738,18 @@ func (f Func) Call(c Context, vals []uint64) error {
 	return nil
 }
 
+const maxDepth = 16
+
 // Memory is an exported linear memory.
 type Memory struct {
-	m C.wasmtime_memory_t
+	m *C.wasmtime_memory_t // in C memory owned by the store
 }
 
 // Data returns the memory's bytes. The slice aliases wasm memory: it is
 // valid until the next call into wasm (which may grow and move it).
 func (m Memory) Data(c Context) []byte {
-	p := C.wasmtime_memory_data(c.ptr, &m.m)
-	n := C.wasmtime_memory_data_size(c.ptr, &m.m)
+	p := C.wasmtime_memory_data(c.ptr, m.m)
+	n := C.wasmtime_memory_data_size(c.ptr, m.m)
 	if p == nil || n == 0 {
 		return nil
 	}
