@@ -221,6 +221,28 @@ func (r *Runtime) MemoryFloor() int64 {
 	return int64(r.shared.eng.MemoryFloor())
 }
 
+// Stats is a snapshot of a Runtime's engine counters.
+type Stats struct {
+	// PoolHits and PoolMisses count evals that found a prepared VM
+	// waiting, and evals that had to make one.
+	PoolHits, PoolMisses uint64
+	// MemoriesMade, MemoriesReused and MemoriesDropped count linear
+	// memories mapped afresh, reused after a reset, and unmapped instead of
+	// kept for reuse.
+	MemoriesMade, MemoriesReused, MemoriesDropped uint64
+}
+
+// Stats reports the engine's counters, shared by every Runtime on the
+// same engine.
+func (r *Runtime) Stats() Stats {
+	if r.shared.eng == nil {
+		return Stats{}
+	}
+	h, m := r.shared.eng.PoolStats()
+	ms := r.shared.eng.MemoryStats()
+	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped}
+}
+
 // Tools returns the names of the functions the guest can call, sorted.
 func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
 

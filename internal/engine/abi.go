@@ -2,14 +2,14 @@ package engine
 
 import (
 	"context"
-	"strconv"
-	"unicode/utf8"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gloveboxhq/glovebox/internal/wasmbin"
 	"github.com/gloveboxhq/glovebox/internal/wire"

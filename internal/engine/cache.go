@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -241,7 +242,7 @@ func (e *Engine) loadSnapshot(dir string) error {
 		}
 		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
 	}
-	img, err := wt.OpenImage(f, hot)
+	img, err := wt.OpenImage(f, hot, 8*runtime.NumCPU()+e.cfg.PoolSize)
 	if err != nil {
 		return err
 	}
@@ -324,7 +325,7 @@ func (e *Engine) bootImage() (*wt.Image, error) {
 				return
 			}
 		}
-		e.boot, e.bootErr = wt.OpenImage(f, nil)
+		e.boot, e.bootErr = wt.OpenImage(f, nil, 0)
 	})
 	return e.boot, e.bootErr
 }

@@ -125,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		unmap:   unmap,
 		log:     cfg.Logger,
 		closing: make(chan struct{}),
-		discard: make(chan *VM, 64),
+		discard: make(chan *VM, 2*runtime.NumCPU()),
 	}
 	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel})
 	e.ticker = newTicker(e.wt, epochTick)
@@ -134,8 +134,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.release()
 		return nil, err
 	}
-	e.wg.Add(1)
-	go e.closer()
+	// Freeing a VM resets its linear memory for reuse (copying back the
+	// pages it wrote), which is real work: one closer per CPU keeps up.
+	for range runtime.NumCPU() {
+		e.wg.Add(1)
+		go e.closer()
+	}
 	if cfg.PoolSize > 0 {
 		e.pool = make(chan *VM, cfg.PoolSize)
 		e.wg.Add(1)
@@ -302,6 +306,10 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 // MemoryFloor is the size in bytes of the booted guest's linear memory:
 // the least memory limit under which a VM can start.
 func (e *Engine) MemoryFloor() uint64 { return uint64(e.snap.Len()) }
+
+// MemoryStats reports how the snapshot's linear memories were obtained:
+// mapped afresh, reused after a reset, or unmapped instead of kept.
+func (e *Engine) MemoryStats() wt.ImageStats { return e.snap.Stats() }
 
 // PoolStats reports how many evals found a prepared VM waiting.
 func (e *Engine) PoolStats() (hits, misses uint64) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 var (
@@ -288,3 +289,94 @@ func TestPerVMDeadlines(t *testing.T) {
 		t.Fatalf("long eval: %s %v %+v", long.Status, long.Value, long.Error)
 	}
 }
+
+// snapshotBytes reconstructs the snapshot's full linear memory.
+func snapshotBytes(t *testing.T) []byte {
+	t.Helper()
+	snaps := snapshotFiles(t, testCacheDir)
+	var want []byte
+	for _, p := range snaps {
+		if !strings.Contains(p, "snap-"+cacheKey(prelude)[:16]) {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, ranges, data, err := decodeMemImage(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want != nil && uint64(len(want)) != size {
+			continue
+		}
+		want = make([]byte, size)
+		for _, r := range ranges {
+			copy(want[r.off:], data[:r.len])
+			data = data[r.len:]
+		}
+		if uint64(len(want)) == uint64(testEngine.snap.Len()) {
+			return want
+		}
+	}
+	t.Fatal("snapshot memory file not found")
+	return nil
+}
+
+// A linear memory reused for a new VM is byte-for-byte the snapshot,
+// whatever the previous guest wrote or grew.
+func TestReusedMemoryIsClean(t *testing.T) {
+	t.Run("PAGEMAP_SCAN", testReusedMemoryIsClean)
+	// Last: once disabled, the ioctl stays off for the process.
+	t.Run("pagemap entries", func(t *testing.T) {
+		wt.DisablePagemapScan()
+		testReusedMemoryIsClean(t)
+	})
+}
+
+func testReusedMemoryIsClean(t *testing.T) {
+	want := snapshotBytes(t)
+	for round := range 3 {
+		v, err := testEngine.newVM()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := v.store.Context()
+		got := v.mem.Data(c)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: memory is %d bytes, snapshot %d", round, len(got), len(want))
+		}
+		if !bytesEqual(got, want) {
+			t.Fatalf("round %d: a new VM's memory differs from the snapshot", round)
+		}
+		// Dirty it thoroughly: the host writes a pattern over every page,
+		// then the guest grows memory and fills it.
+		for off := 0; off < len(got); off += 4096 {
+			got[off] ^= 0x5A
+			got[off+4095] = 0xA5
+		}
+		v.close()
+		// A guest that grows memory and writes secrets everywhere.
+		out, err := testEngine.Eval(context.Background(), &Request{Code: `$s = "SECRET-" * 4_000_000; a = Array.new(100_000) { |i| "secret#{i}" }; $s.size`, Limits: testLimits})
+		if err != nil || out.Status != StatusOK {
+			t.Fatalf("round %d: %v %+v", round, err, out)
+		}
+	}
+	if st := testEngine.MemoryStats(); st.Reused == 0 {
+		t.Fatalf("no memory was reused: %+v", st)
+	}
+	// After all that, a fresh VM still starts from the snapshot exactly.
+	time.Sleep(100 * time.Millisecond) // let the closers free the last VMs
+	for range 4 {
+		v, err := testEngine.newVM()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytesEqual(v.mem.Data(v.store.Context()), want) {
+			t.Fatal("a VM made after dirty guests differs from the snapshot")
+		}
+		v.close()
+	}
+}
+
+func bytesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == string(b) }

@@ -240,14 +240,28 @@ wasmtime_error_t *wasmtime_global_set(wasmtime_context_t *, const wasmtime_globa
 // pairs) are faulted in up front, for writing when the length has
 // GB_HOT_WRITE set, for reading otherwise.
 #define GB_HOT_WRITE (1ULL << 63)
+typedef struct gb_slot gb_slot;
 typedef struct gb_image {
   int fd;
   size_t len;
   size_t nhot;
   const uint64_t *hot;
+  // Recycling (see memory_linux.c): linear memories made from this image
+  // are reset and reused rather than unmapped, up to max_free of them.
+  void *mu; // pthread_mutex_t*
+  gb_slot *free;
+  size_t nfree, max_free;
+  size_t live;     // memories made from the image and not yet freed
+  int closed;      // gb_image_close was called; freed when live reaches 0
+  int pagemap_fd;  // /proc/self/pagemap, or -1: recycling disabled
+  void *ro;        // read-only view of the image, the source of resets
+  uint64_t reused, made, dropped;
 } gb_image;
 
+gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, size_t max_free);
+void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
+void gb_disable_pagemap_scan(void);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
                                  wasmtime_instance_t *inst, wasm_trap_t **trap);
 

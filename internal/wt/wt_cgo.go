@@ -23,6 +23,7 @@ import (
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	_ "github.com/bytecodealliance/wasmtime-go/v39" // links libwasmtime
@@ -307,7 +308,7 @@ type Store struct {
 	ptr     *C.wasmtime_store_t
 	ctx     Context
 	handle  cgo.Handle
-	allocs  []unsafe.Pointer     // C memory freed with the store
+	allocs  []unsafe.Pointer      // C memory freed with the store
 	scratch *C.wasmtime_val_raw_t // maxDepth × maxVals call slots
 	trap    **C.wasm_trap_t
 	depth   int
@@ -542,8 +543,7 @@ func (p *InstancePre) Instantiate(s *Store) (*Instance, error) {
 // file must not shrink while images made from it are in use (a mapping
 // past the end of a file faults); glovebox uses sealed memfds.
 type Image struct {
-	c    *C.gb_image
-	file *os.File
+	c *C.gb_image
 }
 
 // Range is a byte range of a memory image to fault in when an instance is
@@ -557,19 +557,18 @@ type Range struct {
 // OpenImage opens the memory image at path. hot lists byte ranges that
 // instances are expected to touch; faulting them in as one batch costs far
 // less than a page fault for each (measured here: about 1 µs against
-// 11–16 µs per 4 KiB page written).
-// The Image takes ownership of f.
-func OpenImage(f *os.File, hot []Range) (*Image, error) {
+// 11–16 µs per 4 KiB page written). Up to keep linear memories made from
+// the image are reset and reused when freed instead of being unmapped
+// (0 disables reuse). The Image takes ownership of f.
+func OpenImage(f *os.File, hot []Range, keep int) (*Image, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	c := (*C.gb_image)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gb_image{}))))
-	c.fd = C.int(f.Fd())
-	c.len = C.size_t(st.Size())
+	var arr *C.uint64_t
 	if len(hot) > 0 {
-		arr := (*C.uint64_t)(C.calloc(C.size_t(2*len(hot)), 8))
+		arr = (*C.uint64_t)(C.calloc(C.size_t(2*len(hot)), 8))
 		s := unsafe.Slice((*uint64)(unsafe.Pointer(arr)), 2*len(hot))
 		for i, r := range hot {
 			s[2*i], s[2*i+1] = r.Off, r.Len
@@ -577,29 +576,51 @@ func OpenImage(f *os.File, hot []Range) (*Image, error) {
 				s[2*i+1] |= 1 << 63
 			}
 		}
-		c.hot, c.nhot = arr, C.size_t(len(hot))
 	}
-	return &Image{c: c, file: f}, nil
+	// The C image owns a duplicate of the descriptor, closed when the last
+	// memory made from the image is freed (resets read through it).
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		C.free(unsafe.Pointer(arr))
+		return nil, fmt.Errorf("wt: dup: %w", err)
+	}
+	c := C.gb_image_new(C.int(fd), C.size_t(st.Size()), arr, C.size_t(len(hot)), C.size_t(max(keep, 0)))
+	if c == nil {
+		C.free(unsafe.Pointer(arr))
+		syscall.Close(fd)
+		return nil, errors.New("wt: out of memory")
+	}
+	return &Image{c: c}, nil
 }
+
+// DisablePagemapScan makes memory resets use the portable per-page scan
+// of /proc/self/pagemap instead of the PAGEMAP_SCAN ioctl, as on kernels
+// older than 6.7. For tests.
+func DisablePagemapScan() { C.gb_disable_pagemap_scan() }
 
 // Len is the image size in bytes.
 func (img *Image) Len() int { return int(img.c.len) }
 
-// Close releases the image; instances already made from it keep their
-// mappings.
+// ImageStats counts what became of the linear memories made from an image.
+type ImageStats struct {
+	Made, Reused, Dropped uint64
+}
+
+// Stats reports how many memories were mapped afresh, how many reused a
+// reset slot, and how many were unmapped instead of kept.
+func (img *Image) Stats() ImageStats {
+	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped)}
+}
+
+// Close releases the image's idle memories. Memories still in use keep the
+// image (and its file) alive until they are freed.
 func (img *Image) Close() {
-	if img == nil {
+	if img == nil || img.c == nil {
 		return
 	}
-	if img.c == nil {
-		return
-	}
-	if img.c.hot != nil {
-		C.free(unsafe.Pointer(img.c.hot))
-	}
-	C.free(unsafe.Pointer(img.c))
+	C.gb_image_close(img.c)
 	img.c = nil
-	img.file.Close()
 }
 
 // InstantiateImage creates an instance in s whose linear memory starts as
