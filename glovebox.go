@@ -230,6 +230,9 @@ type Stats struct {
 	// memories mapped afresh, reused after a reset, and unmapped instead of
 	// kept for reuse.
 	MemoriesMade, MemoriesReused, MemoriesDropped uint64
+	// PagesRestored counts the 4 KiB pages resets copied back: divided by
+	// MemoriesReused, the pages a typical eval writes.
+	PagesRestored uint64
 }
 
 // Stats reports the engine's counters, shared by every Runtime on the
@@ -240,7 +243,7 @@ func (r *Runtime) Stats() Stats {
 	}
 	h, m := r.shared.eng.PoolStats()
 	ms := r.shared.eng.MemoryStats()
-	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped}
+	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped, PagesRestored: ms.Restored}
 }
 
 // Tools returns the names of the functions the guest can call, sorted.

@@ -201,7 +201,7 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		}
 		off = append(off, d)
 		if rubyErr == nil {
-			out, err := exec.CommandContext(ctx, ruby, "-e", "p("+loop+")").Output()
+			out, err := exec.CommandContext(ctx, ruby, "-e", "p(begin; "+loop+"; end)").Output()
 			if err != nil {
 				return err
 			}

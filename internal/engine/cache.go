@@ -260,6 +260,13 @@ func (e *Engine) buildSnapshot(dir string) error {
 		return err
 	}
 	defer v.close()
+	// The only host-side state a guest accumulates is its table of
+	// channel answers; the snapshot would not carry it, so it must be empty.
+	// (rb-abi-value handles are raw guest pointers and WASI state is made
+	// fresh per store: boot leaves no other host state behind.)
+	if len(v.jsvals) != 0 {
+		return fmt.Errorf("glovebox: boot left %d host values the snapshot cannot carry", len(v.jsvals))
+	}
 	c := v.store.Context()
 	mem := append([]byte(nil), v.mem.Data(c)...)
 	if len(mem)%wasmbin.PageSize != 0 {

@@ -298,6 +298,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
     } else if (s != NULL) {
       pthread_mutex_lock(img->mu);
       img->reused++;
+      img->restored += kept;
       pthread_mutex_unlock(img->mu);
     }
   }

@@ -255,7 +255,7 @@ typedef struct gb_image {
   int closed;      // gb_image_close was called; freed when live reaches 0
   int pagemap_fd;  // /proc/self/pagemap, or -1: recycling disabled
   void *ro;        // read-only view of the image, the source of resets
-  uint64_t reused, made, dropped;
+  uint64_t reused, made, dropped, restored;
 } gb_image;
 
 gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, size_t max_free);

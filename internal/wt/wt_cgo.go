@@ -605,12 +605,13 @@ func (img *Image) Len() int { return int(img.c.len) }
 // ImageStats counts what became of the linear memories made from an image.
 type ImageStats struct {
 	Made, Reused, Dropped uint64
+	Restored              uint64 // 4 KiB pages copied back by resets
 }
 
 // Stats reports how many memories were mapped afresh, how many reused a
 // reset slot, and how many were unmapped instead of kept.
 func (img *Image) Stats() ImageStats {
-	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped)}
+	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored)}
 }
 
 // Close releases the image's idle memories. Memories still in use keep the

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "glovebox-cli")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "glovebox")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestEvalHuman(t *testing.T) {
+	out, _, code := run(t, "", "eval", "-e", `puts "hi"; [1, 2**70]`)
+	if code != 0 || out != "hi\n=> [1,1180591620717411303424]\n" {
+		t.Fatalf("code %d out %q", code, out)
+	}
+	_, errOut, code := run(t, "", "eval", "-e", `def f = raise(KeyError, "nope"); f`)
+	if code != 1 || !strings.Contains(errOut, "error: KeyError: nope") || !strings.Contains(errOut, "from sandbox:1:in 'Object#f'") {
+		t.Fatalf("code %d stderr %q", code, errOut)
+	}
+}
+
+func TestEvalSources(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "s.rb")
+	os.WriteFile(f, []byte("6 * 7\n"), 0o644)
+	if out, _, code := run(t, "", "eval", f); code != 0 || out != "=> 42\n" {
+		t.Fatalf("file: %d %q", code, out)
+	}
+	if out, _, code := run(t, "3 * 3", "eval", "-"); code != 0 || out != "=> 9\n" {
+		t.Fatalf("stdin: %d %q", code, out)
+	}
+}
+
+func TestEvalJSON(t *testing.T) {
+	out, _, code := run(t, "", "eval", "--json", "--stdout-limit", "8", "-e", `print "x" * 20; Float::NAN`)
+	if code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, k := range []string{"status", "value", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "error", "fuel_used", "duration_ms", "tool_calls"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	if res["status"] != "ok" || res["value"] != "NaN" || res["stdout_truncated"] != true || !strings.HasPrefix(res["stdout"].(string), "xxxxxxxx\n[glovebox:") {
+		t.Fatalf("%s", out)
+	}
+}
+
+func TestEvalLimitsAndExitCodes(t *testing.T) {
+	cases := []struct {
+		args   []string
+		code   int
+		status string
+	}{
+		{[]string{"--timeout", "300ms", "-e", "loop {}"}, 1, "timeout"},
+		{[]string{"--fuel", "1000000", "-e", "loop {}"}, 1, "fuel_exhausted"},
+		{[]string{"--memory", "400MiB", "-e", `"x" * 200_000_000`}, 1, "memory_limit"},
+		{[]string{"--memory", "1GiB", "-e", "1"}, 0, "ok"},
+	}
+	for _, c := range cases {
+		out, errOut, code := run(t, "", append([]string{"eval", "--json"}, c.args...)...)
+		if code != c.code || !strings.Contains(out, `"status":"`+c.status+`"`) {
+			t.Errorf("%v: code %d out %s err %s", c.args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"eval"},
+		{"eval", "-e", "1", "file.rb"},
+		{"eval", "--memory", "lots", "-e", "1"},
+		{"eval", "--memory", "64MiB", "-e", "1"},
+		{"eval", "--timeout", "soon", "-e", "1"},
+		{"eval", "/no/such/file.rb"},
+		{"frobnicate"},
+	} {
+		if _, errOut, code := run(t, "", args...); code != 2 || !strings.HasPrefix(errOut, "glovebox: ") {
+			t.Errorf("%v: code %d stderr %q", args, code, errOut)
+		}
+	}
+}

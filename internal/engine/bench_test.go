@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// BenchmarkFreshVM and BenchmarkBootedVM compare a snapshot-restored VM
+// with one that boots Ruby, each running 1+1.
+func BenchmarkFreshVM(b *testing.B) {
+	for b.Loop() {
+		if out, err := testEngine.Eval(context.Background(), &Request{Code: "1+1", Limits: testLimits}); err != nil || out.Status != StatusOK {
+			b.Fatal(err, out)
+		}
+	}
+}
+
+func BenchmarkBootedVM(b *testing.B) {
+	for b.Loop() {
+		if out, err := testEngine.EvalBooted(context.Background(), &Request{Code: "1+1", Limits: testLimits}); err != nil || out.Status != StatusOK {
+			b.Fatal(err, out)
+		}
+	}
+}
+
+// BenchmarkLoopFuel compares the 1M-iteration loop with and without fuel
+// metering compiled in (the first run compiles the unmetered copy).
+func BenchmarkLoopFuel(b *testing.B) {
+	noFuel, err := Open(context.Background(), Config{ImagePath: testImage, CacheDir: testCacheDir, NoFuel: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer noFuel.Close()
+	const loop = `t = Process.clock_gettime(Process::CLOCK_MONOTONIC); i = 0; while i < 1_000_000; i += 1; end; Process.clock_gettime(Process::CLOCK_MONOTONIC) - t`
+	for _, c := range []struct {
+		name string
+		e    *Engine
+	}{{"fuel", testEngine}, {"nofuel", noFuel}} {
+		b.Run(c.name, func(b *testing.B) {
+			var total float64
+			for b.Loop() {
+				out, err := c.e.Eval(context.Background(), &Request{Code: loop, Limits: testLimits})
+				if err != nil || out.Status != StatusOK {
+					b.Fatal(err, out)
+				}
+				total += out.Value.(float64)
+			}
+			b.ReportMetric(total/float64(b.N)*1e3, "ms/loop")
+		})
+	}
+}
+
+// BenchmarkIdleVM reports the private memory one prepared, idle VM holds.
+func BenchmarkIdleVM(b *testing.B) {
+	const n = 50
+	for b.Loop() {
+		before := privateMemory()
+		release, err := testEngine.HoldIdle(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		after := privateMemory()
+		release()
+		b.ReportMetric(float64(after-before)/n, "bytes/VM")
+	}
+}
+
+func privateMemory() int64 {
+	f, err := os.Open("/proc/self/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var total int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && (fs[0] == "Private_Clean:" || fs[0] == "Private_Dirty:") {
+			kb, _ := strconv.ParseInt(fs[1], 10, 64)
+			total += kb << 10
+		}
+	}
+	return total
+}
