@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
@@ -67,7 +68,7 @@ type Runtime struct {
 // shared is what a Runtime and the views WithLimits derives from it have
 // in common.
 type shared struct {
-	eng  *engine.Engine
+	eng  atomic.Pointer[engine.Engine] // nil once closed
 	key  string
 	once sync.Once
 }
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
 	}
-	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.MemoryFloor())); err != nil {
+	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -163,14 +164,18 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 	defer enginesMu.Unlock()
 	if se, ok := engines[key]; ok {
 		se.refs++
-		return &shared{eng: se.eng, key: key}, nil
+		sh := &shared{key: key}
+		sh.eng.Store(se.eng)
+		return sh, nil
 	}
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	engines[key] = &sharedEngine{eng: eng, refs: 1}
-	return &shared{eng: eng, key: key}, nil
+	sh := &shared{key: key}
+	sh.eng.Store(eng)
+	return sh, nil
 }
 
 // Close releases the Runtime; the engine is freed when the last Runtime
@@ -184,11 +189,11 @@ func (r *Runtime) Close() error {
 		if se == nil {
 			return
 		}
+		r.shared.eng.Store(nil)
 		if se.refs--; se.refs == 0 {
 			delete(engines, r.shared.key)
 			se.eng.Close()
 		}
-		r.shared.eng = nil
 	})
 	return nil
 }
@@ -197,10 +202,11 @@ func (r *Runtime) Close() error {
 // the defaults) instead of r's limits. It shares r's engine, pool and
 // tools; it fails with [ErrInvalidLimits].
 func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
-	if r.shared.eng == nil {
+	eng := r.shared.eng.Load()
+	if eng == nil {
 		return nil, ErrClosed
 	}
-	l, err := l.withDefaults(int64(r.shared.eng.MemoryFloor()))
+	l, err := l.withDefaults(int64(eng.MemoryFloor()))
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +221,11 @@ func (r *Runtime) Limits() Limits { return r.limits }
 // MemoryFloor is the smallest Limits.Memory accepted: the linear memory
 // the booted guest occupies, in bytes (about 320 MiB).
 func (r *Runtime) MemoryFloor() int64 {
-	if r.shared.eng == nil {
+	eng := r.shared.eng.Load()
+	if eng == nil {
 		return 0
 	}
-	return int64(r.shared.eng.MemoryFloor())
+	return int64(eng.MemoryFloor())
 }
 
 // Stats is a snapshot of a Runtime's engine counters.
@@ -238,11 +245,12 @@ type Stats struct {
 // Stats reports the engine's counters, shared by every Runtime on the
 // same engine.
 func (r *Runtime) Stats() Stats {
-	if r.shared.eng == nil {
+	eng := r.shared.eng.Load()
+	if eng == nil {
 		return Stats{}
 	}
-	h, m := r.shared.eng.PoolStats()
-	ms := r.shared.eng.MemoryStats()
+	h, m := eng.PoolStats()
+	ms := eng.MemoryStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped, PagesRestored: ms.Restored}
 }
 
@@ -257,7 +265,7 @@ func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
 // When ctx ends during the eval, the guest is stopped within about 10 ms
 // and the result has StatusCanceled.
 func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
-	eng := r.shared.eng
+	eng := r.shared.eng.Load()
 	if eng == nil {
 		return nil, ErrClosed
 	}

@@ -185,7 +185,6 @@ func (e *Engine) get() (*VM, error) {
 // filler keeps the pool full.
 func (e *Engine) filler() {
 	defer e.wg.Done()
-	runtime.LockOSThread() // VMs are made and warmed on one thread
 	for {
 		v, err := e.newVM()
 		if err == nil {

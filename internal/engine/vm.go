@@ -102,6 +102,8 @@ type VM struct {
 	nextJS   uint32
 }
 
+var _ wt.StoreHooks = (*VM)(nil)
+
 // stop records why the guest must end and returns the error that makes a
 // host function trap.
 func (v *VM) stop(s Status, msg string) error {
