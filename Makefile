@@ -1,17 +1,23 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test check bench fuzz
+.PHONY: demo test race check bench fuzz
 
 # Runs the sample programs in examples/ through the sandbox, with tools.
 demo:
 	$(GO) run ./examples/demo examples/*.rb
 
 # The full test suite, against the real engine. The first run fetches the
-# Ruby image with npm and compiles it (about a minute); later runs reuse
-# the on-disk cache.
+# Ruby image with npm and compiles it (about a minute on 2 cores); `setup`
+# does that first, with progress on stderr (go test hides the output of
+# passing tests). Later runs reuse the on-disk cache.
 test:
+	$(GO) run ./cmd/glovebox setup
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The concurrency-sensitive tests under the race detector (slow).
+race:
+	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript' .
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +49,8 @@ type Config struct {
 	// stack), cache rebuilds. Zero means slog.Default().
 	Logger *slog.Logger
 	// Progress, if set, is told when a slow step starts (the first-run
-	// compile and snapshot build, about 40 s here) and returns a function
-	// called when it ends.
+	// fetch, compile and snapshot build, about a minute on 2 cores) and
+	// returns a function called when it ends.
 	Progress func(step string) (done func())
 }
 
@@ -87,9 +88,9 @@ func DefaultCacheDir() (string, error) {
 }
 
 // New creates a Runtime. On first use it fetches the guest image with npm,
-// compiles it and boots Ruby to build the snapshot (about 40 s on a
+// compiles it and boots Ruby to build the snapshot (about a minute on a
 // 2-core machine; the Progress callback hears about it); later, from the
-// on-disk cache, it takes well under a second. Calling New early is the
+// on-disk cache, it takes tens of milliseconds. Calling New early is the
 // way to pay that cost up front.
 //
 // It fails with [ErrInvalidLimits] for bad limits, [ErrNoNPM] when the
@@ -270,16 +271,18 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 		return nil, ErrClosed
 	}
 	st := &evalState{r: r}
-	out, err := eng.Eval(ctx, &engine.Request{
+	req := &engine.Request{
 		Code: code,
 		Limits: engine.Limits{
 			Timeout: r.limits.Timeout, Fuel: r.limits.Fuel, Memory: uint64(r.limits.Memory),
 			Stdout: r.limits.Stdout, Stderr: r.limits.Stderr, Value: r.limits.Value,
 			Message: r.limits.ToolPayload,
 		},
-		Tools: r.names,
-		Call:  st.call,
-	})
+	}
+	if len(r.tools) > 0 {
+		req.Tools, req.Call = r.names, st.call
+	}
+	out, err := eng.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +290,11 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 		Status: Status(out.Status), Value: out.Value,
 		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
 		StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated,
-		FuelUsed: out.FuelUsed, Duration: out.Duration, ToolCalls: st.calls,
+		FuelUsed: out.FuelUsed, Duration: out.Duration,
 	}
+	st.mu.Lock()
+	res.ToolCalls = slices.Clone(st.calls)
+	st.mu.Unlock()
 	if out.Error != nil {
 		res.Error = &GuestError{Class: out.Error.Class, Message: out.Error.Message, Backtrace: out.Error.Backtrace}
 		if res.Error.Backtrace == nil {
@@ -301,49 +307,76 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 // evalState is one eval's tool-call accounting.
 type evalState struct {
 	r        *Runtime
+	mu       sync.Mutex // guards calls: an abandoned VM may still call tools
 	calls    []ToolCall
 	toolTime time.Duration
+	kept     int // bytes of arguments and results kept in the transcript
 }
 
 const maxToolDepth = 64
 
-func (st *evalState) call(ctx context.Context, deadline time.Time, name string, pos []any, kw map[string]any) ([]byte, error) {
+// MaxTranscriptData is how many bytes of tool arguments and results, as
+// encoded on the wire, one eval's transcript keeps (1 MiB). Later entries
+// keep the tool name, error and duration but drop their data and are
+// marked Elided, so a guest cannot make the host hold more than this
+// (times the few-fold cost of decoded data) however it calls.
+const MaxTranscriptData = 1 << 20
+
+func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	r := st.r
-	args := Args{Positional: pos}
-	if len(kw) > 0 {
-		args.Keyword = kw
+	args := Args{Positional: c.Args}
+	if len(c.Kwargs) > 0 {
+		args.Keyword = c.Kwargs
 	}
-	entry := ToolCall{Name: name, Args: args}
+	entry := ToolCall{Name: c.Name, Args: args}
+	keep := func(n int) {
+		if st.kept += n; st.kept > MaxTranscriptData {
+			entry.Args, entry.Result, entry.Elided = Args{}, nil, true
+		}
+	}
+	keep(c.Size)
 	finish := func(errMsg string) {
 		entry.Error = errMsg
+		st.mu.Lock()
 		st.calls = append(st.calls, entry)
+		st.mu.Unlock()
 		if r.hooks.AfterCall != nil {
 			func() {
 				defer func() {
 					if p := recover(); p != nil {
-						r.log.Error("glovebox: AfterCall hook panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+						r.log.Error("glovebox: AfterCall hook panicked", "tool", c.Name, "panic", p, "stack", string(debug.Stack()))
 					}
 				}()
 				r.hooks.AfterCall(ctx, entry)
 			}()
 		}
 	}
-	if len(st.calls) >= r.limits.ToolCalls {
+	st.mu.Lock()
+	n := len(st.calls)
+	st.mu.Unlock()
+	if n >= r.limits.ToolCalls {
 		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
+		entry.Args, entry.Elided = Args{}, true
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	fn, ok := r.tools[name]
+	if c.Err != nil {
+		msg := fmt.Sprintf("malformed call to %q: %v", c.Name, c.Err)
+		finish(msg)
+		return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
+	}
+	fn, ok := r.tools[c.Name]
 	if !ok {
-		msg := fmt.Sprintf("no tool named %q", name)
+		msg := fmt.Sprintf("no tool named %q", c.Name)
 		if len(r.names) > 0 {
 			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
 		}
+		entry.Args, entry.Elided = Args{}, c.Size > 0 // unknown tools' arguments are not kept
 		finish(msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
 	if r.hooks.BeforeCall != nil {
-		if err := safeHook(r, name, func() error { return r.hooks.BeforeCall(ctx, name, args) }); err != nil {
+		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
 			finish(err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
@@ -354,50 +387,72 @@ func (st *evalState) call(ctx context.Context, deadline time.Time, name string, 
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	if d := time.Now().Add(left); d.Before(deadline) {
-		deadline = d
+	deadline := c.Deadline
+	budgetEnds := time.Now().Add(left)
+	if budgetEnds.Before(deadline) {
+		deadline = budgetEnds
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	start := time.Now()
-	result, err, panicked := runTool(tctx, fn, args)
+	// The tool runs on the VM's goroutine. One that ignores its context
+	// holds the VM, but not the eval: Eval gives up on the VM shortly
+	// after the deadline (see engine.Eval).
+	var out toolOutcome
+	out.value, out.err, out.panic = runTool(tctx, fn, args)
 	entry.Duration = time.Since(start)
-	cancel()
 	st.toolTime += entry.Duration
-	if panicked != nil {
-		r.log.Error("glovebox: tool panicked", "tool", name, "panic", panicked.value, "stack", panicked.stack)
+	if out.panic != nil {
+		r.log.Error("glovebox: tool panicked", "tool", c.Name, "panic", out.panic.value, "stack", out.panic.stack)
 		finish("tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
+	}
+	if ctx.Err() != nil || !time.Now().Before(c.Deadline) {
+		// The eval's own limit ended the call; the engine reports it.
+		msg := "the eval's time ran out during the call"
+		if ctx.Err() != nil {
+			msg = "the caller's context ended during the call"
+		}
+		finish(msg)
+		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	if err != nil {
+	if err := out.err; err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {
-			msg := fmt.Sprintf("%s: %s", name, ae.msg)
+			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
 			finish(msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
-		msg := r.sanitize(name, err)
+		msg := r.sanitize(c.Name, err)
 		finish(msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
-	b, err := engine.Answer(nil, result, maxToolDepth)
+	b, err := engine.Answer(nil, out.value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
 		finish(msg)
-		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", name, msg)}
+		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
-		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", name, len(b), r.limits.ToolPayload)
+		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
 		finish(msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	entry.Result = result
+	entry.Result = out.value
+	keep(len(b))
 	finish("")
 	return b, nil
+}
+
+type toolOutcome struct {
+	value any
+	err   error
+	panic *panicInfo
 }
 
 func joinNames(names []string) string {

@@ -251,9 +251,13 @@ func SnakeCase(s string) string {
 
 // ValidToolName reports whether name can be a tool: a Ruby method name
 // callable as a plain top-level call ([a-z_][A-Za-z0-9_]* with an optional
-// final ? or !), not starting with "__", not a Ruby keyword, and not a
-// method every object has (puts, require, send, ...), which it would
-// shadow. The error says which rule failed.
+// final ? or !), not starting with "__", not a Ruby keyword, not a method
+// every object has (puts, require, send, ...), which it would shadow, not
+// one of the top-level object's own methods (include, private, using,
+// ...), which would shadow it, and not a conversion or protocol method
+// Ruby calls implicitly (to_str, to_ary and every other to_*, each, call,
+// coerce), which would change how unrelated objects behave. The error says
+// which rule failed.
 func ValidToolName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidTool)
@@ -277,8 +281,21 @@ func ValidToolName(name string) error {
 	if slices.Contains(coreMethods, name) {
 		return fmt.Errorf("%w: %q would shadow Ruby's core method of that name", ErrInvalidTool, name)
 	}
+	if slices.Contains(mainMethods, name) {
+		return fmt.Errorf("%w: %q is a method of Ruby's top-level object, which would hide the tool", ErrInvalidTool, name)
+	}
+	if strings.HasPrefix(name, "to_") || slices.Contains(protocolMethods, name) {
+		return fmt.Errorf("%w: %q is a conversion or protocol method Ruby calls implicitly; a tool of that name would change how every object behaves", ErrInvalidTool, name)
+	}
 	return nil
 }
+
+// mainMethods are the singleton methods of Ruby's top-level object.
+var mainMethods = strings.Fields("include public private protected using define_method module_function")
+
+// protocolMethods are methods Ruby calls implicitly on arbitrary objects
+// (besides every to_* conversion).
+var protocolMethods = strings.Fields("each call coerce method_missing respond_to_missing? initialize_copy marshal_dump marshal_load encode_with init_with")
 
 var rubyKeywords = map[string]bool{}
 
@@ -549,10 +566,14 @@ type ToolCall struct {
 	Result   any    // the value the tool returned; nil on error
 	Error    string // the message the guest saw; "" on success
 	Duration time.Duration
+	// Elided is set when Args and Result were dropped: the eval's
+	// transcript already held MaxTranscriptData bytes of data, the tool
+	// name was unknown, or the call was over budget.
+	Elided bool
 }
 
 // MarshalJSON writes {"name", "args", "kwargs", "result", "error",
-// "duration_ms"}, with values encoded as in [Result.MarshalJSON].
+// "duration_ms", "elided"}, with values encoded as in [Result.MarshalJSON].
 func (c ToolCall) MarshalJSON() ([]byte, error) {
 	args := c.Args.Positional
 	if args == nil {
@@ -572,5 +593,6 @@ func (c ToolCall) MarshalJSON() ([]byte, error) {
 		Result     json.RawMessage `json:"result"`
 		Error      string          `json:"error,omitempty"`
 		DurationMS float64         `json:"duration_ms"`
-	}{c.Name, enc(args), enc(c.Args.Keyword), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000})
+		Elided     bool            `json:"elided,omitempty"`
+	}{c.Name, enc(args), enc(c.Args.Keyword), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided})
 }

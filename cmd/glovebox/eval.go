@@ -35,7 +35,7 @@ timeout, fuel_exhausted, memory_limit, canceled, sandbox_error,
 tool_budget_exceeded), 2 for usage or host errors.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := source(code, cmd.Flags().Changed("e"), args)
+			src, err := source(code, cmd.Flags().Changed("code"), args)
 			if err != nil {
 				return err
 			}
@@ -90,13 +90,13 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&code, "e", "e", "", "Ruby code to evaluate")
+	f.StringVarP(&code, "code", "e", "", "Ruby code to evaluate")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
-	f.DurationVar(&limits.Timeout, "timeout", 0, "wall-clock limit, a Go duration such as 2s (default 10s)")
-	f.Uint64Var(&limits.Fuel, "fuel", 0, "CPU budget in wasmtime fuel units (default: none)")
+	f.DurationVar(&limits.Timeout, "timeout", 0, "wall-clock limit, a Go duration such as 2s (0: the default, 10s)")
+	f.Uint64Var(&limits.Fuel, "fuel", 0, "CPU budget in wasmtime fuel units (0: no fuel budget)")
 	f.StringVar(&memory, "memory", "", "linear memory limit, e.g. 512MiB or 1GiB (default 512MiB; at least the ~320MiB the booted guest occupies)")
-	f.StringVar(&stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (default 1MiB)")
-	f.StringVar(&stderr_, "stderr-limit", "", "bytes of stderr kept (default 64KiB)")
+	f.StringVar(&stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (0: the default, 1MiB)")
+	f.StringVar(&stderr_, "stderr-limit", "", "bytes of stderr kept (0: the default, 64KiB)")
 	return cmd
 }
 
@@ -124,7 +124,7 @@ func printHuman(res *glovebox.Result) {
 	os.Stdout.WriteString(res.Stdout)
 	os.Stderr.WriteString(res.Stderr)
 	if res.Status == glovebox.StatusOK {
-		b, err := json.Marshal(res)
+		b, err := json.Marshal(&glovebox.Result{Status: res.Status, Value: res.Value}) // the value alone
 		var v struct {
 			Value json.RawMessage `json:"value"`
 		}

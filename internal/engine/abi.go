@@ -255,27 +255,35 @@ func (v *VM) handle(msg string) (string, error) {
 
 // call runs one tool call: payload is the tool name, a newline, and
 // (unless there are no arguments) the wire form of [args, kwargs].
-// Malformed payloads become guest errors.
+// Malformed arguments still reach the CallFunc, which counts and records
+// the attempt and answers with ArgumentError.
 func (v *VM) call(payload string) (string, error) {
 	name, argData, _ := strings.Cut(payload, "\n")
-	args, kwargs := []any{}, map[string]any{}
-	if argData != "" {
-		val, err := wire.Decode([]byte(argData))
-		parts, _ := val.([]any)
-		if err != nil || len(parts) != 2 {
-			return guestErr("ArgumentError", "malformed tool call"), nil
-		}
-		var ok1, ok2 bool
-		args, ok1 = parts[0].([]any)
-		kwargs, ok2 = parts[1].(map[string]any)
-		if !ok1 || !ok2 {
-			return guestErr("ArgumentError", "malformed tool call"), nil
-		}
-	}
+	// A copy: a substring would keep the whole message alive.
+	name = strings.Clone(name[:min(len(name), maxToolName)])
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
-	res, err := v.req.Call(v.ctx, v.deadline, name, args, kwargs)
+	c := &Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(argData), Deadline: v.deadline}
+	if argData != "" {
+		// [args, kwargs] adds two levels around each argument.
+		val, err := wire.DecodeDepth([]byte(argData), MaxValueDepth+2)
+		parts, _ := val.([]any)
+		ok := err == nil && len(parts) == 2
+		if ok {
+			var ok1, ok2 bool
+			c.Args, ok1 = parts[0].([]any)
+			c.Kwargs, ok2 = parts[1].(map[string]any)
+			ok = ok1 && ok2
+		}
+		if !ok {
+			c.Args, c.Kwargs = nil, nil
+			if c.Err = err; err == nil {
+				c.Err = errors.New("arguments are not [args, kwargs]")
+			}
+		}
+	}
+	res, err := v.req.Call(v.ctx, c)
 	// The eval's own limits win over whatever the tool made of them.
 	if v.ctx.Err() != nil {
 		return "", v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
@@ -296,6 +304,10 @@ func (v *VM) call(payload string) (string, error) {
 	}
 	return string(res), nil
 }
+
+// maxToolName bounds the tool name kept from a message; real names are
+// Ruby method names, far shorter.
+const maxToolName = 256
 
 func guestErr(class, msg string) string { return "err\n" + class + "\n" + msg }
 
@@ -350,8 +362,14 @@ const (
 	errnoNotSup  = 58
 )
 
-// processStart is the origin of the monotonic clock the guest sees.
-var processStart = time.Now()
+// The guest's monotonic clock is virtual: it carries on from the value it
+// had when the snapshot was captured, as if the VM had been running since.
+// Values boot left in memory (wasi-libc records the clock at start-up to
+// compute CPU time) stay consistent, and the guest learns nothing of how
+// long the host process has run. The CPU-time clocks read the same.
+func (v *VM) monotonic(now time.Time) uint64 {
+	return v.monoBase + uint64(max(now.Sub(v.born), 0))
+}
 
 func hostClockTimeGet(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
@@ -361,7 +379,7 @@ func hostClockTimeGet(c *wt.Caller, vals wt.Vals) error {
 	case 0: // realtime
 		t = uint64(time.Now().UnixNano())
 	case 1, 2, 3: // monotonic, process and thread CPU time
-		t = uint64(time.Since(processStart).Nanoseconds())
+		t = v.monotonic(time.Now())
 	default:
 		vals.SetI32(0, errnoInval)
 		return nil
@@ -431,7 +449,7 @@ func hostPollOneoff(c *wt.Caller, vals wt.Vals) error {
 			id := binary.LittleEndian.Uint32(s[16:])
 			timeout := binary.LittleEndian.Uint64(s[24:])
 			if binary.LittleEndian.Uint16(s[40:])&1 != 0 { // absolute time on clock id
-				base := uint64(start.Sub(processStart).Nanoseconds())
+				base := v.monotonic(start)
 				if id == 0 {
 					base = uint64(start.UnixNano())
 				}

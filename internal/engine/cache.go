@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,11 +22,11 @@ import (
 )
 
 // Cache layout, under Config.CacheDir/<key>/ where key hashes the image,
-// the wasmtime version, the engine settings and Version:
+// the wasmtime version, the engine settings and moduleVersion:
 //
 //	module.cwasm, module.cwasm.sum  compiled code and its CRC-32C
 //	boot.mem                        initial linear memory (memory image file)
-//	snap-<prelude key>/memory.mem   booted linear memory
+//	snap-<key of Version and the prelude>/memory.mem   booted linear memory
 //	snap-<prelude key>/state.json   captured globals and the hot page list
 //
 // Every file is written to a temporary name and renamed into place, so
@@ -100,7 +101,7 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 		}
 	}
 
-	snapDir := filepath.Join(dir, "snap-"+cacheKey(prelude)[:16])
+	snapDir := filepath.Join(dir, "snap-"+cacheKey(Version, prelude)[:16])
 	if err := e.loadSnapshot(snapDir); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			e.log.Warn("glovebox: rebuilding the boot snapshot", "dir", snapDir, "reason", err)
@@ -196,8 +197,9 @@ func saveModule(m *wt.Module, path string) error {
 // snapshotState is state.json.
 type snapshotState struct {
 	Version string            `json:"version"`
-	Globals map[string]string `json:"globals"` // export name -> raw bits, decimal
-	Hot     [][3]uint64       `json:"hot"`     // offset, length, 1 if written
+	Clock   uint64            `json:"monotonic_ns"` // the guest's monotonic clock at capture
+	Globals map[string]string `json:"globals"`      // export name -> raw bits, decimal
+	Hot     [][3]uint64       `json:"hot"`          // offset, length, 1 if written
 }
 
 func (e *Engine) loadSnapshot(dir string) error {
@@ -246,7 +248,7 @@ func (e *Engine) loadSnapshot(dir string) error {
 	if err != nil {
 		return err
 	}
-	e.snap, e.globals = img, globals
+	e.snap, e.globals, e.snapMono = img, globals, st.Clock
 	return nil
 }
 
@@ -272,7 +274,7 @@ func (e *Engine) buildSnapshot(dir string) error {
 	if len(mem)%wasmbin.PageSize != 0 {
 		return errors.New("glovebox: booted memory is not a whole number of pages")
 	}
-	st := snapshotState{Version: Version, Globals: map[string]string{}}
+	st := snapshotState{Version: Version, Globals: map[string]string{}, Clock: v.monotonic(time.Now())}
 	gs, _ := e.wasm.Globals()
 	for _, g := range gs {
 		if !g.Mutable {
@@ -344,7 +346,9 @@ func (e *Engine) bootVM() (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &VM{e: e, jsvals: map[uint32]string{}}
+	// The booted guest's clock starts at one second; a snapshot records
+	// where it got to.
+	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: uint64(time.Second), born: time.Now()}
 	v.store = wt.NewStore(e.wt, v)
 	v.store.Limit(maxMemory)
 	if err := v.store.SetWASI(wt.WASI{}); err != nil {
@@ -401,6 +405,9 @@ func (v *VM) boot() error {
 	if err := rinit.Call(c, []uint64{uint64(list), uint64(len(rubyArgs))}); err != nil {
 		return err
 	}
+	if err := v.alignClock(c); err != nil {
+		return err
+	}
 	code := "eval(<<'GLOVEBOX_PRELUDE', TOPLEVEL_BINDING, '<glovebox>', 1)\n" + prelude + "GLOVEBOX_PRELUDE\nnil\n"
 	if _, err := v.evalString(c, code); err != nil {
 		return fmt.Errorf("running the prelude: %w", err)
@@ -412,6 +419,32 @@ func (v *VM) boot() error {
 	v.req = nil
 	if err != nil {
 		return fmt.Errorf("warming the driver: %w", err)
+	}
+	return nil
+}
+
+// alignClock moves the guest's monotonic clock forward, if need be, past
+// the start time wasi-libc recorded for its CPU-time emulation. The image
+// was pre-initialised where it was built, so that record holds the build
+// machine's clock (17 s in the image glovebox pins); below it, CPU time
+// (Process.times, CLOCK_PROCESS_CPUTIME_ID) would come out negative.
+func (v *VM) alignClock(c wt.Context) error {
+	h, err := v.evalString(c, "Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond).to_s")
+	if err != nil {
+		return fmt.Errorf("reading the guest's CPU clock: %w", err)
+	}
+	b, err := v.readString(c, h, 64)
+	if err != nil {
+		return err
+	}
+	// The guest computes it in floating point from an unsigned difference,
+	// so a clock behind the start shows as a little under 2^64.
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("reading the guest's CPU clock: %q", b)
+	}
+	if f > 1<<63 { // start lies ahead of our clock by 2^64 - f
+		v.monoBase += uint64(math.Exp2(64)-f) + uint64(time.Second)
 	}
 	return nil
 }

@@ -296,7 +296,7 @@ func snapshotBytes(t *testing.T) []byte {
 	snaps := snapshotFiles(t, testCacheDir)
 	var want []byte
 	for _, p := range snaps {
-		if !strings.Contains(p, "snap-"+cacheKey(prelude)[:16]) {
+		if !strings.Contains(p, "snap-"+cacheKey(Version, prelude)[:16]) {
 			continue
 		}
 		b, err := os.ReadFile(p)

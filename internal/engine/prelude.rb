@@ -19,6 +19,9 @@ module Glovebox
   class ValueError < Error; end
 
   MAX_DEPTH = 64
+  # Integers wider than this (about 10,000 decimal digits) do not cross:
+  # parsing longer ones costs the host time the guest does not pay for.
+  MAX_INTEGER_BITS = 33_000
   GEN = JSON::State.new(allow_nan: true, max_nesting: false)
   MAX_MESSAGE = 16 * 1024
   MAX_FRAMES = 50
@@ -72,17 +75,17 @@ module Glovebox
     # as a wire string.
     def __run
       req = JSON.parse(__send("req", ""))
+      # Tools become plain private methods on Object, all defined in one
+      # class_eval: a no-argument call, the common case, skips argument
+      # encoding altogether.
+      src = +""
       req["tools"].each do |name|
         raise ArgumentError, "bad tool name #{name.inspect}" unless name.match?(/\A[a-z_][A-Za-z0-9_]*[?!]?\z/)
-        # A plain method: the no-argument call, the common case, skips
-        # argument encoding altogether.
-        Object.class_eval(<<~RUBY, "<glovebox>", 1)
-          private def #{name}(*args, **kwargs)
-            return Glovebox.__answer(Glovebox.__raw(#{"call\n#{name}\n".dump})) if args.empty? && kwargs.empty?
-            Glovebox.call(#{name.dump}, *args, **kwargs)
-          end
-        RUBY
+        src << "private def #{name}(*args, **kwargs)\n" \
+               "  return Glovebox.__answer(Glovebox.__raw(#{"call\n#{name}\n".dump})) if args.empty? && kwargs.empty?\n" \
+               "  Glovebox.call(#{name.dump}, *args, **kwargs)\nend\n"
       end
+      Object.class_eval(src, "<glovebox>", 1) unless src.empty?
       max_value = req["max_value"]
       out = begin
         value = TOPLEVEL_BINDING.eval(req["code"], "sandbox", 1)
@@ -144,7 +147,11 @@ module Glovebox
 
     def __data(v, depth, seen)
       case v
-      when nil, true, false, Integer, Float then v
+      when Integer
+        return v if v.bit_length <= MAX_INTEGER_BITS
+        raise ValueError, "an Integer of #{v.bit_length} bits is too large to cross (the limit is " \
+                          "#{MAX_INTEGER_BITS} bits, about 10,000 digits); pass it as a String"
+      when nil, true, false, Float then v
       when String then __str(v)
       when Symbol then __str(v.name)
       when Array, Hash
@@ -177,7 +184,7 @@ end
   Kernel.send(:private, name)
   Kernel.define_singleton_method(name) { |*, **| raise NotImplementedError, "#{name}: #{Glovebox::NO_PROCESSES}" }
 end
-%i[spawn exec fork daemon].each do |name|
+%i[spawn exec fork daemon kill wait waitpid wait2 detach].each do |name|
   Process.define_singleton_method(name) { |*, **| raise NotImplementedError, "Process.#{name}: #{Glovebox::NO_PROCESSES}" }
 end
 IO.define_singleton_method(:popen) { |*, **| raise NotImplementedError, "IO.popen: #{Glovebox::NO_PROCESSES}" }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -40,12 +42,23 @@ type Limits struct {
 	Message int           // bytes of one message from the guest; 0: no limit
 }
 
+// Call is one tool call from the guest.
+type Call struct {
+	Name   string
+	Args   []any
+	Kwargs map[string]any
+	Size   int   // bytes of the encoded arguments
+	Err    error // the arguments could not be decoded; Args and Kwargs are nil
+	// Deadline is the eval's wall-clock limit; the tool's context should
+	// end at it (the eval's own context ends with the caller's).
+	Deadline time.Time
+}
+
 // CallFunc runs a tool call. It returns the result encoded by Answer, a
 // *GuestError to raise in the guest, an *Abort to end the eval, or any
-// other error (raised as Glovebox::ToolError with its message).
-// ctx is the eval's context and deadline its wall-clock limit; a tool
-// should get a context that ends at the earlier of the two.
-type CallFunc func(ctx context.Context, deadline time.Time, name string, args []any, kwargs map[string]any) ([]byte, error)
+// other error (raised as Glovebox::ToolError with its message). ctx is
+// the eval's context.
+type CallFunc func(ctx context.Context, c *Call) ([]byte, error)
 
 // Request is one eval.
 type Request struct {
@@ -100,6 +113,10 @@ type VM struct {
 	stderr   capBuffer
 	jsvals   map[uint32]string
 	nextJS   uint32
+
+	// The virtual monotonic clock (see monotonic): its value at born.
+	monoBase uint64
+	born     time.Time
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -140,14 +157,18 @@ func (v *VM) Write(fd int, p []byte) int {
 	return len(p)
 }
 
-// capBuffer keeps the first limit bytes written to it.
+// capBuffer keeps the first limit bytes written to it. Its lock matters
+// only when an abandoned VM still writes while Eval reports.
 type capBuffer struct {
+	mu        sync.Mutex
 	buf       []byte
 	limit     int
 	truncated bool
 }
 
 func (b *capBuffer) write(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	room := b.limit - len(b.buf)
 	if len(p) > room {
 		b.truncated = true
@@ -156,13 +177,21 @@ func (b *capBuffer) write(p []byte) {
 	b.buf = append(b.buf, p...)
 }
 
-// finish returns the kept bytes; when output was cut, the cut is moved
+func (b *capBuffer) reset(limit int) {
+	b.mu.Lock()
+	b.buf, b.limit, b.truncated = nil, limit, false
+	b.mu.Unlock()
+}
+
+// finish returns a copy of the kept bytes; when output was cut, the cut is moved
 // back to a UTF-8 character boundary and a marker is appended.
 func (b *capBuffer) finish(stream string) ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.truncated {
-		return b.buf, false
+		return validUTF8(append([]byte(nil), b.buf...)), false
 	}
-	out := b.buf
+	out := append([]byte(nil), b.buf...)
 	// Drop a partial multibyte character at the cut.
 	for i := 1; i <= 3 && i <= len(out); i++ {
 		c := out[len(out)-i]
@@ -176,13 +205,22 @@ func (b *capBuffer) finish(stream string) ([]byte, bool) {
 			break
 		}
 	}
+	out = validUTF8(out)
 	out = append(out, fmt.Sprintf("\n[glovebox: %s truncated at %d bytes]\n", stream, b.limit)...)
 	return out, true
 }
 
+// validUTF8 replaces each invalid byte sequence in b with U+FFFD.
+func validUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	return []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
 // newVM instantiates the snapshot. The VM is not yet prepared.
 func (e *Engine) newVM() (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32]string{}}
+	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: e.snapMono, born: time.Now()}
 	v.store = wt.NewStore(e.wt, v)
 	v.store.Limit(maxMemory)
 	if err := v.store.SetWASI(wt.WASI{}); err != nil {
@@ -325,9 +363,9 @@ func (v *VM) readString(c wt.Context, h uint32, limit int) ([]byte, error) {
 func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	c := v.store.Context()
 	v.ctx, v.req, v.limits = ctx, req, req.Limits
-	v.stdout = capBuffer{limit: req.Limits.Stdout}
-	v.stderr = capBuffer{limit: req.Limits.Stderr}
-	v.store.Limit(int64(min(req.Limits.Memory, math.MaxInt64)))
+	v.stdout.reset(req.Limits.Stdout)
+	v.stderr.reset(req.Limits.Stderr)
+	v.store.SetMemoryLimit(req.Limits.Memory)
 	fuel := req.Limits.Fuel
 	if fuel == 0 {
 		fuel = unlimitedFuel
@@ -349,16 +387,33 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	}
 	v.e.ticker.stop()
 	out.Duration = time.Since(v.started)
+	memHit := v.store.GrowRefused()
+	v.store.SetMemoryLimit(maxMemory)
 	if left, ferr := c.Fuel(); ferr == nil && left <= fuel && !v.e.cfg.NoFuel {
 		out.FuelUsed = fuel - left
 	}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
-	if err != nil {
+	switch {
+	case memHit && v.stopped == "":
+		// Sticky: once the guest was refused memory, the eval ends as
+		// memory_limit, even if it rescued NoMemoryError and went on.
+		out.Status = StatusMemoryLimit
+		limitMsg := fmt.Sprintf("the guest asked for more than its %s memory limit", mib(req.Limits.Memory))
+		out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: limitMsg}
+		if err == nil {
+			if v.decodeResult(raw, out); out.Error != nil && out.Error.Class == "NoMemoryError" {
+				out.Error.Message += " (" + limitMsg + ")"
+			} else {
+				out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: limitMsg}
+			}
+			out.Status, out.Value = StatusMemoryLimit, nil
+		}
+	case err != nil:
 		v.classify(err, out)
-		return out
+	default:
+		v.decodeResult(raw, out)
 	}
-	v.decodeResult(raw, out)
 	return out
 }
 
@@ -369,15 +424,35 @@ const (
 	resultOverhead = 1 << 20
 )
 
+// MaxValueDepth is the deepest a value may nest when it crosses to the
+// host; the prelude enforces it with a clear message, and the host
+// re-checks, since the guest can replace the prelude's code.
+const MaxValueDepth = 64
+
+// envelope is the most bytes the result envelope around a value takes:
+// {"status":"ok","value":...}.
+const envelope = 64
+
 func (v *VM) decodeResult(raw []byte, out *Outcome) {
-	val, err := wire.Decode(raw)
+	// The envelope adds one level around the value.
+	val, err := wire.DecodeDepth(raw, MaxValueDepth+2)
 	m, _ := val.(map[string]any)
 	if err != nil || m == nil {
-		out.Status, out.Error = StatusSandboxError, &ErrorInfo{Class: "Glovebox::SandboxError", Message: "the guest driver returned a malformed result"}
+		msg := "the guest driver returned a malformed result"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		out.Status, out.Error = StatusSandboxError, &ErrorInfo{Class: "Glovebox::SandboxError", Message: msg}
 		return
 	}
 	switch m["status"] {
 	case "ok":
+		if len(raw) > v.limits.Value+envelope {
+			out.Status, out.Error = StatusError, &ErrorInfo{Class: "Glovebox::ValueError", Message: fmt.Sprintf(
+				"the value of the last expression is about %d bytes as data, over the %d-byte limit; return a smaller value or print a summary",
+				len(raw)-envelope/2, v.limits.Value)}
+			return
+		}
 		out.Status, out.Value = StatusOK, m["value"]
 	case "error":
 		em, _ := m["error"].(map[string]any)
@@ -391,9 +466,6 @@ func (v *VM) decodeResult(raw []byte, out *Outcome) {
 			}
 		}
 		out.Status, out.Error = StatusError, info
-		if info.Class == "NoMemoryError" {
-			out.Status = StatusMemoryLimit
-		}
 	default:
 		out.Status, out.Error = StatusSandboxError, &ErrorInfo{Class: "Glovebox::SandboxError", Message: "the guest driver returned an unknown status"}
 	}
@@ -432,12 +504,34 @@ func (v *VM) classify(err error, out *Outcome) {
 		size := uint64(len(v.mem.Data(v.store.Context())))
 		if size+memorySlack >= v.limits.Memory {
 			out.Status = StatusMemoryLimit
-			out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: fmt.Sprintf("the guest crashed with its memory at %d of %d bytes: %s", size, v.limits.Memory, firstLine(we.Message))}
+			out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: fmt.Sprintf("the guest crashed with its memory at %s of %s: %s", mib(size), mib(v.limits.Memory), trapReason(we))}
 			return
 		}
 		out.Status = StatusSandboxError
-		out.Error = &ErrorInfo{Class: "Glovebox::SandboxError", Message: "the guest crashed: " + firstLine(we.Message)}
+		out.Error = &ErrorInfo{Class: "Glovebox::SandboxError", Message: "the Ruby VM crashed: " + trapReason(we)}
 	}
+}
+
+// trapReason says why wasm stopped, without wasmtime's backtrace.
+func trapReason(we *wt.Error) string {
+	switch we.Code {
+	case wt.TrapUnreachable:
+		return "it reached an unreachable instruction (Ruby aborted; deep recursion in C code such as inspect on deeply nested data does this)"
+	case wt.TrapMemoryOutOfBounds:
+		return "out-of-bounds memory access"
+	}
+	// wasmtime puts the cause after "Caused by:"; otherwise use the last line.
+	msg := we.Message
+	if i := strings.LastIndex(msg, "Caused by:"); i >= 0 {
+		msg = msg[i+len("Caused by:"):]
+	}
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return "unknown trap"
 }
 
 // stopClass names, for each status the host imposes, the class reported
@@ -451,13 +545,16 @@ var stopClass = map[Status]string{
 	StatusSandboxError:       "Glovebox::SandboxError",
 }
 
-func firstLine(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			return s[:i]
-		}
-	}
-	return s
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// abandon reports an eval whose VM did not stop: a host call (a tool that
+// ignores its context) holds it. The VM finishes on its own goroutine.
+func (v *VM) abandon(s Status, msg string, start time.Time) *Outcome {
+	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s],
+		Message: msg + "; a tool call had not returned (it ignores its context), so the VM was abandoned"}}
+	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
+	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
+	return out
 }
 
 func (v *VM) close() {

@@ -32,13 +32,27 @@ import (
 // than this did not come from the prelude.
 const MaxDepth = 128
 
+// Integer limits. Parsing a decimal integer into a big.Int takes time
+// quadratic in its length (about 2 s for a million digits here), so one
+// integer may have at most MaxIntDigits digits and one value at most
+// MaxTotalDigits digits in integers beyond 64 bits. The guest prelude
+// refuses integers wider than 33,000 bits (9,934 digits) before encoding.
+const (
+	MaxIntDigits   = 10_000
+	MaxTotalDigits = 100_000
+)
+
 // ErrSyntax is wrapped by every Decode error.
 var ErrSyntax = errors.New("wire: malformed value")
 
 // Decode parses one value that fills all of b (surrounding whitespace
-// allowed).
-func Decode(b []byte) (any, error) {
-	d := decoder{b: b}
+// allowed), nested at most MaxDepth deep.
+func Decode(b []byte) (any, error) { return DecodeDepth(b, MaxDepth) }
+
+// DecodeDepth is Decode with a nesting limit of maxDepth (at most
+// MaxDepth).
+func DecodeDepth(b []byte, maxDepth int) (any, error) {
+	d := decoder{b: b, maxDepth: min(maxDepth, MaxDepth)}
 	d.space()
 	v, err := d.value(0)
 	if err != nil {
@@ -52,8 +66,10 @@ func Decode(b []byte) (any, error) {
 }
 
 type decoder struct {
-	b []byte
-	i int
+	b        []byte
+	i        int
+	maxDepth int
+	digits   int // digits parsed into big.Ints so far
 }
 
 func (d *decoder) errf(format string, args ...any) error {
@@ -109,8 +125,8 @@ func (d *decoder) value(depth int) (any, error) {
 }
 
 func (d *decoder) array(depth int) (any, error) {
-	if depth >= MaxDepth {
-		return nil, d.errf("nested deeper than %d", MaxDepth)
+	if depth >= d.maxDepth {
+		return nil, d.errf("nested deeper than %d", d.maxDepth)
 	}
 	d.i++ // [
 	out := []any{}
@@ -143,8 +159,8 @@ func (d *decoder) array(depth int) (any, error) {
 }
 
 func (d *decoder) object(depth int) (any, error) {
-	if depth >= MaxDepth {
-		return nil, d.errf("nested deeper than %d", MaxDepth)
+	if depth >= d.maxDepth {
+		return nil, d.errf("nested deeper than %d", d.maxDepth)
 	}
 	d.i++ // {
 	out := map[string]any{}
@@ -237,6 +253,10 @@ func (d *decoder) number() (any, error) {
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
+	}
+	nd := d.i - intStart
+	if d.digits += nd; nd > MaxIntDigits || d.digits > MaxTotalDigits {
+		return nil, d.errf("integer too long (%d digits; at most %d, and %d in all)", nd, MaxIntDigits, MaxTotalDigits)
 	}
 	n, ok := new(big.Int).SetString(s, 10)
 	if !ok {

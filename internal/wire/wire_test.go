@@ -48,6 +48,15 @@ func TestDecode(t *testing.T) {
 			t.Errorf("%s: got %#v, want %#v", c.in, got, c.want)
 		}
 	}
+	if _, err := Decode([]byte(strings.Repeat("7", MaxIntDigits+1))); err == nil {
+		t.Error("an over-long integer decoded")
+	}
+	if _, err := Decode([]byte("[" + strings.Repeat(strings.Repeat("7", MaxIntDigits)+",", MaxTotalDigits/MaxIntDigits+1) + "1]")); err == nil {
+		t.Error("too many digits in all decoded")
+	}
+	if _, err := DecodeDepth([]byte(`[[[1]]]`), 2); err == nil {
+		t.Error("depth limit ignored")
+	}
 	for _, bad := range []string{``, `[`, `{"a"}`, `01`, `1.`, `-`, `"\x"`, "\"a\x01\"", `[1,]`, `{"a":1,}`, `nul`, `1 2`, `"\u12"`, strings.Repeat("[", MaxDepth+1)} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("%q decoded", bad)

@@ -60,6 +60,8 @@ struct gb_slot {
 };
 
 static __thread const gb_image *gb_next_image;
+// The limits of the store whose wasm this thread is running, set by gb_call.
+static __thread gb_limits *gb_cur_limits;
 
 static wasmtime_error_t *gb_errno(const char *what) {
   char msg[160];
@@ -227,6 +229,11 @@ static uint8_t *gb_mem_get(void *env, size_t *size, size_t *capacity) {
 static wasmtime_error_t *gb_mem_grow(void *env, size_t new_size) {
   gb_slot *s = env;
   if (new_size <= s->size) return NULL;
+  gb_limits *l = gb_cur_limits;
+  if (l != NULL && new_size > l->mem_limit) {
+    l->grow_refused = 1;
+    return wasmtime_error_new("glovebox: linear memory limit reached");
+  }
   if (new_size > s->capacity) return wasmtime_error_new("glovebox: linear memory cannot grow past its reservation");
   if (mprotect(s->base + s->size, new_size - s->size, PROT_READ | PROT_WRITE) != 0) return gb_errno("mprotect");
   s->size = new_size;
@@ -363,5 +370,14 @@ wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_co
   gb_next_image = img;
   wasmtime_error_t *err = wasmtime_instance_pre_instantiate(pre, ctx, inst, trap);
   gb_next_image = NULL;
+  return err;
+}
+
+wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
+                          wasm_trap_t **trap, gb_limits *limits) {
+  gb_limits *prev = gb_cur_limits;
+  gb_cur_limits = limits;
+  wasmtime_error_t *err = wasmtime_func_call_unchecked(ctx, f, vals, n, trap);
+  gb_cur_limits = prev;
   return err;
 }

@@ -262,6 +262,16 @@ gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, siz
 void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
+
+// Per-store memory accounting: while a call made with gb_call runs, linear
+// memory growth past mem_limit is refused (memory.grow returns -1) and
+// noted in grow_refused.
+typedef struct gb_limits {
+  size_t mem_limit;
+  int grow_refused;
+} gb_limits;
+wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
+                          wasm_trap_t **trap, gb_limits *limits);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
                                  wasmtime_instance_t *inst, wasm_trap_t **trap);
 

@@ -311,6 +311,7 @@ type Store struct {
 	allocs  []unsafe.Pointer      // C memory freed with the store
 	scratch *C.wasmtime_val_raw_t // maxDepth × maxVals call slots
 	trap    **C.wasm_trap_t
+	limits  *C.gb_limits
 	depth   int
 }
 
@@ -337,6 +338,8 @@ func NewStore(e *Engine, hooks StoreHooks) *Store {
 	s.ctx = Context{ptr: C.wasmtime_store_context(s.ptr)}
 	s.scratch = (*C.wasmtime_val_raw_t)(s.calloc(C.size_t(maxDepth * maxVals * int(unsafe.Sizeof(C.wasmtime_val_raw_t{})))))
 	s.trap = (**C.wasm_trap_t)(s.calloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
+	s.limits = (*C.gb_limits)(s.calloc(C.size_t(unsafe.Sizeof(C.gb_limits{}))))
+	s.limits.mem_limit = C.size_t(^uint(0) >> 1)
 	return s
 }
 
@@ -344,9 +347,23 @@ func NewStore(e *Engine, hooks StoreHooks) *Store {
 func (s *Store) Context() Context { return s.ctx }
 
 // Limit caps the store's linear memory at memBytes (negative: no cap).
+// wasmtime enforces it; growth it refuses is not reported. See
+// SetMemoryLimit for the cap glovebox enforces and observes.
 func (s *Store) Limit(memBytes int64) {
 	C.wasmtime_store_limiter(s.ptr, C.int64_t(memBytes), -1, -1, -1, -1)
 }
+
+// SetMemoryLimit caps growth of linear memories made by the engine's host
+// memory creator at limit bytes, for calls made through Func.Call on this
+// store, and clears the record of refused growth.
+func (s *Store) SetMemoryLimit(limit uint64) {
+	s.limits.mem_limit = C.size_t(limit)
+	s.limits.grow_refused = 0
+}
+
+// GrowRefused reports whether linear memory growth was refused by
+// SetMemoryLimit's cap since it was last set.
+func (s *Store) GrowRefused() bool { return s.limits.grow_refused != 0 }
 
 // Close frees the store and everything in it.
 func (s *Store) Close() {
@@ -744,7 +761,7 @@ func (f Func) Call(c Context, vals []uint64) error {
 		*(*uint64)(unsafe.Pointer(&buf[i])) = v
 	}
 	*s.trap = nil
-	err := C.wasmtime_func_call_unchecked(c.ptr, f.f, &buf[0], C.size_t(len(vals)), s.trap)
+	err := C.gb_call(c.ptr, f.f, &buf[0], C.size_t(len(vals)), s.trap, s.limits)
 	trap := *s.trap
 	*s.trap = nil
 	if err := takeError(err); err != nil {
