@@ -102,6 +102,7 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	}
 
 	snapDir := filepath.Join(dir, "snap-"+cacheKey(Version, prelude)[:16])
+	e.snapDir = snapDir
 	if err := e.loadSnapshot(snapDir); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			e.log.Warn("glovebox: rebuilding the boot snapshot", "dir", snapDir, "reason", err)

@@ -290,37 +290,23 @@ func TestPerVMDeadlines(t *testing.T) {
 	}
 }
 
-// snapshotBytes reconstructs the snapshot's full linear memory.
+// snapshotBytes reconstructs the test engine's snapshot memory.
 func snapshotBytes(t *testing.T) []byte {
 	t.Helper()
-	snaps := snapshotFiles(t, testCacheDir)
-	var want []byte
-	for _, p := range snaps {
-		if !strings.Contains(p, "snap-"+cacheKey(Version, prelude)[:16]) {
-			continue
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		size, ranges, data, err := decodeMemImage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want != nil && uint64(len(want)) != size {
-			continue
-		}
-		want = make([]byte, size)
-		for _, r := range ranges {
-			copy(want[r.off:], data[:r.len])
-			data = data[r.len:]
-		}
-		if uint64(len(want)) == uint64(testEngine.snap.Len()) {
-			return want
-		}
+	b, err := os.ReadFile(filepath.Join(testEngine.snapDir, "memory.mem"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("snapshot memory file not found")
-	return nil
+	size, ranges, data, err := decodeMemImage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, size)
+	for _, r := range ranges {
+		copy(want[r.off:], data[:r.len])
+		data = data[r.len:]
+	}
+	return want
 }
 
 // A linear memory reused for a new VM is byte-for-byte the snapshot,
@@ -347,7 +333,13 @@ func testReusedMemoryIsClean(t *testing.T) {
 			t.Fatalf("round %d: memory is %d bytes, snapshot %d", round, len(got), len(want))
 		}
 		if !bytesEqual(got, want) {
-			t.Fatalf("round %d: a new VM's memory differs from the snapshot", round)
+			var diffs []int
+			for off := 0; off < len(got); off += 4096 {
+				if string(got[off:off+4096]) != string(want[off:off+4096]) {
+					diffs = append(diffs, off/4096)
+				}
+			}
+			t.Fatalf("round %d: a new VM's memory differs from the snapshot in %d pages, first %v", round, len(diffs), diffs[:min(len(diffs), 10)])
 		}
 		// Dirty it thoroughly: the host writes a pattern over every page,
 		// then the guest grows memory and fills it.
