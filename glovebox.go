@@ -40,10 +40,11 @@ type Config struct {
 	// Zero means $GLOVEBOX_IMAGE, else the pinned image, fetched once with
 	// npm into CacheDir.
 	ImagePath string
-	// PoolSize is how many prepared VMs are kept ready, so an eval does
-	// not wait for one to be made. Zero means GOMAXPROCS; negative means
-	// no pool. Runtimes in one process that share an image, a cache
-	// directory and a pool size share one engine and pool.
+	// PoolSize is how many prepared VMs (reseeded, tools defined,
+	// warmed) the Runtime keeps ready, so an eval does not wait for one to
+	// be made. Zero means GOMAXPROCS; negative means no pool. Runtimes in
+	// one process that share an image and a cache directory share one
+	// engine (compiled module and snapshot); each has its own pool.
 	PoolSize int
 	// Logger receives host-side reports: panicking tools (with their
 	// stack), cache rebuilds. Zero means slog.Default().
@@ -70,6 +71,7 @@ type Runtime struct {
 // in common.
 type shared struct {
 	eng  atomic.Pointer[engine.Engine] // nil once closed
+	pool *engine.Pool
 	key  string
 	once sync.Once
 }
@@ -131,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		pool = runtime.GOMAXPROCS(0)
 	}
 	sh, err := acquire(ctx, engine.Config{
-		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"), PoolSize: max(pool, 0),
+		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"),
 		Logger: log, Progress: cfg.Progress,
 	})
 	if err != nil {
@@ -142,6 +144,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
 	}
+	sh.pool = sh.eng.Load().NewPool(max(pool, 0), r.names)
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()
 		return nil, err
@@ -160,7 +163,7 @@ type sharedEngine struct {
 }
 
 func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%d", cfg.ImagePath, cfg.CacheDir, cfg.PoolSize)
+	key := cfg.ImagePath + "\x00" + cfg.CacheDir
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if se, ok := engines[key]; ok {
@@ -191,6 +194,7 @@ func (r *Runtime) Close() error {
 			return
 		}
 		r.shared.eng.Store(nil)
+		r.shared.pool.Close()
 		if se.refs--; se.refs == 0 {
 			delete(engines, r.shared.key)
 			se.eng.Close()
@@ -231,8 +235,8 @@ func (r *Runtime) MemoryFloor() int64 {
 
 // Stats is a snapshot of a Runtime's engine counters.
 type Stats struct {
-	// PoolHits and PoolMisses count evals that found a prepared VM
-	// waiting, and evals that had to make one.
+	// PoolHits and PoolMisses count this Runtime's evals that found a
+	// prepared VM waiting, and those that had to make one.
 	PoolHits, PoolMisses uint64
 	// MemoriesMade, MemoriesReused and MemoriesDropped count linear
 	// memories mapped afresh, reused after a reset, and unmapped instead of
@@ -243,14 +247,14 @@ type Stats struct {
 	PagesRestored uint64
 }
 
-// Stats reports the engine's counters, shared by every Runtime on the
-// same engine.
+// Stats reports the Runtime's pool counters and its engine's memory
+// counters (shared by every Runtime on the same engine).
 func (r *Runtime) Stats() Stats {
 	eng := r.shared.eng.Load()
 	if eng == nil {
 		return Stats{}
 	}
-	h, m := eng.PoolStats()
+	h, m := r.shared.pool.Stats()
 	ms := eng.MemoryStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped, PagesRestored: ms.Restored}
 }
@@ -282,7 +286,7 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 	if len(r.tools) > 0 {
 		req.Tools, req.Call = r.names, st.call
 	}
-	out, err := eng.Eval(ctx, req)
+	out, err := r.shared.pool.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}

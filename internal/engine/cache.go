@@ -245,7 +245,7 @@ func (e *Engine) loadSnapshot(dir string) error {
 		}
 		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
 	}
-	img, err := wt.OpenImage(f, hot, 8*runtime.NumCPU()+e.cfg.PoolSize)
+	img, err := wt.OpenImage(f, hot, 8*runtime.NumCPU()+16)
 	if err != nil {
 		return err
 	}
@@ -472,12 +472,8 @@ var warmCorpus = []string{
 func (e *Engine) learnHot(snap []byte) ([][3]uint64, error) {
 	dirty := map[uint64]bool{}
 	for _, code := range warmCorpus {
-		v, err := e.newVM()
+		v, err := e.prepared(nil)
 		if err != nil {
-			return nil, err
-		}
-		if err := v.prepare(); err != nil {
-			v.close()
 			return nil, err
 		}
 		out := v.run(context.Background(), &Request{Code: code, Limits: Limits{

@@ -45,7 +45,6 @@ const engineSettings = "cranelift;fuel;epoch;host-memory;stack=default"
 type Config struct {
 	ImagePath string // the guest image, ruby+stdlib.wasm
 	CacheDir  string // root of the on-disk cache
-	PoolSize  int    // prepared VMs kept ready; 0: none
 	Logger    *slog.Logger
 	// Progress, if set, is told about slow steps (compiling, booting) as
 	// they start; done is called when each ends.
@@ -80,13 +79,11 @@ type Engine struct {
 	// mu is held for reading by every running eval and for writing by
 	// Close, which so waits for them before freeing the engine.
 	mu        sync.RWMutex
-	pool      chan *VM
+	poolsMu   sync.Mutex
+	pools     map[*Pool]bool
 	running   sync.WaitGroup // VM goroutines, abandoned ones included
 	closing   chan struct{}
 	closed    atomic.Bool
-	wg        sync.WaitGroup
-	poolHits  atomic.Uint64
-	poolMiss  atomic.Uint64
 	closeOnce sync.Once
 }
 
@@ -132,6 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		unmap:   unmap,
 		log:     cfg.Logger,
 		closing: make(chan struct{}),
+		pools:   map[*Pool]bool{},
 	}
 	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel})
 	e.ticker = newTicker(e.wt, epochTick)
@@ -139,11 +137,6 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.load(ctx, dir); err != nil {
 		e.release()
 		return nil, err
-	}
-	if cfg.PoolSize > 0 {
-		e.pool = make(chan *VM, cfg.PoolSize)
-		e.wg.Add(1)
-		go e.filler()
 	}
 	return e, nil
 }
@@ -158,56 +151,6 @@ func cacheKey(parts ...string) string {
 		fmt.Fprintf(h, "%d:%s;", len(p), p)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// get returns a prepared VM, from the pool when one is ready.
-func (e *Engine) get() (*VM, error) {
-	select {
-	case v := <-e.pool:
-		if v != nil {
-			e.poolHits.Add(1)
-			return v, nil
-		}
-	default:
-	}
-	e.poolMiss.Add(1)
-	v, err := e.newVM()
-	if err != nil {
-		return nil, err
-	}
-	if err := v.prepare(); err != nil {
-		v.close()
-		return nil, err
-	}
-	return v, nil
-}
-
-// filler keeps the pool full.
-func (e *Engine) filler() {
-	defer e.wg.Done()
-	for {
-		v, err := e.newVM()
-		if err == nil {
-			if err = v.prepare(); err != nil {
-				v.close()
-			}
-		}
-		if err != nil {
-			e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
-			select {
-			case <-e.closing:
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		select {
-		case e.pool <- v:
-		case <-e.closing:
-			v.close()
-			return
-		}
-	}
 }
 
 // recycle frees a used VM. Freeing is cheap (its linear memory is kept
@@ -229,6 +172,23 @@ func (e *Engine) recycle(v *VM) { v.close() }
 // saves a goroutine hand-off (measured: about 0.6 ms of a 1 ms pooled
 // eval when the process was otherwise idle).
 func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
+	return e.eval(ctx, req, func() (*VM, error) { return e.prepared(req.Tools) })
+}
+
+// prepared makes a VM and prepares it with tools.
+func (e *Engine) prepared(tools []string) (*VM, error) {
+	v, err := e.newVM()
+	if err != nil {
+		return nil, err
+	}
+	if err := v.prepare(tools); err != nil {
+		v.close()
+		return nil, err
+	}
+	return v, nil
+}
+
+func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)) (*Outcome, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() {
@@ -237,7 +197,7 @@ func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return &Outcome{Status: StatusCanceled, Error: &ErrorInfo{Class: stopClass[StatusCanceled], Message: "the caller's context ended before the eval started: " + context.Cause(ctx).Error()}}, nil
 	}
-	v, err := e.get()
+	v, err := get()
 	if err != nil {
 		return nil, fmt.Errorf("glovebox: %w", err)
 	}
@@ -295,7 +255,7 @@ func (e *Engine) EvalBooted(ctx context.Context, req *Request) (*Outcome, error)
 		return nil, err
 	}
 	defer v.close()
-	if err := v.prepare(); err != nil {
+	if err := v.prepare(req.Tools); err != nil {
 		return nil, err
 	}
 	return v.run(ctx, req), nil
@@ -311,12 +271,7 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 		}
 	}
 	for range n {
-		v, err := e.newVM()
-		if err == nil {
-			if err = v.prepare(); err != nil {
-				v.close()
-			}
-		}
+		v, err := e.prepared(nil)
 		if err != nil {
 			release()
 			return nil, err
@@ -334,35 +289,25 @@ func (e *Engine) MemoryFloor() uint64 { return uint64(e.snap.Len()) }
 // mapped afresh, reused after a reset, or unmapped instead of kept.
 func (e *Engine) MemoryStats() wt.ImageStats { return e.snap.Stats() }
 
-// PoolStats reports how many evals found a prepared VM waiting.
-func (e *Engine) PoolStats() (hits, misses uint64) {
-	return e.poolHits.Load(), e.poolMiss.Load()
-}
-
-// Close waits for running evals, stops the pool and frees everything.
-// Calls after Close return ErrClosed.
+// Close closes the engine's pools, waits for running evals and frees
+// everything. Calls after Close return ErrClosed.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
 		close(e.closing)
-		drain := func() {
-			for e.pool != nil {
-				select {
-				case v := <-e.pool:
-					v.close()
-					continue
-				default:
-				}
-				return
-			}
+		e.poolsMu.Lock()
+		pools := make([]*Pool, 0, len(e.pools))
+		for p := range e.pools {
+			pools = append(pools, p)
 		}
-		drain() // unblocks a filler waiting to hand over a VM
+		e.poolsMu.Unlock()
+		for _, p := range pools {
+			p.Close()
+		}
 		e.mu.Lock()
 		// VMs abandoned inside a tool that ignores its context are still
-		// running: wait for them, then for the pool filler.
+		// running: wait for them.
 		e.running.Wait()
-		e.wg.Wait()
-		drain()
 		e.ticker.close()
 		e.release()
 		e.mu.Unlock()

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testCacheDir = filepath.Join(root, "engine")
-	testEngine, err = Open(ctx, Config{ImagePath: testImage, CacheDir: testCacheDir, PoolSize: 2})
+	testEngine, err = Open(ctx, Config{ImagePath: testImage, CacheDir: testCacheDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
