@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/procmem"
 
 	"github.com/spf13/cobra"
 
@@ -319,12 +320,12 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 
 	// Private memory per idle, prepared VM.
 	const idle = 50
-	before := privateBytes()
+	before := procmem.Private()
 	release, err := eng.HoldIdle(idle)
 	if err != nil {
 		return err
 	}
-	after := privateBytes()
+	after := procmem.Private()
 	release()
 	perVM := float64(after-before) / idle
 	row(yes(perVM <= 5e6), fmt.Sprintf("private memory per idle VM (%d held)", idle), fmt.Sprintf("%.2f MB", float64(after-before)/idle/1e6),
@@ -347,25 +348,6 @@ func openEngine(ctx context.Context, cacheDir string, noFuel bool) (*engine.Engi
 			}
 			return progress(step)
 		}})
-}
-
-// privateBytes is the process's private memory (clean and dirty), in bytes.
-func privateBytes() int64 {
-	f, err := os.Open("/proc/self/smaps_rollup")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var total int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && (fields[0] == "Private_Clean:" || fields[0] == "Private_Dirty:") {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			total += kb << 10
-		}
-	}
-	return total
 }
 
 func kernel() string {

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/gloveboxhq/glovebox/internal/procmem"
 )
 
 // BenchmarkFreshVM and BenchmarkBootedVM compare a snapshot-restored VM
@@ -58,31 +56,13 @@ func BenchmarkLoopFuel(b *testing.B) {
 func BenchmarkIdleVM(b *testing.B) {
 	const n = 50
 	for b.Loop() {
-		before := privateMemory()
+		before := procmem.Private()
 		release, err := testEngine.HoldIdle(n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		after := privateMemory()
+		after := procmem.Private()
 		release()
 		b.ReportMetric(float64(after-before)/n, "bytes/VM")
 	}
-}
-
-func privateMemory() int64 {
-	f, err := os.Open("/proc/self/smaps_rollup")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var total int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 2 && (fs[0] == "Private_Clean:" || fs[0] == "Private_Dirty:") {
-			kb, _ := strconv.ParseInt(fs[1], 10, 64)
-			total += kb << 10
-		}
-	}
-	return total
 }
