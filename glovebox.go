@@ -187,17 +187,19 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 // WithLimits share this one: closing any of them closes all.
 func (r *Runtime) Close() error {
 	r.shared.once.Do(func() {
-		enginesMu.Lock()
-		defer enginesMu.Unlock()
-		se := engines[r.shared.key]
-		if se == nil {
-			return
-		}
 		r.shared.eng.Store(nil)
 		r.shared.pool.Close()
-		if se.refs--; se.refs == 0 {
-			delete(engines, r.shared.key)
-			se.eng.Close()
+		enginesMu.Lock()
+		se := engines[r.shared.key]
+		last := se != nil && se.refs == 1
+		if se != nil {
+			if se.refs--; last {
+				delete(engines, r.shared.key)
+			}
+		}
+		enginesMu.Unlock()
+		if last {
+			se.eng.Close() // waits for running evals, outside the lock
 		}
 	})
 	return nil
