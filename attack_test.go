@@ -163,3 +163,38 @@ func TestProcessCallsFail(t *testing.T) {
 		}
 	}
 }
+
+// A VM waiting in a pool does not tell its eval how long it waited.
+func TestClockStandsStillInPool(t *testing.T) {
+	r := newRuntime(t, glovebox.Config{PoolSize: 1})
+	eval(t, r, "1")
+	time.Sleep(1500 * time.Millisecond) // the pooled VM waits
+	res := eval(t, r, `Process.clock_gettime(Process::CLOCK_MONOTONIC)`)
+	a := res.Value.(float64)
+	time.Sleep(1500 * time.Millisecond)
+	res = eval(t, r, `Process.clock_gettime(Process::CLOCK_MONOTONIC)`)
+	if b := res.Value.(float64); b-a > 0.5 || a-b > 0.5 {
+		t.Fatalf("monotonic clock read %v then %v across 1.5 s of pool waiting", a, b)
+	}
+}
+
+// Tool names arrive clean, however the guest spells them.
+func TestToolNamesAreSanitized(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("echo", func(x any) any { return x })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, "Glovebox.__raw(\"call\\n\\xff\\x01bad\\n\") rescue nil; 1")
+	wantStatus(t, res, glovebox.StatusOK)
+	if len(res.ToolCalls) != 1 || !utf8.ValidString(res.ToolCalls[0].Name) || strings.ContainsRune(res.ToolCalls[0].Name, 1) {
+		t.Fatalf("calls %+v", res.ToolCalls)
+	}
+}
+
+// A forged error result is capped by the host too.
+func TestForgedErrorIsCapped(t *testing.T) {
+	res := eval(t, rt, `S = JSON.generate({"status" => "error", "error" => {"class" => "C" * 100_000, "message" => "m" * 100_000, "backtrace" => ["f"] * 3000}}); JSON.singleton_class.define_method(:generate) { |*a, **k| S }; 1`)
+	wantStatus(t, res, glovebox.StatusError)
+	if len(res.Error.Class) > 256 || len(res.Error.Message) > 16<<10 || len(res.Error.Backtrace) > 50 {
+		t.Fatalf("class %d bytes, message %d, %d frames", len(res.Error.Class), len(res.Error.Message), len(res.Error.Backtrace))
+	}
+}

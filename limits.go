@@ -44,8 +44,9 @@ type Limits struct {
 	ToolCalls int
 
 	// ToolTime is the most wall-clock time one eval may spend inside tool
-	// calls in total; a tool's context is cancelled when it runs out.
-	// Zero means Timeout (no separate budget).
+	// calls in total; a tool's context is cancelled when it runs out. A
+	// tool that ignores its context is only cut off at Timeout, when the
+	// eval abandons its VM. Zero means Timeout (no separate budget).
 	ToolTime time.Duration
 
 	// ToolPayload is the most bytes one tool call may carry in each

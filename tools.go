@@ -256,8 +256,9 @@ func SnakeCase(s string) string {
 // one of the top-level object's own methods (include, private, using,
 // ...), which would shadow it, and not a conversion or protocol method
 // Ruby calls implicitly (to_str, to_ary and every other to_*, each, call,
-// coerce), which would change how unrelated objects behave. The error says
-// which rule failed.
+// coerce, exception, dig, succ, the Marshal hooks), which would change how
+// unrelated objects behave, and not it or _1 to _9 (block parameters).
+// The error says which rule failed.
 func ValidToolName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidTool)
@@ -278,6 +279,9 @@ func ValidToolName(name string) error {
 	if rubyKeywords[name] {
 		return fmt.Errorf("%w: %q is a Ruby keyword", ErrInvalidTool, name)
 	}
+	if name == "it" || (len(name) == 2 && name[0] == '_' && name[1] >= '1' && name[1] <= '9') {
+		return fmt.Errorf("%w: %q names a block's implicit parameter in Ruby", ErrInvalidTool, name)
+	}
 	if slices.Contains(coreMethods, name) {
 		return fmt.Errorf("%w: %q would shadow Ruby's core method of that name", ErrInvalidTool, name)
 	}
@@ -295,7 +299,7 @@ var mainMethods = strings.Fields("include public private protected using define_
 
 // protocolMethods are methods Ruby calls implicitly on arbitrary objects
 // (besides every to_* conversion).
-var protocolMethods = strings.Fields("each call coerce method_missing respond_to_missing? initialize_copy marshal_dump marshal_load encode_with init_with")
+var protocolMethods = strings.Fields("each call coerce method_missing respond_to_missing? initialize_copy marshal_dump marshal_load _dump _load encode_with init_with exception dig succ")
 
 var rubyKeywords = map[string]bool{}
 

@@ -105,7 +105,8 @@ func TestToolNames(t *testing.T) {
 	var ts glovebox.Toolset
 	f := func() int { return 1 }
 	for _, bad := range []string{"", "Orders", "9lives", "has-dash", "sp ace", "puts", "require", "send", "class", "def", "__x", "a??", "é",
-		"to_str", "to_ary", "to_s", "include", "private", "using", "define_method", "each", "call", "coerce"} {
+		"to_str", "to_ary", "to_s", "include", "private", "using", "define_method", "each", "call", "coerce",
+		"exception", "dig", "_dump", "_load", "succ", "_1", "_9", "it"} {
 		if err := ts.Func(bad, f); !errors.Is(err, glovebox.ErrInvalidTool) {
 			t.Errorf("name %q accepted (err %v)", bad, err)
 		}

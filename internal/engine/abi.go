@@ -205,7 +205,7 @@ func hostToString(c *wt.Caller, vals wt.Vals) error {
 	delete(v.jsvals, h) // each answer is read once
 	p, err := v.putString(ctx, []byte(s))
 	if err != nil {
-		return v.stop(StatusSandboxError, "cannot pass an answer to the guest: "+err.Error())
+		return v.allocFailed(err)
 	}
 	d, _ := v.guest(ctx, ret, 8)
 	binary.LittleEndian.PutUint32(d[0:], p)
@@ -225,6 +225,20 @@ func hostRewind(c *wt.Caller, vals wt.Vals) error {
 		msg += ": " + string(b)
 	}
 	return v.stop(StatusSandboxError, msg)
+}
+
+// allocFailed stops the guest after an allocation for a host answer
+// failed: out of memory when growth was refused, else a broken guest.
+func (v *VM) allocFailed(err error) error {
+	if v.store.GrowRefused() {
+		return v.stop(StatusMemoryLimit, fmt.Sprintf("the guest ran out of memory (limit %s) receiving an answer from the host", mib(v.limits.Memory)))
+	}
+	var we *wt.Error
+	msg := err.Error()
+	if errors.As(err, &we) {
+		msg = trapReason(we)
+	}
+	return v.stop(StatusSandboxError, "cannot pass an answer to the guest: "+msg)
 }
 
 // handle answers one channel message. Its error, if any, stops the guest.
@@ -259,8 +273,14 @@ func (v *VM) handle(msg string) (string, error) {
 // the attempt and answers with ArgumentError.
 func (v *VM) call(payload string) (string, error) {
 	name, argData, _ := strings.Cut(payload, "\n")
-	// A copy: a substring would keep the whole message alive.
-	name = strings.Clone(name[:min(len(name), maxToolName)])
+	// A copy (a substring would keep the whole message alive), as valid
+	// UTF-8 without control characters: hooks and logs see it.
+	name = strings.Clone(strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(name[:min(len(name), maxToolName)], "\uFFFD")))
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
@@ -368,6 +388,9 @@ const (
 // compute CPU time) stay consistent, and the guest learns nothing of how
 // long the host process has run. The CPU-time clocks read the same.
 func (v *VM) monotonic(now time.Time) uint64 {
+	if v.born.IsZero() { // stopped: prepared, waiting for its eval
+		return v.monoBase
+	}
 	return v.monoBase + uint64(max(now.Sub(v.born), 0))
 }
 

@@ -245,7 +245,7 @@ func (e *Engine) loadSnapshot(dir string) error {
 		}
 		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
 	}
-	img, err := wt.OpenImage(f, hot, 8*runtime.NumCPU()+16)
+	img, err := wt.OpenImage(f, hot, 2*runtime.NumCPU()+8)
 	if err != nil {
 		return err
 	}

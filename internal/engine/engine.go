@@ -356,15 +356,19 @@ type ticker struct {
 	sleeping atomic.Bool
 	wake     chan struct{}
 	done     chan struct{}
+	exited   chan struct{} // closed when loop returns
 }
 
 // idleAfter is how long the ticker runs on with no eval before sleeping.
 const idleAfter = time.Second
 
 func newTicker(eng *wt.Engine, period time.Duration) *ticker {
-	t := &ticker{eng: eng, period: period, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	t := &ticker{eng: eng, period: period, wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
 	t.sleeping.Store(true)
-	go t.loop()
+	go func() {
+		defer close(t.exited)
+		t.loop()
+	}()
 	return t
 }
 
@@ -413,10 +417,12 @@ func (t *ticker) loop() {
 	}
 }
 
+// close stops the ticker and waits for it, so the engine can be freed.
 func (t *ticker) close() {
 	select {
 	case <-t.done:
 	default:
 		close(t.done)
 	}
+	<-t.exited
 }

@@ -289,6 +289,9 @@ func (v *VM) prepare(tools []string) error {
 	defer v.e.ticker.stop()
 	_, err := v.evalString(c, "Glovebox.__prepare\nGlovebox.__run\nnil")
 	v.deadline, v.req = time.Time{}, nil
+	// The guest's clock stands still while the VM waits in a pool, so an
+	// eval cannot tell how long it waited (nor when others ran).
+	v.monoBase, v.born = v.monotonic(time.Now()), time.Time{}
 	if err != nil {
 		return fmt.Errorf("preparing a VM: %w", err)
 	}
@@ -378,6 +381,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 		return out
 	}
 	v.started = time.Now()
+	v.born = v.started
 	v.deadline = v.started.Add(req.Limits.Timeout)
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
@@ -426,6 +430,26 @@ const (
 	resultOverhead = 1 << 20
 )
 
+// Caps on a guest error's parts, as the prelude applies them (the class
+// and frame caps are the host's own).
+const (
+	maxClass   = 256
+	maxMessage = 16 << 10
+	maxFrames  = 50
+	maxFrame   = 1024
+)
+
+// clip cuts s to at most n bytes, at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // MaxValueDepth is the deepest a value may nest when it crosses to the
 // host; the prelude enforces it with a clear message, and the host
 // re-checks, since the guest can replace the prelude's code.
@@ -457,14 +481,18 @@ func (v *VM) decodeResult(raw []byte, out *Outcome) {
 		}
 		out.Status, out.Value = StatusOK, m["value"]
 	case "error":
+		// The prelude caps these; the host caps them again, since the
+		// guest can replace the prelude's code.
 		em, _ := m["error"].(map[string]any)
 		info := &ErrorInfo{}
 		info.Class, _ = em["class"].(string)
 		info.Message, _ = em["message"].(string)
+		info.Class = clip(info.Class, maxClass)
+		info.Message = clip(info.Message, maxMessage)
 		bt, _ := em["backtrace"].([]any)
-		for _, f := range bt {
+		for _, f := range bt[:min(len(bt), maxFrames)] {
 			if s, ok := f.(string); ok {
-				info.Backtrace = append(info.Backtrace, s)
+				info.Backtrace = append(info.Backtrace, clip(s, maxFrame))
 			}
 		}
 		out.Status, out.Error = StatusError, info

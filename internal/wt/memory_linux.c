@@ -254,7 +254,9 @@ static void gb_mem_free(void *env) {
   }
   pthread_mutex_lock(img->mu);
   img->live--;
-  int keep = img->pagemap_fd >= 0 && !img->closed && img->nfree < img->max_free;
+  // A memory that grew past the image may hold a great deal: give it back
+  // now rather than keep it until some later VM resets it.
+  int keep = img->pagemap_fd >= 0 && !img->closed && img->nfree < img->max_free && s->size <= img->len;
   if (keep) {
     s->next = img->free;
     img->free = s;
