@@ -131,16 +131,6 @@ func (m *Module) setSection(id byte, payload []byte) {
 	m.Sections[pos] = Section{ID: id, Payload: payload}
 }
 
-func (m *Module) removeSection(id byte) {
-	out := m.Sections[:0]
-	for _, s := range m.Sections {
-		if s.ID != id {
-			out = append(out, s)
-		}
-	}
-	m.Sections = out
-}
-
 // order gives the position a known section must take (the specification
 // orders data count before code and tags after memory).
 func order(id byte) int {
@@ -748,19 +738,6 @@ func appendU32(b []byte, v uint32) []byte {
 		return append(b, c)
 	}
 }
-
-func appendS64(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func appendS32(b []byte, v int32) []byte { return appendS64(b, int64(v)) }
 
 func appendName(b []byte, s string) []byte {
 	b = appendU32(b, uint32(len(s)))

@@ -21,7 +21,6 @@ typedef struct wasi_config_t wasi_config_t;
 typedef struct wasm_valtype_t wasm_valtype_t;
 typedef struct wasm_functype_t wasm_functype_t;
 typedef struct wasmtime_instance_pre wasmtime_instance_pre_t;
-typedef struct wasmtime_pooling_allocation_config_t wasmtime_pooling_allocation_config_t;
 
 typedef struct wasm_byte_vec_t {
   size_t size;
@@ -130,19 +129,6 @@ void wasmtime_config_memory_init_cow_set(wasm_config_t *, bool);
 void wasmtime_config_memory_reservation_set(wasm_config_t *, uint64_t);
 void wasmtime_config_memory_guard_size_set(wasm_config_t *, uint64_t);
 void wasmtime_config_wasm_threads_set(wasm_config_t *, bool);
-wasmtime_pooling_allocation_config_t *wasmtime_pooling_allocation_config_new(void);
-void wasmtime_pooling_allocation_config_delete(wasmtime_pooling_allocation_config_t *);
-void wasmtime_pooling_allocation_config_max_unused_warm_slots_set(wasmtime_pooling_allocation_config_t *, uint32_t);
-void wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
-void wasmtime_pooling_allocation_config_table_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
-void wasmtime_pooling_allocation_config_total_memories_set(wasmtime_pooling_allocation_config_t *, uint32_t);
-void wasmtime_pooling_allocation_config_total_tables_set(wasmtime_pooling_allocation_config_t *, uint32_t);
-void wasmtime_pooling_allocation_config_total_stacks_set(wasmtime_pooling_allocation_config_t *, uint32_t);
-void wasmtime_pooling_allocation_config_total_core_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t);
-void wasmtime_pooling_allocation_config_max_core_instance_size_set(wasmtime_pooling_allocation_config_t *, size_t);
-void wasmtime_pooling_allocation_config_table_elements_set(wasmtime_pooling_allocation_config_t *, size_t);
-void wasmtime_pooling_allocation_config_max_memory_size_set(wasmtime_pooling_allocation_config_t *, size_t);
-void wasmtime_pooling_allocation_strategy_set(wasm_config_t *, const wasmtime_pooling_allocation_config_t *);
 
 // errors and traps
 wasmtime_error_t *wasmtime_error_new(const char *);

@@ -1,6 +1,6 @@
 // Package wt is glovebox's binding to the wasmtime C API: just the calls the
 // engine needs, including the ones wasmtime-go does not wrap (epoch
-// deadline callbacks, custom WASI output streams, the pooling allocator,
+// deadline callbacks, custom WASI output streams, a host memory creator,
 // unchecked host functions that avoid per-call allocation).
 //
 // The wasmtime static library comes from github.com/bytecodealliance/wasmtime-go,
@@ -99,25 +99,11 @@ func takeTrap(t *C.wasm_trap_t) error {
 // with or without a fuel budget.
 type EngineConfig struct {
 	MaxWasmStack int // bytes of native stack for wasm; 0 keeps wasmtime's default (512 KiB)
-	// Pooling, when non-nil, switches on the pooling instance allocator.
-	// It cannot be combined with HostMemory.
-	Pooling *PoolingConfig
 	// HostMemory makes glovebox allocate linear memories itself, so an
 	// instance can start from a memory Image (see InstantiateImage).
 	HostMemory bool
 	// NoFuel leaves fuel metering out of compiled code.
 	NoFuel bool
-}
-
-// PoolingConfig sizes the pooling allocator: slots are reserved up front and
-// reused, so instantiation avoids mmap/munmap.
-type PoolingConfig struct {
-	TotalMemories       uint32 // concurrent linear memories
-	MaxMemorySize       uint64 // bytes per linear memory slot
-	MaxCoreInstanceSize uint64 // bytes of instance metadata
-	TableElements       uint64 // elements per table
-	MaxUnusedWarmSlots  uint32
-	MemoryKeepResident  uint64 // bytes reset with memset rather than madvise
 }
 
 // Engine is a wasmtime engine. It is safe for concurrent use.
@@ -138,26 +124,6 @@ func NewEngine(cfg EngineConfig) *Engine {
 	}
 	if cfg.HostMemory {
 		C.gb_use_host_memory(c)
-	}
-	if p := cfg.Pooling; p != nil {
-		pc := C.wasmtime_pooling_allocation_config_new()
-		C.wasmtime_pooling_allocation_config_total_memories_set(pc, C.uint32_t(p.TotalMemories))
-		C.wasmtime_pooling_allocation_config_total_tables_set(pc, C.uint32_t(p.TotalMemories))
-		C.wasmtime_pooling_allocation_config_total_stacks_set(pc, C.uint32_t(p.TotalMemories))
-		C.wasmtime_pooling_allocation_config_total_core_instances_set(pc, C.uint32_t(p.TotalMemories))
-		if p.MaxMemorySize > 0 {
-			C.wasmtime_pooling_allocation_config_max_memory_size_set(pc, C.size_t(p.MaxMemorySize))
-		}
-		if p.MaxCoreInstanceSize > 0 {
-			C.wasmtime_pooling_allocation_config_max_core_instance_size_set(pc, C.size_t(p.MaxCoreInstanceSize))
-		}
-		if p.TableElements > 0 {
-			C.wasmtime_pooling_allocation_config_table_elements_set(pc, C.size_t(p.TableElements))
-		}
-		C.wasmtime_pooling_allocation_config_max_unused_warm_slots_set(pc, C.uint32_t(p.MaxUnusedWarmSlots))
-		C.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pc, C.size_t(p.MemoryKeepResident))
-		C.wasmtime_pooling_allocation_strategy_set(c, pc)
-		C.wasmtime_pooling_allocation_config_delete(pc)
 	}
 	return &Engine{ptr: C.wasm_engine_new_with_config(c)}
 }
@@ -539,20 +505,6 @@ func (p *InstancePre) Close() {
 type Instance struct {
 	inst  *C.wasmtime_instance_t // in C memory owned by the store
 	store *Store
-}
-
-// Instantiate creates an instance in s.
-func (p *InstancePre) Instantiate(s *Store) (*Instance, error) {
-	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
-	var trap *C.wasm_trap_t
-	err := C.wasmtime_instance_pre_instantiate(p.ptr, s.ctx.ptr, inst.inst, &trap)
-	if err := takeError(err); err != nil {
-		return nil, err
-	}
-	if err := takeTrap(trap); err != nil {
-		return nil, err
-	}
-	return inst, nil
 }
 
 // Image is a linear-memory image: a file whose bytes become the start of
