@@ -32,6 +32,9 @@ type Config struct {
 	Tools *Toolset
 	// Hooks observe and control tool calls.
 	Hooks Hooks
+	// Mounts are the host directories the guest may use, at most
+	// MaxMounts; see Mount. New copies the list.
+	Mounts []Mount
 	// CacheDir holds the guest image, the compiled module and the boot
 	// snapshot. Zero means $GLOVEBOX_CACHE_DIR, else the user cache
 	// directory's glovebox folder (~/.cache/glovebox on Linux).
@@ -63,6 +66,7 @@ type Runtime struct {
 	limits Limits
 	tools  map[string]ToolFunc
 	names  []string
+	mounts []Mount
 	hooks  Hooks
 	log    *slog.Logger
 }
@@ -106,6 +110,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if _, err := cfg.Limits.withDefaults(0); err != nil {
 		return nil, err
 	}
+	if err := validateMounts(cfg.Mounts); err != nil {
+		return nil, err
+	}
+	if len(cfg.Mounts) > 0 {
+		return nil, fmt.Errorf("%w: mounts are not wired into the engine yet", ErrInvalidMount)
+	}
 	cacheDir := cfg.CacheDir
 	if cacheDir == "" {
 		var err error
@@ -139,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]ToolFunc{}}
+	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]ToolFunc{}, mounts: slices.Clone(cfg.Mounts)}
 	if cfg.Tools != nil {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
@@ -260,6 +270,9 @@ func (r *Runtime) Stats() Stats {
 	ms := eng.MemoryStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped, PagesRestored: ms.Restored}
 }
+
+// Mounts returns the directories the guest may use, as configured.
+func (r *Runtime) Mounts() []Mount { return slices.Clone(r.mounts) }
 
 // Tools returns the names of the functions the guest can call, sorted.
 func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
