@@ -48,3 +48,22 @@ func (e *EvalError) Is(target error) bool {
 	}
 	return false
 }
+
+// ToolError is an error a tool returns to choose the exception the guest
+// sees: Glovebox::<Class>, a subclass of Glovebox::ToolError made on first
+// use, with Message. Guest code can rescue the kind of failure it cares
+// about (rescue Glovebox::HTTPBlockedAddressError) or all tool errors at
+// once (rescue Glovebox::ToolError).
+//
+// Class must be a Ruby constant name of at most 64 characters
+// ([A-Z][A-Za-z0-9_]*); any other Class, or a name the guest has already
+// used for something that is not a ToolError subclass, raises plain
+// Glovebox::ToolError. Message is written for the guest and passes through
+// unchanged: Hooks.SanitizeError does not see it. A tool may return a
+// ToolError wrapped in other errors; errors.As finds it.
+type ToolError struct {
+	Class   string
+	Message string
+}
+
+func (e *ToolError) Error() string { return e.Class + ": " + e.Message }

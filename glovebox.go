@@ -447,6 +447,15 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			finish(msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
+		var te *ToolError
+		if errors.As(err, &te) {
+			class := te.Class
+			if !validErrorClass(class) {
+				class = "ToolError"
+			}
+			finish(te.Message)
+			return nil, &engine.GuestError{Class: class, Message: te.Message}
+		}
 		msg := r.sanitize(c.Name, err)
 		finish(msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
@@ -529,4 +538,24 @@ func (r *Runtime) sanitize(tool string, err error) (msg string) {
 		msg = "tool call failed"
 	}
 	return msg
+}
+
+// validErrorClass reports whether name can be a ToolError class: a Ruby
+// constant name of at most 64 characters, and not one of the classes the
+// channel reserves for other meanings.
+func validErrorClass(name string) bool {
+	if len(name) == 0 || len(name) > 64 || name[0] < 'A' || name[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	switch name {
+	case "TypeError", "ArgumentError", "UnknownToolError":
+		return false
+	}
+	return true
 }

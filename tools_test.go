@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"reflect"
@@ -219,6 +220,33 @@ func TestToolErrorsAndPanics(t *testing.T) {
 	}
 	if strings.Contains(res.Stdout+res.Stderr, "kaboom") {
 		t.Fatal("the panic value reached the guest")
+	}
+}
+
+func TestToolErrorClasses(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("blocked", func() error {
+		return fmt.Errorf("dial: %w", &glovebox.ToolError{Class: "BlockedError", Message: "10.0.0.1 is private"})
+	})
+	ts.Func("odd", func(class string) error { return &glovebox.ToolError{Class: class, Message: "odd class"} })
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Hooks: glovebox.Hooks{SanitizeError: func(string, error) string { return "sanitized" }}})
+	res := eval(t, r, `
+		a = begin; blocked; rescue Glovebox::BlockedError => e; [e.class.name, e.message, e.is_a?(Glovebox::ToolError)]; end
+		b = begin; blocked; rescue Glovebox::ToolError => e; e.class.name; end
+		module Glovebox; Taken = 5; end
+		c = ["lower", "TypeError", "Taken", "A" * 65, "Bad-Name", "ToolError"].map { |k| begin; odd(k); rescue Glovebox::ToolError => e; e.class.name; end }
+		[a, b, c]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	want := []any{
+		[]any{"Glovebox::BlockedError", "10.0.0.1 is private", true},
+		"Glovebox::BlockedError",
+		[]any{"Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError"},
+	}
+	if !reflect.DeepEqual(res.Value, want) {
+		t.Fatalf("got %#v", res.Value)
+	}
+	if res.ToolCalls[0].Error != "10.0.0.1 is private" {
+		t.Fatalf("transcript error %q", res.ToolCalls[0].Error)
 	}
 }
 

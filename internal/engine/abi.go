@@ -356,9 +356,10 @@ func Answer(dst []byte, v any, maxDepth int) ([]byte, error) {
 	return wire.Encode(append(dst, "j\n"...), v, maxDepth)
 }
 
-// GuestError is an error a tool call raises in the guest. Class is one of
-// ToolError, UnknownToolError (both in the Glovebox module), TypeError or
-// ArgumentError.
+// GuestError is an error a tool call raises in the guest. Class is
+// TypeError, ArgumentError, or the name of a class in the Glovebox module:
+// ToolError, UnknownToolError, or any other constant name, which the
+// guest makes a subclass of Glovebox::ToolError on first use.
 type GuestError struct {
 	Class   string
 	Message string

@@ -60,7 +60,18 @@ module Glovebox
       when 106 then JSON.parse(s.byteslice(2, s.bytesize), allow_nan: true, max_nesting: false) # j
       else
         _, klass, message = s.split("\n", 3)
-        raise ERRORS.fetch(klass, ToolError), message.to_s
+        raise __error_class(klass), message.to_s
+      end
+    end
+
+    # The class a tool error is raised as: a built-in one, or a subclass
+    # of ToolError the host named, made on first use. A name the guest
+    # took for something else falls back to ToolError.
+    def __error_class(name)
+      ERRORS.fetch(name) do
+        next ToolError unless name.match?(/\A[A-Z][A-Za-z0-9_]{0,63}\z/)
+        k = const_defined?(name, false) ? const_get(name, false) : const_set(name, Class.new(ToolError))
+        k.is_a?(Class) && k < ToolError ? k : ToolError
       end
     end
 
