@@ -98,10 +98,21 @@ func (p *Pool) fill() {
 // Stats reports how many evals found a prepared VM waiting.
 func (p *Pool) Stats() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
 
-// Close stops the pool and frees its ready VMs; evals already running
-// finish.
+// Close stops the pool, closes its sessions (waiting for their running
+// evals) and frees its ready VMs; other evals already running finish.
 func (p *Pool) Close() {
 	p.once.Do(func() {
+		p.e.poolsMu.Lock()
+		var sessions []*Session
+		for s := range p.e.sessions {
+			if s.p == p {
+				sessions = append(sessions, s)
+			}
+		}
+		p.e.poolsMu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
 		close(p.closing)
 		p.wg.Wait()
 		for p.ready != nil {
