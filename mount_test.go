@@ -94,7 +94,9 @@ func attempt(code string) string {
 func TestMountEscapes(t *testing.T) {
 	f := newMountFixture(t, -1, glovebox.Limits{})
 	roBefore, outBefore := treeSum(t, f.ro), treeSum(t, f.outside)
-	failed := func(got string) bool { return strings.HasPrefix(got, "Errno::") || got == "ArgumentError" || got == "IOError" || got == "NotImplementedError" }
+	failed := func(got string) bool {
+		return strings.HasPrefix(got, "Errno::") || got == "ArgumentError" || got == "IOError" || got == "NotImplementedError"
+	}
 
 	cases := []struct {
 		name, code string
