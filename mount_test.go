@@ -250,8 +250,7 @@ func TestMountConfigRules(t *testing.T) {
 
 func TestScratchIsPrivateAndWiped(t *testing.T) {
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	r := newRuntime(t, glovebox.Config{PoolSize: -1})
+	r := newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: tmp})
 	res := eval(t, r, `
 		require "tempfile"
 		File.write("/tmp/a.txt", "x" * 100)
@@ -261,12 +260,19 @@ func TestScratchIsPrivateAndWiped(t *testing.T) {
 	if !equalValue(res.Value, []any{"/tmp", int64(2), int64(100)}) {
 		t.Fatalf("got %v", res.Value)
 	}
-	if left, _ := os.ReadDir(tmp); len(left) != 0 {
-		t.Errorf("scratch directories left on the host: %v", left)
-	}
 	res = eval(t, r, `Dir.children("/tmp")`)
 	if !equalValue(res.Value, []any{}) {
 		t.Errorf("the next eval saw %v", res.Value)
+	}
+	// Scratch directories are reused once wiped, and removed with the
+	// Runtime.
+	left, _ := os.ReadDir(tmp)
+	if len(left) != 1 {
+		t.Errorf("%d scratch directories on the host, want the one kept for reuse", len(left))
+	}
+	r.Close()
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("scratch directories left after Close: %v", left)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -81,6 +82,9 @@ type fsGuard struct {
 	created int
 	limits  FSLimits
 	orig    [numShadowed]wt.Func // the trampoline's exports
+	// stdioGone marks stdout and stderr once the guest closed or
+	// replaced them: their writes then go to wasmtime like any other.
+	stdioGone [3]bool
 }
 
 type domain struct {
@@ -342,6 +346,9 @@ func hostFdClose(c *wt.Caller, vals wt.Vals) error {
 	if err != nil {
 		return err
 	}
+	if e == errnoSuccess && fd <= 2 {
+		v.fs.stdioGone[fd] = true
+	}
 	if f := v.fs.fds[fd]; f != nil && e == errnoSuccess {
 		if f.mirror >= 0 {
 			unix.Close(f.mirror)
@@ -359,6 +366,11 @@ func hostFdRenumber(c *wt.Caller, vals wt.Vals) error {
 		return firstErr(err, ret(vals, e))
 	}
 	g := v.fs
+	for _, fd := range []uint32{from, to} {
+		if fd <= 2 && from != to {
+			g.stdioGone[fd] = true
+		}
+	}
 	if old := g.fds[to]; old != nil && old.mirror >= 0 && from != to {
 		unix.Close(old.mirror)
 	}
@@ -476,6 +488,9 @@ func (v *VM) iovecBytes(c *wt.Caller, ptr, n uint32) (int64, bool) {
 func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	fd := vals.U32(0)
+	if (fd == 1 || fd == 2) && !v.fs.stdioGone[fd] {
+		return ret(vals, v.writeStdio(c, fd, vals.U32(1), vals.U32(2), vals.U32(3)))
+	}
 	if _, ok := v.fs.fds[fd]; ok {
 		n, ok := v.iovecBytes(c, vals.U32(1), vals.U32(2))
 		if !ok {
@@ -503,6 +518,35 @@ func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
 	}
 	e, err := v.original(c, shFdPwrite, vals.Raw(5)...)
 	return firstErr(err, ret(vals, e))
+}
+
+// writeStdio delivers a write to stdout or stderr straight to the VM's
+// capture buffers, as wasmtime would through the store's output hook.
+func (v *VM) writeStdio(c *wt.Caller, fd, iovs, n, nwritten uint32) uint32 {
+	if n > 1024 {
+		return errnoInval
+	}
+	ctx := c.Context()
+	vec, ok := v.guest(ctx, iovs, 8*n)
+	if !ok {
+		return errnoFault
+	}
+	vec = append([]byte(nil), vec...) // the guest memory slice is not ours to keep
+	total := 0
+	for i := range n {
+		p, l := binary.LittleEndian.Uint32(vec[8*i:]), binary.LittleEndian.Uint32(vec[8*i+4:])
+		b, ok := v.guest(ctx, p, l)
+		if !ok {
+			return errnoFault
+		}
+		total += v.Write(int(fd), b)
+	}
+	out, ok := v.guest(ctx, nwritten, 4)
+	if !ok {
+		return errnoFault
+	}
+	binary.LittleEndian.PutUint32(out, uint32(total))
+	return errnoSuccess
 }
 
 // growth charges a file's growth to size: extending a file (even a sparse
@@ -618,13 +662,91 @@ func wasiTime(ts unix.Timespec) uint64 {
 	return uint64(sec)*1e9 + uint64(nsec)
 }
 
-// makeScratch creates a VM's private scratch directory.
-func makeScratch() (string, error) {
-	d, err := os.MkdirTemp("", "glovebox-scratch-")
+// scratchDirs hands out private scratch directories under base and takes
+// them back for reuse: creating and removing a directory cost 0.25 and
+// 0.8 ms on the development machine's ext4 disk, against 10 µs to list an
+// empty one. A returned directory is wiped, and checked empty, before it
+// is handed out again, which happens while a pool prepares a VM, off the
+// eval's path.
+type scratchDirs struct {
+	base   string
+	mu     sync.Mutex
+	used   []string
+	closed bool
+}
+
+// maxIdleScratch bounds the directories kept for reuse.
+const maxIdleScratch = 64
+
+// DefaultScratchBase is where scratch directories go when no base is
+// configured: /dev/shm when it is a writable directory (tmpfs: directory
+// operations cost microseconds, not the milliseconds of a journaling
+// disk), else the host's temporary directory.
+func DefaultScratchBase() string {
+	if d, err := os.MkdirTemp("/dev/shm", "glovebox-probe-"); err == nil {
+		os.Remove(d)
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+func newScratchDirs(base string) *scratchDirs {
+	if base == "" {
+		base = DefaultScratchBase()
+	}
+	return &scratchDirs{base: base}
+}
+
+func (s *scratchDirs) get() (string, error) {
+	for {
+		s.mu.Lock()
+		n := len(s.used)
+		if n == 0 {
+			s.mu.Unlock()
+			break
+		}
+		d := s.used[n-1]
+		s.used = s.used[:n-1]
+		s.mu.Unlock()
+		if wipeDir(d) == nil {
+			if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 {
+				return d, nil
+			}
+		}
+		os.RemoveAll(d)
+	}
+	d, err := os.MkdirTemp(s.base, "glovebox-scratch-")
 	if err != nil {
 		return "", fmt.Errorf("creating the scratch directory: %w", err)
 	}
 	return d, nil
+}
+
+func (s *scratchDirs) put(d string) {
+	s.mu.Lock()
+	if !s.closed && len(s.used) < maxIdleScratch {
+		s.used = append(s.used, d)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	removeScratch(d)
+}
+
+// close removes the idle directories; later puts remove theirs.
+func (s *scratchDirs) close() {
+	s.mu.Lock()
+	ds := s.used
+	s.used, s.closed = nil, true
+	s.mu.Unlock()
+	for _, d := range ds {
+		removeScratch(d)
+	}
+}
+
+func removeScratch(d string) {
+	wipeDir(d)
+	os.Remove(d)
 }
 
 // wipeDir empties dir, leaving it in place. Write permission is restored

@@ -16,6 +16,7 @@ type Pool struct {
 	snap    *snapshot
 	mounts  []Mount
 	tools   []string
+	scratch *scratchDirs
 	ready   chan *VM
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -27,12 +28,14 @@ type Pool struct {
 // NewPool starts a pool of size VMs prepared with tools and mounts (0
 // keeps none ready: each eval makes its VM). A mount layout used for the
 // first time has its snapshot built first (Ruby boots: about a second).
-func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts []Mount) (*Pool, error) {
+// Scratch directories go under scratchBase ("": DefaultScratchBase).
+func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts []Mount, scratchBase string) (*Pool, error) {
 	snap, err := e.snapshotFor(ctx, mounts)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{e: e, snap: snap, mounts: append([]Mount(nil), mounts...), tools: append([]string(nil), tools...), closing: make(chan struct{})}
+	p := &Pool{e: e, snap: snap, mounts: append([]Mount(nil), mounts...), tools: append([]string(nil), tools...),
+		closing: make(chan struct{}), scratch: newScratchDirs(scratchBase)}
 	if size > 0 {
 		p.ready = make(chan *VM, size)
 		p.wg.Add(1)
@@ -69,14 +72,14 @@ func (p *Pool) get() (*VM, error) {
 	default:
 	}
 	p.misses.Add(1)
-	return p.e.prepared(p.snap, p.mounts, p.tools)
+	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch)
 }
 
 // fill keeps the pool full.
 func (p *Pool) fill() {
 	defer p.wg.Done()
 	for {
-		v, err := p.e.prepared(p.snap, p.mounts, p.tools)
+		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch)
 		if err != nil {
 			p.e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
 			select {
@@ -127,6 +130,7 @@ func (p *Pool) Close() {
 		p.e.poolsMu.Lock()
 		delete(p.e.pools, p)
 		p.e.poolsMu.Unlock()
+		p.scratch.close()
 	})
 }
 

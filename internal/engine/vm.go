@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +103,7 @@ type VM struct {
 	prepared bool
 	mounts   []Mount
 	scratch  string   // the host directory behind ScratchGuest
+	scr      *scratchDirs
 	fs       *fsGuard // the guest's file descriptors in scratch and mounts
 	// abandoned is set when Eval gave up waiting for the VM: it must be
 	// freed, never kept for a session.
@@ -228,8 +228,8 @@ func validUTF8(b []byte) []byte {
 }
 
 // newVM instantiates the snapshot. The VM is not yet prepared.
-func (e *Engine) newVM(snap *snapshot, mounts []Mount) (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: snap.mono, born: time.Now(), mounts: mounts}
+func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs) (*VM, error) {
+	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
@@ -255,13 +255,17 @@ func (e *Engine) newVM(snap *snapshot, mounts []Mount) (*VM, error) {
 // setup makes the VM's store, scratch directory and WASI context: the
 // scratch directory at fd 3, then mounts in order.
 func (v *VM) setup(mounts []Mount) error {
-	scratch, err := makeScratch()
+	if v.scr == nil {
+		v.scr = v.e.scratch
+	}
+	scratch, err := v.scr.get()
 	if err != nil {
 		return err
 	}
 	v.scratch = scratch
 	if v.fs, err = newFSGuard(scratch, mounts); err != nil {
-		os.Remove(scratch)
+		v.scr.put(scratch)
+		v.scratch = ""
 		return err
 	}
 	v.store = wt.NewStore(v.e.wt, v)
@@ -630,8 +634,7 @@ func (v *VM) close() {
 		v.fs = nil
 	}
 	if v.scratch != "" {
-		wipeDir(v.scratch)
-		os.Remove(v.scratch)
+		v.scr.put(v.scratch)
 		v.scratch = ""
 	}
 }
