@@ -67,7 +67,7 @@ type Engine struct {
 	wasi     *wt.Linker // WASI alone: the originals of the shadowed calls
 	tramp    *wt.Module // see trampolineModule
 	scratch  *scratchDirs
-	boot     *wt.Image  // initial memory, for booting from scratch; see bootImage
+	boot     *wt.Image // initial memory, for booting from scratch; see bootImage
 	bootPath string
 	bootOnce sync.Once
 	bootErr  error

@@ -102,7 +102,7 @@ type VM struct {
 	postStr  wt.Func
 	prepared bool
 	mounts   []Mount
-	scratch  string   // the host directory behind ScratchGuest
+	scratch  string // the host directory behind ScratchGuest
 	scr      *scratchDirs
 	fs       *fsGuard // the guest's file descriptors in scratch and mounts
 	// abandoned is set when Eval gave up waiting for the VM: it must be
