@@ -17,10 +17,10 @@ import (
 
 // Every connection a test makes goes through loopbackDial, which fails the
 // test (and refuses) for any address outside 127.0.0.0/8 and ::1.
-func loopbackDial(t testing.TB, address string) (net.Conn, error) {
+func loopbackDial(errorf func(string, ...any), address string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil || !ap.Addr().Unmap().IsLoopback() {
-		t.Errorf("a test tried to dial %q, which is not a loopback address", address)
+		errorf("a test tried to dial %q, which is not a loopback address", address)
 		return nil, fmt.Errorf("test dial to %q refused: not loopback", address)
 	}
 	var d net.Dialer
@@ -69,7 +69,7 @@ func (r *fakeResolver) count(host string) int {
 // redirector is an injected final dial: every vetted address the tool
 // asks for is connected to the local server instead, and recorded.
 type redirector struct {
-	t      testing.TB
+	errorf func(string, ...any) // reports a test failure
 	server string // the loopback server's host:port
 	mu     sync.Mutex
 	dialed []string
@@ -82,12 +82,12 @@ func (d *redirector) dial(ctx context.Context, network, address string) (net.Con
 	down := d.refuse[address]
 	d.mu.Unlock()
 	if network != "tcp" {
-		d.t.Errorf("dial network %q, want tcp", network)
+		d.errorf("dial network %q, want tcp", network)
 	}
 	if down {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	}
-	return loopbackDial(d.t, d.server)
+	return loopbackDial(d.errorf, d.server)
 }
 
 func (d *redirector) addresses() []string {
@@ -117,7 +117,7 @@ func newFixture(t *testing.T, h http.HandlerFunc, cfg Config) *fixture {
 		h(w, r)
 	}))
 	t.Cleanup(f.srv.Close)
-	f.dial = &redirector{t: t, server: f.srv.Listener.Addr().String()}
+	f.dial = &redirector{errorf: t.Errorf, server: f.srv.Listener.Addr().String()}
 	if cfg.Resolver == nil {
 		f.res = newResolver(
 			"api.example.com", []string{"93.184.216.34"},

@@ -406,7 +406,7 @@ func TestTLS(t *testing.T) {
 		io.WriteString(w, "secure "+r.TLS.ServerName)
 	}))
 	defer srv.Close()
-	d := &redirector{t: t, server: srv.Listener.Addr().String()}
+	d := &redirector{errorf: t.Errorf, server: srv.Listener.Addr().String()}
 	// httptest's certificate names example.com.
 	tool, err := New(Config{AllowHosts: []string{"example.com", "other.test"}, Resolver: newResolver("example.com", []string{"93.184.216.34"}, "other.test", []string{"93.184.216.34"}), Dial: d.dial})
 	if err != nil {

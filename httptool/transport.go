@@ -229,9 +229,10 @@ func isJSON(ct string) bool {
 }
 
 // maxJSONDepth is the deepest JSON body parsed for the guest; deeper ones
-// come back as text. The data crossing to the guest may nest 128 levels
-// (the engine's wire limit), and the response Hash adds one.
-const maxJSONDepth = 100
+// come back as text. A tool's result may nest 64 levels on its way to the
+// guest (the root package's limit); the response Hash takes one of them
+// and the rest is margin.
+const maxJSONDepth = 60
 
 // parseJSON parses one JSON value, keeping numbers exact.
 func parseJSON(b []byte) (any, bool) {
