@@ -70,7 +70,7 @@ func (r *fakeResolver) count(host string) int {
 // asks for is connected to the local server instead, and recorded.
 type redirector struct {
 	errorf func(string, ...any) // reports a test failure
-	server string // the loopback server's host:port
+	server string               // the loopback server's host:port
 	mu     sync.Mutex
 	dialed []string
 	refuse map[string]bool // addresses that act as down
