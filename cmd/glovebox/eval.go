@@ -22,6 +22,7 @@ func evalCmd() *cobra.Command {
 		asJSON                  bool
 		limits                  glovebox.Limits
 		memory, stdout, stderr_ string
+		http                    httpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [-e CODE | FILE | -]",
@@ -60,9 +61,13 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 				}
 				f.dst(n)
 			}
+			tools, err := http.tools()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			rt, err := glovebox.New(ctx, glovebox.Config{Limits: limits, Progress: progress, PoolSize: -1})
+			rt, err := glovebox.New(ctx, glovebox.Config{Limits: limits, Tools: tools, Progress: progress, PoolSize: -1})
 			if err != nil {
 				if errors.Is(err, glovebox.ErrInvalidLimits) {
 					return usageError{err}
@@ -97,6 +102,7 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 	f.StringVar(&memory, "memory", "", "linear memory limit, e.g. 512MiB or 1GiB (default 512MiB; at least the ~320MiB the booted guest occupies)")
 	f.StringVar(&stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (0: the default, 1MiB)")
 	f.StringVar(&stderr_, "stderr-limit", "", "bytes of stderr kept (0: the default, 64KiB)")
+	http.add(f)
 	return cmd
 }
 
