@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -149,14 +150,19 @@ func (t *Tool) call(ctx context.Context, fname, method string, a glovebox.Args) 
 	for i, v := range pos[first:] {
 		vals[params[i]], given[params[i]] = v, true
 	}
-	for k, v := range a.Keyword {
-		if k != "headers" && k != "body" || (k == "body" && method != "POST" && method != "PUT" && method != "PATCH" && fname != "http_request") {
-			return argErr("unknown keyword %q (the keywords are headers: and body:; give headers as headers: {\"Name\" => \"value\"})", truncate(k))
+	keys := make([]string, 0, len(a.Keyword))
+	for k := range a.Keyword {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the first bad keyword reported is always the same
+	for _, k := range keys {
+		if !slices.Contains(params, k) {
+			return argErr("unknown keyword %q; %s takes %s: as keywords, headers as a Hash in braces or as headers: {\"Name\" => \"value\"}", truncate(k), fname, strings.Join(params, ": and "))
 		}
 		if given[k] {
 			return argErr("%s given both by position and as a keyword", k)
 		}
-		vals[k], given[k] = v, true
+		vals[k], given[k] = a.Keyword[k], true
 	}
 	var headers map[string]any
 	if h := vals["headers"]; h != nil {

@@ -180,6 +180,13 @@ func TestBodyCap(t *testing.T) {
 		{"/gzip", max + 1, ClassResponseTooLarge},
 		{"/gzip", 10 << 20, ClassResponseTooLarge}, // 10 MiB from ~10 KiB on the wire
 	} {
+		if c.path == "/plain" {
+			// HEAD announces the size but sends no body: not too large.
+			res, err := f.call("http_head", "http://api.example.com/plain?n="+strconv.Itoa(c.n))
+			if err != nil || res["body"] != "" {
+				t.Errorf("HEAD %d: %v %v", c.n, res, err)
+			}
+		}
 		res, err := f.call("http_get", "http://api.example.com"+c.path+"?n="+strconv.Itoa(c.n))
 		if class(err) != c.want {
 			t.Errorf("%s %d: %v, want %q", c.path, c.n, err, c.want)

@@ -191,7 +191,7 @@ func (t *Tool) classify(ctx, rctx context.Context, err error, host string, budge
 func (t *Tool) readResponse(resp *http.Response) (map[string]any, int64, error) {
 	limit := t.cfg.MaxResponseBody
 	tooLarge := &errTooLarge{fmt.Sprintf("the response body is larger than %d bytes (after decompression), the most this sandbox accepts; ask for less (a page, a filter, a smaller format)", limit)}
-	if !resp.Uncompressed && resp.ContentLength > limit {
+	if resp.Request.Method != http.MethodHead && !resp.Uncompressed && resp.ContentLength > limit {
 		return nil, 0, tooLarge
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
