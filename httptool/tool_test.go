@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +79,38 @@ func TestRebinding(t *testing.T) {
 	}
 	if res.count("api.example.com") != 2 || f.hits.Load() != 1 || len(f.dial.addresses()) != 1 {
 		t.Fatalf("resolves %d, hits %d, dials %v", res.count("api.example.com"), f.hits.Load(), f.dial.addresses())
+	}
+	if len(f.audit) != 2 || class(f.audit[1].Err) != ClassBlockedAddress || f.audit[1].Host != "api.example.com" || f.audit[1].Addr.IsValid() || f.audit[1].Status != 0 {
+		t.Fatalf("audit %+v", f.audit)
+	}
+}
+
+// TestConcurrentBudget: many goroutines share one tool; exactly
+// MaxRequests requests are made.
+func TestConcurrentBudget(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{MaxRequests: 50})
+	var wg sync.WaitGroup
+	var ok, spent atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				_, err := f.call("http_get", "http://api.example.com/")
+				switch class(err) {
+				case "":
+					ok.Add(1)
+				case ClassBudget:
+					spent.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 50 || spent.Load() != 30 || f.hits.Load() != 50 || len(f.audit) != 80 {
+		t.Fatalf("ok %d, over budget %d, hits %d, audited %d", ok.Load(), spent.Load(), f.hits.Load(), len(f.audit))
 	}
 }
 
