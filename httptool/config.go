@@ -19,16 +19,17 @@ import (
 //   - DefaultMaxTime: 60 s of requests over the tool's lifetime;
 //   - DefaultRequestTimeout: 10 s, glovebox.DefaultTimeout, so one request
 //     may use at most a default eval's time;
-//   - DefaultMaxResponseBody: 512 KiB after decompression, half of
-//     glovebox.DefaultToolPayload, leaving room for the headers and for
-//     escaping, since the response must cross back within that payload;
+//   - DefaultMaxResponseBody: 256 KiB after decompression, a quarter of
+//     glovebox.DefaultToolPayload: the response must cross back within
+//     that payload, and its encoding can grow a body threefold (invalid
+//     UTF-8 inside a JSON string becomes U+FFFD) and the headers twofold;
 //   - DefaultMaxResponseHeader: 64 KiB of response headers, twice the
 //     header buffer space common servers accept (nginx: 4 × 8 KiB).
 const (
 	DefaultMaxRequests       = 100
 	DefaultMaxTime           = 60 * time.Second
 	DefaultRequestTimeout    = 10 * time.Second
-	DefaultMaxResponseBody   = 512 << 10
+	DefaultMaxResponseBody   = 256 << 10
 	DefaultMaxResponseHeader = 64 << 10
 )
 
@@ -115,8 +116,11 @@ type Config struct {
 	// byte of the body. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// MaxResponseBody caps a response body in bytes, counted after
-	// decompression while it streams in. Keep it well below the Runtime's
-	// Limits.ToolPayload. Zero means DefaultMaxResponseBody.
+	// decompression while it streams in. The response crosses back to the
+	// guest within the Runtime's Limits.ToolPayload, and its encoding may
+	// take up to 3 × MaxResponseBody + 2 × MaxResponseHeader bytes; a
+	// larger answer ends the eval with StatusToolBudgetExceeded. Zero
+	// means DefaultMaxResponseBody.
 	MaxResponseBody int64
 	// MaxResponseHeader caps the response headers in bytes. Zero means
 	// DefaultMaxResponseHeader.

@@ -17,7 +17,8 @@ import (
 
 // Tool is the HTTP tool: the guest functions that make requests, and the
 // budgets they share. It is safe for concurrent use, so one Tool may serve
-// many evals; its budgets then span them all.
+// many evals; its budgets then span them all. It keeps a few idle
+// connections for reuse, each closed after 30 s unused.
 type Tool struct {
 	cfg       Config
 	policy    *policy
@@ -50,8 +51,8 @@ func (t *Tool) Reset() {
 	t.mu.Unlock()
 }
 
-// Functions are the names of the guest functions Register adds.
-var Functions = []string{"http_request", "http_get", "http_head", "http_delete", "http_post", "http_put", "http_patch"}
+// functions are the names of the guest functions Register adds.
+var functions = []string{"http_request", "http_get", "http_head", "http_delete", "http_post", "http_put", "http_patch"}
 
 // Register adds the guest functions to ts:
 //
@@ -70,14 +71,14 @@ var Functions = []string{"http_request", "http_get", "http_head", "http_delete",
 // name to String, repeated fields joined with ", "), "body" and
 // "body_encoding": "json" with the parsed value for a JSON response
 // (Content-Type application/json or */*+json) that parses, "text" with a
-// String for other UTF-8 bodies, "base64" with the body in base64 for
-// binary ones. A redirect is returned like any response, with its Location
+// String for other UTF-8 bodies without control characters (tab, LF and
+// CR allowed), "base64" with the body in base64 for the rest. A redirect is returned like any response, with its Location
 // header, and never followed.
 //
 // Failures raise the Glovebox::HTTP...Error classes named by the Class
 // constants. Register fails if ts already has one of the names.
 func (t *Tool) Register(ts *glovebox.Toolset) error {
-	for _, name := range Functions {
+	for _, name := range functions {
 		method := funcMethod(name)
 		fn := func(ctx context.Context, a glovebox.Args) (any, error) { return t.call(ctx, name, method, a) }
 		if err := ts.Add(name, fn); err != nil {
@@ -133,11 +134,7 @@ func (t *Tool) call(ctx context.Context, fname, method string, a glovebox.Args) 
 			return argErr("the method is %s; give a String such as \"GET\"", guestType(pos[0]))
 		}
 		method = strings.ToUpper(m)
-		ok = false
-		for _, x := range methods {
-			ok = ok || x == method
-		}
-		if !ok {
+		if !slices.Contains(methods, method) {
 			return argErr("the method %q is not supported; use one of %s", truncate(m), strings.Join(methods, ", "))
 		}
 	}

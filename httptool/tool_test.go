@@ -385,6 +385,8 @@ func TestResponseBodies(t *testing.T) {
 			w.Write([]byte{0xff, 0x00, 0xfe})
 		case "/text":
 			io.WriteString(w, "héllo")
+		case "/controls":
+			io.WriteString(w, "a\x01b")
 		}
 	}, Config{})
 	for path, want := range map[string][2]any{
@@ -393,6 +395,7 @@ func TestResponseBodies(t *testing.T) {
 		"/deep-json":     {"text", strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1)},
 		"/binary":        {"base64", "/wD+"},
 		"/text":          {"text", "héllo"},
+		"/controls":      {"base64", "YQFi"},
 	} {
 		res, err := f.call("http_get", "http://api.example.com"+path)
 		if err != nil || res["body_encoding"] != want[0] || res["body"] != want[1] {
@@ -519,7 +522,7 @@ func TestRegister(t *testing.T) {
 	if err := tool.Register(&ts); err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Clone(Functions)
+	want := slices.Clone(functions)
 	slices.Sort(want)
 	if !slices.Equal(ts.Names(), want) {
 		t.Fatalf("%v", ts.Names())

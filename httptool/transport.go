@@ -213,12 +213,24 @@ func (t *Tool) readResponse(resp *http.Response) (map[string]any, int64, error) 
 			return out, n, nil
 		}
 	}
-	if utf8.Valid(body) {
+	if isText(body) {
 		out["body"], out["body_encoding"] = string(body), "text"
 	} else {
 		out["body"], out["body_encoding"] = base64.StdEncoding.EncodeToString(body), "base64"
 	}
 	return out, n, nil
+}
+
+// isText reports whether a body can go to the guest as a String: valid
+// UTF-8 without control characters other than tab, LF and CR (which would
+// grow sixfold in the encoding the answer crosses in).
+func isText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // isJSON reports whether a Content-Type is JSON: application/json or a
