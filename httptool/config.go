@@ -14,8 +14,8 @@ import (
 
 // Defaults for zero Config fields. The numbers are our choices, sized for
 // a guest calling JSON APIs:
-//   - DefaultMaxRequests: 100 requests over the tool's lifetime, ten times
-//     what a typical agent step makes, so a loop cannot flood a service;
+//   - DefaultMaxRequests: 100 requests over the tool's lifetime, enough to
+//     walk a paged API, few enough that a runaway loop cannot flood one;
 //   - DefaultMaxTime: 60 s of requests over the tool's lifetime;
 //   - DefaultRequestTimeout: 10 s, glovebox.DefaultTimeout, so one request
 //     may use at most a default eval's time;
@@ -135,8 +135,10 @@ type Config struct {
 	Resolver Resolver
 	// Dial makes the final connection, to a vetted "ip:port" on network
 	// "tcp". Zero means a net.Dialer whose Control checks the address
-	// again just before the socket connects. Tests inject it to reach a
-	// local server while the policy sees a public address.
+	// again just before the socket connects; a Dial of your own replaces
+	// that last check (every address it is given has passed the floor).
+	// Tests inject it to reach a local server while the policy sees a
+	// public address.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 

@@ -61,7 +61,8 @@ var functions = []string{"http_request", "http_get", "http_head", "http_delete",
 //	http_delete(url, headers = {})
 //	http_post(url, body = nil, headers = {})   (http_put, http_patch alike)
 //
-// Every function also takes headers: and body: as keyword arguments.
+// headers and body (where a function takes one) may also be given as the
+// keyword arguments headers: and body:.
 // method is one of GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS (any
 // case); headers is a Hash of name to String; a String body is sent as it
 // is, any other body (Hash, Array, number, true/false) as JSON with
