@@ -113,9 +113,6 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := validateMounts(cfg.Mounts); err != nil {
 		return nil, err
 	}
-	if len(cfg.Mounts) > 0 {
-		return nil, fmt.Errorf("%w: mounts are not wired into the engine yet", ErrInvalidMount)
-	}
 	cacheDir := cfg.CacheDir
 	if cacheDir == "" {
 		var err error
@@ -154,8 +151,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
 	}
-	sh.pool = sh.eng.Load().NewPool(max(pool, 0), r.names)
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if sh.pool, err = sh.eng.Load().NewPool(ctx, max(pool, 0), r.names, engineMounts(r.mounts)); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -198,7 +198,9 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 func (r *Runtime) Close() error {
 	r.shared.once.Do(func() {
 		r.shared.eng.Store(nil)
-		r.shared.pool.Close()
+		if r.shared.pool != nil {
+			r.shared.pool.Close()
+		}
 		enginesMu.Lock()
 		se := engines[r.shared.key]
 		last := se != nil && se.refs == 1
@@ -285,10 +287,19 @@ func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
 // When ctx ends during the eval, the guest is stopped within about 10 ms
 // and the result has StatusCanceled.
 func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
-	eng := r.shared.eng.Load()
-	if eng == nil {
+	if r.shared.eng.Load() == nil {
 		return nil, ErrClosed
 	}
+	req, st := r.request(code)
+	out, err := r.shared.pool.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return st.result(out), nil
+}
+
+// request makes the engine request for one eval of code.
+func (r *Runtime) request(code string) (*engine.Request, *evalState) {
 	st := &evalState{r: r}
 	req := &engine.Request{
 		Code: code,
@@ -296,15 +307,17 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 			Timeout: r.limits.Timeout, Fuel: r.limits.Fuel, Memory: uint64(r.limits.Memory),
 			Stdout: r.limits.Stdout, Stderr: r.limits.Stderr, Value: r.limits.Value,
 			Message: r.limits.ToolPayload,
+			FS:      engine.FSLimits{Write: r.limits.FileWrite, Creates: r.limits.FileCreates},
 		},
 	}
 	if len(r.tools) > 0 {
 		req.Tools, req.Call = r.names, st.call
 	}
-	out, err := r.shared.pool.Eval(ctx, req)
-	if err != nil {
-		return nil, err
-	}
+	return req, st
+}
+
+// result turns the engine's outcome into a Result.
+func (st *evalState) result(out *engine.Outcome) *Result {
 	res := &Result{
 		Status: Status(out.Status), Value: out.Value,
 		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
@@ -320,7 +333,15 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 			res.Error.Backtrace = []string{}
 		}
 	}
-	return res, nil
+	return res
+}
+
+func engineMounts(ms []Mount) []engine.Mount {
+	var out []engine.Mount
+	for _, m := range ms {
+		out = append(out, engine.Mount{Host: m.HostPath, Guest: m.GuestPath, Write: m.Writable})
+	}
+	return out
 }
 
 // evalState is one eval's tool-call accounting.

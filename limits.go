@@ -53,6 +53,17 @@ type Limits struct {
 	// direction: the encoded arguments from the guest and the encoded
 	// result back. Zero means DefaultToolPayload.
 	ToolPayload int
+
+	// FileWrite is the most bytes one eval may write to files, in the
+	// scratch directory and writable mounts together (growing a file
+	// with truncate counts too). Past it, writes fail in the guest with
+	// Errno::EDQUOT. Zero means DefaultFileWrite.
+	FileWrite int64
+
+	// FileCreates is the most files, directories and links one eval may
+	// create. Past it, creation fails with Errno::EDQUOT. Zero means
+	// DefaultFileCreates.
+	FileCreates int
 }
 
 // Defaults for zero [Limits] fields. The output limits follow the seed
@@ -66,6 +77,11 @@ const (
 	DefaultValue       = 1 << 20
 	DefaultToolCalls   = 1000
 	DefaultToolPayload = 1 << 20
+	// DefaultFileWrite and DefaultFileCreates bound file floods: 64 MiB
+	// and 1,000 entries are far above what an analysis script writes and
+	// far below what would trouble the host's disk.
+	DefaultFileWrite   = 64 << 20
+	DefaultFileCreates = 1000
 )
 
 // withDefaults validates l and fills in its zero fields.
@@ -90,6 +106,10 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 		return bad("ToolTime", l.ToolTime)
 	case l.ToolPayload < 0:
 		return bad("ToolPayload", l.ToolPayload)
+	case l.FileWrite < 0:
+		return bad("FileWrite", l.FileWrite)
+	case l.FileCreates < 0:
+		return bad("FileCreates", l.FileCreates)
 	}
 	def := func(p *int, d int) {
 		if *p == 0 {
@@ -107,6 +127,10 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 	def(&l.Value, DefaultValue)
 	def(&l.ToolCalls, DefaultToolCalls)
 	def(&l.ToolPayload, DefaultToolPayload)
+	def(&l.FileCreates, DefaultFileCreates)
+	if l.FileWrite == 0 {
+		l.FileWrite = DefaultFileWrite
+	}
 	if l.ToolTime == 0 {
 		l.ToolTime = l.Timeout
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
 // Mount grants the guest a host directory. The guest sees it at GuestPath;
@@ -42,9 +44,11 @@ type Mount struct {
 const MaxMounts = 16
 
 // ScratchPath is the guest path of each eval's private scratch directory:
-// writable, empty when the eval starts, deleted when it ends (a session's
-// lives as long as its VM). Ruby's Dir.tmpdir and Tempfile use it.
-const ScratchPath = "/tmp"
+// writable, empty when the eval starts and wiped when it ends (in a
+// session too: keep files across evals in a writable mount). Ruby's
+// Dir.tmpdir and Tempfile use it. Its host directory is made under the
+// host's temporary directory ($TMPDIR) for each VM.
+const ScratchPath = engine.ScratchGuest
 
 // ReservedGuestPaths are the guest paths no mount may be on, under or
 // above: the scratch directory, and /usr, where the guest's own Ruby

@@ -63,6 +63,11 @@ type Result struct {
 	Duration time.Duration
 	// ToolCalls lists the eval's tool calls in order.
 	ToolCalls []ToolCall
+	// SessionReset is set on a Session's eval that trapped (any status
+	// but StatusOK and StatusError): its VM was discarded with every
+	// variable, method and library the session had built up, and the
+	// next eval starts from a fresh VM. Always false outside sessions.
+	SessionReset bool
 }
 
 // GuestError describes why an eval did not end with StatusOK. Backtrace
@@ -89,8 +94,8 @@ func (r *Result) Err() error {
 
 // MarshalJSON writes the result as one JSON object with the fields
 // status, value, stdout, stderr, stdout_truncated, stderr_truncated, error
-// (class, message, backtrace; null when ok), fuel_used, duration_ms and
-// tool_calls. Integers are exact at any size; NaN and the infinities,
+// (class, message, backtrace; null when ok), fuel_used, duration_ms,
+// tool_calls and session_reset. Integers are exact at any size; NaN and the infinities,
 // which JSON lacks, are written as the strings "NaN", "Infinity" and
 // "-Infinity".
 func (r *Result) MarshalJSON() ([]byte, error) {
@@ -113,8 +118,9 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		FuelUsed        uint64          `json:"fuel_used"`
 		DurationMS      float64         `json:"duration_ms"`
 		ToolCalls       []ToolCall      `json:"tool_calls"`
+		SessionReset    bool            `json:"session_reset"`
 	}{r.Status, value, r.Stdout, r.Stderr, r.StdoutTruncated, r.StderrTruncated, r.Error, r.FuelUsed,
-		float64(r.Duration.Microseconds()) / 1000, calls})
+		float64(r.Duration.Microseconds()) / 1000, calls, r.SessionReset})
 }
 
 // marshalNoEscape is json.Marshal without HTML escaping: results are read

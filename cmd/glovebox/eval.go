@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/gloveboxhq/glovebox"
@@ -18,11 +17,9 @@ import (
 
 func evalCmd() *cobra.Command {
 	var (
-		code                    string
-		asJSON                  bool
-		limits                  glovebox.Limits
-		memory, stdout, stderr_ string
-		http                    httpFlags
+		code   string
+		asJSON bool
+		sb     sandboxFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [-e CODE | FILE | -]",
@@ -30,6 +27,10 @@ func evalCmd() *cobra.Command {
 		Long: `Evaluate Ruby code in a fresh WebAssembly VM. The code comes from -e, from a
 file, or from standard input ("-"). The guest's output is printed, then
 "=> value" or the error. With --json, one JSON object describes the result.
+
+--mount HOST:GUEST[:rw] grants a host directory (read-only unless :rw);
+--profile FILE loads limits and mounts from a YAML file, which the other
+flags override.
 
 Exit status: 0 when the eval ended ok, 1 for any other status (error,
 timeout, fuel_exhausted, memory_limit, canceled, sandbox_error,
@@ -40,38 +41,14 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			if err != nil {
 				return err
 			}
-			for _, f := range []struct {
-				flag string
-				val  string
-				dst  func(uint64)
-			}{
-				{"memory", memory, func(n uint64) { limits.Memory = int64(n) }},
-				{"stdout-limit", stdout, func(n uint64) { limits.Stdout = int(n) }},
-				{"stderr-limit", stderr_, func(n uint64) { limits.Stderr = int(n) }},
-			} {
-				if f.val == "" {
-					continue
-				}
-				n, err := humanize.ParseBytes(f.val)
-				if err != nil {
-					return usageError{fmt.Errorf("--%s: %w", f.flag, err)}
-				}
-				if n > 1<<40 {
-					return usageError{fmt.Errorf("--%s: %s is too large", f.flag, f.val)}
-				}
-				f.dst(n)
-			}
-			tools, err := http.tools()
+			cfg, err := sb.config(cmd.Flags())
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			rt, err := glovebox.New(ctx, glovebox.Config{Limits: limits, Tools: tools, Progress: progress, PoolSize: -1})
+			rt, err := newRuntime(ctx, cfg)
 			if err != nil {
-				if errors.Is(err, glovebox.ErrInvalidLimits) {
-					return usageError{err}
-				}
 				return err
 			}
 			defer rt.Close()
@@ -97,12 +74,7 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 	f := cmd.Flags()
 	f.StringVarP(&code, "code", "e", "", "Ruby code to evaluate")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
-	f.DurationVar(&limits.Timeout, "timeout", 0, "wall-clock limit, a Go duration such as 2s (0: the default, 10s)")
-	f.Uint64Var(&limits.Fuel, "fuel", 0, "CPU budget in wasmtime fuel units (0: no fuel budget)")
-	f.StringVar(&memory, "memory", "", "linear memory limit, e.g. 512MiB or 1GiB (default 512MiB; at least the ~320MiB the booted guest occupies)")
-	f.StringVar(&stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (0: the default, 1MiB)")
-	f.StringVar(&stderr_, "stderr-limit", "", "bytes of stderr kept (0: the default, 64KiB)")
-	http.add(f)
+	sb.register(f)
 	return cmd
 }
 

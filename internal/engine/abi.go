@@ -102,7 +102,10 @@ func defineHost(l *wt.Linker, m *wasmbin.Module) error {
 			fn = hostClockTimeGet
 		default:
 			if im.Module == modWASI {
-				continue // wasmtime's WASI implementation
+				if fn = fsHostFuncs[im.Name]; fn == nil {
+					continue // wasmtime's WASI implementation
+				}
+				break
 			}
 			name := im.Module + "::" + im.Name
 			if i := strings.IndexByte(name, ':'); i >= 0 && strings.Contains(name[i+2:], ":") {

@@ -87,6 +87,16 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	if e.wasi, err = wt.NewLinker(e.wt); err != nil {
+		return err
+	}
+	tramp, err := trampolineModule(e.wasm)
+	if err != nil {
+		return fmt.Errorf("glovebox: %w", err)
+	}
+	if e.tramp, err = wt.Compile(e.wt, tramp); err != nil {
+		return fmt.Errorf("glovebox: compiling the WASI trampoline: %w", err)
+	}
 	if err := defineHost(e.linker, e.wasm); err != nil {
 		return fmt.Errorf("glovebox: %w", err)
 	}
@@ -101,20 +111,54 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 		}
 	}
 
-	snapDir := filepath.Join(dir, "snap-"+cacheKey(Version, prelude)[:16])
-	e.snapDir = snapDir
-	if err := e.loadSnapshot(snapDir); err != nil {
+	e.cacheDir = dir
+	e.base, err = e.snapshotLocked(nil)
+	return err
+}
+
+// snapshotFor returns the snapshot for mounts' layout, loading it from
+// the cache or building it (booting Ruby: about a second) on first use.
+func (e *Engine) snapshotFor(ctx context.Context, mounts []Mount) (*snapshot, error) {
+	e.snapMu.Lock()
+	s := e.snaps[layoutKey(mounts)]
+	e.snapMu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	unlock, err := lockDir(ctx, e.cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return e.snapshotLocked(mounts)
+}
+
+// snapshotLocked is snapshotFor with the cache directory locked.
+func (e *Engine) snapshotLocked(mounts []Mount) (*snapshot, error) {
+	key := layoutKey(mounts)
+	e.snapMu.Lock()
+	s := e.snaps[key]
+	e.snapMu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	snapDir := filepath.Join(e.cacheDir, "snap-"+cacheKey(Version, prelude, key)[:16])
+	s, err := e.loadSnapshot(snapDir, mounts)
+	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			e.log.Warn("glovebox: rebuilding the boot snapshot", "dir", snapDir, "reason", err)
+			e.log.Warn("glovebox: rebuilding a boot snapshot", "dir", snapDir, "reason", err)
 		}
-		if err := e.buildSnapshot(snapDir); err != nil {
-			return err
+		if err := e.buildSnapshot(snapDir, mounts); err != nil {
+			return nil, err
 		}
-		if err := e.loadSnapshot(snapDir); err != nil {
-			return fmt.Errorf("glovebox: loading the snapshot just built: %w", err)
+		if s, err = e.loadSnapshot(snapDir, mounts); err != nil {
+			return nil, fmt.Errorf("glovebox: loading the snapshot just built: %w", err)
 		}
 	}
-	return nil
+	e.snapMu.Lock()
+	e.snaps[key] = s
+	e.snapMu.Unlock()
+	return s, nil
 }
 
 // lockDir takes an exclusive lock on dir's lock file, waiting for another
@@ -203,18 +247,18 @@ type snapshotState struct {
 	Hot     [][3]uint64       `json:"hot"`          // offset, length, 1 if written
 }
 
-func (e *Engine) loadSnapshot(dir string) error {
+func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var st snapshotState
 	if err := json.Unmarshal(b, &st); err != nil || st.Version != Version {
-		return fmt.Errorf("%w: state.json", errCorrupt)
+		return nil, fmt.Errorf("%w: state.json", errCorrupt)
 	}
 	f, _, err := loadMemImage(filepath.Join(dir, "memory.mem"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	size, _ := f.Stat()
 	var globals []globalValue
@@ -222,7 +266,7 @@ func (e *Engine) loadSnapshot(dir string) error {
 		v, err := strconv.ParseUint(bits, 10, 64)
 		if err != nil || !strings.HasPrefix(name, globalPrefix) {
 			f.Close()
-			return fmt.Errorf("%w: global %q", errCorrupt, name)
+			return nil, fmt.Errorf("%w: global %q", errCorrupt, name)
 		}
 		globals = append(globals, globalValue{name, v})
 	}
@@ -235,30 +279,47 @@ func (e *Engine) loadSnapshot(dir string) error {
 	}
 	if len(globals) != want {
 		f.Close()
-		return fmt.Errorf("%w: %d globals, want %d", errCorrupt, len(globals), want)
+		return nil, fmt.Errorf("%w: %d globals, want %d", errCorrupt, len(globals), want)
 	}
 	var hot []wt.Range
 	for _, h := range st.Hot {
 		if h[0]+h[1] > uint64(size.Size()) || h[0]+h[1] < h[0] {
 			f.Close()
-			return fmt.Errorf("%w: hot range", errCorrupt)
+			return nil, fmt.Errorf("%w: hot range", errCorrupt)
 		}
 		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
 	}
 	img, err := wt.OpenImage(f, hot, 2*runtime.NumCPU()+8)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e.snap, e.globals, e.snapMono = img, globals, st.Clock
-	return nil
+	guests := []string{ScratchGuest}
+	for _, m := range mounts {
+		guests = append(guests, m.Guest)
+	}
+	return &snapshot{img: img, globals: globals, mono: st.Clock, dir: dir, guests: guests}, nil
 }
 
 // buildSnapshot boots the guest, runs the prelude, captures linear memory
 // and globals, and learns which pages a typical eval writes.
-func (e *Engine) buildSnapshot(dir string) error {
-	done := e.cfg.Progress("booting Ruby to build the snapshot (first run only)")
+func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
+	step := "booting Ruby to build the snapshot (first run only)"
+	if len(mounts) > 0 {
+		step = "booting Ruby to build a snapshot for this mount layout (once per layout)"
+	}
+	done := e.cfg.Progress(step)
 	defer done()
-	v, err := e.bootVM()
+	// Boot with the layout's guest paths over empty host directories.
+	var bootMounts []Mount
+	for _, m := range mounts {
+		d, err := os.MkdirTemp("", "glovebox-boot-")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(d)
+		bootMounts = append(bootMounts, Mount{Host: d, Guest: m.Guest})
+	}
+	v, err := e.bootVM(bootMounts)
 	if err != nil {
 		return err
 	}
@@ -300,15 +361,15 @@ func (e *Engine) buildSnapshot(dir string) error {
 	if err := writeAtomic(filepath.Join(dir, "state.json"), b); err != nil {
 		return err
 	}
-	if err := e.loadSnapshot(dir); err != nil {
+	snap, err := e.loadSnapshot(dir, mounts)
+	if err != nil {
 		return err
 	}
-	hot, err := e.learnHot(mem)
+	hot, err := e.learnHot(snap, bootMounts, mem)
+	snap.img.Close()
 	if err != nil {
 		return fmt.Errorf("glovebox: the new snapshot does not work: %w", err)
 	}
-	e.snap.Close()
-	e.snap = nil
 	st.Hot = hot
 	b, _ = json.Marshal(st)
 	return writeAtomic(filepath.Join(dir, "state.json"), b)
@@ -342,7 +403,7 @@ func (e *Engine) bootImage() (*wt.Image, error) {
 
 // bootVM instantiates the image from scratch and boots Ruby with the
 // prelude, the way the snapshot was made.
-func (e *Engine) bootVM() (*VM, error) {
+func (e *Engine) bootVM(mounts []Mount) (*VM, error) {
 	img, err := e.bootImage()
 	if err != nil {
 		return nil, err
@@ -350,23 +411,20 @@ func (e *Engine) bootVM() (*VM, error) {
 	// The booted guest's clock starts at one second; a snapshot records
 	// where it got to.
 	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: uint64(time.Second), born: time.Now()}
-	v.store = wt.NewStore(e.wt, v)
-	v.store.Limit(maxMemory)
-	if err := v.store.SetWASI(wt.WASI{}); err != nil {
-		v.store.Close()
+	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
 	inst, err := e.pre.InstantiateImage(v.store, img)
 	if err != nil {
-		v.store.Close()
+		v.close()
 		return nil, fmt.Errorf("glovebox: instantiating the guest image: %w", err)
 	}
 	if err := v.bind(inst); err != nil {
-		v.store.Close()
+		v.close()
 		return nil, err
 	}
 	if err := v.boot(); err != nil {
-		v.store.Close()
+		v.close()
 		return nil, fmt.Errorf("glovebox: booting Ruby: %w", err)
 	}
 	return v, nil
@@ -469,10 +527,10 @@ var warmCorpus = []string{
 	`raise "boom"`,
 }
 
-func (e *Engine) learnHot(snap []byte) ([][3]uint64, error) {
+func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64, error) {
 	dirty := map[uint64]bool{}
 	for _, code := range warmCorpus {
-		v, err := e.prepared(nil)
+		v, err := e.prepared(s, mounts, nil)
 		if err != nil {
 			return nil, err
 		}

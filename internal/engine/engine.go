@@ -64,15 +64,16 @@ type Engine struct {
 	pre      *wt.InstancePre
 	wasm     *wasmbin.Module // the original image, parsed; its bytes are mapped
 	unmap    func()
-	boot     *wt.Image // initial memory, for booting from scratch; see bootImage
+	wasi     *wt.Linker // WASI alone: the originals of the shadowed calls
+	tramp    *wt.Module // see trampolineModule
+	boot     *wt.Image  // initial memory, for booting from scratch; see bootImage
 	bootPath string
 	bootOnce sync.Once
 	bootErr  error
-	snap     *wt.Image // booted memory
-	snapDir  string    // where the snapshot is cached
-	globals  []globalValue
-	// snapMono is the guest's monotonic clock when the snapshot was taken.
-	snapMono uint64
+	cacheDir string    // this image's cache directory
+	base     *snapshot // the snapshot for VMs without mounts
+	snapMu   sync.Mutex
+	snaps    map[string]*snapshot // by layoutKey
 	ticker   *ticker
 	log      *slog.Logger
 
@@ -81,10 +82,33 @@ type Engine struct {
 	mu        sync.RWMutex
 	poolsMu   sync.Mutex
 	pools     map[*Pool]bool
+	sessions  map[*Session]bool
 	running   sync.WaitGroup // VM goroutines, abandoned ones included
 	closing   chan struct{}
 	closed    atomic.Bool
 	closeOnce sync.Once
+}
+
+// snapshot is booted memory and globals for one mount layout: wasi-libc
+// records the preopened directories' guest paths while Ruby boots, so a
+// VM must be restored from a snapshot booted with its guest paths.
+type snapshot struct {
+	img     *wt.Image
+	globals []globalValue
+	mono    uint64 // the guest's monotonic clock when it was taken
+	dir     string // where it is cached
+	guests  []string
+}
+
+// layoutKey names a mount layout: the guest paths in order (access and
+// host paths do not matter to the snapshot).
+func layoutKey(mounts []Mount) string {
+	var b strings.Builder
+	for _, m := range mounts {
+		b.WriteString(m.Guest)
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 type globalValue struct {
@@ -124,12 +148,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion)
 	e := &Engine{
-		cfg:     cfg,
-		wasm:    parsed,
-		unmap:   unmap,
-		log:     cfg.Logger,
-		closing: make(chan struct{}),
-		pools:   map[*Pool]bool{},
+		cfg:      cfg,
+		wasm:     parsed,
+		unmap:    unmap,
+		log:      cfg.Logger,
+		closing:  make(chan struct{}),
+		pools:    map[*Pool]bool{},
+		sessions: map[*Session]bool{},
+		snaps:    map[string]*snapshot{},
 	}
 	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel})
 	e.ticker = newTicker(e.wt, epochTick)
@@ -172,12 +198,12 @@ func (e *Engine) recycle(v *VM) { v.close() }
 // saves a goroutine hand-off (measured: about 0.6 ms of a 1 ms pooled
 // eval when the process was otherwise idle).
 func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
-	return e.eval(ctx, req, func() (*VM, error) { return e.prepared(req.Tools) })
+	return e.eval(ctx, req, func() (*VM, error) { return e.prepared(e.base, nil, req.Tools) }, nil)
 }
 
-// prepared makes a VM and prepares it with tools.
-func (e *Engine) prepared(tools []string) (*VM, error) {
-	v, err := e.newVM()
+// prepared makes a VM from snap with mounts and prepares it with tools.
+func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string) (*VM, error) {
+	v, err := e.newVM(snap, mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +214,9 @@ func (e *Engine) prepared(tools []string) (*VM, error) {
 	return v, nil
 }
 
-func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)) (*Outcome, error) {
+// keep, if set, decides after an eval whether its VM lives on (a
+// session's) instead of being freed.
+func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error), keep func(*VM, *Outcome) bool) (*Outcome, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() {
@@ -199,11 +227,20 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	}
 	v, err := get()
 	if err != nil {
+		var me *MountError
+		if errors.As(err, &me) {
+			return &Outcome{Status: StatusSandboxError, Error: &ErrorInfo{Class: stopClass[StatusSandboxError], Message: me.Msg}}, nil
+		}
 		return nil, fmt.Errorf("glovebox: %w", err)
+	}
+	finish := func(out *Outcome) {
+		if keep == nil || v.abandoned.Load() || !keep(v, out) {
+			e.recycle(v)
+		}
 	}
 	if req.Call == nil {
 		out := v.run(ctx, req)
-		e.recycle(v)
+		finish(out)
 		return out, nil
 	}
 	start := time.Now()
@@ -211,8 +248,9 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	e.running.Add(1)
 	go func() {
 		defer e.running.Done()
-		done <- v.run(ctx, req)
-		e.recycle(v)
+		out := v.run(ctx, req)
+		done <- out
+		finish(out)
 	}()
 	timer := time.NewTimer(req.Limits.Timeout + abandonGrace)
 	defer timer.Stop()
@@ -250,7 +288,7 @@ func (e *Engine) EvalBooted(ctx context.Context, req *Request) (*Outcome, error)
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := e.bootVM()
+	v, err := e.bootVM(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +309,7 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 		}
 	}
 	for range n {
-		v, err := e.prepared(nil)
+		v, err := e.prepared(e.base, nil, nil)
 		if err != nil {
 			release()
 			return nil, err
@@ -283,11 +321,23 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 
 // MemoryFloor is the size in bytes of the booted guest's linear memory:
 // the least memory limit under which a VM can start.
-func (e *Engine) MemoryFloor() uint64 { return uint64(e.snap.Len()) }
+func (e *Engine) MemoryFloor() uint64 { return uint64(e.base.img.Len()) }
 
-// MemoryStats reports how the snapshot's linear memories were obtained:
+// MemoryStats reports how the snapshots' linear memories were obtained:
 // mapped afresh, reused after a reset, or unmapped instead of kept.
-func (e *Engine) MemoryStats() wt.ImageStats { return e.snap.Stats() }
+func (e *Engine) MemoryStats() wt.ImageStats {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	var t wt.ImageStats
+	for _, s := range e.snaps {
+		st := s.img.Stats()
+		t.Made += st.Made
+		t.Reused += st.Reused
+		t.Dropped += st.Dropped
+		t.Restored += st.Restored
+	}
+	return t
+}
 
 // Close closes the engine's pools, waits for running evals and frees
 // everything. Calls after Close return ErrClosed.
@@ -300,7 +350,14 @@ func (e *Engine) Close() {
 		for p := range e.pools {
 			pools = append(pools, p)
 		}
+		var sessions []*Session
+		for s := range e.sessions {
+			sessions = append(sessions, s)
+		}
 		e.poolsMu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
 		for _, p := range pools {
 			p.Close()
 		}
@@ -315,10 +372,13 @@ func (e *Engine) Close() {
 }
 
 func (e *Engine) release() {
-	for _, c := range []interface{ Close() }{e.pre, e.linker, e.module, e.boot, e.snap} {
+	for _, c := range []interface{ Close() }{e.pre, e.linker, e.wasi, e.tramp, e.module, e.boot} {
 		if c != nil {
 			c.Close()
 		}
+	}
+	for _, s := range e.snaps {
+		s.img.Close()
 	}
 	e.wt.Close()
 	e.unmap()

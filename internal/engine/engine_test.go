@@ -293,7 +293,7 @@ func TestPerVMDeadlines(t *testing.T) {
 // snapshotBytes reconstructs the test engine's snapshot memory.
 func snapshotBytes(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testEngine.snapDir, "memory.mem"))
+	b, err := os.ReadFile(filepath.Join(testEngine.base.dir, "memory.mem"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestReusedMemoryIsClean(t *testing.T) {
 func testReusedMemoryIsClean(t *testing.T) {
 	want := snapshotBytes(t)
 	for round := range 3 {
-		v, err := testEngine.newVM()
+		v, err := testEngine.newVM(testEngine.base, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,7 @@ func testReusedMemoryIsClean(t *testing.T) {
 	// After all that, a fresh VM still starts from the snapshot exactly.
 	time.Sleep(100 * time.Millisecond) // let the closers free the last VMs
 	for range 4 {
-		v, err := testEngine.newVM()
+		v, err := testEngine.newVM(testEngine.base, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

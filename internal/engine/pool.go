@@ -13,6 +13,8 @@ import (
 // concurrent use.
 type Pool struct {
 	e       *Engine
+	snap    *snapshot
+	mounts  []Mount
 	tools   []string
 	ready   chan *VM
 	closing chan struct{}
@@ -22,10 +24,15 @@ type Pool struct {
 	misses  atomic.Uint64
 }
 
-// NewPool starts a pool of size VMs prepared with tools (0 keeps none
-// ready: each eval makes its VM).
-func (e *Engine) NewPool(size int, tools []string) *Pool {
-	p := &Pool{e: e, tools: append([]string(nil), tools...), closing: make(chan struct{})}
+// NewPool starts a pool of size VMs prepared with tools and mounts (0
+// keeps none ready: each eval makes its VM). A mount layout used for the
+// first time has its snapshot built first (Ruby boots: about a second).
+func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts []Mount) (*Pool, error) {
+	snap, err := e.snapshotFor(ctx, mounts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{e: e, snap: snap, mounts: append([]Mount(nil), mounts...), tools: append([]string(nil), tools...), closing: make(chan struct{})}
 	if size > 0 {
 		p.ready = make(chan *VM, size)
 		p.wg.Add(1)
@@ -34,32 +41,42 @@ func (e *Engine) NewPool(size int, tools []string) *Pool {
 	e.poolsMu.Lock()
 	e.pools[p] = true
 	e.poolsMu.Unlock()
-	return p
+	return p, nil
 }
 
 // Eval runs req (whose Tools must be the pool's) in a fresh VM.
 func (p *Pool) Eval(ctx context.Context, req *Request) (*Outcome, error) {
-	return p.e.eval(ctx, req, p.get)
+	return p.e.eval(ctx, req, p.get, nil)
 }
 
+// get returns a prepared VM. The mounts' host directories are checked
+// first: one that is gone, or not a directory, is a MountError; one
+// replaced since a pooled VM opened it sends that VM away.
 func (p *Pool) get() (*VM, error) {
+	fresh, err := checkMounts(p.mounts)
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case v := <-p.ready:
 		if v != nil {
-			p.hits.Add(1)
-			return v, nil
+			if fresh(v) {
+				p.hits.Add(1)
+				return v, nil
+			}
+			p.e.recycle(v)
 		}
 	default:
 	}
 	p.misses.Add(1)
-	return p.e.prepared(p.tools)
+	return p.e.prepared(p.snap, p.mounts, p.tools)
 }
 
 // fill keeps the pool full.
 func (p *Pool) fill() {
 	defer p.wg.Done()
 	for {
-		v, err := p.e.prepared(p.tools)
+		v, err := p.e.prepared(p.snap, p.mounts, p.tools)
 		if err != nil {
 			p.e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
 			select {
@@ -81,10 +98,21 @@ func (p *Pool) fill() {
 // Stats reports how many evals found a prepared VM waiting.
 func (p *Pool) Stats() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
 
-// Close stops the pool and frees its ready VMs; evals already running
-// finish.
+// Close stops the pool, closes its sessions (waiting for their running
+// evals) and frees its ready VMs; other evals already running finish.
 func (p *Pool) Close() {
 	p.once.Do(func() {
+		p.e.poolsMu.Lock()
+		var sessions []*Session
+		for s := range p.e.sessions {
+			if s.p == p {
+				sessions = append(sessions, s)
+			}
+		}
+		p.e.poolsMu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
 		close(p.closing)
 		p.wg.Wait()
 		for p.ready != nil {
@@ -100,4 +128,92 @@ func (p *Pool) Close() {
 		delete(p.e.pools, p)
 		p.e.poolsMu.Unlock()
 	})
+}
+
+// Session is one VM kept across evals, so the guest's variables, methods
+// and loaded libraries persist. Evals on a session run one at a time. A
+// VM that ends an eval any way but ok or error (a trap: timeout, fuel,
+// memory, cancellation, tool budget, crash) is freed, and the next eval
+// starts from a fresh one.
+type Session struct {
+	p      *Pool
+	mu     sync.Mutex
+	vm     *VM
+	closed bool
+}
+
+// NewSession starts a session on p's engine, tools and mounts. Its VM is
+// taken from the pool at its first eval.
+func (p *Pool) NewSession() (*Session, error) {
+	s := &Session{p: p}
+	e := p.e
+	e.poolsMu.Lock()
+	defer e.poolsMu.Unlock()
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	e.sessions[s] = true
+	return s, nil
+}
+
+// Eval runs req in the session's VM. reset reports that the VM trapped
+// and was freed: the state the session had is gone.
+func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false, ErrClosed
+	}
+	ran := false
+	get := func() (*VM, error) {
+		if _, err := checkMounts(s.p.mounts); err != nil {
+			return nil, err
+		}
+		if s.vm == nil {
+			v, err := s.p.get()
+			if err != nil {
+				return nil, err
+			}
+			s.vm = v
+		}
+		ran = true
+		return s.vm, nil
+	}
+	keep := func(v *VM, out *Outcome) bool {
+		if !kept(out.Status) {
+			return false
+		}
+		if err := wipeDir(v.scratch); err != nil {
+			s.p.e.log.Warn("glovebox: wiping a session's scratch directory failed; dropping its VM", "err", err)
+			v.abandoned.Store(true) // read below: the VM is gone
+			return false
+		}
+		return true
+	}
+	out, err = s.p.e.eval(ctx, req, get, keep)
+	if ran && (err != nil || !kept(out.Status) || s.vm.abandoned.Load()) {
+		s.vm = nil // freed by eval, or by its goroutine when it returns
+		return out, true, err
+	}
+	return out, false, err
+}
+
+// kept reports whether a VM that ended an eval with status lives on.
+func kept(s Status) bool { return s == StatusOK || s == StatusError }
+
+// Close frees the session's VM. Later evals return ErrClosed.
+func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.vm != nil {
+		s.p.e.recycle(s.vm)
+		s.vm = nil
+	}
+	s.p.e.poolsMu.Lock()
+	delete(s.p.e.sessions, s)
+	s.p.e.poolsMu.Unlock()
 }

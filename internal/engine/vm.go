@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -40,6 +42,7 @@ type Limits struct {
 	Stderr  int           // bytes kept of stderr
 	Value   int           // bytes of the encoded result value
 	Message int           // bytes of one message from the guest; 0: no limit
+	FS      FSLimits      // file writes and creations
 }
 
 // Call is one tool call from the guest.
@@ -99,6 +102,12 @@ type VM struct {
 	rstring  wt.Func
 	postStr  wt.Func
 	prepared bool
+	mounts   []Mount
+	scratch  string   // the host directory behind ScratchGuest
+	fs       *fsGuard // the guest's file descriptors in scratch and mounts
+	// abandoned is set when Eval gave up waiting for the VM: it must be
+	// freed, never kept for a session.
+	abandoned atomic.Bool
 
 	// Per-eval state, touched only by the goroutine running the eval (the
 	// store's callbacks run on it too).
@@ -219,31 +228,53 @@ func validUTF8(b []byte) []byte {
 }
 
 // newVM instantiates the snapshot. The VM is not yet prepared.
-func (e *Engine) newVM() (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: e.snapMono, born: time.Now()}
-	v.store = wt.NewStore(e.wt, v)
-	v.store.Limit(maxMemory)
-	if err := v.store.SetWASI(wt.WASI{}); err != nil {
-		v.store.Close()
+func (e *Engine) newVM(snap *snapshot, mounts []Mount) (*VM, error) {
+	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: snap.mono, born: time.Now(), mounts: mounts}
+	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, e.snap)
+	inst, err := e.pre.InstantiateImage(v.store, snap.img)
 	if err != nil {
-		v.store.Close()
+		v.close()
 		return nil, fmt.Errorf("instantiating the snapshot: %w", err)
 	}
 	c := v.store.Context()
-	for _, g := range e.globals {
+	for _, g := range snap.globals {
 		if err := inst.SetGlobalBits(c, g.name, g.bits); err != nil {
-			v.store.Close()
+			v.close()
 			return nil, err
 		}
 	}
 	if err := v.bind(inst); err != nil {
-		v.store.Close()
+		v.close()
 		return nil, err
 	}
 	return v, nil
+}
+
+// setup makes the VM's store, scratch directory and WASI context: the
+// scratch directory at fd 3, then mounts in order.
+func (v *VM) setup(mounts []Mount) error {
+	scratch, err := makeScratch()
+	if err != nil {
+		return err
+	}
+	v.scratch = scratch
+	if v.fs, err = newFSGuard(scratch, mounts); err != nil {
+		os.Remove(scratch)
+		return err
+	}
+	v.store = wt.NewStore(v.e.wt, v)
+	v.store.Limit(maxMemory)
+	w := wt.WASI{Preopens: []wt.Preopen{{Host: scratch, Guest: ScratchGuest, Write: true}}}
+	for _, m := range mounts {
+		w.Preopens = append(w.Preopens, wt.Preopen{Host: m.Host, Guest: m.Guest, Write: m.Write})
+	}
+	if err := v.store.SetWASI(w); err != nil {
+		v.close()
+		return err
+	}
+	return nil
 }
 
 // maxMemory is the linear-memory cap a VM is created with, before an
@@ -264,7 +295,7 @@ func (v *VM) bind(inst *wt.Instance) error {
 			return fmt.Errorf("the guest image lacks export %d of the expected interface", i)
 		}
 	}
-	return nil
+	return v.bindTrampoline()
 }
 
 // prepare runs the per-VM setup (reseeding randomness) under a fixed
@@ -370,6 +401,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	v.ctx, v.req, v.limits = ctx, req, req.Limits
 	v.stdout.reset(req.Limits.Stdout)
 	v.stderr.reset(req.Limits.Stderr)
+	v.fs.reset(req.Limits.FS)
 	v.store.SetMemoryLimit(req.Limits.Memory)
 	fuel := req.Limits.Fuel
 	if fuel == 0 {
@@ -580,6 +612,7 @@ func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // abandon reports an eval whose VM did not stop: a host call (a tool that
 // ignores its context) holds it. The VM finishes on its own goroutine.
 func (v *VM) abandon(s Status, msg string, start time.Time) *Outcome {
+	v.abandoned.Store(true)
 	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s],
 		Message: msg + "; a tool call had not returned (it ignores its context), so the VM was abandoned"}}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
@@ -591,5 +624,14 @@ func (v *VM) close() {
 	if v.store != nil {
 		v.store.Close()
 		v.store = nil
+	}
+	if v.fs != nil {
+		v.fs.close()
+		v.fs = nil
+	}
+	if v.scratch != "" {
+		wipeDir(v.scratch)
+		os.Remove(v.scratch)
+		v.scratch = ""
 	}
 }

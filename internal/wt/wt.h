@@ -190,6 +190,11 @@ wasmtime_error_t *wasmtime_linker_instantiate_pre(const wasmtime_linker_t *, con
 void wasmtime_instance_pre_delete(wasmtime_instance_pre_t *);
 wasmtime_error_t *wasmtime_instance_pre_instantiate(const wasmtime_instance_pre_t *, wasmtime_context_t *,
                                                     wasmtime_instance_t *, wasm_trap_t **);
+wasmtime_error_t *wasmtime_instance_new(wasmtime_context_t *store, const wasmtime_module_t *module,
+                                        const wasmtime_extern_t *imports, size_t nimports, wasmtime_instance_t *instance,
+                                        wasm_trap_t **trap);
+bool wasmtime_linker_get(const wasmtime_linker_t *, wasmtime_context_t *, const char *module, size_t module_len,
+                         const char *name, size_t name_len, wasmtime_extern_t *item);
 bool wasmtime_instance_export_get(wasmtime_context_t *, const wasmtime_instance_t *, const char *, size_t,
                                   wasmtime_extern_t *);
 bool wasmtime_caller_export_get(wasmtime_caller_t *, const char *, size_t, wasmtime_extern_t *);

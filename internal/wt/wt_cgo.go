@@ -232,6 +232,16 @@ func (v Vals) SetI32(i int, x int32) {
 }
 
 // SetI64 writes slot i as an i64.
+// Raw returns the first n values as raw 64-bit slots, to pass on to
+// Func.Call.
+func (v Vals) Raw(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = *(*uint64)(unsafe.Pointer(v.at(i)))
+	}
+	return out
+}
+
 func (v Vals) SetI64(i int, x int64) { *(*int64)(unsafe.Pointer(v.at(i))) = x }
 
 // Context is a store's context: the handle calls into wasm run against.
@@ -464,6 +474,22 @@ func (l *Linker) Define(module, name string, params, results []ValKind, fn HostF
 	return takeError(C.gb_define_func(l.ptr, cm, C.size_t(len(module)), cn, C.size_t(len(name)), ty, C.uintptr_t(id)))
 }
 
+// Func returns module.name as l defines it, made in s: how a host
+// function that shadows a definition reaches the original (keep a linker
+// that has only the originals). The function lives as long as s.
+func (l *Linker) Func(s *Store, module, name string) (Func, bool) {
+	var ext C.wasmtime_extern_t
+	cm, cn := C.CString(module), C.CString(name)
+	defer C.free(unsafe.Pointer(cm))
+	defer C.free(unsafe.Pointer(cn))
+	if !C.wasmtime_linker_get(l.ptr, s.ctx.ptr, cm, C.size_t(len(module)), cn, C.size_t(len(name)), &ext) || ext.kind != externFunc {
+		return Func{}, false
+	}
+	f := (*C.wasmtime_func_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_func_t{}))))
+	*f = *(*C.wasmtime_func_t)(unsafe.Pointer(&ext.of))
+	return Func{f: f, s: s}, true
+}
+
 // Close frees the linker.
 func (l *Linker) Close() {
 	if l == nil {
@@ -609,6 +635,40 @@ func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) 
 	return inst, nil
 }
 
+// Instantiate instantiates m in s with explicit imports, which must be
+// m's in order: mem if m imports a memory first, then funcs.
+func Instantiate(s *Store, m *Module, mem *Memory, funcs []Func) (*Instance, error) {
+	n := len(funcs)
+	if mem != nil {
+		n++
+	}
+	size := C.size_t(unsafe.Sizeof(C.wasmtime_extern_t{}))
+	buf := C.calloc(C.size_t(max(n, 1)), size)
+	defer C.free(buf)
+	exts := unsafe.Slice((*C.wasmtime_extern_t)(buf), max(n, 1))
+	i := 0
+	if mem != nil {
+		exts[0].kind = externMemory
+		*(*C.wasmtime_memory_t)(unsafe.Pointer(&exts[0].of)) = *mem.m
+		i++
+	}
+	for _, f := range funcs {
+		exts[i].kind = externFunc
+		*(*C.wasmtime_func_t)(unsafe.Pointer(&exts[i].of)) = *f.f
+		i++
+	}
+	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
+	var trap *C.wasm_trap_t
+	err := C.wasmtime_instance_new(s.ctx.ptr, m.ptr, (*C.wasmtime_extern_t)(buf), C.size_t(n), inst.inst, &trap)
+	if err := takeError(err); err != nil {
+		return nil, err
+	}
+	if err := takeTrap(trap); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
 // SetGlobalBits sets the exported mutable global name from raw bits.
 func (i *Instance) SetGlobalBits(c Context, name string, bits uint64) error {
 	ext, ok := i.export(c, name, externGlobal)
@@ -693,7 +753,7 @@ type Func struct {
 }
 
 // maxVals is the most argument-and-result slots Call supports.
-const maxVals = 8
+const maxVals = 10
 
 // Call calls f with vals holding the arguments; results are written over
 // them. vals must have max(params, results) slots and match f's signature.

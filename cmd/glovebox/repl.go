@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/peterh/liner"
+	"github.com/spf13/cobra"
+
+	"github.com/gloveboxhq/glovebox"
+)
+
+func replCmd() *cobra.Command {
+	var sb sandboxFlags
+	cmd := &cobra.Command{
+		Use:   "repl",
+		Short: "An interactive Ruby session in the sandbox",
+		Long: `Start an interactive session: one sandboxed VM whose variables, methods and
+libraries persist from one input to the next. Each result shows its value or
+error and its status; tool calls are shown as they happen. A trap (timeout,
+fuel, memory) discards the VM, says so, and the next input starts fresh.
+
+Line editing and history (kept in the glovebox cache directory) as in a
+shell; an incomplete expression continues on the next line; Ctrl-C stops a
+running eval or clears the line; Ctrl-D or "exit" ends the session. Limits
+apply to each input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sb.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			cfg.Hooks.AfterCall = func(_ context.Context, c glovebox.ToolCall) { printCall(out, c) }
+			rt, err := newRuntime(context.Background(), cfg)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			s, err := rt.NewSession()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			return repl(s, rt, out)
+		},
+	}
+	sb.register(cmd.Flags())
+	return cmd
+}
+
+func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
+	ln := liner.NewLiner()
+	defer ln.Close()
+	ln.SetCtrlCAborts(true)
+	hist := historyPath()
+	if f, err := os.Open(hist); err == nil {
+		ln.ReadHistory(f)
+		f.Close()
+	}
+	defer func() {
+		if hist == "" {
+			return
+		}
+		if f, err := os.Create(hist); err == nil {
+			ln.WriteHistory(f)
+			f.Close()
+		}
+	}()
+	fmt.Fprintf(out, "glovebox repl: Ruby %s in a sandbox; limits per input: %v timeout, %s memory", "4.0", rt.Limits().Timeout, humanBytes(rt.Limits().Memory))
+	if ms := rt.Mounts(); len(ms) > 0 {
+		var parts []string
+		for _, m := range ms {
+			access := "ro"
+			if m.Writable {
+				access = "rw"
+			}
+			parts = append(parts, m.GuestPath+" ("+access+")")
+		}
+		fmt.Fprintf(out, "; mounts %s", strings.Join(parts, ", "))
+	}
+	if tools := rt.Tools(); len(tools) > 0 {
+		fmt.Fprintf(out, "; tools %s", strings.Join(tools, ", "))
+	}
+	fmt.Fprintln(out, ". Ctrl-D ends.")
+	var pending []string
+	for {
+		prompt := "rb> "
+		if len(pending) > 0 {
+			prompt = "..> "
+		}
+		line, err := ln.Prompt(prompt)
+		switch {
+		case errors.Is(err, liner.ErrPromptAborted):
+			pending = nil
+			continue
+		case errors.Is(err, io.EOF):
+			fmt.Fprintln(out)
+			return nil
+		case err != nil:
+			return err
+		}
+		if len(pending) == 0 && (strings.TrimSpace(line) == "exit" || strings.TrimSpace(line) == "quit") {
+			return nil
+		}
+		if len(pending) == 0 && strings.TrimSpace(line) == "" {
+			continue
+		}
+		pending = append(pending, line)
+		code := strings.Join(pending, "\n")
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		res, err := s.Eval(ctx, code)
+		stop()
+		if err != nil {
+			return err
+		}
+		if incomplete(res) {
+			continue
+		}
+		pending = nil
+		ln.AppendHistory(code)
+		printResult(out, res)
+	}
+}
+
+// incomplete reports a syntax error that only says the input ended
+// early: the expression goes on on the next line. (A syntax error runs
+// nothing, so trying costs no state.)
+func incomplete(res *glovebox.Result) bool {
+	if res.Status != glovebox.StatusError || res.Error == nil || res.Error.Class != "SyntaxError" {
+		return false
+	}
+	m := res.Error.Message
+	return strings.Contains(m, "end-of-input") || strings.Contains(m, "unterminated") || strings.Contains(m, "expected a matching")
+}
+
+func printResult(out io.Writer, res *glovebox.Result) {
+	io.WriteString(out, res.Stdout)
+	if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
+		fmt.Fprintln(out)
+	}
+	io.WriteString(out, res.Stderr)
+	if res.Status == glovebox.StatusOK {
+		fmt.Fprintf(out, "=> %s\n", valueJSON(res))
+		return
+	}
+	e := res.Error
+	fmt.Fprintf(out, "[%s] %s: %s\n", res.Status, e.Class, e.Message)
+	for _, f := range e.Backtrace {
+		fmt.Fprintf(out, "\tfrom %s\n", f)
+	}
+	if res.SessionReset {
+		fmt.Fprintln(out, "[session reset] the VM was discarded with its state; the next input starts fresh")
+	}
+}
+
+// valueJSON is the result's value in its JSON form.
+func valueJSON(res *glovebox.Result) string {
+	b, err := json.Marshal(&glovebox.Result{Status: res.Status, Value: res.Value})
+	var v struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err != nil || json.Unmarshal(b, &v) != nil {
+		return fmt.Sprint(res.Value)
+	}
+	return string(v.Value)
+}
+
+func printCall(out io.Writer, c glovebox.ToolCall) {
+	args, _ := json.Marshal(c.Args.Positional)
+	if c.Elided {
+		args = []byte("[…]")
+	}
+	if c.Error != "" {
+		fmt.Fprintf(out, "  ↳ %s(%s) failed: %s (%v)\n", c.Name, strings.Trim(string(args), "[]"), c.Error, c.Duration.Round(10_000))
+		return
+	}
+	res, _ := json.Marshal(c.Result)
+	if len(res) > 200 {
+		res = append(res[:200], "…"...)
+	}
+	fmt.Fprintf(out, "  ↳ %s(%s) → %s (%v)\n", c.Name, strings.Trim(string(args), "[]"), res, c.Duration.Round(10_000))
+}
+
+func historyPath() string {
+	dir, err := glovebox.DefaultCacheDir()
+	if err != nil || os.MkdirAll(dir, 0o700) != nil {
+		return ""
+	}
+	return filepath.Join(dir, "repl_history")
+}
+
+func humanBytes(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }

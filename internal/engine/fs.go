@@ -1,0 +1,682 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// Mount is a host directory the guest sees at Guest.
+type Mount struct {
+	Host, Guest string
+	Write       bool
+}
+
+// ScratchGuest is where every VM's private scratch directory appears.
+const ScratchGuest = "/tmp"
+
+// The guest's file system is wasmtime's WASI implementation over the
+// preopened directories (the scratch directory, then the mounts, at file
+// descriptors 3, 4, ...), with a few calls shadowed by checked wrappers.
+// wasmtime 39.0.1, the release wasmtime-go v39.0.1 links, has three
+// published flaws there, each closed here:
+//
+//   - GHSA-2r75-cxrj-cmph: path_open with the truncate flag and no write
+//     right skips the write-permission check. The wrapper refuses
+//     truncation in a read-only mount.
+//   - GHSA-4ch3-9j33-3pmj: path_link and path_rename do not check the
+//     destination's permissions, so a file can be linked or moved between
+//     a read-only and a writable mount. The wrapper refuses both across
+//     mounts (EXDEV, as between file systems).
+//   - GHSA-j2g9-4prp-pf6h: a file time before 1970 (or too far ahead)
+//     panics the host while building stat results, which would take the
+//     whole process down. fd_filestat_get and path_filestat_get are
+//     answered here, from the host kernel, never by wasmtime.
+//
+// To answer stat calls the guard keeps, for every file descriptor the guest
+// has open in a mount, a host O_PATH descriptor of the same file
+// (a "mirror"), opened with openat2 and RESOLVE_BENEATH from the mirror of
+// the directory the guest opened it from: the kernel refuses any path,
+// "..", absolute or relative symbolic link that leads out.
+
+// WASI preview 1 numbers used here.
+const (
+	errnoBadf     = 8
+	errnoDquot    = 19
+	errnoMfile    = 33
+	errnoNoent    = 44
+	errnoNotcap   = 76
+	errnoRofs     = 69
+	errnoXdev     = 75
+	errnoIO       = 29
+	oflagCreat    = 1
+	oflagTrunc    = 8
+	lookupFollow  = 1
+	filestatSize  = 64
+	maxOpenFiles  = 256
+	wasiFiletypes = 8
+)
+
+// FSLimits bound what one eval may do to the file system.
+type FSLimits struct {
+	Write   int64 // bytes written to files (scratch and writable mounts)
+	Creates int   // files, directories and links created
+}
+
+// fsGuard is one VM's file-system state: its domains (0 is the scratch
+// directory, then the mounts in order), the guest's open descriptors in
+// them, and the per-eval quotas.
+type fsGuard struct {
+	domains []domain
+	fds     map[uint32]*guestFD
+	written int64
+	created int
+	limits  FSLimits
+	orig    [numShadowed]wt.Func // the trampoline's exports
+}
+
+type domain struct {
+	Mount
+	root int // O_PATH descriptor of the host directory
+}
+
+type guestFD struct {
+	domain int
+	mirror int // O_PATH descriptor of the same file
+}
+
+// newFSGuard opens the mirrors of scratch and mounts. A mount whose host
+// path is missing or not a directory is an error naming it.
+func newFSGuard(scratch string, mounts []Mount) (*fsGuard, error) {
+	g := &fsGuard{fds: map[uint32]*guestFD{}}
+	all := append([]Mount{{Host: scratch, Guest: ScratchGuest, Write: true}}, mounts...)
+	for i, m := range all {
+		fd, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			g.close()
+			what := "cannot be opened"
+			switch {
+			case errors.Is(err, unix.ENOENT):
+				what = "does not exist"
+			case errors.Is(err, unix.ENOTDIR):
+				what = "is not a directory"
+			}
+			return nil, &MountError{Host: m.Host, Guest: m.Guest, Msg: fmt.Sprintf("the host path %s for mount %s %s (%v)", m.Host, m.Guest, what, err)}
+		}
+		g.domains = append(g.domains, domain{Mount: m, root: fd})
+		g.fds[uint32(3+i)] = &guestFD{domain: i, mirror: -1}
+	}
+	return g, nil
+}
+
+// MountError reports a mount whose host directory is unusable.
+type MountError struct {
+	Host, Guest, Msg string
+}
+
+func (e *MountError) Error() string { return e.Msg }
+
+func (g *fsGuard) close() {
+	for _, f := range g.fds {
+		if f.mirror >= 0 {
+			unix.Close(f.mirror)
+		}
+	}
+	for _, d := range g.domains {
+		unix.Close(d.root)
+	}
+	g.fds, g.domains = nil, nil
+}
+
+// reset starts a new eval's quotas.
+func (g *fsGuard) reset(l FSLimits) { g.limits, g.written, g.created = l, 0, 0 }
+
+// dirOf returns the host directory descriptor behind a guest descriptor.
+func (g *fsGuard) dirOf(f *guestFD) int {
+	if f.mirror >= 0 {
+		return f.mirror
+	}
+	return g.domains[f.domain].root
+}
+
+// The shadowed imports.
+const (
+	shPathOpen = iota
+	shFdClose
+	shFdRenumber
+	shPathLink
+	shPathRename
+	shFdWrite
+	shFdPwrite
+	shFdSetSize
+	shPathMkdir
+	shPathSymlink
+	numShadowed
+)
+
+var shadowNames = [numShadowed]string{
+	"path_open", "fd_close", "fd_renumber", "path_link", "path_rename",
+	"fd_write", "fd_pwrite", "fd_filestat_set_size",
+	"path_create_directory", "path_symlink",
+}
+
+// original calls wasmtime's own implementation of shadowed import i,
+// through the trampoline.
+func (v *VM) original(c *wt.Caller, i int, args ...uint64) (uint32, error) {
+	var buf [maxShadowArgs]uint64
+	copy(buf[:], args)
+	if err := v.fs.orig[i].Call(c.Context(), buf[:max(len(args), 1)]); err != nil {
+		return 0, err
+	}
+	return uint32(buf[0]), nil
+}
+
+const maxShadowArgs = 9
+
+// fsHostFuncs are the shadowing wrappers, by import name.
+var fsHostFuncs = map[string]wt.HostFunc{
+	"path_open":             hostPathOpen,
+	"fd_close":              hostFdClose,
+	"fd_renumber":           hostFdRenumber,
+	"path_link":             hostPathLink,
+	"path_rename":           hostPathRename,
+	"fd_filestat_get":       hostFdFilestatGet,
+	"path_filestat_get":     hostPathFilestatGet,
+	"fd_write":              hostFdWrite,
+	"fd_pwrite":             hostFdPwrite,
+	"fd_filestat_set_size":  hostFdSetSize,
+	"path_create_directory": hostPathMkdir,
+	"path_symlink":          hostPathSymlink,
+}
+
+func ret(vals wt.Vals, errno uint32) error {
+	vals.SetI32(0, int32(errno))
+	return nil
+}
+
+// guestPath reads a path argument; a path that is not in memory, or holds
+// a NUL byte, is EINVAL.
+func (v *VM) guestPath(c *wt.Caller, ptr, n uint32) (string, bool) {
+	if n > 1<<16 {
+		return "", false
+	}
+	b, ok := v.guest(c.Context(), ptr, n)
+	if !ok || strings.IndexByte(string(b), 0) >= 0 {
+		return "", false
+	}
+	return string(b), true
+}
+
+// resolve opens an O_PATH descriptor for path beneath dir, following a
+// final symbolic link if follow is set. It returns a WASI errno.
+func resolve(dir int, path string, follow bool) (int, uint32) {
+	if path == "" {
+		return -1, errnoNoent
+	}
+	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	for {
+		fd, err := unix.Openat2(dir, path, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if err != nil {
+			return -1, wasiErrno(err)
+		}
+		return fd, errnoSuccess
+	}
+}
+
+// wasiErrno maps a host errno to WASI's numbering; escaping the mount
+// (EXDEV from RESOLVE_BENEATH) is "not capable".
+func wasiErrno(err error) uint32 {
+	var en unix.Errno
+	if !errors.As(err, &en) {
+		return errnoIO
+	}
+	switch en {
+	case unix.EXDEV:
+		return errnoNotcap
+	case unix.ENOENT:
+		return errnoNoent
+	case unix.ENOTDIR:
+		return 54
+	case unix.ELOOP:
+		return 32
+	case unix.ENAMETOOLONG:
+		return 37
+	case unix.EACCES:
+		return 2
+	case unix.EPERM:
+		return 63
+	case unix.EMFILE, unix.ENFILE:
+		return errnoMfile
+	case unix.EINVAL:
+		return errnoInval
+	}
+	return errnoIO
+}
+
+func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd, dirflags, pptr, plen, oflags := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
+	rightsBase, rightsInh, fdflags, retptr := vals.I64(5), vals.I64(6), vals.U32(7), vals.U32(8)
+	g := v.fs
+	parent, tracked := g.fds[fd]
+	if !tracked {
+		// stdio, or nothing: wasmtime answers (EBADF, ENOTDIR).
+		e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+		if err != nil {
+			return err
+		}
+		return ret(vals, e)
+	}
+	path, ok := v.guestPath(c, pptr, plen)
+	if !ok {
+		return ret(vals, errnoInval)
+	}
+	d := g.domains[parent.domain]
+	if oflags&oflagTrunc != 0 && !d.Write {
+		return ret(vals, errnoRofs) // GHSA-2r75-cxrj-cmph
+	}
+	if len(g.fds) >= maxOpenFiles+len(g.domains) {
+		return ret(vals, errnoMfile)
+	}
+	creating := false
+	if oflags&oflagCreat != 0 && d.Write {
+		if fd, e := resolve(g.dirOf(parent), path, false); e == errnoNoent {
+			creating = true
+		} else if fd >= 0 {
+			unix.Close(fd)
+		}
+		if creating && g.created >= g.limits.Creates {
+			return ret(vals, errnoDquot)
+		}
+	}
+	e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+	if err != nil || e != errnoSuccess {
+		return firstErr(err, ret(vals, e))
+	}
+	if creating {
+		g.created++
+	}
+	b, ok := v.guest(c.Context(), retptr, 4)
+	if !ok {
+		return ret(vals, errnoInval)
+	}
+	newfd := binary.LittleEndian.Uint32(b)
+	mirror, me := resolve(g.dirOf(parent), path, dirflags&lookupFollow != 0)
+	if me != errnoSuccess {
+		// The file changed between wasmtime's open and ours: give up on it.
+		v.original(c, shFdClose, uint64(newfd))
+		return ret(vals, me)
+	}
+	if old := g.fds[newfd]; old != nil && old.mirror >= 0 {
+		unix.Close(old.mirror)
+	}
+	g.fds[newfd] = &guestFD{domain: parent.domain, mirror: mirror}
+	return ret(vals, errnoSuccess)
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func hostFdClose(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd := vals.U32(0)
+	e, err := v.original(c, shFdClose, uint64(fd))
+	if err != nil {
+		return err
+	}
+	if f := v.fs.fds[fd]; f != nil && e == errnoSuccess {
+		if f.mirror >= 0 {
+			unix.Close(f.mirror)
+		}
+		delete(v.fs.fds, fd)
+	}
+	return ret(vals, e)
+}
+
+func hostFdRenumber(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	from, to := vals.U32(0), vals.U32(1)
+	e, err := v.original(c, shFdRenumber, uint64(from), uint64(to))
+	if err != nil || e != errnoSuccess {
+		return firstErr(err, ret(vals, e))
+	}
+	g := v.fs
+	if old := g.fds[to]; old != nil && old.mirror >= 0 && from != to {
+		unix.Close(old.mirror)
+	}
+	if from != to {
+		if f := g.fds[from]; f != nil {
+			g.fds[to] = f
+		} else {
+			delete(g.fds, to)
+		}
+		delete(g.fds, from)
+	}
+	return ret(vals, e)
+}
+
+// sameDomain answers link and rename between two guest descriptors: both
+// must be in the same mount (GHSA-4ch3-9j33-3pmj).
+func (g *fsGuard) sameDomain(a, b uint32) uint32 {
+	fa, fb := g.fds[a], g.fds[b]
+	if fa == nil || fb == nil {
+		return errnoBadf
+	}
+	if fa.domain != fb.domain {
+		return errnoXdev
+	}
+	return errnoSuccess
+}
+
+func hostPathLink(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	if e := v.fs.sameDomain(vals.U32(0), vals.U32(4)); e != errnoSuccess {
+		return ret(vals, e)
+	}
+	if !v.fs.domains[v.fs.fds[vals.U32(4)].domain].Write {
+		return ret(vals, errnoRofs)
+	}
+	if v.fs.created >= v.fs.limits.Creates {
+		return ret(vals, errnoDquot)
+	}
+	e, err := v.original(c, shPathLink, vals.Raw(7)...)
+	if err == nil && e == errnoSuccess {
+		v.fs.created++
+	}
+	return firstErr(err, ret(vals, e))
+}
+
+func hostPathRename(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	if e := v.fs.sameDomain(vals.U32(0), vals.U32(3)); e != errnoSuccess {
+		return ret(vals, e)
+	}
+	if !v.fs.domains[v.fs.fds[vals.U32(0)].domain].Write {
+		return ret(vals, errnoRofs)
+	}
+	e, err := v.original(c, shPathRename, vals.Raw(6)...)
+	return firstErr(err, ret(vals, e))
+}
+
+func hostPathMkdir(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	if f := v.fs.fds[vals.U32(0)]; f != nil && v.fs.domains[f.domain].Write {
+		if v.fs.created >= v.fs.limits.Creates {
+			return ret(vals, errnoDquot)
+		}
+	}
+	e, err := v.original(c, shPathMkdir, vals.Raw(3)...)
+	if err == nil && e == errnoSuccess {
+		v.fs.created++
+	}
+	return firstErr(err, ret(vals, e))
+}
+
+func hostPathSymlink(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	if f := v.fs.fds[vals.U32(2)]; f != nil && v.fs.domains[f.domain].Write {
+		if v.fs.created >= v.fs.limits.Creates {
+			return ret(vals, errnoDquot)
+		}
+	}
+	e, err := v.original(c, shPathSymlink, vals.Raw(5)...)
+	if err == nil && e == errnoSuccess {
+		v.fs.created++
+	}
+	return firstErr(err, ret(vals, e))
+}
+
+// charge counts n more bytes written to a file; over the quota it
+// answers EDQUOT.
+func (g *fsGuard) charge(fd uint32, n int64) uint32 {
+	if _, ok := g.fds[fd]; !ok {
+		return errnoSuccess // stdout and stderr have their own limits
+	}
+	if n < 0 || g.written+n > g.limits.Write {
+		return errnoDquot
+	}
+	g.written += n
+	return errnoSuccess
+}
+
+// iovecBytes sums the lengths of an iovec array in guest memory.
+func (v *VM) iovecBytes(c *wt.Caller, ptr, n uint32) (int64, bool) {
+	if n > 1024 {
+		return 0, false
+	}
+	b, ok := v.guest(c.Context(), ptr, 8*n)
+	if !ok {
+		return 0, false
+	}
+	var total int64
+	for i := range n {
+		total += int64(binary.LittleEndian.Uint32(b[8*i+4:]))
+	}
+	return total, true
+}
+
+func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd := vals.U32(0)
+	if _, ok := v.fs.fds[fd]; ok {
+		n, ok := v.iovecBytes(c, vals.U32(1), vals.U32(2))
+		if !ok {
+			return ret(vals, errnoInval)
+		}
+		if e := v.fs.charge(fd, n); e != errnoSuccess {
+			return ret(vals, e)
+		}
+	}
+	e, err := v.original(c, shFdWrite, vals.Raw(4)...)
+	return firstErr(err, ret(vals, e))
+}
+
+func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd := vals.U32(0)
+	if _, ok := v.fs.fds[fd]; ok {
+		n, ok := v.iovecBytes(c, vals.U32(1), vals.U32(2))
+		if !ok {
+			return ret(vals, errnoInval)
+		}
+		if e := v.fs.charge(fd, n); e != errnoSuccess {
+			return ret(vals, e)
+		}
+	}
+	e, err := v.original(c, shFdPwrite, vals.Raw(5)...)
+	return firstErr(err, ret(vals, e))
+}
+
+// growth charges a file's growth to size: extending a file (even a sparse
+// one) counts against the write quota.
+func (v *VM) growth(fd uint32, size int64) uint32 {
+	f := v.fs.fds[fd]
+	if f == nil || f.mirror < 0 {
+		return errnoSuccess
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f.mirror, &st); err != nil {
+		return wasiErrno(err)
+	}
+	if size > st.Size {
+		return v.fs.charge(fd, size-st.Size)
+	}
+	return errnoSuccess
+}
+
+func hostFdSetSize(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	if e := v.growth(vals.U32(0), vals.I64(1)); e != errnoSuccess {
+		return ret(vals, e)
+	}
+	e, err := v.original(c, shFdSetSize, vals.Raw(2)...)
+	return firstErr(err, ret(vals, e))
+}
+
+func hostFdFilestatGet(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd, buf := vals.U32(0), vals.U32(1)
+	f := v.fs.fds[fd]
+	if f == nil {
+		if fd <= 2 {
+			// stdio: a character device with no times.
+			return ret(vals, v.putFilestat(c, buf, &unix.Stat_t{Mode: unix.S_IFCHR}))
+		}
+		return ret(vals, errnoBadf)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(v.fs.dirOf(f), &st); err != nil {
+		return ret(vals, wasiErrno(err))
+	}
+	return ret(vals, v.putFilestat(c, buf, &st))
+}
+
+func hostPathFilestatGet(c *wt.Caller, vals wt.Vals) error {
+	v := vmOf(c)
+	fd, flags, pptr, plen, buf := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
+	f := v.fs.fds[fd]
+	if f == nil {
+		return ret(vals, errnoBadf)
+	}
+	path, ok := v.guestPath(c, pptr, plen)
+	if !ok {
+		return ret(vals, errnoInval)
+	}
+	h, e := resolve(v.fs.dirOf(f), path, flags&lookupFollow != 0)
+	if e != errnoSuccess {
+		return ret(vals, e)
+	}
+	defer unix.Close(h)
+	var st unix.Stat_t
+	if err := unix.Fstat(h, &st); err != nil {
+		return ret(vals, wasiErrno(err))
+	}
+	return ret(vals, v.putFilestat(c, buf, &st))
+}
+
+// putFilestat writes a WASI filestat. Times are nanoseconds since 1970 as
+// an unsigned 64-bit number: earlier times are written as 0 and later
+// ones (after 2554) as the largest value, never a failure.
+func (v *VM) putFilestat(c *wt.Caller, ptr uint32, st *unix.Stat_t) uint32 {
+	b, ok := v.guest(c.Context(), ptr, filestatSize)
+	if !ok {
+		return errnoInval
+	}
+	clear(b)
+	ft := uint8(0)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFBLK:
+		ft = 1
+	case unix.S_IFCHR:
+		ft = 2
+	case unix.S_IFDIR:
+		ft = 3
+	case unix.S_IFREG:
+		ft = 4
+	case unix.S_IFSOCK:
+		ft = 6
+	case unix.S_IFLNK:
+		ft = 7
+	}
+	binary.LittleEndian.PutUint64(b[0:], st.Dev)
+	binary.LittleEndian.PutUint64(b[8:], st.Ino)
+	b[16] = ft
+	binary.LittleEndian.PutUint64(b[24:], uint64(st.Nlink))
+	binary.LittleEndian.PutUint64(b[32:], uint64(max(st.Size, 0)))
+	binary.LittleEndian.PutUint64(b[40:], wasiTime(st.Atim))
+	binary.LittleEndian.PutUint64(b[48:], wasiTime(st.Mtim))
+	binary.LittleEndian.PutUint64(b[56:], wasiTime(st.Ctim))
+	return errnoSuccess
+}
+
+func wasiTime(ts unix.Timespec) uint64 {
+	sec, nsec := int64(ts.Sec), int64(ts.Nsec)
+	switch {
+	case sec < 0:
+		return 0
+	case uint64(sec) >= math.MaxUint64/1_000_000_000-1:
+		return math.MaxUint64
+	}
+	return uint64(sec)*1e9 + uint64(nsec)
+}
+
+// makeScratch creates a VM's private scratch directory.
+func makeScratch() (string, error) {
+	d, err := os.MkdirTemp("", "glovebox-scratch-")
+	if err != nil {
+		return "", fmt.Errorf("creating the scratch directory: %w", err)
+	}
+	return d, nil
+}
+
+// wipeDir empties dir, leaving it in place. Write permission is restored
+// first on directories the guest may have made unwritable.
+func wipeDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					os.Chmod(path, 0o700)
+				}
+				return nil
+			})
+		}
+		if err := os.RemoveAll(p); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// checkMounts checks that every mount's host path is a directory, and
+// returns a test of whether a VM's mounts are still those directories.
+func checkMounts(mounts []Mount) (func(*VM) bool, error) {
+	if len(mounts) == 0 {
+		return func(*VM) bool { return true }, nil
+	}
+	ids := make([][2]uint64, len(mounts))
+	for i, m := range mounts {
+		var st unix.Stat_t
+		err := unix.Stat(m.Host, &st)
+		switch {
+		case err != nil:
+			return nil, &MountError{Host: m.Host, Guest: m.Guest, Msg: fmt.Sprintf("the host path %s for mount %s cannot be used: %v", m.Host, m.Guest, err)}
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return nil, &MountError{Host: m.Host, Guest: m.Guest, Msg: fmt.Sprintf("the host path %s for mount %s is not a directory", m.Host, m.Guest)}
+		}
+		ids[i] = [2]uint64{st.Dev, st.Ino}
+	}
+	return func(v *VM) bool {
+		for i := range mounts {
+			var st unix.Stat_t
+			if unix.Fstat(v.fs.domains[i+1].root, &st) != nil || [2]uint64{st.Dev, st.Ino} != ids[i] {
+				return false
+			}
+		}
+		return true
+	}, nil
+}

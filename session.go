@@ -1,0 +1,70 @@
+package glovebox
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+)
+
+// Session is a conversation with one VM: unlike Runtime.Eval, where every
+// eval starts fresh, a session's evals build on each other — local
+// variables assigned at the top level, methods, classes, constants and
+// required libraries persist — so a model can work step by step. Limits
+// apply to each eval, as set on the Runtime the session came from.
+//
+// A trap (timeout, fuel, memory, cancellation, tool budget, crash)
+// discards the VM: that eval's Result has SessionReset set, and the next
+// eval starts from a fresh VM. State is never lost silently. The scratch
+// directory is wiped after every eval; mounts stay as they are.
+//
+// A session must never be shared between users (tenants, customers,
+// conversations): anything one eval leaves behind — data fetched through
+// tools, a redefined method that rewrites later answers, a file handle —
+// is there for the next, so a shared session would leak one user's data
+// to another and let one user tamper with what another sees. Give each
+// user their own session and close it when the conversation ends.
+//
+// A Session is safe for concurrent use; its evals run one at a time, in
+// the order they acquire it.
+type Session struct {
+	r    *Runtime
+	s    *engine.Session
+	once sync.Once
+}
+
+// NewSession starts a session with r's tools, mounts and limits. The VM
+// is taken (prepared, from r's pool when one is waiting) at the first
+// eval. It fails with ErrClosed when r is closed.
+func (r *Runtime) NewSession() (*Session, error) {
+	if r.shared.eng.Load() == nil {
+		return nil, ErrClosed
+	}
+	s, err := r.shared.pool.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	return &Session{r: r, s: s}, nil
+}
+
+// Eval runs code in the session's VM and returns what it did, as
+// Runtime.Eval does. The error is non-nil only for host-side failures:
+// ErrClosed after Close (of the session or its Runtime), or a VM that
+// could not be made.
+func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
+	req, st := s.r.request(code)
+	out, reset, err := s.s.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res := st.result(out)
+	res.SessionReset = reset
+	return res, nil
+}
+
+// Close frees the session's VM, waiting for a running eval to end. It is
+// idempotent; later evals return ErrClosed.
+func (s *Session) Close() error {
+	s.once.Do(s.s.Close)
+	return nil
+}
