@@ -30,6 +30,7 @@ var (
 	sixToFourPrefix  = netip.MustParsePrefix("2002::/16")      // RFC 3056
 	teredoPrefix     = netip.MustParsePrefix("2001::/32")      // RFC 4380
 	compatPrefix     = netip.MustParsePrefix("::/96")          // RFC 4291 §2.5.5.1, deprecated
+	cgnatPrefix      = netip.MustParsePrefix("100.64.0.0/10")  // RFC 6598, shared address space
 )
 
 // floor is the IP floor: the addresses the tool never dials. The decision
@@ -159,7 +160,7 @@ func kind(ip netip.Addr) string {
 		return "a link-local address"
 	case ip.IsMulticast():
 		return "a multicast address"
-	case netip.MustParsePrefix("100.64.0.0/10").Contains(ip):
+	case cgnatPrefix.Contains(ip):
 		return "a carrier-grade NAT (shared) address"
 	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "the broadcast address"
