@@ -18,6 +18,7 @@ test:
 # The concurrency-sensitive tests under the race detector (slow).
 race:
 	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript' .
+	$(GO) test -race -count=1 ./httptool
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
@@ -29,3 +30,5 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzURL -fuzztime 60s ./httptool
+	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime 60s ./httptool

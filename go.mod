@@ -3,6 +3,7 @@ module github.com/gloveboxhq/glovebox
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
 	github.com/dustin/go-humanize v1.1.0
 	github.com/peterh/liner v1.2.2

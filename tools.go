@@ -529,23 +529,7 @@ func convertArg(x any, t reflect.Type) (reflect.Value, error) {
 	return p.Elem(), nil
 }
 
-func guestType(x any) string {
-	switch x.(type) {
-	case string:
-		return "a String"
-	case bool:
-		return "true/false"
-	case int64, *big.Int:
-		return "an Integer"
-	case float64:
-		return "a Float"
-	case []any:
-		return "an Array"
-	case map[string]any:
-		return "a Hash"
-	}
-	return fmt.Sprintf("%T", x)
-}
+func guestType(x any) string { return wire.TypeName(x) }
 
 // Hooks observe and control tool calls. Every field is optional.
 type Hooks struct {

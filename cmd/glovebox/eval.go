@@ -31,6 +31,9 @@ file, or from standard input ("-"). The guest's output is printed, then
 --mount HOST:GUEST[:rw] grants a host directory (read-only unless :rw);
 --profile FILE loads limits and mounts from a YAML file, which the other
 flags override.
+--http-allow PATTERN (repeatable; api.example.com or *.example.com) gives
+the guest http_get, http_post and the other HTTP functions for those hosts;
+private, loopback and cloud metadata addresses stay unreachable.
 
 Exit status: 0 when the eval ended ok, 1 for any other status (error,
 timeout, fuel_exhausted, memory_limit, canceled, sandbox_error,

@@ -116,3 +116,31 @@ func TestEvalLimitsAndExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalHTTPTool: --http-allow exposes the HTTP tool with its rules.
+// The URLs are refused before any name is resolved: no network is used.
+func TestEvalHTTPTool(t *testing.T) {
+	out, errOut, code := run(t, "", "eval", "--http-allow", "api.example.com", "--http-allow", "*.example.org", "-e", `
+		def kind = yield rescue $!.class.name
+		[kind { http_get("http://evil.com/") }, kind { http_get("http://169.254.169.254/") },
+		 kind { http_post("http://api.example.com:8080/", {}) }]`)
+	if code != 0 || out != `=> ["Glovebox::HTTPHostError","Glovebox::HTTPURLError","Glovebox::HTTPURLError"]`+"\n" {
+		t.Fatalf("code %d out %q err %q", code, out, errOut)
+	}
+	out, _, code = run(t, "", "eval", "--http-any-host", "-e", `begin; http_get("http://[::ffff:127.0.0.1]/"); rescue Glovebox::HTTPURLError => e; e.message; end`)
+	if code != 0 || !strings.Contains(out, "IP-literal hosts") {
+		t.Fatalf("code %d out %q", code, out)
+	}
+	_, errOut, code = run(t, "", "eval", "-e", `http_get("http://api.example.com/")`)
+	if code != 1 || !strings.Contains(errOut, "NoMethodError") {
+		t.Fatalf("without --http-allow: code %d stderr %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"eval", "--http-allow", "a.*.com", "-e", "1"},
+		{"eval", "--http-allow", "a.com", "--http-any-host", "-e", "1"},
+	} {
+		if _, errOut, code := run(t, "", args...); code != 2 || !strings.HasPrefix(errOut, "glovebox: httptool: invalid config") {
+			t.Errorf("%v: code %d stderr %q", args, code, errOut)
+		}
+	}
+}

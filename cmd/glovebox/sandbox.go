@@ -23,6 +23,7 @@ type sandboxFlags struct {
 	mounts                  []string
 	limits                  glovebox.Limits
 	memory, stdout, stderr_ string
+	http                    httpFlags
 }
 
 func (s *sandboxFlags) register(f *pflag.FlagSet) {
@@ -33,6 +34,7 @@ func (s *sandboxFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.memory, "memory", "", "linear memory limit, e.g. 512MiB or 1GiB (default 512MiB; at least the ~320MiB the booted guest occupies)")
 	f.StringVar(&s.stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (0: the default, 1MiB)")
 	f.StringVar(&s.stderr_, "stderr-limit", "", "bytes of stderr kept (0: the default, 64KiB)")
+	s.http.add(f)
 }
 
 // config builds the sandbox configuration: the profile file's, then the
@@ -76,6 +78,11 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 		}
 		cfg.Mounts = append(cfg.Mounts, m)
 	}
+	tools, err := s.http.tools()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Tools = tools
 	return cfg, nil
 }
 

@@ -338,3 +338,25 @@ func AppendString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// TypeName names the Ruby type of decoded guest data, for messages: "a
+// String", "an Integer", "a Hash"; other Go values by their Go type.
+func TypeName(x any) string {
+	switch x.(type) {
+	case nil:
+		return "nil"
+	case string:
+		return "a String"
+	case bool:
+		return "true/false"
+	case int64, *big.Int:
+		return "an Integer"
+	case float64:
+		return "a Float"
+	case []any:
+		return "an Array"
+	case map[string]any:
+		return "a Hash"
+	}
+	return fmt.Sprintf("%T", x)
+}

@@ -1,0 +1,305 @@
+package httptool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// Tool is the HTTP tool: the guest functions that make requests, and the
+// budgets they share. It is safe for concurrent use, so one Tool may serve
+// many evals; its budgets then span them all. It keeps a few idle
+// connections for reuse, each closed after 30 s unused.
+type Tool struct {
+	cfg       Config
+	policy    *policy
+	floor     *floor
+	transport *http.Transport
+
+	mu       sync.Mutex
+	requests int           // attempted since the last Reset
+	spent    time.Duration // time taken by finished requests since the last Reset
+}
+
+// New checks cfg and makes a Tool. It fails with an error wrapping
+// ErrInvalidConfig that says which field is wrong.
+func New(cfg Config) (*Tool, error) {
+	cfg.AllowHosts = append([]string(nil), cfg.AllowHosts...)
+	p, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	t := &Tool{cfg: cfg, policy: p, floor: newFloor(cfg.TrustedPrefixes, cfg.Ports)}
+	t.transport = t.newTransport()
+	return t, nil
+}
+
+// Reset starts the lifetime budgets (MaxRequests, MaxTime) afresh, for
+// the next unit of work. It is host-only: no guest function reaches it.
+func (t *Tool) Reset() {
+	t.mu.Lock()
+	t.requests, t.spent = 0, 0
+	t.mu.Unlock()
+}
+
+// functions are the names of the guest functions Register adds.
+var functions = []string{"http_request", "http_get", "http_head", "http_delete", "http_post", "http_put", "http_patch"}
+
+// Register adds the guest functions to ts:
+//
+//	http_request(method, url, headers = {}, body = nil)
+//	http_get(url, headers = {})     http_head(url, headers = {})
+//	http_delete(url, headers = {})
+//	http_post(url, body = nil, headers = {})   (http_put, http_patch alike)
+//
+// headers and body (where a function takes one) may also be given as the
+// keyword arguments headers: and body:.
+// method is one of GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS (any
+// case); headers is a Hash of name to String; a String body is sent as it
+// is, any other body (Hash, Array, number, true/false) as JSON with
+// Content-Type application/json unless the headers set one.
+//
+// Each returns a Hash: "status" (Integer), "headers" (Hash of lower-case
+// name to String, repeated fields joined with ", "), "body" and
+// "body_encoding": "json" with the parsed value for a JSON response
+// (Content-Type application/json or */*+json) that parses, "text" with a
+// String for other UTF-8 bodies without control characters (tab, LF and
+// CR allowed), "base64" with the body in base64 for the rest. A redirect is returned like any response, with its Location
+// header, and never followed.
+//
+// Failures raise the Glovebox::HTTP...Error classes named by the Class
+// constants. Register fails if ts already has one of the names.
+func (t *Tool) Register(ts *glovebox.Toolset) error {
+	for _, name := range functions {
+		method := funcMethod(name)
+		fn := func(ctx context.Context, a glovebox.Args) (any, error) { return t.call(ctx, name, method, a) }
+		if err := ts.Add(name, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// funcMethod is the HTTP method of a guest function; "" for http_request,
+// which takes the method as an argument.
+func funcMethod(name string) string {
+	if name == "http_request" {
+		return ""
+	}
+	return strings.ToUpper(strings.TrimPrefix(name, "http_"))
+}
+
+var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// call unpacks a guest call and makes the request. method is "" for
+// http_request, which takes it as its first argument.
+func (t *Tool) call(ctx context.Context, fname, method string, a glovebox.Args) (any, error) {
+	pos := a.Positional
+	argErr := func(format string, args ...any) (any, error) {
+		// No request was made, but the hook still hears of the attempt.
+		err := toolError(ClassArgument, "http: "+fname+": "+format, args...)
+		t.audit(ctx, AuditEntry{Time: time.Now(), Method: method, Err: err})
+		return nil, err
+	}
+	// The positional parameters after url, in order.
+	params := []string{"headers"}
+	switch method {
+	case "":
+		params = []string{"headers", "body"}
+	case "POST", "PUT", "PATCH":
+		params = []string{"body", "headers"}
+	}
+	first := 1
+	if method == "" {
+		first = 2
+	}
+	if len(pos) < first || len(pos) > first+len(params) {
+		sig := "url"
+		if method == "" {
+			sig = "method, url"
+		}
+		return argErr("wrong number of arguments (given %d, expected %d to %d: %s, %s)", len(pos), first, first+len(params), sig, strings.Join(params, ", "))
+	}
+	if method == "" {
+		m, ok := pos[0].(string)
+		if !ok {
+			return argErr("the method is %s; give a String such as \"GET\"", guestType(pos[0]))
+		}
+		method = strings.ToUpper(m)
+		if !slices.Contains(methods, method) {
+			return argErr("the method %q is not supported; use one of %s", truncate(m), strings.Join(methods, ", "))
+		}
+	}
+	rawURL, ok := pos[first-1].(string)
+	if !ok {
+		return argErr("the url is %s; give a String", guestType(pos[first-1]))
+	}
+	vals := map[string]any{}
+	given := map[string]bool{}
+	for i, v := range pos[first:] {
+		vals[params[i]], given[params[i]] = v, true
+	}
+	keys := make([]string, 0, len(a.Keyword))
+	for k := range a.Keyword {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the first bad keyword reported is always the same
+	for _, k := range keys {
+		if !slices.Contains(params, k) {
+			return argErr("unknown keyword %q; %s takes %s: as keywords, headers as a Hash in braces or as headers: {\"Name\" => \"value\"}", truncate(k), fname, strings.Join(params, ": and "))
+		}
+		if given[k] {
+			return argErr("%s given both by position and as a keyword", k)
+		}
+		vals[k], given[k] = a.Keyword[k], true
+	}
+	var headers map[string]any
+	if h := vals["headers"]; h != nil {
+		headers, ok = h.(map[string]any)
+		if !ok {
+			return argErr("headers is %s; give a Hash of name => String", guestType(h))
+		}
+	}
+	return t.do(ctx, method, rawURL, headers, vals["body"])
+}
+
+// admit checks the lifetime budgets and counts the request. It returns
+// the time left in the time budget.
+func (t *Tool) admit() (time.Duration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.requests >= t.cfg.MaxRequests {
+		return 0, toolError(ClassBudget, "http: the request budget is spent (%d requests); no more requests can be made in this unit of work", t.cfg.MaxRequests)
+	}
+	left := t.cfg.MaxTime - t.spent
+	if left <= 0 {
+		return 0, toolError(ClassBudget, "http: the time budget is spent (%v of requests); no more requests can be made in this unit of work", t.cfg.MaxTime)
+	}
+	t.requests++
+	return left, nil
+}
+
+// do makes one request and reports it to the audit hook.
+func (t *Tool) do(ctx context.Context, method, rawURL string, headers map[string]any, body any) (any, error) {
+	e := AuditEntry{Time: time.Now(), Method: method, URL: rawURL}
+	if len(e.URL) > MaxURL {
+		e.URL = e.URL[:MaxURL]
+	}
+	res, err := t.request(ctx, &e, method, rawURL, headers, body)
+	e.Duration = time.Since(e.Time)
+	e.Err = err
+	t.audit(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (t *Tool) audit(ctx context.Context, e AuditEntry) {
+	if t.cfg.Audit != nil {
+		t.cfg.Audit(ctx, e)
+	}
+}
+
+// request applies the checks in order (budgets, URL, host allowlist,
+// headers, body, IP floor), then sends the request and reads the response.
+func (t *Tool) request(ctx context.Context, e *AuditEntry, method, rawURL string, headers map[string]any, body any) (map[string]any, error) {
+	left, err := t.admit()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	defer func() {
+		t.mu.Lock()
+		t.spent += time.Since(start)
+		t.mu.Unlock()
+	}()
+	tg, err := t.policy.checkURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	e.Host = tg.host
+	if err := t.policy.checkHost(tg); err != nil {
+		return nil, err
+	}
+	hdr, err := checkHeaders(headers)
+	if err != nil {
+		return nil, err
+	}
+	payload, ctype, err := encodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" && hdr.Get("Content-Type") == "" {
+		hdr.Set("Content-Type", ctype)
+	}
+	if hdr.Get("User-Agent") == "" {
+		hdr.Set("User-Agent", "glovebox-httptool")
+	}
+
+	timeout, budgetCut := t.cfg.RequestTimeout, false
+	if left < timeout {
+		timeout, budgetCut = left, true
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	fail := func(err error) error {
+		return t.classify(ctx, rctx, err, tg.host, budgetCut)
+	}
+
+	addrs, err := t.vet(rctx, tg)
+	if err != nil {
+		return nil, fail(err)
+	}
+	rctx = context.WithValue(rctx, pinKey{}, &pin{hostport: hostPort(tg), addrs: addrs})
+	var rbody io.Reader
+	if payload != nil {
+		rbody = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(withTrace(rctx, e), method, tg.url.String(), rbody)
+	if err != nil {
+		return nil, toolError(ClassURL, "http: %v", err)
+	}
+	req.Header = hdr
+	resp, err := t.transport.RoundTrip(req)
+	if err != nil {
+		return nil, fail(err)
+	}
+	defer resp.Body.Close()
+	e.Status = resp.StatusCode
+	out, n, err := t.readResponse(resp)
+	e.BodyBytes = n
+	if err != nil {
+		return nil, fail(err)
+	}
+	return out, nil
+}
+
+// encodeBody turns the guest's body into bytes and a default Content-Type.
+func encodeBody(body any) ([]byte, string, error) {
+	switch b := body.(type) {
+	case nil:
+		return nil, "", nil
+	case string:
+		return []byte(b), "", nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, "", toolError(ClassArgument, "http: the body has no JSON form (%v); send a String, or a Hash or Array of data", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), "application/json", nil
+}
+
+// guestType names the Ruby type of guest data, for messages.
+func guestType(x any) string { return wire.TypeName(x) }
