@@ -231,16 +231,19 @@ func TestToolErrorClasses(t *testing.T) {
 	ts.Func("odd", func(class string) error { return &glovebox.ToolError{Class: class, Message: "odd class"} })
 	r := newRuntime(t, glovebox.Config{Tools: &ts, Hooks: glovebox.Hooks{SanitizeError: func(string, error) string { return "sanitized" }}})
 	res := eval(t, r, `
+		z = begin; ok_never_raises = 1; rescue Glovebox::NeverRaisedError; 2; end
+		n = (Glovebox::NotAnErrorName rescue $!.class.name)
 		a = begin; blocked; rescue Glovebox::BlockedError => e; [e.class.name, e.message, e.is_a?(Glovebox::ToolError)]; end
 		b = begin; blocked; rescue Glovebox::ToolError => e; e.class.name; end
 		module Glovebox; Taken = 5; end
 		c = ["lower", "TypeError", "Taken", "A" * 65, "Bad-Name", "ToolError"].map { |k| begin; odd(k); rescue Glovebox::ToolError => e; e.class.name; end }
-		[a, b, c]`)
+		[a, b, c, z, n, Glovebox::NeverRaisedError.superclass.name]`)
 	wantStatus(t, res, glovebox.StatusOK)
 	want := []any{
 		[]any{"Glovebox::BlockedError", "10.0.0.1 is private", true},
 		"Glovebox::BlockedError",
 		[]any{"Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError", "Glovebox::ToolError"},
+		int64(1), "NameError", "Glovebox::ToolError",
 	}
 	if !reflect.DeepEqual(res.Value, want) {
 		t.Fatalf("got %#v", res.Value)

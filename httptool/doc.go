@@ -60,11 +60,10 @@
 // tool cannot be used to map the host's internal network; the audit
 // entry's error carries it.
 //
-// # Guest errors before a class is first raised
+// # Rescuing
 //
-// The error classes are made in the guest when first raised, so a rescue
-// clause naming one that has not been raised yet in this eval fails with
-// NameError when Ruby evaluates it. Rescue Glovebox::ToolError and look
-// at the class, or list the specific class in the only (or first
-// matching) clause.
+// Every class above is a Glovebox::ToolError subclass and exists from the
+// start of every eval, so guest code can rescue one specific kind of
+// refusal (rescue Glovebox::HTTPBlockedAddressError) or all of them
+// (rescue Glovebox::ToolError).
 package httptool

@@ -75,6 +75,15 @@ module Glovebox
       end
     end
 
+    # Tool error classes exist before their first use, so a rescue
+    # clause naming one (rescue Glovebox::HTTPHostError) works even when
+    # nothing has raised it yet: any missing Glovebox constant whose name
+    # ends in "Error" is made a ToolError subclass.
+    def const_missing(name)
+      return super unless name.to_s.match?(/\A[A-Z][A-Za-z0-9_]{0,58}Error\z/)
+      const_set(name, Class.new(ToolError))
+    end
+
     # Reseeds Kernel#rand from the host's CSPRNG. Run once per VM, before
     # any untrusted code.
     # Also defines the host's tools: plain private methods on Object,
