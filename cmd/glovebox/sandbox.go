@@ -24,6 +24,7 @@ type sandboxFlags struct {
 	limits                  glovebox.Limits
 	memory, stdout, stderr_ string
 	http                    httpFlags
+	profileHTTP             httpFlags // the profile file's http section
 }
 
 func (s *sandboxFlags) register(f *pflag.FlagSet) {
@@ -43,7 +44,7 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 	var cfg glovebox.Config
 	if s.profile != "" {
 		var err error
-		if cfg, err = loadProfile(s.profile); err != nil {
+		if cfg, s.profileHTTP, err = loadProfile(s.profile); err != nil {
 			return cfg, usageError{err}
 		}
 	}
@@ -78,7 +79,10 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 		}
 		cfg.Mounts = append(cfg.Mounts, m)
 	}
-	tools, err := s.http.tools()
+	h := s.http
+	h.allow = append(append([]string(nil), s.profileHTTP.allow...), h.allow...)
+	h.anyHost = h.anyHost || s.profileHTTP.anyHost
+	tools, err := h.tools()
 	if err != nil {
 		return cfg, err
 	}
@@ -134,6 +138,10 @@ type profileFile struct {
 		FileWrite   string `yaml:"file_write"`
 		FileCreates int    `yaml:"file_creates"`
 	} `yaml:"limits"`
+	HTTP struct {
+		Allow   []string `yaml:"allow"`
+		AnyHost bool     `yaml:"any_host"`
+	} `yaml:"http"`
 	Mounts []struct {
 		Host        string `yaml:"host"`
 		Guest       string `yaml:"guest"`
@@ -145,18 +153,17 @@ type profileFile struct {
 // loadProfile reads a profile file. Unknown keys are errors, so a typo
 // never silently drops a limit; relative host paths are taken from the
 // file's directory.
-func loadProfile(path string) (glovebox.Config, error) {
-	var cfg glovebox.Config
+func loadProfile(path string) (cfg glovebox.Config, h httpFlags, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return cfg, fmt.Errorf("--profile: %w", err)
+		return cfg, h, fmt.Errorf("--profile: %w", err)
 	}
 	defer f.Close()
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
 	var pf profileFile
 	if err := dec.Decode(&pf); err != nil {
-		return cfg, fmt.Errorf("--profile %s: %w", path, err)
+		return cfg, h, fmt.Errorf("--profile %s: %w", path, err)
 	}
 	l := &cfg.Limits
 	durations := []struct {
@@ -169,7 +176,7 @@ func loadProfile(path string) (glovebox.Config, error) {
 			continue
 		}
 		if *d.dst, err = time.ParseDuration(d.val); err != nil {
-			return cfg, fmt.Errorf("--profile %s: limits.%s: %w", path, d.key, err)
+			return cfg, h, fmt.Errorf("--profile %s: limits.%s: %w", path, d.key, err)
 		}
 	}
 	sizes := []struct {
@@ -190,14 +197,14 @@ func loadProfile(path string) (glovebox.Config, error) {
 		}
 		n, err := parseBytes(fmt.Sprintf("--profile %s: limits.%s", path, s.key), s.val)
 		if err != nil {
-			return cfg, errors.Unwrap(err)
+			return cfg, h, errors.Unwrap(err)
 		}
 		s.dst(n)
 	}
 	l.Fuel, l.ToolCalls, l.FileCreates = pf.Limits.Fuel, pf.Limits.ToolCalls, pf.Limits.FileCreates
 	for i, m := range pf.Mounts {
 		if m.Host == "" || m.Guest == "" {
-			return cfg, fmt.Errorf("--profile %s: mounts[%d] needs host and guest", path, i)
+			return cfg, h, fmt.Errorf("--profile %s: mounts[%d] needs host and guest", path, i)
 		}
 		host := m.Host
 		if !filepath.IsAbs(host) {
@@ -205,7 +212,8 @@ func loadProfile(path string) (glovebox.Config, error) {
 		}
 		cfg.Mounts = append(cfg.Mounts, glovebox.Mount{HostPath: host, GuestPath: m.Guest, Writable: m.Writable, Description: m.Description})
 	}
-	return cfg, nil
+	h = httpFlags{allow: pf.HTTP.Allow, anyHost: pf.HTTP.AnyHost}
+	return cfg, h, nil
 }
 
 // newRuntime starts a Runtime for the CLI; configuration mistakes are

@@ -59,6 +59,12 @@ mounts:
 	if code != 0 {
 		t.Fatalf("--timeout did not override the profile: code %d", code)
 	}
+	// The profile's http section exposes the HTTP tool.
+	os.WriteFile(prof, []byte("http:\n  allow: [api.example.com]\n"), 0o644)
+	out, errOut, code = run(t, "", "eval", "--profile", prof, "-e", `[respond_to?(:http_get, true), (http_get("https://10.0.0.1/") rescue $!.class.name)]`)
+	if code != 0 || out != "=> [true,\"Glovebox::HTTPURLError\"]\n" {
+		t.Fatalf("http section: code %d out %q err %q", code, out, errOut)
+	}
 	os.WriteFile(prof, []byte("limits:\n  timeuot: 1s\n"), 0o644)
 	_, errOut, code = run(t, "", "eval", "--profile", prof, "-e", "1")
 	if code != 2 || !strings.Contains(errOut, "timeuot") {
