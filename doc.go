@@ -65,9 +65,34 @@
 // observe them and sanitize error messages; Limits budget their number,
 // time and payload size.
 //
+// A [ToolError] chooses the exception class the guest sees, so guest code
+// can rescue one kind of failure. The httptool package adds HTTP with
+// SSRF defenses as tools.
+//
+// # Sessions
+//
+// [Runtime.NewSession] keeps one VM across evals, so variables, methods
+// and libraries persist; a trap discards it and says so
+// (Result.SessionReset). A session belongs to one user: never share it.
+//
+// # Files
+//
+// [Config].Mounts grant host directories, read-only unless Writable, at
+// guest paths of your choice; nothing outside them is reachable (paths
+// are resolved beneath each mount by the host kernel). Every eval has a
+// private scratch directory at [ScratchPath], wiped when it ends, and
+// Limits bound the bytes and entries an eval writes.
+//
+// # Profiles
+//
+// A [Config] is a value: [Config.Clone] copies it deeply and
+// [Config.Fingerprint] identifies its settings. [Profiles] registers named
+// configurations once, derives variants and starts Runtimes by name.
+//
 // # Default closed
 //
-// A guest has no host files (no preopened directories), an empty
+// A guest has no host files beyond its scratch directory and the mounts
+// it is given, an empty
 // environment, fixed arguments, no processes, no threads and no network.
 // UTF-8 is the default encoding; randomness comes from the host's CSPRNG
 // and every VM is reseeded. Ruby's string hash seed is fixed in the boot
