@@ -6,6 +6,7 @@ require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
 	github.com/dustin/go-humanize v1.1.0
+	github.com/openai/openai-go v1.12.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.50.0

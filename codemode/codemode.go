@@ -226,7 +226,8 @@ type Step struct {
 	ID string
 	// Name is the tool the model called (normally the codemode tool).
 	Name string
-	// Input is the tool input the model sent.
+	// Input is the tool input the model sent, as sent: a model may send
+	// arguments that are not JSON, which the Outcome then reports.
 	Input json.RawMessage
 	// Outcome is what running it did.
 	Outcome *Outcome

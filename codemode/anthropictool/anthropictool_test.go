@@ -11,7 +11,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
-	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/codemode"
 	"github.com/gloveboxhq/glovebox/codemode/anthropictool"
 	"github.com/gloveboxhq/glovebox/codemode/internal/codemodetest"
@@ -19,21 +18,7 @@ import (
 
 func TestMain(m *testing.M) { codemodetest.Main(m) }
 
-const question = "What is my total on shipped orders?"
-
-func newTool(t *testing.T) *codemode.Tool {
-	t.Helper()
-	ts, err := codemodetest.Toolset(&codemodetest.Shop{Plan: "basic"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := codemodetest.Runtime(t, ts, glovebox.Limits{Fuel: 200_000_000})
-	tool, err := codemode.New(codemode.Config{Runtime: rt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tool
-}
+const question = codemodetest.Question
 
 func newClient(url string) anthropic.Client {
 	return anthropic.NewClient(option.WithBaseURL(url), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
@@ -80,7 +65,7 @@ func resultJSON(t *testing.T, block any) map[string]any {
 // failing programs, one with malformed input) and a final answer that
 // uses the value computed in the sandbox.
 func TestRunThroughFakeAPI(t *testing.T) {
-	tool := newTool(t)
+	tool := codemodetest.ShopTool(t)
 	api := codemodetest.NewFakeAPI(t, "/v1/messages", func(n int, req map[string]any) (int, any) {
 		switch n {
 		case 0:
@@ -98,21 +83,12 @@ func TestRunThroughFakeAPI(t *testing.T) {
 			var m map[string]any
 			_ = json.Unmarshal([]byte(s), &m)
 			v := m["value"]
-			return 200, message(n, "end_turn", text(fmt.Sprintf("Your shipped orders total $%v.", v)))
+			return 200, message(n, "end_turn", text(codemodetest.Answer(v)))
 		}
 	})
 	answer, tr, err := anthropictool.Run(context.Background(), newClient(api.URL), tool,
 		anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 1024}, question, 5)
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if want := fmt.Sprintf("Your shipped orders total $%v.", codemodetest.ShippedTotal); answer != want {
-		t.Errorf("answer %q, want %q", answer, want)
-	}
-	reqs := api.Requests()
-	if len(reqs) != 4 {
-		t.Fatalf("%d requests, want 4", len(reqs))
-	}
+	reqs := codemodetest.CheckRun(t, api, answer, err, 4)
 	// The first request: the question and the tool definition.
 	if got := api.Header(0).Get("X-Api-Key"); got != "test-key" {
 		t.Errorf("x-api-key %q", got)
@@ -181,19 +157,14 @@ func TestRunThroughFakeAPI(t *testing.T) {
 }
 
 func TestRunLimitsAndFailures(t *testing.T) {
-	tool := newTool(t)
+	tool := codemodetest.ShopTool(t)
 	params := anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 256}
 	t.Run("max rounds", func(t *testing.T) {
 		api := codemodetest.NewFakeAPI(t, "/v1/messages", func(n int, _ map[string]any) (int, any) {
 			return 200, message(n, "tool_use", toolUse(fmt.Sprintf("toolu_%d", n), "1 + 1"))
 		})
 		_, tr, err := anthropictool.Run(context.Background(), newClient(api.URL), tool, params, question, 2)
-		if !errors.Is(err, codemode.ErrMaxRounds) {
-			t.Fatalf("err %v, want ErrMaxRounds", err)
-		}
-		if n := len(api.Requests()); n != 3 || len(tr.Steps) != 2 {
-			t.Errorf("%d requests and %d steps, want 3 and 2", n, len(tr.Steps))
-		}
+		codemodetest.CheckMaxRounds(t, api, err, 2, len(tr.Steps))
 	})
 	t.Run("max tokens", func(t *testing.T) {
 		api := codemodetest.NewFakeAPI(t, "/v1/messages", func(n int, _ map[string]any) (int, any) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 )
 
 // Main creates the test process's one engine, runs the tests and exits.
@@ -113,4 +114,22 @@ func Toolset(s *Shop) (*glovebox.Toolset, error) {
 		return nil, err
 	}
 	return &ts, nil
+}
+
+// Question is what the adapters' scripted models are asked.
+const Question = "What is my total on shipped orders?"
+
+// ShopTool returns the codemode tool over a fresh Shop's tools, with a
+// fuel budget small enough that a runaway loop ends quickly.
+func ShopTool(t testing.TB) *codemode.Tool {
+	t.Helper()
+	ts, err := Toolset(&Shop{Plan: "basic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := codemode.New(codemode.Config{Runtime: Runtime(t, ts, glovebox.Limits{Fuel: 200_000_000})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool
 }

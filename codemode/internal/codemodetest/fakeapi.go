@@ -2,11 +2,15 @@ package codemodetest
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/gloveboxhq/glovebox/codemode"
 )
 
 // FakeAPI is a scripted model API on a loopback server: it records every
@@ -94,4 +98,38 @@ func Dig(v any, path ...any) any {
 		}
 	}
 	return v
+}
+
+// Answer is the final answer the scripted models give, quoting v, the
+// value the sandbox computed in their first round.
+func Answer(v any) string { return fmt.Sprintf("Your shipped orders total $%v.", v) }
+
+// CheckRun fails t unless a Run over api ended without error, answered
+// Answer(ShippedTotal) and made n requests; it returns the requests.
+func CheckRun(t testing.TB, api *FakeAPI, answer string, err error, n int) []map[string]any {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if want := Answer(ShippedTotal); answer != want {
+		t.Errorf("answer %q, want %q", answer, want)
+	}
+	reqs := api.Requests()
+	if len(reqs) != n {
+		t.Fatalf("%d requests, want %d", len(reqs), n)
+	}
+	return reqs
+}
+
+// CheckMaxRounds fails t unless a Run limited to rounds tool rounds over
+// api, whose model always calls tools, ended with ErrMaxRounds after
+// running steps programs.
+func CheckMaxRounds(t testing.TB, api *FakeAPI, err error, rounds, steps int) {
+	t.Helper()
+	if !errors.Is(err, codemode.ErrMaxRounds) {
+		t.Fatalf("err %v, want ErrMaxRounds", err)
+	}
+	if n := len(api.Requests()); n != rounds+1 || steps != rounds {
+		t.Errorf("%d requests and %d steps, want %d and %d", n, steps, rounds+1, rounds)
+	}
 }
