@@ -232,16 +232,3 @@ type Step struct {
 	// Outcome is what running it did.
 	Outcome *Outcome
 }
-
-// CheckMaxRounds returns the round limit an adapter's Run uses for
-// maxRounds: DefaultMaxRounds for zero, maxRounds when positive; a
-// negative value is an [ErrInvalidConfig] error.
-func CheckMaxRounds(maxRounds int) (int, error) {
-	switch {
-	case maxRounds == 0:
-		return DefaultMaxRounds, nil
-	case maxRounds < 0:
-		return 0, fmt.Errorf("%w: maxRounds is %d; it must not be negative", ErrInvalidConfig, maxRounds)
-	}
-	return maxRounds, nil
-}

@@ -13,7 +13,7 @@ import (
 
 // StatusInvalidInput is the status of an Outcome whose input was refused
 // before anything ran (not JSON, no code, an unknown tool name).
-const StatusInvalidInput = "invalid_input"
+const StatusInvalidInput glovebox.Status = "invalid_input"
 
 // output is the JSON object the model receives; field order is the
 // order the model reads.
@@ -45,7 +45,7 @@ type callOut struct {
 }
 
 func encodeRefusal(class, msg string, limit int) json.RawMessage {
-	return fit(&output{Status: StatusInvalidInput, Error: &errorOut{Class: class, Message: msg}}, limit)
+	return fit(&output{Status: string(StatusInvalidInput), Error: &errorOut{Class: class, Message: msg}}, limit)
 }
 
 func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage {
