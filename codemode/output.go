@@ -75,9 +75,11 @@ func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage
 	return fit(o, limit)
 }
 
-// sessionReset reads Result.SessionReset, which the sessions work adds to
-// glovebox.Result; until it exists the answer is false.
-// TODO(merge): replace with res.SessionReset once sessions land.
+// sessionReset reads Result.SessionReset, which glovebox sessions set on
+// an eval that trapped and discarded the session's VM. It reads the field
+// by name so that this package builds against a glovebox without
+// sessions, where the answer is always false.
+// TODO(merge): read res.SessionReset directly once sessions are merged.
 func sessionReset(res *glovebox.Result) bool {
 	f := reflect.ValueOf(res).Elem().FieldByName("SessionReset")
 	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
