@@ -50,7 +50,8 @@ type Config struct {
 	// limits — and runs the code unless Evaluator is set.
 	Runtime *glovebox.Runtime
 	// Evaluator, if set, runs the code instead of Runtime: typically a
-	// session made from Runtime, so the limits stated are its limits.
+	// session made with Runtime.NewSession (its Eval has this shape), so
+	// the limits stated are the session's.
 	Evaluator Evaluator
 	// Session tells the model that calls share one VM, so state
 	// survives from one call to the next (and that a result may report
