@@ -159,7 +159,7 @@ type Outcome struct {
 func (t *Tool) Handle(ctx context.Context, input json.RawMessage) (*Outcome, error) {
 	var in map[string]json.RawMessage
 	if err := json.Unmarshal(input, &in); err != nil || in == nil {
-		return t.refuse("InvalidInput", fmt.Sprintf(`the input is not a JSON object; send {"code": "<a Ruby program>"}`)), nil
+		return t.refuse("InvalidInput", `the input is not a JSON object; send {"code": "<a Ruby program>"}`), nil
 	}
 	raw, ok := in["code"]
 	if !ok {
