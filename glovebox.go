@@ -74,6 +74,7 @@ type Runtime struct {
 	limits Limits
 	tools  map[string]ToolFunc
 	names  []string
+	docs   []ToolDoc // one per tool, sorted by name
 	mounts []Mount
 	hooks  Hooks
 	log    *slog.Logger
@@ -158,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Tools != nil {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
+		r.docs = cfg.Tools.allDocs()
 	}
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()
