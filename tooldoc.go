@@ -186,6 +186,9 @@ func (s *Toolset) inferredDoc(name string) ToolDoc {
 		sc := schemaOf(pt, true, map[reflect.Type]bool{})
 		// A struct or string-keyed map in last place can take keywords.
 		p.Keywords = !p.Variadic && i == t.NumIn()-1 && sc.Type == "object"
+		if !t.IsVariadic() && i == t.NumIn()-1 && optionsBag(pt) {
+			p.Required = false // an omitted options bag is empty (see Func)
+		}
 		p.Schema = encodeSchema(sc)
 		if n := structName(pt); n != "" && sc.Properties != nil {
 			p.Name = n

@@ -2,6 +2,7 @@ package glovebox
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +72,9 @@ func (s *Toolset) add(name string, fn ToolFunc, from string) error {
 // fn may take a context.Context first; the guest's positional arguments
 // fill the remaining parameters (a variadic last parameter takes the rest),
 // and keyword arguments, when given, arrive as one more argument, a
-// map[string]any (or any type that map decodes into). Each argument is
+// map[string]any (or any type that map decodes into); a last parameter that
+// is a struct, a pointer to one or a string-keyed map (an options bag) may
+// be left out, and then gets what an empty map decodes into. Each argument is
 // converted to its parameter's type: exactly for bool, string, the number
 // kinds (range-checked) and any; through its JSON encoding for structs,
 // slices and maps. fn may return nothing, a value, an error, or a value
@@ -396,6 +399,9 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 		if t.IsVariadic() {
 			nfixed--
 		}
+		if !t.IsVariadic() && len(in) == nfixed-1 && optionsBag(t.In(t.NumIn()-1)) {
+			in = append(in, map[string]any{}) // an omitted options bag is empty
+		}
 		if len(in) < nfixed || (!t.IsVariadic() && len(in) > nfixed) {
 			want := fmt.Sprint(nfixed)
 			if t.IsVariadic() {
@@ -430,6 +436,24 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 		}
 		return res, nil
 	}, nil
+}
+
+// optionsBag reports whether a last parameter of type t may be omitted:
+// a struct, a pointer to one, or a map with string keys, which is where
+// keyword arguments go.
+func optionsBag(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		return t.Key().Kind() == reflect.String
+	case reflect.Struct:
+		// Values with their own encoding (time.Time, big.Int) are not bags.
+		pt := reflect.PointerTo(t)
+		return !pt.Implements(reflect.TypeFor[json.Unmarshaler]()) && !pt.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+	}
+	return false
 }
 
 // argError marks an argument mismatch: ArgumentError in the guest.

@@ -223,6 +223,23 @@ func TestToolErrorsAndPanics(t *testing.T) {
 	}
 }
 
+func TestOptionsBagMayBeOmitted(t *testing.T) {
+	type query struct {
+		Status string `json:"status"`
+		Limit  int    `json:"limit"`
+	}
+	var ts glovebox.Toolset
+	must(t, ts.Func("orders", func(q query) string { return fmt.Sprintf("%s/%d", q.Status, q.Limit) }))
+	must(t, ts.Func("pick", func(n int, opts map[string]any) int { return n + len(opts) }))
+	must(t, ts.Func("two", func(a, b string) string { return a + b }))
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, `[orders, orders(status: "shipped", limit: 2), pick(1), pick(1, a: 1), (two("x") rescue $!.class.name)]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, []any{"/0", "shipped/2", int64(1), int64(2), "ArgumentError"}) {
+		t.Fatalf("got %v", res.Value)
+	}
+}
+
 func TestToolErrorClasses(t *testing.T) {
 	var ts glovebox.Toolset
 	ts.Func("blocked", func() error {
