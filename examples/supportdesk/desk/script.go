@@ -210,12 +210,14 @@ func (q Question) Run(ctx context.Context, rt *glovebox.Runtime) (*Outcome, erro
 			got = res.Error.Class
 		}
 		if res.Status != want || (a.Expect.Class != "" && got != a.Expect.Class) {
-			detail := ""
-			if res.Error != nil {
-				detail = fmt.Sprintf(" (%s: %s)", res.Error.Class, res.Error.Message)
+			wanted, ended := string(want), string(res.Status)
+			if a.Expect.Class != "" {
+				wanted += " (" + a.Expect.Class + ")"
 			}
-			return out, fmt.Errorf("%w: question %s, attempt %d: want %s %s, got %s%s",
-				ErrUnexpected, q.ID, i+1, want, a.Expect.Class, res.Status, detail)
+			if res.Error != nil {
+				ended += fmt.Sprintf(" (%s: %s)", res.Error.Class, res.Error.Message)
+			}
+			return out, fmt.Errorf("%w: question %s, attempt %d: want %s, got %s", ErrUnexpected, q.ID, i+1, wanted, ended)
 		}
 	}
 	t, err := answerTemplate(q.Answer)
