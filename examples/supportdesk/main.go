@@ -61,7 +61,7 @@ With -e it runs one program as --customer and prints its result.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd.Context(), cmd.OutOrStdout(), o)
+			return run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -87,8 +87,14 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-func run(ctx context.Context, w io.Writer, o options) error {
-	d, err := openDesk(ctx, o.db, o.seed, w)
+// run runs the command: output to w, and the database report to w for
+// the session but to errw with -e, so that --json output is only JSON.
+func run(ctx context.Context, w, errw io.Writer, o options) error {
+	report := w
+	if o.code != "" {
+		report = errw
+	}
+	d, err := openDesk(ctx, o.db, o.seed, report)
 	if err != nil {
 		return err
 	}

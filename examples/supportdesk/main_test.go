@@ -103,6 +103,13 @@ func TestExample(t *testing.T) {
 		}
 	})
 
+	t.Run("unknown customer", func(t *testing.T) {
+		err := evalOne(t.Context(), &bytes.Buffer{}, d, options{customer: 100000, code: `profile`})
+		if err == nil || !strings.Contains(err.Error(), "no customer 100000") {
+			t.Fatalf("err %v, want one naming the missing customer", err)
+		}
+	})
+
 	t.Run("unknown question", func(t *testing.T) {
 		if err := replay(t.Context(), &bytes.Buffer{}, d, s, "nope"); err == nil {
 			t.Fatal("replayed a question the script lacks")

@@ -184,7 +184,13 @@ func indent(s string) string {
 
 // evalOne runs one program as o.customer and prints its result.
 func evalOne(ctx context.Context, w io.Writer, d *deskEnv, o options) error {
-	res, err := d.rt.Eval(desk.WithCustomer(ctx, o.customer), o.code)
+	ctx = desk.WithCustomer(ctx, o.customer)
+	if _, err := d.tools.Profile(ctx); err != nil {
+		var n int64
+		d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM customers`).Scan(&n)
+		return fmt.Errorf("no customer %d in the database (customers are 1 to %d)", o.customer, n)
+	}
+	res, err := d.rt.Eval(ctx, o.code)
 	if err != nil {
 		return err
 	}
