@@ -66,6 +66,7 @@ type Runtime struct {
 	limits Limits
 	tools  map[string]ToolFunc
 	names  []string
+	docs   []ToolDoc // one per tool, sorted by name
 	mounts []Mount
 	hooks  Hooks
 	log    *slog.Logger
@@ -153,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Tools != nil {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
+		r.docs = cfg.Tools.allDocs()
 	}
 	sh.pool = sh.eng.Load().NewPool(max(pool, 0), r.names)
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {

@@ -39,7 +39,9 @@ type ToolFunc func(ctx context.Context, args Args) (any, error)
 // as a map. Glovebox.call("name", ...) reaches the same tools.
 type Toolset struct {
 	tools map[string]ToolFunc
-	from  map[string]string // where each name was registered, for errors
+	from  map[string]string       // where each name was registered, for errors
+	sigs  map[string]reflect.Type // Go signatures of Func and Object tools
+	docs  map[string]ToolDoc      // what Describe documented
 }
 
 // Add registers fn under name. The name must be a valid Ruby method name
@@ -79,7 +81,19 @@ func (s *Toolset) Func(name string, fn any) error {
 	if err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrInvalidTool, name, err)
 	}
-	return s.add(name, f, "Func")
+	if err := s.add(name, f, "Func"); err != nil {
+		return err
+	}
+	s.setSig(name, reflect.TypeOf(fn))
+	return nil
+}
+
+// setSig records the Go signature of the tool name, for [ToolDoc]s.
+func (s *Toolset) setSig(name string, t reflect.Type) {
+	if s.sigs == nil {
+		s.sigs = map[string]reflect.Type{}
+	}
+	s.sigs[name] = t
 }
 
 // ToolCeiling is implemented by a tool object to declare the most it is
@@ -188,6 +202,7 @@ func (s *Toolset) Object(v any, opts ...ObjectOption) error {
 		if err := s.add(sn, f, "Object("+typ.String()+")"); err != nil {
 			return err
 		}
+		s.setSig(sn, exposable[sn].Type())
 	}
 	return nil
 }
@@ -202,6 +217,15 @@ func (s *Toolset) Merge(others ...*Toolset) error {
 		for _, name := range o.Names() {
 			if err := s.add(name, o.tools[name], o.from[name]); err != nil {
 				return err
+			}
+			if t, ok := o.sigs[name]; ok {
+				s.setSig(name, t)
+			}
+			if d, ok := o.docs[name]; ok {
+				if s.docs == nil {
+					s.docs = map[string]ToolDoc{}
+				}
+				s.docs[name] = cloneDoc(d)
 			}
 		}
 	}
