@@ -5,12 +5,17 @@
 //
 //	go run ./examples/supportdesk                 # the scripted session
 //	go run ./examples/supportdesk --customer 7 --json -e 'orders.size'
+//	ANTHROPIC_API_KEY=... go run ./examples/supportdesk --ask "What did I spend in March?"
 //
 // The database is generated from a seed (see package desk) into a
 // temporary directory unless --db names a file; an existing file is used
 // as it is. The scripted model (script.yaml, embedded) replays what a
 // model would write, mistakes included; every answer is checked against
 // SQL in desk's tests.
+//
+// With ANTHROPIC_API_KEY or OPENAI_API_KEY set (or --provider), a real
+// model answers the script's questions (or --ask) instead, through the
+// codemode SDK adapters, at most --max-rounds tool rounds per question.
 package main
 
 import (
@@ -45,6 +50,11 @@ type options struct {
 	json     bool
 	script   string
 	question string
+
+	provider  string
+	model     string
+	maxRounds int
+	ask       string
 }
 
 func main() {
@@ -67,11 +77,15 @@ With -e it runs one program as --customer and prints its result.`,
 	f := cmd.Flags()
 	f.StringVar(&o.db, "db", "", "database file; created from --seed if missing (default: a fresh one in a temporary directory)")
 	f.Uint64Var(&o.seed, "seed", desk.DefaultSeed, "seed of a generated database")
-	f.Int64Var(&o.customer, "customer", desk.DemoCustomer, "customer the program acts for (with -e)")
+	f.Int64Var(&o.customer, "customer", desk.DemoCustomer, "customer who asks (with -e or --ask)")
 	f.StringVarP(&o.code, "eval", "e", "", "run this Ruby program instead of the scripted session")
 	f.BoolVar(&o.json, "json", false, "with -e: print the result as JSON, tool calls included")
 	f.StringVar(&o.script, "script", "", "scripted model to replay (default: the embedded script.yaml)")
-	f.StringVar(&o.question, "question", "", "replay only the question with this id")
+	f.StringVar(&o.question, "question", "", "only the script's question with this id")
+	f.StringVar(&o.provider, "provider", providerAuto, "who answers: script, anthropic, openai, or auto (anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is, else the script)")
+	f.StringVar(&o.model, "model", "", "model name for a real provider (default "+defaultAnthropicModel+" or "+defaultOpenAIModel+")")
+	f.IntVar(&o.maxRounds, "max-rounds", DefaultMaxRounds, "most model turns that run tools, per question (real models)")
+	f.StringVar(&o.ask, "ask", "", "ask a real model this question as --customer, instead of the script's questions")
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		var exit exitCode
 		if errors.As(err, &exit) {
@@ -94,16 +108,16 @@ func run(ctx context.Context, w, errw io.Writer, o options) error {
 	if o.code != "" {
 		report = errw
 	}
-	d, err := openDesk(ctx, o.db, o.seed, report)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if o.code != "" {
-		return evalOne(ctx, w, d, o)
+	var ag agent
+	if o.code == "" {
+		var err error
+		if ag, err = chooseAgent(o); err != nil {
+			return err
+		}
 	}
 	b := defaultScript
 	if o.script != "" {
+		var err error
 		if b, err = os.ReadFile(o.script); err != nil {
 			return err
 		}
@@ -112,7 +126,29 @@ func run(ctx context.Context, w, errw io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	return replay(ctx, w, d, s, o.question)
+	d, err := openDesk(ctx, o.db, o.seed, report)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	switch {
+	case o.code != "":
+		return evalOne(ctx, w, d, o)
+	case ag == nil:
+		return replay(ctx, w, d, s, o.question)
+	case o.ask != "":
+		return converse(ctx, w, d, ag, []question{{label: "your question", customer: o.customer, ask: o.ask}})
+	}
+	var qs []question
+	for i, q := range s.Questions {
+		if o.question == "" || q.ID == o.question {
+			qs = append(qs, question{fmt.Sprintf("%d/%d %s", i+1, len(s.Questions), q.ID), q.Customer, q.Ask})
+		}
+	}
+	if len(qs) == 0 {
+		return fmt.Errorf("the script has no question %q", o.question)
+	}
+	return converse(ctx, w, d, ag, qs)
 }
 
 // deskEnv is an open database with its tools and a Runtime that grants them.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 	"github.com/gloveboxhq/glovebox/examples/supportdesk/desk"
 )
 
@@ -22,22 +22,25 @@ func replay(ctx context.Context, w io.Writer, d *deskEnv, s *desk.Script, only s
 	// Writes get a fixed time of day, so the session prints the same on
 	// every run.
 	d.tools.Clock = func() time.Time { return d.db.Today.Add(14*time.Hour + 5*time.Minute) }
-	fmt.Fprintf(w, "The model's one tool runs Ruby in glovebox; the program can call %s and nothing else.\n",
-		strings.Join(d.rt.Tools(), ", "))
+	fmt.Fprintf(w, "The model (scripted: %s) has one tool, %s; its Ruby can call %s and nothing else.\n",
+		"script.yaml", codemode.DefaultName, strings.Join(d.rt.Tools(), ", "))
 	n := 0
 	for i, q := range s.Questions {
 		if only != "" && q.ID != only {
 			continue
 		}
 		n++
-		p, err := d.tools.Profile(desk.WithCustomer(ctx, q.Customer))
-		if err != nil {
-			return fmt.Errorf("customer %d: %w", q.Customer, err)
+		if err := heading(ctx, w, d, fmt.Sprintf("%d/%d %s", i+1, len(s.Questions), q.ID), q.Customer); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "\n━━━ %d/%d %s · customer %d, %s (%s plan) ━━━\n", i+1, len(s.Questions), q.ID, p.ID, p.Name, p.Plan)
 		out, err := q.Run(ctx, d.rt)
 		if out != nil {
-			printOutcome(w, out)
+			ex := exchange{ask: q.Ask, answer: out.Answer}
+			for i, co := range out.Attempts {
+				a := q.Attempts[i]
+				ex.steps = append(ex.steps, step{thought: a.Thought, code: a.Code, fuel: a.Limits.Fuel, outcome: co})
+			}
+			printExchange(w, ex)
 		}
 		if err != nil {
 			return fmt.Errorf("%w\n(the script expects a fresh database from the default seed; omit --db for one)", err)
@@ -49,64 +52,51 @@ func replay(ctx context.Context, w io.Writer, d *deskEnv, s *desk.Script, only s
 	return nil
 }
 
-// printOutcome prints a question, each attempt's code, tool calls and
-// result JSON, and the answer.
-func printOutcome(w io.Writer, out *desk.Outcome) {
-	fmt.Fprintf(w, "\nCustomer: %s\n", out.Question.Ask)
-	for i, res := range out.Results {
-		a := out.Question.Attempts[i]
-		if a.Thought != "" {
-			fmt.Fprintf(w, "\n(model reads the result: %s)\n", strings.TrimSpace(a.Thought))
-		}
-		fmt.Fprintf(w, "\nModel runs:\n%s", indent(a.Code))
-		if a.Limits.Fuel != 0 {
-			fmt.Fprintf(w, "    (with this program's fuel capped at %d)\n", a.Limits.Fuel)
-		}
-		if len(res.ToolCalls) > 0 {
-			fmt.Fprintf(w, "Tool calls:\n%s", indent(summarizeCalls(res.ToolCalls)))
-		}
-		b, err := modelJSON(res)
-		if err != nil {
-			b = []byte(err.Error())
-		}
-		fmt.Fprintf(w, "Result JSON:\n%s", indent(string(b)))
+// heading prints the line that opens a question: its label and who asks.
+func heading(ctx context.Context, w io.Writer, d *deskEnv, label string, customer int64) error {
+	p, err := d.tools.Profile(desk.WithCustomer(ctx, customer))
+	if err != nil {
+		return fmt.Errorf("customer %d: %w", customer, err)
 	}
-	if out.Answer != "" {
-		fmt.Fprintf(w, "\nModel: %s\n", strings.ReplaceAll(out.Answer, "\n", "\n       "))
-	}
+	fmt.Fprintf(w, "\n━━━ %s · customer %d, %s (%s plan) ━━━\n", label, p.ID, p.Name, p.Plan)
+	return nil
 }
 
-// modelJSON is the result as the model receives it: Result.MarshalJSON,
-// fields in their order, without the tool-call transcript, which is for
-// the host (it is printed above the result instead).
-func modelJSON(res *glovebox.Result) ([]byte, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
+// exchange is one question and what the model did about it.
+type exchange struct {
+	ask    string
+	steps  []step
+	answer string
+}
+
+// step is one program the model ran.
+type step struct {
+	thought string // what the model concluded before it, if known
+	code    string
+	fuel    uint64 // a per-program fuel cap, if any
+	outcome *codemode.Outcome
+}
+
+// printExchange prints a question, each program with its tool calls and
+// the result JSON the model read, and the answer.
+func printExchange(w io.Writer, ex exchange) {
+	fmt.Fprintf(w, "\nCustomer: %s\n", ex.ask)
+	for _, s := range ex.steps {
+		if s.thought != "" {
+			fmt.Fprintf(w, "\n(model reads the result: %s)\n", strings.TrimSpace(s.thought))
+		}
+		fmt.Fprintf(w, "\nModel runs:\n%s", indent(s.code))
+		if s.fuel != 0 {
+			fmt.Fprintf(w, "    (with this program's fuel capped at %d)\n", s.fuel)
+		}
+		if res := s.outcome.Result; res != nil && len(res.ToolCalls) > 0 {
+			fmt.Fprintf(w, "Tool calls:\n%s", indent(summarizeCalls(res.ToolCalls)))
+		}
+		fmt.Fprintf(w, "Result JSON:\n%s", indent(string(s.outcome.Output)))
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
+	if ex.answer != "" {
+		fmt.Fprintf(w, "\nModel: %s\n", strings.ReplaceAll(strings.TrimSpace(ex.answer), "\n", "\n       "))
 	}
-	out := []byte{'{'}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if key == "tool_calls" {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = fmt.Appendf(out, "%q:%s", key, v)
-	}
-	return append(out, '}'), nil
 }
 
 // summarizeCalls lists calls one per line as name(args) → outcome, runs

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 )
 
 // Script is a scripted model: customer questions, each with the Ruby a
@@ -159,20 +160,22 @@ func answerTemplate(text string) (*template.Template, error) {
 // Outcome is what running one question produced.
 type Outcome struct {
 	Question Question
-	// Results has one entry per attempt, in order.
-	Results []*glovebox.Result
+	// Attempts has one entry per attempt run, in order: the glovebox
+	// result and the JSON the model receives for it.
+	Attempts []*codemode.Outcome
 	// Answer is the model's reply, from the last result's value.
 	Answer string
 }
 
 // Value is the last attempt's value: what the answer is built from.
-func (o *Outcome) Value() any { return o.Results[len(o.Results)-1].Value }
+func (o *Outcome) Value() any { return o.Attempts[len(o.Attempts)-1].Result.Value }
 
 // ErrUnexpected wraps an attempt that ended differently from its Expect.
 var ErrUnexpected = errors.New("desk: the sandbox did not do what the script expects")
 
-// Run runs q's attempts as q.Customer on rt, each with its limit
-// overrides, checks each ending against its Expect and builds the
+// Run runs q's attempts as q.Customer through the codemode tool over rt
+// (so each result is also the JSON a model would read), each with its
+// limit overrides, checks each ending against its Expect and builds the
 // answer. It fails with ErrUnexpected when an attempt ends otherwise,
 // and with the runtime's error for host-side failures.
 func (q Question) Run(ctx context.Context, rt *glovebox.Runtime) (*Outcome, error) {
@@ -196,11 +199,16 @@ func (q Question) Run(ctx context.Context, rt *glovebox.Runtime) (*Outcome, erro
 				return nil, err
 			}
 		}
-		res, err := run.Eval(ctx, a.Code)
+		tool, err := codemode.New(codemode.Config{Runtime: run})
 		if err != nil {
 			return nil, err
 		}
-		out.Results = append(out.Results, res)
+		co, err := tool.Run(ctx, a.Code)
+		if err != nil {
+			return nil, err
+		}
+		out.Attempts = append(out.Attempts, co)
+		res := co.Result
 		want := a.Expect.Status
 		if want == "" {
 			want = glovebox.StatusOK
@@ -220,14 +228,22 @@ func (q Question) Run(ctx context.Context, rt *glovebox.Runtime) (*Outcome, erro
 			return out, fmt.Errorf("%w: question %s, attempt %d: want %s, got %s", ErrUnexpected, q.ID, i+1, wanted, ended)
 		}
 	}
+	var err error
+	out.Answer, err = q.Reply(out.Value())
+	return out, err
+}
+
+// Reply is the model's answer when its last program's value is v: the
+// Answer template executed on v (numbers may be int64, float64 or
+// *big.Int, as glovebox or encoding/json give them).
+func (q Question) Reply(v any) (string, error) {
 	t, err := answerTemplate(q.Answer)
 	if err != nil {
-		return out, err
+		return "", err
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, out.Value()); err != nil {
-		return out, fmt.Errorf("desk: question %s: answer: %w", q.ID, err)
+	if err := t.Execute(&b, v); err != nil {
+		return "", fmt.Errorf("desk: question %s: answer: %w", q.ID, err)
 	}
-	out.Answer = strings.TrimSpace(b.String())
-	return out, nil
+	return strings.TrimSpace(b.String()), nil
 }

@@ -254,9 +254,10 @@ func TestScript(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, res := range out.Results {
-				b, _ := json.Marshal(res)
+			for _, a := range out.Attempts {
+				b, _ := json.Marshal(a.Result)
 				seen.Write(b)
+				seen.Write(a.Output)
 			}
 			seen.WriteString(out.Answer)
 			truths[q.ID](t, asMap(out.Value()), out)

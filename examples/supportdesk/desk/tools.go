@@ -3,6 +3,7 @@ package desk
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -40,9 +41,97 @@ type Tools struct {
 // NewTools returns the tools over db.
 func NewTools(db *DB) *Tools { return &Tools{db: db} }
 
-// Register adds the tools named in [ToolNames] to ts.
+// Register adds the tools named in [ToolNames] to ts, each documented
+// for the model (see [glovebox.Toolset.Describe]).
 func (t *Tools) Register(ts *glovebox.Toolset) error {
-	return ts.Object(t, glovebox.Only(ToolNames...))
+	if err := ts.Object(t, glovebox.Only(ToolNames...)); err != nil {
+		return err
+	}
+	for _, name := range ToolNames {
+		if err := ts.Describe(name, toolDocs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keywords is the JSON Schema of an options Hash: the given properties,
+// no others.
+func keywords(props string) json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{` + props + `},"additionalProperties":false}`)
+}
+
+func enum(values []string) string {
+	b, _ := json.Marshal(values)
+	return `{"enum":` + string(b) + `}`
+}
+
+// toolDocs document the tools for the model. The options Hashes are Go
+// variadic parameters, so that they may be left out: the description
+// says so, and that they are passed as keyword arguments.
+var toolDocs = map[string]glovebox.ToolDoc{
+	"profile": {
+		Description: "The customer's account: id, name, email, plan (" + strings.Join(Plans, ", ") + ") and signup_date (YYYY-MM-DD).",
+	},
+	"orders": {
+		Description: "The customer's orders, newest first: id, status, ordered_at (YYYY-MM-DD), total in dollars (line items summed) and item_count (units). Without filters, every order.",
+		Params: []glovebox.Param{{
+			Name: "filters",
+			Description: "Optional keyword arguments: status: (one status or an Array of them), year: (Integer), " +
+				"from: and to: (dates YYYY-MM-DD, inclusive). An unknown filter raises Glovebox::ToolError.",
+			Schema: keywords(`"status":{"anyOf":[` + enum(OrderStatuses) + `,{"type":"array","items":` + enum(OrderStatuses) + `}]},` +
+				`"year":{"type":"integer"},"from":{"type":"string","format":"date"},"to":{"type":"string","format":"date"}`),
+		}},
+		Example: `orders(status: "shipped", year: 2026)`,
+	},
+	"order_items": {
+		Description: "The lines of one of the customer's orders: sku, name, quantity, unit_price and line_total in dollars. Another customer's order, or a missing one, raises Glovebox::ToolError.",
+		Params:      []glovebox.Param{{Name: "order_id", Description: "An order id from orders."}},
+		Example:     `order_items(orders.first["id"])`,
+	},
+	"tickets": {
+		Description: "The customer's most recent support tickets, newest first, with their notes (author, body, created_at).",
+		Params: []glovebox.Param{{
+			Name:        "filters",
+			Description: fmt.Sprintf("Optional keyword arguments: status: (%s) and limit: (1 to %d, default 10).", strings.Join(TicketStatuses, ", "), MaxTicketLimit),
+			Schema:      keywords(`"status":` + enum(TicketStatuses) + fmt.Sprintf(`,"limit":{"type":"integer","minimum":1,"maximum":%d}`, MaxTicketLimit)),
+		}},
+		Example: `tickets(status: "open")`,
+	},
+	"change_plan": {
+		Description: "Moves the customer to another plan: free, starter or pro. The enterprise plan is arranged by the sales team (open a ticket); an unknown plan or the current one raises Glovebox::ToolError.",
+		Params:      []glovebox.Param{{Name: "plan", Description: "The plan name, lower case.", Schema: json.RawMessage(enum(Plans[:3]))}},
+		Returns:     "the new plan, the previous one and when it changed",
+		Example:     `change_plan("pro")`,
+	},
+	"create_ticket": {
+		Description: fmt.Sprintf("Opens a support ticket for the customer. At most %d unresolved tickets per customer.", MaxOpenTickets),
+		Params: []glovebox.Param{
+			{Name: "subject", Description: fmt.Sprintf("One line, 3 to %d characters.", MaxSubject)},
+			{Name: "body", Description: fmt.Sprintf("%d to %d characters.", MinBody, MaxBody)},
+			{
+				Name:        "options",
+				Description: "Optional keyword argument priority: (" + strings.Join(TicketPriorities, ", ") + "; default normal).",
+				Schema:      keywords(`"priority":` + enum(TicketPriorities)),
+			},
+		},
+		Returns: "the new ticket",
+		Example: `create_ticket("Order #1234 arrived damaged", "The lamp's base is cracked.", priority: "high")`,
+	},
+	"update_ticket": {
+		Description: "Changes one of the customer's tickets; another customer's ticket, or a missing one, raises Glovebox::ToolError.",
+		Params: []glovebox.Param{
+			{Name: "ticket_id", Description: "A ticket id from tickets."},
+			{
+				Name: "changes",
+				Description: fmt.Sprintf("Keyword arguments, at least one: status: (%s), priority: (%s), note: (1 to %d characters, added as the assistant's note).",
+					strings.Join(TicketStatuses, ", "), strings.Join(TicketPriorities, ", "), MaxNote),
+				Schema: keywords(`"status":` + enum(TicketStatuses) + `,"priority":` + enum(TicketPriorities) + `,"note":{"type":"string"}`),
+			},
+		},
+		Returns: "the updated ticket",
+		Example: `update_ticket(42, status: "closed", note: "Customer confirmed the replacement arrived.")`,
+	},
 }
 
 // Limits on what the write tools accept, in characters (Unicode code
