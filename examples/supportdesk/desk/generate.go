@@ -170,7 +170,7 @@ Singh Suzuki Tanaka Torres Tran Vargas Weber Wilson Wojcik Yilmaz Zhang Ziegler`
 // domains are reserved for documentation and tests (RFC 2606).
 var domains = []string{"example.com", "example.org", "example.net"}
 
-// Plans, in order of price.
+// Plans are the plan names, cheapest first.
 var Plans = []string{"free", "starter", "pro", "enterprise"}
 
 // The generator works in three passes so that IDs grow with time, as

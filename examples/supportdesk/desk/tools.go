@@ -146,7 +146,7 @@ const (
 	MaxTicketLimit = 50
 )
 
-// TicketStatuses and TicketPriorities are the values a ticket may have.
+// The values a ticket's status and priority, and an order's status, may have.
 var (
 	TicketStatuses   = []string{"open", "pending", "closed"}
 	TicketPriorities = []string{"low", "normal", "high", "urgent"}
