@@ -87,7 +87,11 @@ type Param struct {
 // one, or a schema is not a JSON object.
 func (s *Toolset) Describe(name string, doc ToolDoc) error {
 	if _, ok := s.tools[name]; !ok {
-		return fmt.Errorf("%w: Describe(%q): no tool has that name (tools: %s)", ErrInvalidTool, name, joinNames(s.Names()))
+		known := "the set is empty"
+		if len(s.tools) > 0 {
+			known = "tools: " + joinNames(s.Names())
+		}
+		return fmt.Errorf("%w: Describe(%q): no tool has that name (%s); register it first", ErrInvalidTool, name, known)
 	}
 	if _, ok := s.docs[name]; ok {
 		return fmt.Errorf("%w: Describe(%q): the tool is already described", ErrInvalidTool, name)

@@ -180,6 +180,10 @@ func TestToolDocDescribe(t *testing.T) {
 	if ui := docs[3]; ui.Params == nil || len(ui.Params) != 0 {
 		t.Errorf("user_info params %#v: want an empty, non-nil list (known to take none)", ui.Params)
 	}
+	var empty glovebox.Toolset
+	if err := empty.Describe("x", glovebox.ToolDoc{}); err == nil || !strings.Contains(err.Error(), "the set is empty") {
+		t.Errorf("Describe on an empty set: %v", err)
+	}
 	// The caller owns what ToolDocs returns.
 	rt := newRuntime(t, glovebox.Config{Tools: &ts, PoolSize: -1})
 	d := rt.ToolDocs()

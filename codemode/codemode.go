@@ -50,7 +50,8 @@ type Config struct {
 	// limits — and runs the code unless Evaluator is set.
 	Runtime *glovebox.Runtime
 	// Evaluator, if set, runs the code instead of Runtime: typically a
-	// session made from Runtime, so the limits stated are its limits.
+	// session made with Runtime.NewSession (its Eval has this shape), so
+	// the limits stated are the session's.
 	Evaluator Evaluator
 	// Session tells the model that calls share one VM, so state
 	// survives from one call to the next (and that a result may report
@@ -158,7 +159,7 @@ type Outcome struct {
 func (t *Tool) Handle(ctx context.Context, input json.RawMessage) (*Outcome, error) {
 	var in map[string]json.RawMessage
 	if err := json.Unmarshal(input, &in); err != nil || in == nil {
-		return t.refuse("InvalidInput", fmt.Sprintf(`the input is not a JSON object; send {"code": "<a Ruby program>"}`)), nil
+		return t.refuse("InvalidInput", `the input is not a JSON object; send {"code": "<a Ruby program>"}`), nil
 	}
 	raw, ok := in["code"]
 	if !ok {
@@ -231,17 +232,4 @@ type Step struct {
 	Input json.RawMessage
 	// Outcome is what running it did.
 	Outcome *Outcome
-}
-
-// CheckMaxRounds returns the round limit an adapter's Run uses for
-// maxRounds: DefaultMaxRounds for zero, maxRounds when positive; a
-// negative value is an [ErrInvalidConfig] error.
-func CheckMaxRounds(maxRounds int) (int, error) {
-	switch {
-	case maxRounds == 0:
-		return DefaultMaxRounds, nil
-	case maxRounds < 0:
-		return 0, fmt.Errorf("%w: maxRounds is %d; it must not be negative", ErrInvalidConfig, maxRounds)
-	}
-	return maxRounds, nil
 }

@@ -246,12 +246,6 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig containing %q", c.cfg, err, c.want)
 		}
 	}
-	if n, err := codemode.CheckMaxRounds(0); n != codemode.DefaultMaxRounds || err != nil {
-		t.Errorf("CheckMaxRounds(0) = %d, %v", n, err)
-	}
-	if _, err := codemode.CheckMaxRounds(-1); !errors.Is(err, codemode.ErrInvalidConfig) {
-		t.Errorf("CheckMaxRounds(-1) = %v", err)
-	}
 }
 
 func TestOutputFits(t *testing.T) {

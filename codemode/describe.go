@@ -42,7 +42,8 @@ func describe(sb sandbox) string {
 	w("\n## The sandbox\n\n")
 	w("- Ruby 4.0 (CRuby compiled to WebAssembly) with its standard library (require \"json\", \"set\", \"date\", ...); no gems.\n")
 	if sb.session {
-		w("- All calls share one Ruby VM (a session): methods, classes, constants, $globals, top-level @instance variables and files in %s survive from one call to the next. Local variables are not guaranteed to, so keep what you need later in @variables. When a call hits a limit or crashes, the session starts over empty and its result says \"session_reset\": true.\n", glovebox.ScratchPath)
+		w("- All calls share one Ruby VM (a session): top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step. Files in %s do not: it is emptied after every call. ", glovebox.ScratchPath)
+		w("When a call is stopped by a limit or the VM crashes, the session is discarded, that call's result says \"session_reset\": true, and the next call starts from an empty VM.\n")
 	} else {
 		w("- Every call starts a fresh Ruby VM: nothing survives from an earlier call (variables, methods, files), so each program must do all its work itself.\n")
 	}
@@ -84,7 +85,7 @@ func describe(sb sandbox) string {
 		w("\n## Functions\n\n")
 		w("Call them as plain Ruby methods. They return plain data: nil, true, false, Integer, Float, String, Array and Hash. ")
 		w("Hashes have String keys, so write order[\"total\"], not order[:total]. ")
-		w("A function that fails raises Glovebox::ToolError with a message saying why (rescue it to try something else); wrong arguments raise ArgumentError.\n")
+		w("A function that fails raises Glovebox::ToolError (or a subclass of it) with a message saying why (rescue it to try something else); wrong arguments raise ArgumentError.\n")
 		for _, d := range sb.tools {
 			describeTool(&b, d)
 		}
@@ -102,11 +103,7 @@ func describe(sb sandbox) string {
 		}
 		w("\n")
 	}
-	if sb.session {
-		w("- %s (read-write): scratch space, empty when the session starts, kept for the session's life.\n", glovebox.ScratchPath)
-	} else {
-		w("- %s (read-write): scratch space, empty when the call starts and deleted when it ends.\n", glovebox.ScratchPath)
-	}
+	w("- %s (read-write): scratch space, empty when each call starts and wiped when it ends.\n", glovebox.ScratchPath)
 	if len(sb.mounts) == 0 {
 		w("No other files are reachable.\n")
 	} else {
@@ -124,7 +121,7 @@ func describe(sb sandbox) string {
 	}
 	w("- value_truncated, stdout_truncated, stderr_truncated: true when that part was cut to fit.\n")
 	if sb.session {
-		w("- session_reset: true when the session's earlier state is gone.\n")
+		w("- session_reset: true when this call was stopped by a limit or a crash and the session's state is gone; the next call starts empty.\n")
 	}
 	w("When a program fails, read the error, fix the program and call %s again.\n", sb.name)
 

@@ -13,7 +13,7 @@ import (
 
 // StatusInvalidInput is the status of an Outcome whose input was refused
 // before anything ran (not JSON, no code, an unknown tool name).
-const StatusInvalidInput = "invalid_input"
+const StatusInvalidInput glovebox.Status = "invalid_input"
 
 // output is the JSON object the model receives; field order is the
 // order the model reads.
@@ -45,7 +45,7 @@ type callOut struct {
 }
 
 func encodeRefusal(class, msg string, limit int) json.RawMessage {
-	return fit(&output{Status: StatusInvalidInput, Error: &errorOut{Class: class, Message: msg}}, limit)
+	return fit(&output{Status: string(StatusInvalidInput), Error: &errorOut{Class: class, Message: msg}}, limit)
 }
 
 func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage {
@@ -75,9 +75,11 @@ func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage
 	return fit(o, limit)
 }
 
-// sessionReset reads Result.SessionReset, which the sessions work adds to
-// glovebox.Result; until it exists the answer is false.
-// TODO(merge): replace with res.SessionReset once sessions land.
+// sessionReset reads Result.SessionReset, which glovebox sessions set on
+// an eval that trapped and discarded the session's VM. It reads the field
+// by name so that this package builds against a glovebox without
+// sessions, where the answer is always false.
+// TODO(merge): read res.SessionReset directly once sessions are merged.
 func sessionReset(res *glovebox.Result) bool {
 	f := reflect.ValueOf(res).Elem().FieldByName("SessionReset")
 	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()

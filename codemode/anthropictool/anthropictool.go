@@ -23,6 +23,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/codemode/internal/agent"
 )
 
 // Tool returns t's definition for MessageNewParams.Tools: its name,
@@ -89,7 +90,7 @@ type Transcript struct {
 // host-side glovebox failure from [Handle]. The transcript so far comes
 // with every error after the first request.
 func Run(ctx context.Context, client anthropic.Client, t *codemode.Tool, params anthropic.MessageNewParams, question string, maxRounds int) (string, *Transcript, error) {
-	maxRounds, err := codemode.CheckMaxRounds(maxRounds)
+	maxRounds, err := agent.MaxRounds(maxRounds)
 	if err != nil {
 		return "", nil, err
 	}

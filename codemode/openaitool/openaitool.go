@@ -32,6 +32,7 @@ import (
 	"github.com/openai/openai-go"
 
 	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/codemode/internal/agent"
 )
 
 // Tool returns t's definition for ChatCompletionNewParams.Tools: a
@@ -94,7 +95,7 @@ type Transcript struct {
 // when a request fails, and a host-side glovebox failure from [Handle].
 // The transcript so far comes with every error after the first request.
 func Run(ctx context.Context, client openai.Client, t *codemode.Tool, params openai.ChatCompletionNewParams, question string, maxRounds int) (string, *Transcript, error) {
-	maxRounds, err := codemode.CheckMaxRounds(maxRounds)
+	maxRounds, err := agent.MaxRounds(maxRounds)
 	if err != nil {
 		return "", nil, err
 	}
