@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"time"
 
@@ -86,7 +87,12 @@ With -e it runs one program as --customer and prints its result.`,
 	f.StringVar(&o.model, "model", "", "model name for a real provider (default "+defaultAnthropicModel+" or "+defaultOpenAIModel+")")
 	f.IntVar(&o.maxRounds, "max-rounds", DefaultMaxRounds, "most model turns that run tools, per question (real models)")
 	f.StringVar(&o.ask, "ask", "", "ask a real model this question as --customer, instead of the script's questions")
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	// Ctrl-C cancels the running eval (glovebox stops it within about
+	// 10 ms) so the temporary database is still removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		var exit exitCode
 		if errors.As(err, &exit) {
 			os.Exit(int(exit))

@@ -135,9 +135,10 @@ type question struct {
 }
 
 // converse asks a real model each question as its customer and prints
-// what it did. A question the model fails (no answer within its rounds,
-// an API error) is reported and the next one asked; the error returned
-// then says how many failed.
+// what it did. A question the model leaves unanswered (codemode's
+// ErrMaxRounds or ErrNoAnswer) is reported and the next one asked, and
+// the error returned says how many; any other failure (an API error, a
+// host-side glovebox failure) stops the conversation.
 func converse(ctx context.Context, w io.Writer, d *deskEnv, ag agent, qs []question) error {
 	fmt.Fprintf(w, "The model (%s) has one tool, %s; its Ruby can call %s and nothing else.\n",
 		ag, codemode.DefaultName, strings.Join(d.rt.Tools(), ", "))
@@ -148,9 +149,12 @@ func converse(ctx context.Context, w io.Writer, d *deskEnv, ag agent, qs []quest
 		}
 		ex, err := askModel(ctx, d, ag, q)
 		printExchange(w, ex)
-		if err != nil {
+		switch {
+		case errors.Is(err, codemode.ErrMaxRounds) || errors.Is(err, codemode.ErrNoAnswer):
 			fmt.Fprintf(w, "\n(no answer: %v)\n", err)
 			failed++
+		case err != nil:
+			return err
 		}
 	}
 	if failed > 0 {

@@ -238,4 +238,23 @@ func TestRealModelPathOffline(t *testing.T) {
 			}
 		}
 	})
+	t.Run("API error stops", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`))
+		}))
+		defer srv.Close()
+		client := anthropic.NewClient(aoption.WithBaseURL(srv.URL), aoption.WithAPIKey("bad"), aoption.WithMaxRetries(0))
+		var out bytes.Buffer
+		qs := []question{{"one", desk.DemoCustomer, "Hi?"}, {"two", desk.DemoCustomer, "Hello?"}}
+		err := converse(t.Context(), &out, d, &anthropicAgent{client: client, model: "claude-test", maxRounds: 2}, qs)
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("err %v, want the API's 401", err)
+		}
+		if strings.Contains(out.String(), "two ·") {
+			t.Error("asked the second question after an API error")
+		}
+	})
 }
