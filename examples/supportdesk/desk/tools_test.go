@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox"
@@ -254,4 +255,41 @@ func changes(t *testing.T) int64 {
 	var n int64
 	queryOne(t, `SELECT total_changes()`, nil, &n)
 	return n
+}
+
+// TestConcurrentCustomersStayApart runs evals for several customers at
+// once on the one Runtime: each sees only its own customer, since the
+// scope travels in each eval's context.
+func TestConcurrentCustomersStayApart(t *testing.T) {
+	ids := queryInts(t, `SELECT id FROM customers WHERE id IN (SELECT customer_id FROM orders) ORDER BY id LIMIT 8`)
+	want := map[int64][]int64{}
+	for _, id := range ids {
+		want[id] = queryInts(t, `SELECT id FROM orders WHERE customer_id = ? ORDER BY ordered_at DESC, id DESC`, id)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids)*3)
+	for range 3 {
+		for _, id := range ids {
+			wg.Go(func() {
+				res, err := testRT.Eval(WithCustomer(t.Context(), id), `[profile["id"], orders.map { _1["id"] }]`)
+				if err != nil || res.Status != glovebox.StatusOK {
+					errs <- fmt.Errorf("customer %d: %v %v", id, err, res)
+					return
+				}
+				v := res.Value.([]any)
+				var got []int64
+				for _, x := range v[1].([]any) {
+					got = append(got, x.(int64))
+				}
+				if v[0] != id || !slices.Equal(got, want[id]) {
+					errs <- fmt.Errorf("customer %d saw profile %v and orders %v, want %v", id, v[0], got, want[id])
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
