@@ -114,6 +114,9 @@ func run(ctx context.Context, w, errw io.Writer, o options) error {
 	if o.code != "" {
 		report = errw
 	}
+	if o.json && o.code == "" {
+		return errors.New("--json needs -e CODE")
+	}
 	var ag agent
 	if o.code == "" {
 		var err error
