@@ -3,8 +3,12 @@ GO ?= go
 
 .PHONY: demo test race check bench fuzz
 
-# Runs the sample programs in examples/ through the sandbox, with tools.
+# The main job end to end: the scripted support-desk session (customer
+# questions, the Ruby a model writes, the tool calls, the result JSON and
+# the answer) on a freshly generated SQLite database; then the small
+# sample programs in examples/, escape attempts included.
 demo:
+	$(GO) run ./examples/supportdesk
 	$(GO) run ./examples/demo examples/*.rb
 
 # The full test suite, against the real engine. The first run fetches the
