@@ -179,7 +179,7 @@ func describeTool(b *strings.Builder, d glovebox.ToolDoc) {
 	if d.Returns != "" || d.Result != nil {
 		w("Returns:")
 		if d.Returns != "" {
-			w(" %s", oneLine(d.Returns))
+			w(" %s", strings.TrimRight(oneLine(d.Returns), ".;"))
 		}
 		if d.Result != nil {
 			if d.Returns != "" {

@@ -239,7 +239,7 @@ type Order struct {
 // optional keyword filters: status (one status or an Array of them),
 // year (an Integer), from and to (dates "YYYY-MM-DD", inclusive). An
 // unknown filter or value is refused.
-func (t *Tools) Orders(ctx context.Context, filters ...map[string]any) ([]Order, error) {
+func (t *Tools) Orders(ctx context.Context, filters map[string]any) ([]Order, error) {
 	id, err := customerOf(ctx)
 	if err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ type Note struct {
 // Tickets returns the customer's most recent tickets, newest first:
 // limit of them (keyword, 1 to MaxTicketLimit, default 10), narrowed to
 // one status (keyword status) if given.
-func (t *Tools) Tickets(ctx context.Context, filters ...map[string]any) ([]Ticket, error) {
+func (t *Tools) Tickets(ctx context.Context, filters map[string]any) ([]Ticket, error) {
 	id, err := customerOf(ctx)
 	if err != nil {
 		return nil, err
@@ -429,7 +429,7 @@ func (t *Tools) ChangePlan(ctx context.Context, plan string) (PlanChange, error)
 // trimmed); the keyword priority is one of TicketPriorities (default
 // "normal"). A customer with MaxOpenTickets unresolved tickets is
 // refused.
-func (t *Tools) CreateTicket(ctx context.Context, subject, body string, opts ...map[string]any) (Ticket, error) {
+func (t *Tools) CreateTicket(ctx context.Context, subject, body string, opts map[string]any) (Ticket, error) {
 	id, err := customerOf(ctx)
 	if err != nil {
 		return Ticket{}, err
@@ -487,12 +487,12 @@ func (t *Tools) CreateTicket(ctx context.Context, subject, body string, opts ...
 // MaxNote characters, added as the assistant's). At least one is needed.
 // Another customer's ticket is refused exactly like one that does not
 // exist.
-func (t *Tools) UpdateTicket(ctx context.Context, ticketID int64, changes ...map[string]any) (Ticket, error) {
+func (t *Tools) UpdateTicket(ctx context.Context, ticketID int64, changes map[string]any) (Ticket, error) {
 	id, err := customerOf(ctx)
 	if err != nil {
 		return Ticket{}, err
 	}
-	if !slices.ContainsFunc(changes, func(m map[string]any) bool { return len(m) > 0 }) {
+	if len(changes) == 0 {
 		return Ticket{}, refuse("nothing to change: pass status:, priority: or note:")
 	}
 	var status, priority, note string
@@ -598,18 +598,14 @@ func (d inDollars) Scan(src any) error {
 	return nil
 }
 
-// options yields the keyword arguments of a variadic options parameter
-// in name order, so the first bad one reported is always the same.
-// Toolset.Func passes keywords as one last argument; a guest passing
-// Hashes positionally gets them merged, later ones winning.
-func options(ms []map[string]any) iter.Seq2[string, any] {
-	out := map[string]any{}
-	for _, m := range ms {
-		maps.Copy(out, m)
-	}
+// options yields the keyword arguments of an options parameter in name
+// order, so the first bad one reported is always the same. Toolset.Func
+// passes keywords as one last argument (an empty map when there are
+// none); a guest may also pass a Hash positionally.
+func options(m map[string]any) iter.Seq2[string, any] {
 	return func(yield func(string, any) bool) {
-		for _, k := range slices.Sorted(maps.Keys(out)) {
-			if !yield(k, out[k]) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(k, m[k]) {
 				return
 			}
 		}

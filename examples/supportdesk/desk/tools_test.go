@@ -128,7 +128,7 @@ func TestToolsFailClosedWithoutCustomer(t *testing.T) {
 	if res.Status != glovebox.StatusError || res.Error.Class != "Glovebox::ToolError" || res.Error.Message != InternalErrorMessage {
 		t.Fatalf("got %s %+v, want ToolError %q", res.Status, res.Error, InternalErrorMessage)
 	}
-	if _, err := NewTools(testDB).Orders(context.Background()); err != ErrNoCustomer {
+	if _, err := NewTools(testDB).Orders(context.Background(), nil); err != ErrNoCustomer {
 		t.Fatalf("Orders without a customer: %v, want ErrNoCustomer", err)
 	}
 }
