@@ -21,8 +21,8 @@ test:
 
 # The concurrency-sensitive tests under the race detector (slow).
 race:
-	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript' .
-	$(GO) test -race -count=1 ./httptool
+	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session' .
+	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/...
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
@@ -36,3 +36,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzURL -fuzztime 60s ./httptool
 	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime 60s ./httptool
+	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 60s ./codemode
