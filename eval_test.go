@@ -295,3 +295,12 @@ func TestResultJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestBundledLibraries(t *testing.T) {
+	res := eval(t, rt, `require "csv"; require "prime"; require "matrix"
+		[CSV.parse("a,b\n1,2", headers: true).map(&:to_h), Prime.first(4), Matrix[[1, 2], [3, 4]].determinant]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, []any{[]any{map[string]any{"a": "1", "b": "2"}}, []any{int64(2), int64(3), int64(5), int64(7)}, int64(-2)}) {
+		t.Fatalf("got %v", res.Value)
+	}
+}

@@ -71,7 +71,8 @@ type Config struct {
 // on all cores.
 type Runtime struct {
 	shared *shared
-	limits Limits
+	limits Limits // in force, defaults filled in
+	raw    Limits // as configured, for WithLimits
 	tools  map[string]ToolFunc
 	names  []string
 	docs   []ToolDoc // one per tool, sorted by name
@@ -161,6 +162,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.names = cfg.Tools.Names()
 		r.docs = cfg.Tools.allDocs()
 	}
+	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()
 		return nil, err
@@ -227,20 +229,23 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// WithLimits returns a view of r whose evals use l (zero fields taking
-// the defaults) instead of r's limits. It shares r's engine, pool and
-// tools; it fails with [ErrInvalidLimits].
+// WithLimits returns a view of r whose evals use l's non-zero fields in
+// place of r's: a per-call override that changes only what it sets (zero
+// fields keep r's configured values, and defaults apply as in New). r is
+// unchanged. The view shares r's engine, pool and tools; it fails with
+// [ErrInvalidLimits] or ErrClosed.
 func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
 	eng := r.shared.eng.Load()
 	if eng == nil {
 		return nil, ErrClosed
 	}
-	l, err := l.withDefaults(int64(eng.MemoryFloor()))
+	raw := l.over(r.raw)
+	l, err := raw.withDefaults(int64(eng.MemoryFloor()))
 	if err != nil {
 		return nil, err
 	}
 	v := *r
-	v.limits = l
+	v.limits, v.raw = l, raw
 	return &v, nil
 }
 

@@ -6,8 +6,8 @@ import (
 )
 
 // Limits bound one eval. Every zero field takes its default; negative
-// values are invalid. A [Runtime] applies its Limits to every eval; derive
-// a Runtime with other limits with [Runtime.WithLimits].
+// values are invalid. A [Runtime] applies its Limits to every eval;
+// [Runtime.WithLimits] derives a view that overrides some of them.
 type Limits struct {
 	// Timeout is the wall-clock limit, tool calls and sleeps included.
 	// It is enforced by epoch interruption, which also stops long C
@@ -147,4 +147,35 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 
 func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// over returns l with its zero fields taken from base.
+func (l Limits) over(base Limits) Limits {
+	pick := func(p *int, b int) {
+		if *p == 0 {
+			*p = b
+		}
+	}
+	if l.Timeout == 0 {
+		l.Timeout = base.Timeout
+	}
+	if l.Fuel == 0 {
+		l.Fuel = base.Fuel
+	}
+	if l.Memory == 0 {
+		l.Memory = base.Memory
+	}
+	if l.ToolTime == 0 {
+		l.ToolTime = base.ToolTime
+	}
+	if l.FileWrite == 0 {
+		l.FileWrite = base.FileWrite
+	}
+	pick(&l.Stdout, base.Stdout)
+	pick(&l.Stderr, base.Stderr)
+	pick(&l.Value, base.Value)
+	pick(&l.ToolCalls, base.ToolCalls)
+	pick(&l.ToolPayload, base.ToolPayload)
+	pick(&l.FileCreates, base.FileCreates)
+	return l
 }

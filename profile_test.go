@@ -86,6 +86,14 @@ func TestProfiles(t *testing.T) {
 	if r.Limits().Timeout != 2*time.Second {
 		t.Fatal("WithLimits changed the Runtime")
 	}
+	// An override changes only what it sets.
+	strict, err := r.WithLimits(glovebox.Limits{Fuel: 50_000_000, ToolCalls: 3})
+	must(t, err)
+	faster, err := strict.WithLimits(glovebox.Limits{Timeout: time.Second})
+	must(t, err)
+	if l := faster.Limits(); l.Fuel != 50_000_000 || l.ToolCalls != 3 || l.Timeout != time.Second || l.ToolTime != time.Second {
+		t.Fatalf("override dropped limits it did not set: %+v", l)
+	}
 	if a, _ := p.Get("analyst"); a.Fingerprint() != fp {
 		t.Fatal("running changed the profile")
 	}

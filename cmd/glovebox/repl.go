@@ -13,6 +13,7 @@ import (
 
 	"github.com/peterh/liner"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/gloveboxhq/glovebox"
 )
@@ -60,8 +61,11 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 	ln := liner.NewLiner()
 	defer ln.Close()
 	ln.SetCtrlCAborts(true)
-	hist := historyPath()
-	if f, err := os.Open(hist); err == nil {
+	hist := ""
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		hist = historyPath() // piped input is not a person's history
+	}
+	if f, err := os.Open(hist); hist != "" && err == nil {
 		ln.ReadHistory(f)
 		f.Close()
 	}
@@ -89,7 +93,8 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 	if tools := rt.Tools(); len(tools) > 0 {
 		fmt.Fprintf(out, "; tools %s", strings.Join(tools, ", "))
 	}
-	fmt.Fprintln(out, ". Ctrl-D ends.")
+	fmt.Fprintln(out, ".")
+	fmt.Fprintln(out, "Values are shown as the JSON the host receives. Ctrl-C stops a running input and, like any limit, discards the session's state; Ctrl-D ends.")
 	var pending []string
 	for {
 		prompt := "rb> "
@@ -114,6 +119,7 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 			continue
 		}
 		pending = append(pending, line)
+		ln.AppendHistory(line) // line by line, as typed
 		code := strings.Join(pending, "\n")
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		res, err := s.Eval(ctx, code)
@@ -125,7 +131,6 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 			continue
 		}
 		pending = nil
-		ln.AppendHistory(code)
 		printResult(out, res)
 	}
 }
@@ -137,8 +142,12 @@ func incomplete(res *glovebox.Result) bool {
 	if res.Status != glovebox.StatusError || res.Error == nil || res.Error.Class != "SyntaxError" {
 		return false
 	}
+	// Ruby's parser says "unexpected end-of-input" (or, for strings and
+	// heredocs, "unterminated ... end of file/EOF") when the input stops
+	// early; "expecting end-of-input" means extra tokens: a real error.
 	m := res.Error.Message
-	return strings.Contains(m, "end-of-input") || strings.Contains(m, "unterminated") || strings.Contains(m, "expected a matching")
+	return strings.Contains(m, "unexpected end-of-input") ||
+		strings.Contains(m, "unterminated") && (strings.Contains(m, "end of file") || strings.Contains(m, "EOF"))
 }
 
 func printResult(out io.Writer, res *glovebox.Result) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +79,8 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 		if err != nil {
 			return cfg, usageError{err}
 		}
+		// A flag replaces the profile's mount at the same guest path.
+		cfg.Mounts = slices.DeleteFunc(cfg.Mounts, func(p glovebox.Mount) bool { return p.GuestPath == m.GuestPath })
 		cfg.Mounts = append(cfg.Mounts, m)
 	}
 	h := s.http
@@ -163,7 +167,7 @@ func loadProfile(path string) (cfg glovebox.Config, h httpFlags, err error) {
 	dec.KnownFields(true)
 	var pf profileFile
 	if err := dec.Decode(&pf); err != nil {
-		return cfg, h, fmt.Errorf("--profile %s: %w", path, err)
+		return cfg, h, fmt.Errorf("--profile %s: %s", path, yamlMessage(err))
 	}
 	l := &cfg.Limits
 	durations := []struct {
@@ -227,3 +231,12 @@ func newRuntime(ctx context.Context, cfg glovebox.Config) (*glovebox.Runtime, er
 	}
 	return rt, err
 }
+
+// yamlMessage rewrites the YAML decoder's report of an unknown key ("field
+// timout not found in type struct {...}") as "unknown key timout".
+func yamlMessage(err error) string {
+	msg := err.Error()
+	return unknownField.ReplaceAllString(msg, "unknown key $1 (see the README for the keys)")
+}
+
+var unknownField = regexp.MustCompile(`field (\S+) not found in type [^\n]*`)

@@ -216,7 +216,7 @@ func openDesk(ctx context.Context, path string, seed uint64, w io.Writer) (_ *de
 		Hooks:  glovebox.Hooks{SanitizeError: desk.SanitizeError},
 		Limits: Limits,
 		Progress: func(step string) func() {
-			fmt.Fprintf(os.Stderr, "glovebox: %s (once per machine)...\n", step)
+			fmt.Fprintf(os.Stderr, "glovebox: %s...\n", step)
 			start := time.Now()
 			return func() { fmt.Fprintf(os.Stderr, "glovebox: done in %.1fs\n", time.Since(start).Seconds()) }
 		},

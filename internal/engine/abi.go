@@ -306,7 +306,9 @@ func (v *VM) call(payload string) (string, error) {
 			}
 		}
 	}
+	v.inTool.Store(true)
 	res, err := v.req.Call(v.ctx, c)
+	v.inTool.Store(false)
 	// The eval's own limits win over whatever the tool made of them.
 	if v.ctx.Err() != nil {
 		return "", v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())

@@ -257,25 +257,45 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	}()
 	timer := time.NewTimer(req.Limits.Timeout + abandonGrace)
 	defer timer.Stop()
+	// wait waits for the VM after its deadline or its context's end. It
+	// gives up on a VM held inside a tool call; a VM running guest code
+	// stops by itself within an epoch tick, so only a starved machine
+	// makes it late, and then it is waited for (up to stuckLimit).
+	wait := func(s Status, msg string) *Outcome {
+		tick := time.NewTicker(abandonGrace)
+		defer tick.Stop()
+		for waited := time.Duration(0); ; waited += abandonGrace {
+			select {
+			case out := <-done:
+				return out
+			case <-tick.C:
+				if v.inTool.Load() || waited >= stuckLimit {
+					return v.abandon(s, msg, start)
+				}
+			}
+		}
+	}
 	select {
 	case out := <-done:
 		return out, nil
 	case <-ctx.Done():
-		select {
-		case out := <-done:
-			return out, nil
-		case <-time.After(abandonGrace):
-			return v.abandon(StatusCanceled, "the caller's context ended: "+context.Cause(ctx).Error(), start), nil
-		}
+		return wait(StatusCanceled, "the caller's context ended: "+context.Cause(ctx).Error()), nil
 	case <-timer.C:
 		select {
 		case out := <-done:
 			return out, nil
 		default:
-			return v.abandon(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout), start), nil
 		}
+		if !v.inTool.Load() {
+			return wait(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout)), nil
+		}
+		return v.abandon(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout), start), nil
 	}
 }
+
+// stuckLimit is how long past its deadline Eval waits for a VM that is
+// not in a tool call before abandoning it anyway.
+const stuckLimit = 5 * time.Second
 
 // abandonGrace is how long past its deadline (or its context's end) Eval
 // waits for a VM before giving up on it. A VM stops within an epoch tick

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,14 @@ func (p *Pool) fill() {
 	for {
 		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch)
 		if err != nil {
-			p.e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
+			// A missing mount directory is the evals' to report (each
+			// ends with sandbox_error saying so); anything else is news.
+			var me *MountError
+			if errors.As(err, &me) {
+				p.e.log.Debug("glovebox: a mount is unusable; the pool waits", "err", err)
+			} else {
+				p.e.log.Warn("glovebox: preparing a pooled VM failed", "err", err)
+			}
 			select {
 			case <-p.closing:
 				return

@@ -5,6 +5,11 @@
 require "json"
 require "js"
 
+# Ruby 4.0 ships csv, matrix, prime and other former standard libraries
+# as bundled gems; the guest runs without RubyGems, so their directories
+# go on the load path for `require "csv"` to work as users expect.
+$LOAD_PATH.concat(Dir.glob("/usr/local/lib/ruby/gems/*/gems/{csv,matrix,prime,rexml,rss,base64,ostruct,abbrev,observer,mutex_m,getoptlong}-*/lib").sort)
+
 $stdout.sync = true
 $stderr.sync = true
 

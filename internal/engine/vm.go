@@ -108,6 +108,9 @@ type VM struct {
 	// abandoned is set when Eval gave up waiting for the VM: it must be
 	// freed, never kept for a session.
 	abandoned atomic.Bool
+	// inTool is set while the VM is inside a tool call, the only place a
+	// VM can be held past its deadline.
+	inTool atomic.Bool
 
 	// Per-eval state, touched only by the goroutine running the eval (the
 	// store's callbacks run on it too).
@@ -617,8 +620,11 @@ func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // ignores its context) holds it. The VM finishes on its own goroutine.
 func (v *VM) abandon(s Status, msg string, start time.Time) *Outcome {
 	v.abandoned.Store(true)
-	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s],
-		Message: msg + "; a tool call had not returned (it ignores its context), so the VM was abandoned"}}
+	why := "; a tool call had not returned (it ignores its context), so the VM was abandoned"
+	if !v.inTool.Load() {
+		why = "; the VM did not stop in time (the host is overloaded), so it was abandoned"
+	}
+	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s], Message: msg + why}}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	return out
