@@ -59,6 +59,8 @@ const (
 	errnoXdev     = 75
 	errnoIO       = 29
 	oflagCreat    = 1
+	oflagExcl     = 4
+	errnoAcces    = 2
 	oflagTrunc    = 8
 	lookupFollow  = 1
 	filestatSize  = 64
@@ -296,40 +298,80 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	if len(g.fds) >= maxOpenFiles+len(g.domains) {
 		return ret(vals, errnoMfile)
 	}
-	creating := false
-	if oflags&oflagCreat != 0 && d.Write {
-		if fd, e := resolve(g.dirOf(parent), path, false); e == errnoNoent {
-			creating = true
-		} else if fd >= 0 {
-			unix.Close(fd)
+	// Look at what the path names now, as the open will (following a
+	// final link only if asked): a FIFO or device would block or act on
+	// the host inside wasmtime's open, and a missing name is a creation.
+	follow := dirflags&lookupFollow != 0
+	pre, pe := resolve(g.dirOf(parent), path, follow)
+	var preID [2]uint64
+	if pre >= 0 {
+		var st unix.Stat_t
+		err := unix.Fstat(pre, &st)
+		unix.Close(pre)
+		if err != nil {
+			return ret(vals, wasiErrno(err))
 		}
-		if creating && g.created >= g.limits.Creates {
+		if !openable(st.Mode) {
+			return ret(vals, errnoAcces)
+		}
+		preID = [2]uint64{st.Dev, st.Ino}
+	}
+	asked := oflags
+	mayCreate := oflags&oflagCreat != 0 && d.Write
+	if mayCreate && g.created >= g.limits.Creates {
+		// Over the quota, an open may still reach an existing file, never
+		// make one, whatever changes under it meanwhile.
+		if pe == errnoNoent || oflags&oflagExcl != 0 {
 			return ret(vals, errnoDquot)
 		}
+		oflags &^= oflagCreat
+		mayCreate = false
 	}
 	e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+	if err == nil && e == errnoNoent && oflags != asked {
+		e = errnoDquot // the file vanished after the check and may not be made again
+	}
 	if err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
-	}
-	if creating {
-		g.created++
 	}
 	b, ok := v.guest(c.Context(), retptr, 4)
 	if !ok {
 		return ret(vals, errnoInval)
 	}
 	newfd := binary.LittleEndian.Uint32(b)
-	mirror, me := resolve(g.dirOf(parent), path, dirflags&lookupFollow != 0)
+	mirror, me := resolve(g.dirOf(parent), path, follow)
+	var st unix.Stat_t
+	if me == errnoSuccess && unix.Fstat(mirror, &st) != nil {
+		unix.Close(mirror)
+		me = errnoIO
+	}
 	if me != errnoSuccess {
 		// The file changed between wasmtime's open and ours: give up on it.
 		v.original(c, shFdClose, uint64(newfd))
 		return ret(vals, me)
+	}
+	if mayCreate && (pe != errnoSuccess || preID != [2]uint64{st.Dev, st.Ino}) {
+		g.created++ // made by this open, or put in place while it ran
 	}
 	if old := g.fds[newfd]; old != nil && old.mirror >= 0 {
 		unix.Close(old.mirror)
 	}
 	g.fds[newfd] = &guestFD{domain: parent.domain, mirror: mirror}
 	return ret(vals, errnoSuccess)
+}
+
+// openable reports whether the guest may open a file of this mode: a
+// directory, a regular file or a symbolic link (opened as a link, with
+// lookups that do not follow it). A FIFO, socket or device node a host
+// program left in a mount is refused: opening one can block the host
+// thread inside wasmtime, where no deadline reaches it, or act on a
+// device.
+func openable(mode uint32) bool {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR, unix.S_IFREG, unix.S_IFLNK:
+		return true
+	}
+	return false
 }
 
 func firstErr(a, b error) error {
