@@ -12,6 +12,25 @@ import (
 	"github.com/gloveboxhq/glovebox"
 )
 
+// A session whose Runtime has tools runs each eval's VM on its own
+// goroutine; the scratch directory must be wiped before the next eval may
+// start, never while it runs.
+func TestAttackSessionWipeBeforeNextEval(t *testing.T) {
+	var ts glovebox.Toolset
+	must(t, ts.Func("ping", func() int { return 1 }))
+	r := newRuntime(t, glovebox.Config{PoolSize: -1, Tools: &ts})
+	s := newSession(t, r)
+	for i := range 5 {
+		res := sessionEval(t, s, `800.times { |i| File.write("/tmp/f#{i}", "secret") }; 1`)
+		wantStatus(t, res, glovebox.StatusOK)
+		res = sessionEval(t, s, `File.write("/tmp/mine", "kept during this eval"); n = Dir.children("/tmp").size; sleep 0.05; [n, File.exist?("/tmp/mine")]`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if !equalValue(res.Value, []any{int64(1), true}) {
+			t.Fatalf("round %d: the next eval saw [entries in /tmp, own file still there] = %v, want [1, true]", i, res.Value)
+		}
+	}
+}
+
 // A FIFO the host left in a mount must not block the host thread that
 // opens it: the eval ends by its limits and the process goes on.
 func TestAttackFIFOInMount(t *testing.T) {

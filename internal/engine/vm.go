@@ -108,6 +108,11 @@ type VM struct {
 	// abandoned is set when Eval gave up waiting for the VM: it must be
 	// freed, never kept for a session.
 	abandoned atomic.Bool
+	// settled is claimed, once per eval, by whichever comes first: the
+	// goroutine running a tool-using eval when the VM returns (it then
+	// keeps or frees the VM before Eval returns), or Eval giving up on it
+	// (the goroutine then frees it when the VM finally returns).
+	settled atomic.Bool
 
 	// Per-eval state, touched only by the goroutine running the eval (the
 	// store's callbacks run on it too).
