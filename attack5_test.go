@@ -73,3 +73,29 @@ func TestAttackCreateQuotaThroughDanglingLink(t *testing.T) {
 		t.Fatalf("got %v, want Errno::EDQUOT (10 creations allowed)", res.Value)
 	}
 }
+
+// Growing a file past its end by writing at a far offset (a sparse file)
+// counts against FileWrite, as growing it with truncate does.
+func TestAttackSparseWritesCount(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20})
+	for name, code := range map[string]string{
+		"pwrite scratch": `File.open("/tmp/s", "w") { |io| io.pwrite("x", 1 << 40) }; File.size("/tmp/s").to_s`,
+		"pwrite mount":   `File.open("/rw/s", "w") { |io| io.pwrite("x", 1 << 40) }; File.size("/rw/s").to_s`,
+		"seek write":     `File.open("/tmp/s2", "w") { |io| io.seek(1 << 40); io.write("x") }; File.size("/tmp/s2").to_s`,
+		"seek syswrite":  `File.open("/rw/s3", "w") { |io| io.sysseek(1 << 30); io.syswrite("x") }; File.size("/rw/s3").to_s`,
+		"many gaps":      `File.open("/tmp/s4", "w") { |io| 100.times { |i| io.seek(i * (1 << 20), IO::SEEK_SET); io.write("x") } }; File.size("/tmp/s4").to_s`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(code))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value != "Errno::EDQUOT" {
+				t.Errorf("got %v, want Errno::EDQUOT", res.Value)
+			}
+		})
+	}
+	// Writing inside a file never counts a gap.
+	res := eval(t, f.r, attempt(`File.open("/tmp/in", "w+") { |io| io.write("a" * 1000); io.seek(10); io.write("b"); io.pwrite("c", 500); io.seek(0, IO::SEEK_END); io.write("d") }; File.read("/tmp/in").size.to_s`))
+	if res.Value != "1001" {
+		t.Errorf("writes inside a file: %v", res.Value)
+	}
+}

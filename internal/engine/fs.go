@@ -60,6 +60,7 @@ const (
 	errnoIO       = 29
 	oflagCreat    = 1
 	oflagExcl     = 4
+	whenceCur     = 1
 	errnoAcces    = 2
 	oflagTrunc    = 8
 	lookupFollow  = 1
@@ -165,13 +166,14 @@ const (
 	shFdSetSize
 	shPathMkdir
 	shPathSymlink
+	shFdSeek // not shadowed: the guard calls it to learn a write's offset
 	numShadowed
 )
 
 var shadowNames = [numShadowed]string{
 	"path_open", "fd_close", "fd_renumber", "path_link", "path_rename",
 	"fd_write", "fd_pwrite", "fd_filestat_set_size",
-	"path_create_directory", "path_symlink",
+	"path_create_directory", "path_symlink", "fd_seek",
 }
 
 // original calls wasmtime's own implementation of shadowed import i,
@@ -533,14 +535,8 @@ func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 	if (fd == 1 || fd == 2) && !v.fs.stdioGone[fd] {
 		return ret(vals, v.writeStdio(c, fd, vals.U32(1), vals.U32(2), vals.U32(3)))
 	}
-	if _, ok := v.fs.fds[fd]; ok {
-		n, ok := v.iovecBytes(c, vals.U32(1), vals.U32(2))
-		if !ok {
-			return ret(vals, errnoInval)
-		}
-		if e := v.fs.charge(fd, n); e != errnoSuccess {
-			return ret(vals, e)
-		}
+	if e, err := v.chargeWrite(c, fd, vals.U32(1), vals.U32(2), -1); err != nil || e != errnoSuccess {
+		return firstErr(err, ret(vals, e))
 	}
 	e, err := v.original(c, shFdWrite, vals.Raw(4)...)
 	return firstErr(err, ret(vals, e))
@@ -548,18 +544,58 @@ func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 
 func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
-	fd := vals.U32(0)
-	if _, ok := v.fs.fds[fd]; ok {
-		n, ok := v.iovecBytes(c, vals.U32(1), vals.U32(2))
-		if !ok {
-			return ret(vals, errnoInval)
-		}
-		if e := v.fs.charge(fd, n); e != errnoSuccess {
-			return ret(vals, e)
-		}
+	if e, err := v.chargeWrite(c, vals.U32(0), vals.U32(1), vals.U32(2), vals.I64(3)); err != nil || e != errnoSuccess {
+		return firstErr(err, ret(vals, e))
 	}
 	e, err := v.original(c, shFdPwrite, vals.Raw(5)...)
 	return firstErr(err, ret(vals, e))
+}
+
+// chargeWrite charges a write of the iovec array iovs (n entries) to fd
+// at offset off (-1: the descriptor's position): its bytes, and the gap
+// when it starts past the end of the file, which a sparse file would
+// otherwise grow by for free.
+func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off int64) (uint32, error) {
+	f, ok := v.fs.fds[fd]
+	if !ok {
+		return errnoSuccess, nil // stdout and stderr have their own limits
+	}
+	total, ok := v.iovecBytes(c, iovs, n)
+	if !ok {
+		return errnoInval, nil
+	}
+	if total > 0 && f.mirror >= 0 && v.fs.domains[f.domain].Write {
+		if off < 0 {
+			pos, ok, err := v.tell(c, fd, iovs)
+			if err != nil || !ok {
+				return errnoSuccess, err // not seekable: no gap
+			}
+			off = pos
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(f.mirror, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && off > st.Size {
+			total += off - st.Size
+		}
+	}
+	return v.fs.charge(fd, total), nil
+}
+
+// tell returns fd's position, asking wasmtime's fd_seek; its answer is
+// written to the 8 bytes of guest memory at scratch, which are restored.
+func (v *VM) tell(c *wt.Caller, fd, scratch uint32) (int64, bool, error) {
+	b, ok := v.guest(c.Context(), scratch, 8)
+	if !ok {
+		return 0, false, nil
+	}
+	saved := binary.LittleEndian.Uint64(b)
+	e, err := v.original(c, shFdSeek, uint64(fd), 0, whenceCur, uint64(scratch))
+	if err != nil || e != errnoSuccess {
+		return 0, false, err
+	}
+	b, _ = v.guest(c.Context(), scratch, 8) // fd_seek does not grow memory
+	pos := binary.LittleEndian.Uint64(b)
+	binary.LittleEndian.PutUint64(b, saved)
+	return int64(pos), int64(pos) >= 0, nil
 }
 
 // writeStdio delivers a write to stdout or stderr straight to the VM's
