@@ -99,3 +99,19 @@ func TestAttackSparseWritesCount(t *testing.T) {
 		t.Errorf("writes inside a file: %v", res.Value)
 	}
 }
+
+// A file the guest keeps open in a session must not carry scratch data
+// past the wipe: its content would outlive "wiped after every eval" and,
+// on /dev/shm, pin host memory beyond FileWrite, eval after eval.
+func TestAttackSessionOpenScratchFileWiped(t *testing.T) {
+	s := newSession(t, withLimits(t, glovebox.Limits{FileWrite: 1 << 20}))
+	res := sessionEval(t, s, `$f = File.open("/tmp/x", "w+"); $f.write("secret" * 1000); $f.flush; $f.size`)
+	wantStatus(t, res, glovebox.StatusOK)
+	for i := range 4 {
+		res = sessionEval(t, s, `[$f.stat.size, ($f.rewind; $f.read.size), ($f.write("y" * 900_000); $f.flush; 1)]`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if !equalValue(res.Value, []any{int64(0), int64(0), int64(1)}) {
+			t.Fatalf("eval %d: [size, readable bytes, wrote] of a scratch file kept open: %v, want [0, 0, 1]", i, res.Value)
+		}
+	}
+}

@@ -16,7 +16,8 @@ import (
 // A trap (timeout, fuel, memory, cancellation, tool budget, crash)
 // discards the VM: that eval's Result has SessionReset set, and the next
 // eval starts from a fresh VM. State is never lost silently. The scratch
-// directory is wiped after every eval; mounts stay as they are.
+// directory is wiped after every eval (a scratch file the guest keeps
+// open stays open, emptied); mounts stay as they are.
 //
 // A session must never be shared between users (tenants, customers,
 // conversations): anything one eval leaves behind — data fetched through

@@ -143,6 +143,24 @@ func (g *fsGuard) close() {
 	g.fds, g.domains = nil, nil
 }
 
+// emptyScratchFiles empties every scratch file the guest still has open.
+// After the scratch directory is wiped they have no name, but an open
+// descriptor would keep their data for a session's later evals, and on
+// /dev/shm pin host memory past FileWrite, eval after eval.
+func (g *fsGuard) emptyScratchFiles() error {
+	for _, f := range g.fds {
+		var st unix.Stat_t
+		if f.domain != 0 || f.mirror < 0 || unix.Fstat(f.mirror, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size == 0 {
+			continue
+		}
+		// The mirror is an O_PATH descriptor; truncate through its /proc link.
+		if err := unix.Truncate(fmt.Sprintf("/proc/self/fd/%d", f.mirror), 0); err != nil {
+			return fmt.Errorf("emptying a scratch file the guest keeps open: %w", err)
+		}
+	}
+	return nil
+}
+
 // reset starts a new eval's quotas.
 func (g *fsGuard) reset(l FSLimits) { g.limits, g.written, g.created = l, 0, 0 }
 

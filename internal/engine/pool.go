@@ -187,7 +187,11 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		if !kept(out.Status) {
 			return false
 		}
-		if err := wipeDir(v.scratch); err != nil {
+		err := wipeDir(v.scratch)
+		if err == nil {
+			err = v.fs.emptyScratchFiles()
+		}
+		if err != nil {
 			s.p.e.log.Warn("glovebox: wiping a session's scratch directory failed; dropping its VM", "err", err)
 			v.abandoned.Store(true) // read below: the VM is gone
 			return false
