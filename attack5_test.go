@@ -115,3 +115,13 @@ func TestAttackSessionOpenScratchFileWiped(t *testing.T) {
 		}
 	}
 }
+
+// Configurations that run a different guest image are different settings:
+// their fingerprints differ.
+func TestAttackFingerprintImage(t *testing.T) {
+	a := glovebox.Config{}
+	b := glovebox.Config{ImagePath: "/opt/other-ruby.wasm"}
+	if a.Fingerprint() == b.Fingerprint() {
+		t.Fatal("a different guest image has the same fingerprint")
+	}
+}
