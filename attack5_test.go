@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +124,76 @@ func TestAttackFingerprintImage(t *testing.T) {
 	b := glovebox.Config{ImagePath: "/opt/other-ruby.wasm"}
 	if a.Fingerprint() == b.Fingerprint() {
 		t.Fatal("a different guest image has the same fingerprint")
+	}
+}
+
+// A tool that ignores its context and returns right around the moment
+// Eval gives up on the VM: the VM is either kept (and the result says ok)
+// or freed (and the result says it was abandoned), never neither. A VM
+// that is neither leaks its store and its scratch directory, which stays
+// on the host after Close.
+func TestAttackAbandonRace(t *testing.T) {
+	tmp := t.TempDir()
+	var ts glovebox.Toolset
+	var n atomic.Int64
+	must(t, ts.Func("slow", func() bool {
+		// 130 to 170 ms, around Timeout + the 100 ms grace.
+		time.Sleep(130*time.Millisecond + time.Duration(n.Add(1)%9)*5*time.Millisecond)
+		return true
+	}))
+	r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1, ScratchDir: tmp, Tools: &ts,
+		Limits: glovebox.Limits{Timeout: 50 * time.Millisecond}})
+	must(t, err)
+	s, err := r.NewSession()
+	must(t, err)
+	statuses := map[glovebox.Status]int{}
+	for range 20 {
+		res, err := s.Eval(context.Background(), `slow; 1`)
+		must(t, err)
+		statuses[res.Status]++
+		if (res.Status == glovebox.StatusOK) == res.SessionReset {
+			t.Fatalf("status %s with SessionReset %v", res.Status, res.SessionReset)
+		}
+	}
+	t.Logf("statuses %v", statuses)
+	s.Close()
+	r.Close()
+	// An abandoned VM is freed when its tool returns, which may be after
+	// Close: wait for that (a leaked VM never frees its directory).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left, _ := os.ReadDir(tmp)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scratch directories left after Close: VMs leaked", len(left))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A session's VM keeps its mounts' host directories open. When the host
+// replaces a mount's directory (moves it away and makes a new one at the
+// same path), the session must not go on writing into the moved one:
+// pooled VMs are sent away in that case, and so is a session's, with the
+// reset reported.
+func TestAttackSessionMountReplaced(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{})
+	s := newSession(t, f.r)
+	wantStatus(t, sessionEval(t, s, `x = 1; File.write("/rw/a", "1")`), glovebox.StatusOK)
+	moved := f.rw + ".archived"
+	must(t, os.Rename(f.rw, moved))
+	must(t, os.Mkdir(f.rw, 0o755))
+	res := sessionEval(t, s, `File.write("/rw/b", "2"); defined?(x).inspect`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if _, err := os.Stat(filepath.Join(moved, "b")); err == nil {
+		t.Fatal("the session wrote into the mount directory the host had moved away")
+	}
+	if _, err := os.Stat(filepath.Join(f.rw, "b")); err != nil {
+		t.Fatalf("the write did not reach the mount's directory: %v", err)
+	}
+	if !res.SessionReset || res.Value != "nil" {
+		t.Fatalf("reset %v, state %v: a fresh VM must be reported", res.SessionReset, res.Value)
 	}
 }

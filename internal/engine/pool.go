@@ -160,18 +160,26 @@ func (p *Pool) NewSession() (*Session, error) {
 	return s, nil
 }
 
-// Eval runs req in the session's VM. reset reports that the VM trapped
-// and was freed: the state the session had is gone.
+// Eval runs req in the session's VM. reset reports that the state the
+// session had is gone: the VM trapped and was freed, or a mount's host
+// directory had been replaced and the eval ran in a fresh VM.
 func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, false, ErrClosed
 	}
-	ran := false
+	ran, replaced := false, false
 	get := func() (*VM, error) {
-		if _, err := checkMounts(s.p.mounts); err != nil {
+		fresh, err := checkMounts(s.p.mounts)
+		if err != nil {
 			return nil, err
+		}
+		if s.vm != nil && !fresh(s.vm) {
+			// A mount's host directory was replaced: the VM still has the
+			// old one open. Start over on the new one, and say so.
+			s.p.e.recycle(s.vm)
+			s.vm, replaced = nil, true
 		}
 		if s.vm == nil {
 			v, err := s.p.get()
@@ -203,7 +211,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		s.vm = nil // freed by eval, or by its goroutine when it returns
 		return out, true, err
 	}
-	return out, false, err
+	return out, replaced, err
 }
 
 // kept reports whether a VM that ended an eval with status lives on.
