@@ -197,3 +197,23 @@ func TestAttackSessionMountReplaced(t *testing.T) {
 		t.Fatalf("reset %v, state %v: a fresh VM must be reported", res.SessionReset, res.Value)
 	}
 }
+
+// The scratch directory is wiped when the eval ends, not only when the
+// directory is next handed out: otherwise what an eval wrote stays on the
+// host (in memory, on /dev/shm) for as long as the directory sits idle,
+// up to FileWrite bytes for each of the idle directories kept.
+func TestAttackScratchWipedWhenEvalEnds(t *testing.T) {
+	tmp := t.TempDir()
+	r := newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: tmp})
+	wantStatus(t, eval(t, r, `File.write("/tmp/secret", "s3cr3t" * 1000); Dir.mkdir("/tmp/d"); File.write("/tmp/d/x", "s3cr3t"); 1`), glovebox.StatusOK)
+	var found []string
+	filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
+		if err == nil && p != tmp && !(d.IsDir() && filepath.Dir(p) == tmp) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 0 {
+		t.Fatalf("after the eval, the host still holds what it wrote: %v", found)
+	}
+}

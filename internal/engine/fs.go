@@ -761,9 +761,9 @@ func wasiTime(ts unix.Timespec) uint64 {
 // scratchDirs hands out private scratch directories under base and takes
 // them back for reuse: creating and removing a directory cost 0.25 and
 // 0.8 ms on the development machine's ext4 disk, against 10 µs to list an
-// empty one. A returned directory is wiped, and checked empty, before it
-// is handed out again, which happens while a pool prepares a VM, off the
-// eval's path.
+// empty one. A directory is wiped when it is given
+// back (when its VM is freed, right after its last eval), so nothing an
+// eval wrote stays on the host while the directory waits to be reused.
 type scratchDirs struct {
 	base   string
 	mu     sync.Mutex
@@ -794,23 +794,14 @@ func newScratchDirs(base string) *scratchDirs {
 }
 
 func (s *scratchDirs) get() (string, error) {
-	for {
-		s.mu.Lock()
-		n := len(s.used)
-		if n == 0 {
-			s.mu.Unlock()
-			break
-		}
+	s.mu.Lock()
+	if n := len(s.used); n > 0 {
 		d := s.used[n-1]
 		s.used = s.used[:n-1]
 		s.mu.Unlock()
-		if wipeDir(d) == nil {
-			if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 {
-				return d, nil
-			}
-		}
-		os.RemoveAll(d)
+		return d, nil
 	}
+	s.mu.Unlock()
 	d, err := os.MkdirTemp(s.base, "glovebox-scratch-")
 	if err != nil {
 		return "", fmt.Errorf("creating the scratch directory: %w", err)
@@ -818,7 +809,13 @@ func (s *scratchDirs) get() (string, error) {
 	return d, nil
 }
 
+// put takes back a directory no VM uses any more: wiped and found empty,
+// it is kept for reuse, else removed.
 func (s *scratchDirs) put(d string) {
+	if wipeDir(d) != nil { // nothing adds entries meanwhile: no error, empty
+		os.RemoveAll(d)
+		return
+	}
 	s.mu.Lock()
 	if !s.closed && len(s.used) < maxIdleScratch {
 		s.used = append(s.used, d)
@@ -826,7 +823,7 @@ func (s *scratchDirs) put(d string) {
 		return
 	}
 	s.mu.Unlock()
-	removeScratch(d)
+	os.Remove(d)
 }
 
 // close removes the idle directories; later puts remove theirs.
