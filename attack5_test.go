@@ -217,3 +217,41 @@ func TestAttackScratchWipedWhenEvalEnds(t *testing.T) {
 		t.Fatalf("after the eval, the host still holds what it wrote: %v", found)
 	}
 }
+
+// Sessions keep the files their guests open (two host descriptors each:
+// wasmtime's and the guard's mirror). However many sessions there are,
+// the guests together must leave the host process descriptors of its own.
+func TestAttackSessionsExhaustHostFDs(t *testing.T) {
+	var lim unix.Rlimit
+	must(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &lim))
+	low := lim
+	low.Cur = 3000
+	must(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	f := newMountFixture(t, -1, glovebox.Limits{})
+	refused := 0
+	for range 12 { // 12 x 250 files = 6,000 host descriptors asked for
+		s := newSession(t, f.r)
+		res := sessionEval(t, s, `$a = []; begin; 250.times { $a << File.open("/ro/secret.txt") }; rescue SystemCallError => e; e.class.name; end`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if res.Value != int64(250) {
+			refused++
+		}
+	}
+	var held []*os.File
+	defer func() {
+		for _, h := range held {
+			h.Close()
+		}
+	}()
+	for range 200 {
+		h, err := os.Open(filepath.Join(f.ro, "secret.txt"))
+		if err != nil {
+			t.Fatalf("the host process ran out of descriptors (%v) after %d of 200 opens; %d sessions were refused files", err, len(held), refused)
+		}
+		held = append(held, h)
+	}
+	if refused == 0 {
+		t.Fatal("no session was refused a file")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -53,6 +54,7 @@ const (
 	errnoBadf     = 8
 	errnoDquot    = 19
 	errnoMfile    = 33
+	errnoNfile    = 41
 	errnoNoent    = 44
 	errnoNotcap   = 76
 	errnoRofs     = 69
@@ -68,6 +70,34 @@ const (
 	maxOpenFiles  = 256
 	wasiFiletypes = 8
 )
+
+// guestFiles counts the host descriptors that guests hold open through
+// the guard, in every VM of the process: two for each file or directory
+// a guest has open (wasmtime's and the mirror). Sessions keep their
+// guests' files across evals, so without a process-wide bound enough of
+// them would take every descriptor the process may have.
+var guestFiles atomic.Int64
+
+// guestFileBudget is the most host descriptors guests may hold together:
+// half the process's soft RLIMIT_NOFILE, leaving the other half to the
+// host program (and to the VMs' own preopens and scratch directories).
+func guestFileBudget() int64 {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY || lim.Cur > 1<<40 {
+		return 1 << 30
+	}
+	return int64(lim.Cur / 2)
+}
+
+// dropMirror closes f's mirror and returns its two descriptors to the
+// process-wide budget.
+func dropMirror(f *guestFD) {
+	if f != nil && f.mirror >= 0 {
+		unix.Close(f.mirror)
+		f.mirror = -1
+		guestFiles.Add(-2)
+	}
+}
 
 // FSLimits bound what one eval may do to the file system.
 type FSLimits struct {
@@ -133,9 +163,7 @@ func (e *MountError) Error() string { return e.Msg }
 
 func (g *fsGuard) close() {
 	for _, f := range g.fds {
-		if f.mirror >= 0 {
-			unix.Close(f.mirror)
-		}
+		dropMirror(f)
 	}
 	for _, d := range g.domains {
 		unix.Close(d.root)
@@ -318,6 +346,9 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	if len(g.fds) >= maxOpenFiles+len(g.domains) {
 		return ret(vals, errnoMfile)
 	}
+	if guestFiles.Load()+2 > guestFileBudget() {
+		return ret(vals, errnoNfile) // the whole process's share for guests is taken
+	}
 	// Look at what the path names now, as the open will (following a
 	// final link only if asked): a FIFO or device would block or act on
 	// the host inside wasmtime's open, and a missing name is a creation.
@@ -373,9 +404,8 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	if mayCreate && (pe != errnoSuccess || preID != [2]uint64{st.Dev, st.Ino}) {
 		g.created++ // made by this open, or put in place while it ran
 	}
-	if old := g.fds[newfd]; old != nil && old.mirror >= 0 {
-		unix.Close(old.mirror)
-	}
+	dropMirror(g.fds[newfd])
+	guestFiles.Add(2)
 	g.fds[newfd] = &guestFD{domain: parent.domain, mirror: mirror}
 	return ret(vals, errnoSuccess)
 }
@@ -412,9 +442,7 @@ func hostFdClose(c *wt.Caller, vals wt.Vals) error {
 		v.fs.stdioGone[fd] = true
 	}
 	if f := v.fs.fds[fd]; f != nil && e == errnoSuccess {
-		if f.mirror >= 0 {
-			unix.Close(f.mirror)
-		}
+		dropMirror(f)
 		delete(v.fs.fds, fd)
 	}
 	return ret(vals, e)
@@ -433,8 +461,8 @@ func hostFdRenumber(c *wt.Caller, vals wt.Vals) error {
 			g.stdioGone[fd] = true
 		}
 	}
-	if old := g.fds[to]; old != nil && old.mirror >= 0 && from != to {
-		unix.Close(old.mirror)
+	if from != to {
+		dropMirror(g.fds[to])
 	}
 	if from != to {
 		if f := g.fds[from]; f != nil {
