@@ -255,3 +255,23 @@ func TestAttackSessionsExhaustHostFDs(t *testing.T) {
 		t.Fatal("no session was refused a file")
 	}
 }
+
+// Asking for a huge size must not wrap the write counter around: the
+// quota holds for everything written afterwards.
+func TestAttackQuotaCounterOverflow(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20})
+	for name, grow := range map[string]string{
+		"truncate": `io.truncate(2**63 - 1)`,
+		"pwrite":   `io.pwrite("x", 2**63 - 1)`,
+		"seek":     `io.sysseek(2**63 - 1); io.syswrite("x")`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(`File.write("/tmp/c", "xx"); File.open("/tmp/a", "w") { |io| begin; `+grow+`; rescue SystemCallError, RangeError; end }
+				File.open("/rw/b", "w") { |io| 5.times { io.syswrite("z" * (1 << 20)) } }; "wrote 5 MiB"`))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value != "Errno::EDQUOT" {
+				t.Fatalf("got %v, want Errno::EDQUOT", res.Value)
+			}
+		})
+	}
+}

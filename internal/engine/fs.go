@@ -552,7 +552,7 @@ func (g *fsGuard) charge(fd uint32, n int64) uint32 {
 	if _, ok := g.fds[fd]; !ok {
 		return errnoSuccess // stdout and stderr have their own limits
 	}
-	if n < 0 || g.written+n > g.limits.Write {
+	if n < 0 || n > g.limits.Write-g.written { // never g.written+n: it could wrap around
 		return errnoDquot
 	}
 	g.written += n
@@ -581,7 +581,7 @@ func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 	if (fd == 1 || fd == 2) && !v.fs.stdioGone[fd] {
 		return ret(vals, v.writeStdio(c, fd, vals.U32(1), vals.U32(2), vals.U32(3)))
 	}
-	if e, err := v.chargeWrite(c, fd, vals.U32(1), vals.U32(2), -1); err != nil || e != errnoSuccess {
+	if e, err := v.chargeWrite(c, fd, vals.U32(1), vals.U32(2), 0, false); err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
 	}
 	e, err := v.original(c, shFdWrite, vals.Raw(4)...)
@@ -590,7 +590,7 @@ func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 
 func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
-	if e, err := v.chargeWrite(c, vals.U32(0), vals.U32(1), vals.U32(2), vals.I64(3)); err != nil || e != errnoSuccess {
+	if e, err := v.chargeWrite(c, vals.U32(0), vals.U32(1), vals.U32(2), uint64(vals.I64(3)), true); err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
 	}
 	e, err := v.original(c, shFdPwrite, vals.Raw(5)...)
@@ -598,10 +598,10 @@ func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
 }
 
 // chargeWrite charges a write of the iovec array iovs (n entries) to fd
-// at offset off (-1: the descriptor's position): its bytes, and the gap
-// when it starts past the end of the file, which a sparse file would
-// otherwise grow by for free.
-func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off int64) (uint32, error) {
+// at offset off (at is false: at the descriptor's position): its bytes,
+// and the gap when it starts past the end of the file, which a sparse
+// file would otherwise grow by for free.
+func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off uint64, at bool) (uint32, error) {
 	f, ok := v.fs.fds[fd]
 	if !ok {
 		return errnoSuccess, nil // stdout and stderr have their own limits
@@ -611,7 +611,7 @@ func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off int64) (uint32, e
 		return errnoInval, nil
 	}
 	if total > 0 && f.mirror >= 0 && v.fs.domains[f.domain].Write {
-		if off < 0 {
+		if !at {
 			pos, ok, err := v.tell(c, fd, iovs)
 			if err != nil || !ok {
 				return errnoSuccess, err // not seekable: no gap
@@ -619,8 +619,11 @@ func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off int64) (uint32, e
 			off = pos
 		}
 		var st unix.Stat_t
-		if err := unix.Fstat(f.mirror, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && off > st.Size {
-			total += off - st.Size
+		if err := unix.Fstat(f.mirror, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && off > uint64(st.Size) {
+			if off-uint64(st.Size) > math.MaxInt64-uint64(total) {
+				return errnoDquot, nil
+			}
+			total += int64(off - uint64(st.Size))
 		}
 	}
 	return v.fs.charge(fd, total), nil
@@ -628,7 +631,7 @@ func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off int64) (uint32, e
 
 // tell returns fd's position, asking wasmtime's fd_seek; its answer is
 // written to the 8 bytes of guest memory at scratch, which are restored.
-func (v *VM) tell(c *wt.Caller, fd, scratch uint32) (int64, bool, error) {
+func (v *VM) tell(c *wt.Caller, fd, scratch uint32) (uint64, bool, error) {
 	b, ok := v.guest(c.Context(), scratch, 8)
 	if !ok {
 		return 0, false, nil
@@ -641,7 +644,7 @@ func (v *VM) tell(c *wt.Caller, fd, scratch uint32) (int64, bool, error) {
 	b, _ = v.guest(c.Context(), scratch, 8) // fd_seek does not grow memory
 	pos := binary.LittleEndian.Uint64(b)
 	binary.LittleEndian.PutUint64(b, saved)
-	return int64(pos), int64(pos) >= 0, nil
+	return pos, true, nil
 }
 
 // writeStdio delivers a write to stdout or stderr straight to the VM's
