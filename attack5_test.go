@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,5 +274,42 @@ func TestAttackQuotaCounterOverflow(t *testing.T) {
 				t.Fatalf("got %v, want Errno::EDQUOT", res.Value)
 			}
 		})
+	}
+}
+
+// Two sessions on one writable mount: one creates files in a directory
+// while the other keeps renaming that directory away and back. Every file
+// made counts against the creator's FileCreates, including those whose
+// directory moved between wasmtime's open and the guard's.
+func TestAttackCreateQuotaRace(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileCreates: 40, Timeout: 20 * time.Second})
+	must(t, os.Mkdir(filepath.Join(f.rw, "d"), 0o755))
+	creator, mover := newSession(t, f.r), newSession(t, f.r)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sessionEval(t, mover, `t0 = Time.now; while Time.now - t0 < 1.5; File.rename("/rw/d", "/rw/e") rescue nil; File.rename("/rw/e", "/rw/d") rescue nil; end`)
+	}()
+	res := sessionEval(t, creator, `t0 = Time.now; i = 0; while Time.now - t0 < 1.5; (File.open("/rw/d/f#{i}", "w") { } rescue nil); (File.open("/rw/e/f#{i}", "w") { } rescue nil); i += 1; end; i`)
+	wg.Wait()
+	wantStatus(t, res, glovebox.StatusOK)
+	n := 0
+	for _, d := range []string{"d", "e"} {
+		ents, _ := os.ReadDir(filepath.Join(f.rw, d))
+		n += len(ents)
+	}
+	t.Logf("%v attempts, %d files made", res.Value, n)
+	if n > 40 {
+		t.Fatalf("%d files made with FileCreates 40", n)
+	}
+	// O_CREAT on an existing name opens it; with O_EXCL it is EEXIST.
+	res = eval(t, f.r, attempt(`File.open("/rw/w.txt", File::WRONLY | File::CREAT | File::EXCL) { 1 }`))
+	if res.Value != "Errno::EEXIST" {
+		t.Errorf("O_EXCL on an existing file: %v", res.Value)
+	}
+	res = eval(t, f.r, attempt(`File.open("/rw/w.txt", File::RDWR | File::CREAT) { |io| io.read }`))
+	if res.Value != "writable data" {
+		t.Errorf("O_CREAT on an existing file: %v", res.Value)
 	}
 }

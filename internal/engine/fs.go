@@ -54,6 +54,7 @@ const (
 	errnoBadf     = 8
 	errnoDquot    = 19
 	errnoMfile    = 33
+	errnoExist    = 20
 	errnoNfile    = 41
 	errnoNoent    = 44
 	errnoNotcap   = 76
@@ -354,7 +355,6 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	// the host inside wasmtime's open, and a missing name is a creation.
 	follow := dirflags&lookupFollow != 0
 	pre, pe := resolve(g.dirOf(parent), path, follow)
-	var preID [2]uint64
 	if pre >= 0 {
 		var st unix.Stat_t
 		err := unix.Fstat(pre, &st)
@@ -365,25 +365,40 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 		if !openable(st.Mode) {
 			return ret(vals, errnoAcces)
 		}
-		preID = [2]uint64{st.Dev, st.Ino}
 	}
-	asked := oflags
-	mayCreate := oflags&oflagCreat != 0 && d.Write
-	if mayCreate && g.created >= g.limits.Creates {
-		// Over the quota, an open may still reach an existing file, never
-		// make one, whatever changes under it meanwhile.
-		if pe == errnoNoent || oflags&oflagExcl != 0 {
+	// A name that exists is opened without O_CREAT, so an open counts
+	// against FileCreates exactly when it may make a file, whatever
+	// another session renames under it meanwhile.
+	asked, creating := oflags, false
+	if oflags&oflagCreat != 0 && d.Write {
+		switch {
+		case pe == errnoSuccess && oflags&oflagExcl != 0:
+			return ret(vals, errnoExist)
+		case pe == errnoSuccess:
+			oflags &^= oflagCreat
+		case g.created >= g.limits.Creates:
+			return ret(vals, errnoDquot)
+		default:
+			creating = true
+		}
+	}
+	open := func(oflags uint32) (uint32, error) {
+		return v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+	}
+	e, err := open(oflags)
+	if err == nil && e == errnoNoent && oflags != asked {
+		// It vanished after the check: make it, if the quota allows.
+		if g.created >= g.limits.Creates {
 			return ret(vals, errnoDquot)
 		}
-		oflags &^= oflagCreat
-		mayCreate = false
-	}
-	e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
-	if err == nil && e == errnoNoent && oflags != asked {
-		e = errnoDquot // the file vanished after the check and may not be made again
+		creating = true
+		e, err = open(asked)
 	}
 	if err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
+	}
+	if creating {
+		g.created++
 	}
 	b, ok := v.guest(c.Context(), retptr, 4)
 	if !ok {
@@ -391,18 +406,10 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	}
 	newfd := binary.LittleEndian.Uint32(b)
 	mirror, me := resolve(g.dirOf(parent), path, follow)
-	var st unix.Stat_t
-	if me == errnoSuccess && unix.Fstat(mirror, &st) != nil {
-		unix.Close(mirror)
-		me = errnoIO
-	}
 	if me != errnoSuccess {
 		// The file changed between wasmtime's open and ours: give up on it.
 		v.original(c, shFdClose, uint64(newfd))
 		return ret(vals, me)
-	}
-	if mayCreate && (pe != errnoSuccess || preID != [2]uint64{st.Dev, st.Ino}) {
-		g.created++ // made by this open, or put in place while it ran
 	}
 	dropMirror(g.fds[newfd])
 	guestFiles.Add(2)
