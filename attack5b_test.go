@@ -46,6 +46,11 @@ func TestAttackRawFDsAndReadOnlyDescriptors(t *testing.T) {
 		"chdir symlink up":        `File.symlink("..", "/rw/up"); Dir.chdir("/rw/up") { File.read("outside/outside.txt") }`,
 		"chdir dotdot":            `Dir.chdir("/rw") { Dir.chdir("..") { File.read("outside/outside.txt") } }`,
 		"open dir then relative":  `Dir.open("/rw") { |d| File.read("/rw/../outside/outside.txt") }`,
+		"dir fd chdir":            `Dir.mkdir("/rw/cd"); d = Dir.new("/rw/cd"); d.chdir { File.read("../../outside/outside.txt") }`,
+		"fchdir":                  `Dir.mkdir("/rw/fc"); d = Dir.new("/rw/fc"); Dir.fchdir(d.fileno) { File.read("../../outside/outside.txt") }`,
+		"for_fd dir":              `d = Dir.open("/rw"); Dir.for_fd(d.fileno).children.join(",")`, // lists /rw: allowed
+		"symlink loop":            `File.symlink("lp2", "/rw/lp1"); File.symlink("lp1", "/rw/lp2"); File.read("/rw/lp1")`,
+		"many iovecs":             `File.open("/rw/iov", "w") { |io| io.write(*(["ab"] * 5000)) }; File.size("/rw/iov") == 10000 ? raise(Errno::E2BIG) : "short"`,
 		"link symlink out":        `File.symlink("/etc/passwd", "/rw/pl"); File.link("/rw/pl", "/rw/hl"); File.read("/rw/hl")`,
 		"rename symlink out":      `File.symlink("../outside/outside.txt", "/rw/rl"); File.rename("/rw/rl", "/rw/rl2"); File.read("/rw/rl2")`,
 		"stat link out":           `File.symlink("/etc", "/rw/el"); File.stat("/rw/el/passwd").size.to_s`,
@@ -56,6 +61,12 @@ func TestAttackRawFDsAndReadOnlyDescriptors(t *testing.T) {
 			got, _ := res.Value.(string)
 			if res.Status != glovebox.StatusOK {
 				t.Logf("status %s %v", res.Status, res.Error)
+				return
+			}
+			if name == "for_fd dir" {
+				if !strings.Contains(got, "w.txt") {
+					t.Errorf("Dir.for_fd: %q", got)
+				}
 				return
 			}
 			if !failed(got) {
