@@ -2,6 +2,7 @@ package glovebox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -311,5 +312,39 @@ func TestAttackCreateQuotaRace(t *testing.T) {
 	res = eval(t, f.r, attempt(`File.open("/rw/w.txt", File::RDWR | File::CREAT) { |io| io.read }`))
 	if res.Value != "writable data" {
 		t.Errorf("O_CREAT on an existing file: %v", res.Value)
+	}
+}
+
+// Listing a big directory in a mount must not hold the host thread:
+// wasmtime's fd_readdir re-reads the whole directory on every call, so
+// listing 100,000 entries took minutes inside host calls no deadline
+// reaches (a guest can build such a directory in a writable mount, 1,000
+// files an eval).
+func TestAttackBigDirectoryListing(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 100_000 {
+		fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("f%06d", i)), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		must(t, err)
+		unix.Close(fd)
+	}
+	must(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	must(t, os.Symlink("f000001", filepath.Join(dir, "link")))
+	r := newRuntime(t, glovebox.Config{PoolSize: -1, Limits: glovebox.Limits{Timeout: 60 * time.Second},
+		Mounts: []glovebox.Mount{{HostPath: dir, GuestPath: "/big"}}})
+	res := eval(t, r, `c = Dir.children("/big"); [c.size, c.uniq.size, c.include?("f099999"), c.include?(".."), Dir.each_child("/big").count,
+		Dir.glob("/big/*").size, File.directory?("/big/sub"), Dir.entries("/big").size]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, []any{int64(100_002), int64(100_002), true, false, int64(100_002), int64(100_002), true, int64(100_004)}) {
+		t.Fatalf("listing: %v", res.Value)
+	}
+	// The scratch directory (tmpfs when /dev/shm is there), listed while
+	// it changes, and with rewind.
+	res = eval(t, r, `900.times { |i| File.write("/tmp/n#{i}", "") }
+		d = Dir.new("/tmp"); 3.times { d.read }; pos = d.tell; rest = d.each_child.count; d.rewind; all = d.children.size; d.seek(pos); again = d.each_child.count; raise "seek: #{rest} #{again}" unless rest == again
+		Dir.each_child("/tmp") { |n| File.delete("/tmp/" + n) }
+		[all, Dir.children("/tmp").size, Dir.empty?("/tmp")]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, []any{int64(900), int64(0), true}) {
+		t.Fatalf("scratch listing: %v", res.Value)
 	}
 }
