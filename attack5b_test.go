@@ -49,6 +49,11 @@ func TestAttackRawFDsAndReadOnlyDescriptors(t *testing.T) {
 		"dir fd chdir":            `Dir.mkdir("/rw/cd"); d = Dir.new("/rw/cd"); d.chdir { File.read("../../outside/outside.txt") }`,
 		"fchdir":                  `Dir.mkdir("/rw/fc"); d = Dir.new("/rw/fc"); Dir.fchdir(d.fileno) { File.read("../../outside/outside.txt") }`,
 		"for_fd dir":              `d = Dir.open("/rw"); Dir.for_fd(d.fileno).children.join(",")`, // lists /rw: allowed
+		"rmdir mount root":        `Dir.rmdir("/rw")`,
+		"rmdir scratch root":      `Dir.rmdir("/tmp")`,
+		"rename mount root":       `File.rename("/rw", "/rw2")`,
+		"rename root into itself": `File.rename("/rw/.", "/rw/x")`,
+		"unlink dot":              `File.unlink("/rw/.")`,
 		"symlink loop":            `File.symlink("lp2", "/rw/lp1"); File.symlink("lp1", "/rw/lp2"); File.read("/rw/lp1")`,
 		"many iovecs":             `File.open("/rw/iov", "w") { |io| io.write(*(["ab"] * 5000)) }; File.size("/rw/iov") == 10000 ? raise(Errno::E2BIG) : "short"`,
 		"link symlink out":        `File.symlink("/etc/passwd", "/rw/pl"); File.link("/rw/pl", "/rw/hl"); File.read("/rw/hl")`,

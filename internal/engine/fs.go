@@ -44,6 +44,12 @@ const ScratchGuest = "/tmp"
 //     whole process down. fd_filestat_get and path_filestat_get are
 //     answered here, from the host kernel, never by wasmtime.
 //
+// Beyond those, fd_readdir is answered here too (wasmtime's re-reads the
+// whole directory on every call: quadratic, inside host calls no deadline
+// reaches), path_open refuses FIFOs and device nodes (opening one can
+// block the host thread), and writes, creations and open files are
+// counted against the eval's quotas and a process-wide descriptor budget.
+//
 // To answer stat calls the guard keeps, for every file descriptor the guest
 // has open in a mount, a host O_PATH descriptor of the same file
 // (a "mirror"), opened with openat2 and RESOLVE_BENEATH from the mirror of
