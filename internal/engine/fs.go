@@ -135,7 +135,8 @@ type domain struct {
 
 type guestFD struct {
 	domain int
-	mirror int // O_PATH descriptor of the same file
+	mirror int    // O_PATH descriptor of the same file
+	dirPos dirPos // where the guest's listing of it stopped
 }
 
 // newFSGuard opens the mirrors of scratch and mounts. A mount whose host
@@ -564,9 +565,9 @@ func hostPathSymlink(c *wt.Caller, vals wt.Vals) error {
 // hostFdReaddir lists a directory from the host kernel. wasmtime's own
 // fd_readdir reads the whole directory (and stats every entry) on each
 // call, to skip to the cookie: listing 100,000 entries took minutes of
-// host calls that no deadline interrupts. Here each call seeks to the
-// cookie, which is the kernel's offset of the next entry (d_off), and
-// reads only what fits.
+// host calls that no deadline interrupts. Here cookies are entry numbers,
+// as wasmtime's are (wasi-libc's telldir keeps them in 32 bits), and a
+// call that goes on where the previous one stopped seeks straight there.
 func hostFdReaddir(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	fd, buf, bufLen, cookie, retptr := vals.U32(0), vals.U32(1), vals.U32(2), uint64(vals.I64(3)), vals.U32(4)
@@ -578,7 +579,7 @@ func hostFdReaddir(c *wt.Caller, vals wt.Vals) error {
 	if !ok {
 		return ret(vals, errnoFault)
 	}
-	used, e := readdir(v.fs.dirOf(f), cookie, out)
+	used, e := readdir(v.fs.dirOf(f), cookie, out, &f.dirPos)
 	if e != errnoSuccess {
 		return ret(vals, e)
 	}
@@ -590,27 +591,31 @@ func hostFdReaddir(c *wt.Caller, vals wt.Vals) error {
 	return ret(vals, errnoSuccess)
 }
 
+// dirPos is where a directory listing stopped: entry number next starts
+// at the kernel's directory offset off.
+type dirPos struct{ next, off uint64 }
+
 // readdir fills out with WASI dirents of the directory dir (an O_PATH
-// descriptor) from cookie on: each a 24-byte header (the next entry's
-// cookie, the inode, the name's length, the file type) and the name. The
-// last one is cut short when it does not fit, as WASI asks, so a full
-// buffer tells the caller to retry with a bigger one.
-func readdir(dir int, cookie uint64, out []byte) (int, uint32) {
-	if cookie > math.MaxInt64 {
-		return 0, errnoInval
-	}
+// descriptor) from entry number cookie on: each a 24-byte header (the
+// next entry's cookie, the inode, the name's length, the file type) and
+// the name. The last one is cut short when it does not fit, as WASI asks,
+// so a full buffer tells the caller to retry with a bigger one. pos is
+// read to resume and updated.
+func readdir(dir int, cookie uint64, out []byte, pos *dirPos) (int, uint32) {
 	d, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, wasiErrno(err)
 	}
 	defer unix.Close(d)
-	if cookie != 0 {
-		if _, err := unix.Seek(d, int64(cookie), 0); err != nil {
-			return 0, wasiErrno(err)
+	idx, at := uint64(0), uint64(0)
+	if cookie != 0 && cookie == pos.next && pos.off != 0 && pos.off <= math.MaxInt64 {
+		if _, err := unix.Seek(d, int64(pos.off), 0); err == nil {
+			idx, at = cookie, pos.off
 		}
 	}
 	used := 0
 	var raw [32 << 10]byte
+	defer func() { *pos = dirPos{next: idx, off: at} }()
 	for used < len(out) {
 		n, err := unix.Getdents(d, raw[:])
 		if err == unix.EINTR {
@@ -622,7 +627,7 @@ func readdir(dir int, cookie uint64, out []byte) (int, uint32) {
 		if n <= 0 {
 			break // the end
 		}
-		for p := 0; p < n && used < len(out); {
+		for p := 0; p < n; {
 			// struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name.
 			ino := binary.NativeEndian.Uint64(raw[p:])
 			off := binary.NativeEndian.Uint64(raw[p+8:])
@@ -633,13 +638,25 @@ func readdir(dir int, cookie uint64, out []byte) (int, uint32) {
 				name = name[:i]
 			}
 			p += reclen
+			if idx < cookie { // skipping to the cookie
+				idx, at = idx+1, off
+				continue
+			}
 			var ent [24]byte
-			binary.LittleEndian.PutUint64(ent[0:], off)
+			binary.LittleEndian.PutUint64(ent[0:], idx+1)
 			binary.LittleEndian.PutUint64(ent[8:], ino)
 			binary.LittleEndian.PutUint32(ent[16:], uint32(len(name)))
 			ent[20] = direntType(typ)
+			whole := len(out)-used >= len(ent)+len(name)
 			used += copy(out[used:], ent[:])
 			used += copy(out[used:], name)
+			if !whole {
+				return used, errnoSuccess // cut short: the caller asks again from here
+			}
+			idx, at = idx+1, off
+			if used == len(out) {
+				return used, errnoSuccess
+			}
 		}
 	}
 	return used, errnoSuccess
