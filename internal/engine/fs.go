@@ -335,15 +335,15 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	fd, dirflags, pptr, plen, oflags := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
 	rightsBase, rightsInh, fdflags, retptr := vals.I64(5), vals.I64(6), vals.U32(7), vals.U32(8)
+	open := func(oflags uint32) (uint32, error) {
+		return v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+	}
 	g := v.fs
 	parent, tracked := g.fds[fd]
 	if !tracked {
 		// stdio, or nothing: wasmtime answers (EBADF, ENOTDIR).
-		e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
-		if err != nil {
-			return err
-		}
-		return ret(vals, e)
+		e, err := open(oflags)
+		return firstErr(err, ret(vals, e))
 	}
 	path, ok := v.guestPath(c, pptr, plen)
 	if !ok {
@@ -390,9 +390,6 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 		default:
 			creating = true
 		}
-	}
-	open := func(oflags uint32) (uint32, error) {
-		return v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
 	}
 	e, err := open(oflags)
 	if err == nil && e == errnoNoent && oflags != asked {
