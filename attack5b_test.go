@@ -363,3 +363,43 @@ func TestAttackProfileAliasing(t *testing.T) {
 		t.Errorf("the profile's read-only mount took a write: %v", res.Value)
 	}
 }
+
+// Links a host program left in a writable mount, pointing out of it
+// (absolute or relative): no read, write, create, truncate, stat or
+// listing goes through them. (The guest itself cannot make absolute
+// links: wasmtime refuses them.)
+func TestAttackHostLinksInWritableMount(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{})
+	must(t, os.Symlink(filepath.Join(f.outside, "outside.txt"), filepath.Join(f.rw, "abs")))
+	must(t, os.Symlink("../outside/outside.txt", filepath.Join(f.rw, "rel")))
+	must(t, os.Symlink(filepath.Join(f.outside, "new.txt"), filepath.Join(f.rw, "dangling")))
+	must(t, os.Symlink(f.outside, filepath.Join(f.rw, "absdir")))
+	outBefore := treeSum(t, f.outside)
+	for name, code := range map[string]string{
+		"read abs":       `File.read("/rw/abs")`,
+		"read rel":       `File.read("/rw/rel")`,
+		"write abs":      `File.write("/rw/abs", "x")`,
+		"append rel":     `File.open("/rw/rel", "a") { |io| io.write("x") }`,
+		"truncate abs":   `File.truncate("/rw/abs", 0)`,
+		"create through": `File.write("/rw/dangling", "x")`,
+		"stat abs":       `File.stat("/rw/abs").size.to_s`,
+		"list absdir":    `Dir.children("/rw/absdir").join(",")`,
+		"into absdir":    `File.write("/rw/absdir/made.txt", "x")`,
+		"utime abs":      `File.utime(0, 0, "/rw/abs")`,
+		"mkdir absdir":   `Dir.mkdir("/rw/absdir/d")`,
+		"link from abs":  `File.link("/rw/abs", "/rw/hard"); File.read("/rw/hard")`,
+		"rename abs":     `File.rename("/rw/absdir/outside.txt", "/rw/stolen")`,
+		"unlink through": `File.unlink("/rw/absdir/outside.txt")`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(code))
+			wantStatus(t, res, glovebox.StatusOK)
+			if s, _ := res.Value.(string); !strings.HasPrefix(s, "Errno::") {
+				t.Errorf("guest got %q", s)
+			}
+		})
+	}
+	if treeSum(t, f.outside) != outBefore {
+		t.Error("the directory outside the mounts changed")
+	}
+}
