@@ -2,6 +2,7 @@ package glovebox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -348,5 +349,36 @@ func TestAttackBigDirectoryListing(t *testing.T) {
 	wantStatus(t, res, glovebox.StatusOK)
 	if !equalValue(res.Value, []any{int64(900), int64(0), true}) {
 		t.Fatalf("scratch listing: %v", res.Value)
+	}
+}
+
+// NewSession racing with Close: a session either is refused (ErrClosed)
+// or is closed with the Runtime; none runs evals on a closed Runtime.
+func TestAttackNewSessionCloseRace(t *testing.T) {
+	ran := 0
+	for range 20000 {
+		r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1})
+		must(t, err)
+		var s *glovebox.Session
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			var err error
+			if s, err = r.NewSession(); err != nil && !errors.Is(err, glovebox.ErrClosed) {
+				t.Errorf("NewSession: %v", err)
+			}
+		}()
+		go func() { defer wg.Done(); r.Close() }()
+		wg.Wait()
+		if s != nil {
+			if _, err := s.Eval(context.Background(), `1`); err == nil {
+				ran++
+			}
+			s.Close()
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("%d sessions ran evals after their Runtime closed", ran)
 	}
 }

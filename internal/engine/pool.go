@@ -21,6 +21,7 @@ type Pool struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
+	closed  bool // set by Close; guarded by e.poolsMu
 	hits    atomic.Uint64
 	misses  atomic.Uint64
 }
@@ -106,6 +107,7 @@ func (p *Pool) Stats() (hits, misses uint64) { return p.hits.Load(), p.misses.Lo
 func (p *Pool) Close() {
 	p.once.Do(func() {
 		p.e.poolsMu.Lock()
+		p.closed = true // no session starts from now on; those started are closed below
 		var sessions []*Session
 		for s := range p.e.sessions {
 			if s.p == p {
@@ -147,13 +149,14 @@ type Session struct {
 }
 
 // NewSession starts a session on p's engine, tools and mounts. Its VM is
-// taken from the pool at its first eval.
+// taken from the pool at its first eval. It fails with ErrClosed once p
+// or its engine is closed.
 func (p *Pool) NewSession() (*Session, error) {
 	s := &Session{p: p}
 	e := p.e
 	e.poolsMu.Lock()
 	defer e.poolsMu.Unlock()
-	if e.closed.Load() {
+	if e.closed.Load() || p.closed {
 		return nil, ErrClosed
 	}
 	e.sessions[s] = true
