@@ -16,7 +16,10 @@ import (
 // links and hard-link or rename tricks cannot leave it.
 //
 // A read-only mount (the default) refuses every change: creating, writing,
-// truncating, renaming, linking, changing times or deleting. A writable
+// truncating, renaming, linking, changing times or deleting. In any mount,
+// FIFOs, sockets and device nodes can be listed and stat'ed but not opened
+// (Errno::EACCES in the guest): opening one could block the host thread
+// or act on a device. A writable
 // mount lets the guest do all of that inside HostPath, with the host
 // process's permissions: its blast radius is every file under HostPath the
 // host user may change, and symbolic links the guest creates there stay

@@ -37,10 +37,12 @@ func (c Config) Clone() Config {
 // Fingerprint returns a stable identifier of what c lets a guest do: the
 // hex SHA-256 of its limits (defaults filled in, so a zero field and its
 // default match), its mounts (host path, guest path, access and
-// description, in order) and its tool names. Equal settings give equal
-// fingerprints in every process and version of this package that encodes
-// them the same way; hooks, the cache directory, the pool size and the
-// logger are not part of it.
+// description, in order), its tool names and its ImagePath (as written:
+// an image chosen by $GLOVEBOX_IMAGE is not seen). Equal settings give
+// equal fingerprints in every process and version of this package that
+// encodes them the same way; the tools' functions, hooks, the cache and
+// scratch directories, the pool size, the logger and Progress are not
+// part of it.
 func (c Config) Fingerprint() string {
 	l, err := c.Limits.withDefaults(0)
 	if err != nil {
@@ -55,7 +57,8 @@ func (c Config) Fingerprint() string {
 		Limits Limits
 		Mounts []Mount
 		Tools  []string
-	}{1, l, c.Mounts, tools})
+		Image  string `json:",omitempty"`
+	}{1, l, c.Mounts, tools, c.ImagePath})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

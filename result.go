@@ -66,7 +66,9 @@ type Result struct {
 	// SessionReset is set on a Session's eval that trapped (any status
 	// but StatusOK and StatusError): its VM was discarded with every
 	// variable, method and library the session had built up, and the
-	// next eval starts from a fresh VM. Always false outside sessions.
+	// next eval starts from a fresh VM. It is also set on an eval that
+	// found a mount's host directory replaced and so ran in a fresh VM
+	// (with StatusOK or StatusError). Always false outside sessions.
 	SessionReset bool
 }
 

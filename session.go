@@ -15,8 +15,12 @@ import (
 //
 // A trap (timeout, fuel, memory, cancellation, tool budget, crash)
 // discards the VM: that eval's Result has SessionReset set, and the next
-// eval starts from a fresh VM. State is never lost silently. The scratch
-// directory is wiped after every eval; mounts stay as they are.
+// eval starts from a fresh VM. So does an eval that finds a mount's host
+// directory replaced (moved away, a new one made at its path): it runs in
+// a fresh VM that sees the new directory, with SessionReset set. State is
+// never lost silently. The scratch
+// directory is wiped after every eval (a scratch file the guest keeps
+// open stays open, emptied); mounts stay as they are.
 //
 // A session must never be shared between users (tenants, customers,
 // conversations): anything one eval leaves behind — data fetched through

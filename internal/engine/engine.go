@@ -248,13 +248,26 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	}
 	start := time.Now()
 	done := make(chan *Outcome, 1)
+	v.settled.Store(false)
 	e.running.Add(1)
 	go func() {
 		defer e.running.Done()
 		out := v.run(ctx, req)
-		done <- out
+		if !v.settled.CompareAndSwap(false, true) {
+			e.recycle(v) // Eval gave up on it and has returned
+			return
+		}
+		// Keep or free the VM before Eval returns: a session's next eval
+		// must not start while this one's scratch directory is wiped.
 		finish(out)
+		done <- out
 	}()
+	giveUp := func(s Status, msg string) *Outcome {
+		if v.settled.CompareAndSwap(false, true) {
+			return v.abandon(s, msg, start)
+		}
+		return <-done // the VM returned just now and is being settled
+	}
 	timer := time.NewTimer(req.Limits.Timeout + abandonGrace)
 	defer timer.Stop()
 	// wait waits for the VM after its deadline or its context's end. It
@@ -270,7 +283,7 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 				return out
 			case <-tick.C:
 				if v.inTool.Load() || waited >= stuckLimit {
-					return v.abandon(s, msg, start)
+					return giveUp(s, msg)
 				}
 			}
 		}
@@ -289,7 +302,7 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 		if !v.inTool.Load() {
 			return wait(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout)), nil
 		}
-		return v.abandon(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout), start), nil
+		return giveUp(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout)), nil
 	}
 }
 

@@ -22,6 +22,7 @@ type Pool struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
+	closed  bool // set by Close; guarded by e.poolsMu
 	hits    atomic.Uint64
 	misses  atomic.Uint64
 }
@@ -114,6 +115,7 @@ func (p *Pool) Stats() (hits, misses uint64) { return p.hits.Load(), p.misses.Lo
 func (p *Pool) Close() {
 	p.once.Do(func() {
 		p.e.poolsMu.Lock()
+		p.closed = true // no session starts from now on; those started are closed below
 		var sessions []*Session
 		for s := range p.e.sessions {
 			if s.p == p {
@@ -155,31 +157,40 @@ type Session struct {
 }
 
 // NewSession starts a session on p's engine, tools and mounts. Its VM is
-// taken from the pool at its first eval.
+// taken from the pool at its first eval. It fails with ErrClosed once p
+// or its engine is closed.
 func (p *Pool) NewSession() (*Session, error) {
 	s := &Session{p: p}
 	e := p.e
 	e.poolsMu.Lock()
 	defer e.poolsMu.Unlock()
-	if e.closed.Load() {
+	if e.closed.Load() || p.closed {
 		return nil, ErrClosed
 	}
 	e.sessions[s] = true
 	return s, nil
 }
 
-// Eval runs req in the session's VM. reset reports that the VM trapped
-// and was freed: the state the session had is gone.
+// Eval runs req in the session's VM. reset reports that the state the
+// session had is gone: the VM trapped and was freed, or a mount's host
+// directory had been replaced and the eval ran in a fresh VM.
 func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, false, ErrClosed
 	}
-	ran := false
+	ran, replaced := false, false
 	get := func() (*VM, error) {
-		if _, err := checkMounts(s.p.mounts); err != nil {
+		fresh, err := checkMounts(s.p.mounts)
+		if err != nil {
 			return nil, err
+		}
+		if s.vm != nil && !fresh(s.vm) {
+			// A mount's host directory was replaced: the VM still has the
+			// old one open. Start over on the new one, and say so.
+			s.p.e.recycle(s.vm)
+			s.vm, replaced = nil, true
 		}
 		if s.vm == nil {
 			v, err := s.p.get()
@@ -195,7 +206,11 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		if !kept(out.Status) {
 			return false
 		}
-		if err := wipeDir(v.scratch); err != nil {
+		err := wipeDir(v.scratch)
+		if err == nil {
+			err = v.fs.emptyScratchFiles()
+		}
+		if err != nil {
 			s.p.e.log.Warn("glovebox: wiping a session's scratch directory failed; dropping its VM", "err", err)
 			v.abandoned.Store(true) // read below: the VM is gone
 			return false
@@ -207,7 +222,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		s.vm = nil // freed by eval, or by its goroutine when it returns
 		return out, true, err
 	}
-	return out, false, err
+	return out, replaced, err
 }
 
 // kept reports whether a VM that ended an eval with status lives on.

@@ -111,6 +111,11 @@ type VM struct {
 	// inTool is set while the VM is inside a tool call, the only place a
 	// VM can be held past its deadline.
 	inTool atomic.Bool
+	// settled is claimed, once per eval, by whichever comes first: the
+	// goroutine running a tool-using eval when the VM returns (it then
+	// keeps or frees the VM before Eval returns), or Eval giving up on it
+	// (the goroutine then frees it when the VM finally returns).
+	settled atomic.Bool
 
 	// Per-eval state, touched only by the goroutine running the eval (the
 	// store's callbacks run on it too).
