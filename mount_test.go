@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -298,5 +299,26 @@ func TestFileQuotas(t *testing.T) {
 	res := eval(t, f.r, attempt(`30.times { File.write("/tmp/same", "x") }; "fine"`))
 	if res.Value != "fine" {
 		t.Errorf("rewriting one file: %v", res.Value)
+	}
+}
+
+// Scratch directories a dead process left behind are removed by the next
+// process that uses the same base.
+func TestStaleScratchSwept(t *testing.T) {
+	base := t.TempDir()
+	cmd := exec.Command("true")
+	must(t, cmd.Run())
+	dead := filepath.Join(base, fmt.Sprintf("glovebox-scratch-%d-123", cmd.Process.Pid))
+	alive := filepath.Join(base, fmt.Sprintf("glovebox-scratch-%d-456", os.Getppid()))
+	for _, d := range []string{dead, alive} {
+		must(t, os.MkdirAll(filepath.Join(d, "sub"), 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "sub", "f"), []byte("x"), 0o644))
+	}
+	newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: base})
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("a dead process's scratch directory is still there: %v", err)
+	}
+	if _, err := os.Stat(alive); err != nil {
+		t.Errorf("a live process's scratch directory was removed: %v", err)
 	}
 }

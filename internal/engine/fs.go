@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -954,7 +955,30 @@ func newScratchDirs(base string) *scratchDirs {
 	if base == "" {
 		base = DefaultScratchBase()
 	}
+	if _, done := swept.LoadOrStore(base, true); !done {
+		sweepScratch(base)
+	}
 	return &scratchDirs{base: base}
+}
+
+// swept records the bases swept by this process.
+var swept sync.Map
+
+// sweepScratch removes scratch directories under base left by processes
+// that have exited without closing their Runtimes (killed, or never
+// calling Close): each directory's name carries its creator's process ID.
+func sweepScratch(base string) {
+	ds, _ := filepath.Glob(filepath.Join(base, "glovebox-scratch-*-*"))
+	for _, d := range ds {
+		rest := strings.TrimPrefix(filepath.Base(d), "glovebox-scratch-")
+		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			removeScratch(d)
+		}
+	}
 }
 
 func (s *scratchDirs) get() (string, error) {
@@ -966,7 +990,7 @@ func (s *scratchDirs) get() (string, error) {
 		return d, nil
 	}
 	s.mu.Unlock()
-	d, err := os.MkdirTemp(s.base, "glovebox-scratch-")
+	d, err := os.MkdirTemp(s.base, fmt.Sprintf("glovebox-scratch-%d-", os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("creating the scratch directory: %w", err)
 	}
