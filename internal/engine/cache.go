@@ -25,6 +25,7 @@ import (
 // the wasmtime version, the engine settings and moduleVersion:
 //
 //	module.cwasm, module.cwasm.sum  compiled code and its CRC-32C
+//	trampoline-<v>.cwasm (+ .sum)   the compiled WASI trampoline
 //	boot.mem                        initial linear memory (memory image file)
 //	snap-<key of Version and the prelude>/memory.mem   booted linear memory
 //	snap-<prelude key>/state.json   captured globals and the hot page list
@@ -90,12 +91,20 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	if e.wasi, err = wt.NewLinker(e.wt); err != nil {
 		return err
 	}
-	tramp, err := trampolineModule(e.wasm)
-	if err != nil {
-		return fmt.Errorf("glovebox: %w", err)
-	}
-	if e.tramp, err = wt.Compile(e.wt, tramp); err != nil {
-		return fmt.Errorf("glovebox: compiling the WASI trampoline: %w", err)
+	// The trampoline is tiny, but compiling it still costs Cranelift's
+	// start-up (5-12 ms here): it is cached like the guest.
+	trampPath := filepath.Join(dir, "trampoline-"+trampolineVersion+".cwasm")
+	if e.tramp, err = loadModule(e.wt, trampPath); err != nil {
+		tramp, err := trampolineModule(e.wasm)
+		if err != nil {
+			return fmt.Errorf("glovebox: %w", err)
+		}
+		if e.tramp, err = wt.Compile(e.wt, tramp); err != nil {
+			return fmt.Errorf("glovebox: compiling the WASI trampoline: %w", err)
+		}
+		if err := saveModule(e.tramp, trampPath); err != nil {
+			e.log.Warn("glovebox: cannot cache the WASI trampoline", "err", err)
+		}
 	}
 	if err := defineHost(e.linker, e.wasm); err != nil {
 		return fmt.Errorf("glovebox: %w", err)

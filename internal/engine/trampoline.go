@@ -14,6 +14,10 @@ import (
 // original WASI functions the guard shadows, and exports one function
 // each that calls the original: a shadowing host function calls those.
 
+// trampolineVersion names the trampoline's layout (the shadowed imports
+// and their order) in its cache file name; change it with shadowNames.
+const trampolineVersion = "1"
+
 // trampolineModule builds the trampoline for the shadowed imports, with
 // the signatures the guest image declares for them.
 func trampolineModule(m *wasmbin.Module) ([]byte, error) {
