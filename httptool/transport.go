@@ -120,6 +120,7 @@ func (t *Tool) dialContext(ctx context.Context, network, address string) (net.Co
 		dial = d.DialContext
 	}
 	var errs []error
+	var tried []string
 	for _, a := range p.addrs {
 		if why := t.floor.check(a); why != "" { // a second look; vet already refused these
 			return nil, &blockedError{msg: "http: connection refused: the address is " + why, detail: a.String()}
@@ -129,18 +130,54 @@ func (t *Tool) dialContext(ctx context.Context, network, address string) (net.Co
 		if err == nil {
 			return &vettedConn{Conn: c, addr: ap}, nil
 		}
-		errs = append(errs, err)
+		errs = append(errs, hideAddrs(err))
+		tried = append(tried, ap.String())
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, errors.Join(errs...)
+	return nil, &dialError{err: errors.Join(errs...), tried: strings.Join(tried, ", ")}
 }
 
-// vettedConn remembers the vetted address it was dialed to, for the audit.
+// dialError is a failure to connect to any vetted address. Its message
+// names no address (see hideAddrs); tried lists them for the audit.
+type dialError struct {
+	err   error
+	tried string
+}
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// hideAddrs takes the addresses out of a *net.OpError, whose message
+// otherwise names both ends ("read tcp 10.0.0.2:51234->93.184.216.34:443:
+// connection reset by peer"): the guest's messages must tell neither the
+// host's own address nor the one a name resolved to. The error's kind
+// (errors.Is, Timeout) is kept.
+func hideAddrs(err error) error {
+	if oe, ok := err.(*net.OpError); ok && (oe.Source != nil || oe.Addr != nil) {
+		c := *oe
+		c.Source, c.Addr = nil, nil
+		return &c
+	}
+	return err
+}
+
+// vettedConn remembers the vetted address it was dialed to, for the
+// audit, and hides the addresses from its read and write errors.
 type vettedConn struct {
 	net.Conn
 	addr netip.AddrPort
+}
+
+func (c *vettedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	return n, hideAddrs(err)
+}
+
+func (c *vettedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	return n, hideAddrs(err)
 }
 
 // withTrace records in e the address of the connection a request uses.
@@ -183,7 +220,12 @@ func (t *Tool) classify(ctx, rctx context.Context, err error, host string, budge
 	case rctx.Err() != nil:
 		return toolError(ClassTimeout, "http: the request to %s took longer than %v and was stopped; try again later or ask for less", host, t.cfg.RequestTimeout)
 	}
-	return toolError(ClassTransport, "http: the request to %s failed: %v", host, err)
+	te := toolError(ClassTransport, "http: the request to %s failed: %v", host, err)
+	var de *dialError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%w (connecting to %s)", te, de.tried)
+	}
+	return te
 }
 
 // readResponse reads the body within MaxResponseBody and builds the
