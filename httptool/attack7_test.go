@@ -2,14 +2,20 @@ package httptool
 
 import (
 	"bufio"
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gloveboxhq/glovebox"
 )
@@ -97,5 +103,254 @@ func TestNetworkErrorsHideAddresses(t *testing.T) {
 	if !strings.Contains(err.Error(), "127.0.0.1:"+strconv.Itoa(port)) {
 		t.Errorf("the host-side error %q does not say which address failed", err)
 	}
-	_ = context.Background
+}
+
+// TestAttackAddressSpellings: with every permissive switch on (AnyHost,
+// IP literals, many ports), no spelling of a loopback, private, metadata
+// or otherwise special address reaches a dial, whether written in the URL
+// or answered by the resolver.
+func TestAttackAddressSpellings(t *testing.T) {
+	refused := []string{
+		// IPv4 spellings.
+		"http://127.0.0.1/", "http://0x7f.1/", "http://0x7F.0.0.1/", "http://0177.0.0.1/", "http://2130706433/",
+		"http://127.1/", "http://0.0.0.0/", "http://0/", "http://0x0/", "http://127.0.0.1./", "http://127.000.000.001/",
+		"http://169.254.169.254/", "http://169.254.43518/", "http://0xa9fea9fe/", "http://2852039166/", "http://0251.0376.0251.0376/",
+		"http://100.64.0.1/", "http://100.127.255.254/", "http://198.18.0.1/", "http://198.19.255.255/", "http://192.0.0.1/",
+		"http://192.0.0.192/", "http://240.0.0.1/", "http://255.255.255.255/", "http://224.0.0.1/", "http://10.0.0.1/",
+		"http://172.16.0.1/", "http://192.168.0.1/", "http://100.100.100.200/", "http://169.254.170.2/",
+		"http://%31%32%37.0.0.1/", "http://127.0.0.%31/", "http://①②⑦.0.0.1/", "http://127。0。0。1/",
+		// IPv6 spellings.
+		"http://[::]/", "http://[::1]/", "http://[0:0:0:0:0:0:0:1]/", "http://[::1%25lo]/", "http://[::1%lo]/",
+		"http://[::ffff:7f00:1]/", "http://[::ffff:127.0.0.1]/", "http://[::ffff:0:7f00:1]/", "http://[::ffff:0:127.0.0.1]/",
+		"http://[64:ff9b::7f00:1]/", "http://[64:ff9b::127.0.0.1]/", "http://[64:ff9b:1::7f00:1]/", "http://[64:ff9b:1:ffff::a9fe:a9fe]/",
+		"http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::1]/", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+		"http://[2001::ffff:ffff]/", "http://[::127.0.0.1]/", "http://[::7f00:1]/", "http://[fec0::1]/", "http://[fc00::1]/",
+		"http://[fd00:ec2::254]/", "http://[fe80::1]/", "http://[fe80::1%25eth0]/", "http://[ff02::1]/", "http://[100::1]/",
+		"http://[2001:db8::1]/", "http://[::ffff:169.254.169.254]/", "http://[::ffff:a9fe:a9fe]/", "http://[0::ffff:7f00:1]/",
+		"http://[::FFFF:7F00:1]/", "http://[0000:0000:0000:0000:0000:ffff:7f00:0001]/",
+		// Parser confusion.
+		`http://a.example.com\@127.0.0.1/`, "http://a.example.com@127.0.0.1/", "http://a.example.com%40127.0.0.1/",
+		"http://127.0.0.1%2f@a.example.com/", "http://a%40b@127.0.0.1/", "http:/127.0.0.1/", `http:\\127.0.0.1\`,
+		"http:127.0.0.1", "HTTP://127.0.0.1/", "http://127.0.0.1:80:80/", "http://127.0.0.1:0/", "http://127.0.0.1:65616/",
+		"http://127.0.0.1:00080/", "http://[::1]:80/", "http://[::1]]/", "http://[[::1]]/", "http://127.0.0.1#@a.example.com/",
+		"gopher://127.0.0.1:80/", "http+unix://127.0.0.1/", "ht\ttp://127.0.0.1/", " http://127.0.0.1/",
+		"http://localhost/", "http://LOCALHOST./", "http://localhost.localdomain/", "http://127.0.0.1.nip.io/",
+		"http://7f000001.nip.io/", "http://metadata.google.internal/", "http://[::ffff:127.0.0.1]:80@a.example.com/",
+	}
+	res := newResolver(
+		"localhost", []string{"127.0.0.1", "::1"},
+		"localhost.localdomain", []string{"127.0.0.1"},
+		"127.0.0.1.nip.io", []string{"127.0.0.1"},
+		"7f000001.nip.io", []string{"::ffff:127.0.0.1"},
+		"metadata.google.internal", []string{"169.254.169.254"},
+	)
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{
+		AnyHost: true, AllowIPLiterals: true, Resolver: res, Ports: []int{80, 443, 8080},
+	})
+	for _, u := range refused {
+		_, err := f.call("http_get", u)
+		switch class(err) {
+		case ClassURL, ClassBlockedAddress, ClassTransport:
+			if class(err) == ClassTransport && !strings.Contains(err.Error(), "does not exist") {
+				t.Errorf("%q: %v", u, err)
+			}
+		default:
+			t.Errorf("%q: %v, want a refusal", u, err)
+		}
+	}
+	if got := f.dial.addresses(); len(got) != 0 || f.hits.Load() != 0 {
+		t.Fatalf("dialed %v", got)
+	}
+}
+
+// oddResolver gives one fixed answer, without error, whatever it is
+// asked: empty, invalid or zoned addresses included.
+type oddResolver struct{ answer []netip.Addr }
+
+func (r oddResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return r.answer, nil
+}
+
+// TestAttackResolverAnswers: every special address a resolver may
+// answer, alone or among public ones, refuses the request before a dial;
+// so do empty, invalid and zoned answers.
+func TestAttackResolverAnswers(t *testing.T) {
+	bad := []string{
+		"127.0.0.1", "127.255.255.255", "0.0.0.0", "10.1.2.3", "172.31.0.1", "192.168.1.1", "100.64.0.1", "100.127.0.1",
+		"169.254.169.254", "169.254.170.2", "169.254.0.1", "100.100.100.200", "192.0.0.192", "192.0.0.1", "198.18.0.1", "198.19.0.1",
+		"240.0.0.1", "255.255.255.255", "224.0.0.251", "192.0.2.1", "198.51.100.1", "203.0.113.1",
+		"::", "::1", "::ffff:127.0.0.1", "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "64:ff9b::7f00:1", "64:ff9b::a00:1",
+		"64:ff9b:1::1", "2002:7f00:1::", "2002:a00:1::", "2001:0:4136:e378:8000:63bf:80ff:fffe", "2001::1", "::127.0.0.1",
+		"::a9fe:a9fe", "fec0::1", "fc00::1", "fd00:ec2::254", "fe80::1", "ff02::1", "ff0e::1", "100::1", "2001:db8::1",
+		"2001:10::1", "2001:20::1", "3fff::1", "5f00::1",
+	}
+	for _, b := range bad {
+		for _, set := range [][]string{{b}, {"93.184.216.34", b}, {b, "2606:2800:220:1:248:1893:25c8:1946"}} {
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{Resolver: newResolver("api.example.com", set)})
+			_, err := f.call("http_get", "http://api.example.com/")
+			if class(err) != ClassBlockedAddress {
+				t.Errorf("%v: %v", set, err)
+			}
+			if len(f.dial.addresses()) != 0 {
+				t.Errorf("%v: dialed %v", set, f.dial.addresses())
+			}
+		}
+	}
+	for _, answer := range [][]netip.Addr{nil, {}, {{}}, {netip.MustParseAddr("93.184.216.34"), {}}, {netip.MustParseAddr("2606:2800:220:1::1%eth0")}, {netip.MustParseAddr("::ffff:93.184.216.34%eth0")}} {
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{Resolver: oddResolver{answer}})
+		_, err := f.call("http_get", "http://api.example.com/")
+		if c := class(err); c != ClassBlockedAddress && c != ClassTransport {
+			t.Errorf("%v: %v", answer, err)
+		}
+		if len(f.dial.addresses()) != 0 {
+			t.Errorf("%v: dialed %v", answer, f.dial.addresses())
+		}
+	}
+}
+
+// TestAttackEvalEndsMidRequest: an eval whose time runs out while a
+// request waits on a server that never answers ends as a timeout; the
+// request is canceled with it (not left to run its 10 s RequestTimeout),
+// counted once, and charged only the time it ran.
+func TestAttackEvalEndsMidRequest(t *testing.T) {
+	rt := guestRuntime(t)
+	short, err := rt.WithLimits(glovebox.Limits{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest.mu.Lock()
+	before := len(guest.audit)
+	guest.mu.Unlock()
+	res, err := short.Eval(context.Background(), `http_get("http://api.example.com/slow")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != glovebox.StatusTimeout {
+		t.Fatalf("status %s: %+v", res.Status, res.Error)
+	}
+	guest.mu.Lock()
+	entries := append([]AuditEntry(nil), guest.audit[before:]...)
+	guest.mu.Unlock()
+	if len(entries) != 1 || !strings.Contains(entries[0].Err.Error(), "the eval is ending") {
+		t.Fatalf("audit %+v", entries)
+	}
+	guest.tool.mu.Lock()
+	requests, spent := guest.tool.requests, guest.tool.spent
+	guest.tool.mu.Unlock()
+	if requests != 1 || spent >= DefaultRequestTimeout {
+		t.Fatalf("%d requests, %v spent", requests, spent)
+	}
+	if got := evalOK(t, `http_get("http://api.example.com/")["status"]`); got != int64(200) {
+		t.Fatal(got)
+	}
+}
+
+// TestAttackHostileResponses: responses a hostile server may send each
+// end in a capped answer or a clear guest error, never a hang past
+// RequestTimeout (a hang would fail the test by its own timeout).
+func TestAttackHostileResponses(t *testing.T) {
+	big := strings.Repeat("a", 300)
+	for _, c := range []struct {
+		name, resp, want, body string
+		hold                   bool // keep the connection open after writing
+	}{
+		{"100-continue flood", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 100000) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", ClassResponseTooLarge, "", false},
+		{"103 repeated", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n", 20) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "", "ok", false},
+		{"103 flood", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n", 10000) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", ClassResponseTooLarge, "", false},
+		{"Content-Length shorter than body", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", "", "ok", false},
+		{"Content-Length longer than body", "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nok", ClassTimeout, "", true},
+		{"Content-Length longer, closed", "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nok", ClassTransport, "", false},
+		{"Content-Length over the cap", "HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\nok", ClassResponseTooLarge, "", true},
+		{"two Content-Lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nokk", ClassTransport, "", false},
+		{"HTTP/1.0 without length", "HTTP/1.0 200 OK\r\n\r\n" + big, ClassResponseTooLarge, "", false},
+		{"HTTP/1.0 without length, small", "HTTP/1.0 200 OK\r\n\r\nsmall", "", "small", false},
+		{"HTTP/1.0 without length, endless", "HTTP/1.0 200 OK\r\n\r\nsmall", ClassTimeout, "", true},
+		{"chunked without end", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", ClassTimeout, "", true},
+		{"chunk over the cap", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n" + big, ClassResponseTooLarge, "", true},
+		{"trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3\r\nabc\r\n0\r\nX-T: secret\r\n\r\n", "", "abc", false},
+		{"huge trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: " + strings.Repeat("t", 1<<20) + "\r\n\r\n", ClassTransport, "", false},
+		{"one huge header", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 1<<20) + "\r\nContent-Length: 2\r\n\r\nok", ClassResponseTooLarge, "", false},
+		{"many small headers", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: y\r\n", 200000) + "Content-Length: 2\r\n\r\nok", ClassResponseTooLarge, "", false},
+		{"endless header", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("b", 100), ClassTimeout, "", true},
+		{"obs-fold", "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok", "", "ok", false},
+		{"101 switch", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + big, ClassResponseTooLarge, "", true},
+		{"gzip, gzip", "HTTP/1.1 200 OK\r\nContent-Encoding: gzip, gzip\r\nContent-Length: 3\r\n\r\nabc", "", "abc", false},
+		{"broken gzip", "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc", ClassTransport, "", false},
+		{"unknown transfer coding", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", ClassTransport, "", false},
+		{"not HTTP", "SSH-2.0-OpenSSH_9.6\r\n", ClassTransport, "", false},
+		{"status 999", "HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\nok", "", "ok", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			addr := rawServer(t, func(conn net.Conn, req *http.Request) {
+				conn.Write([]byte(c.resp))
+				if c.hold {
+					<-release
+				}
+			})
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{MaxResponseBody: 100, MaxResponseHeader: 8 << 10, RequestTimeout: 200 * time.Millisecond})
+			f.dial.server = addr
+			res, err := f.call("http_get", "http://api.example.com/")
+			if class(err) != c.want {
+				t.Fatalf("%v, want %q", err, c.want)
+			}
+			if err == nil && res["body"] != c.body {
+				t.Fatalf("%#v", res)
+			}
+			if h, _ := res["headers"].(map[string]any); h["x-t"] != nil {
+				t.Fatalf("a trailer reached the guest: %#v", h)
+			}
+		})
+	}
+}
+
+// TestAttackGzipBombMemory: a 1 GiB gzip bomb (about 1 MiB on the wire)
+// is refused after MaxResponseBody decompressed bytes, and the host
+// allocates about what it received, not what the bomb would become.
+func TestAttackGzipBombMemory(t *testing.T) {
+	// 1024 gzip members of 1 MiB of zeros each: one gzip stream to a
+	// reader (members concatenate), quick to build.
+	var member, deflated bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	zeros := make([]byte, 1<<20)
+	zw.Write(zeros)
+	zw.Close()
+	bomb := bytes.NewBuffer(bytes.Repeat(member.Bytes(), 1024))
+	fw, _ := flate.NewWriter(&deflated, flate.BestCompression)
+	fw.Write(zeros)
+	fw.Close()
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(bomb.Bytes())
+		case "/gzip-chunked": // no Content-Length
+			w.Header().Set("Content-Encoding", "gzip")
+			for b := bomb.Bytes(); len(b) > 0; b = b[min(len(b), 4096):] {
+				w.Write(b[:min(len(b), 4096)])
+				w.(http.Flusher).Flush()
+			}
+		case "/deflate", "/br": // not decoded by the tool: the guest gets the bytes sent, capped as they are
+			w.Header().Set("Content-Encoding", strings.TrimPrefix(r.URL.Path, "/"))
+			w.Write(deflated.Bytes())
+		}
+	}, Config{})
+	for _, path := range []string{"/gzip", "/gzip-chunked", "/deflate", "/br"} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		res, err := f.call("http_get", "http://api.example.com"+path)
+		runtime.ReadMemStats(&after)
+		if strings.HasPrefix(path, "/gzip") {
+			wantClass(t, err, ClassResponseTooLarge)
+		} else if err != nil || res["body"] != base64.StdEncoding.EncodeToString(deflated.Bytes()) {
+			t.Errorf("%s: not passed through as sent: %v", path, err)
+		}
+		// The bomb itself is ~1 MiB and the server's copy of it is made
+		// outside the measurement; 16 MiB is far below 1 GiB.
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+			t.Errorf("%s: %d bytes allocated for one refused response", path, grew)
+		}
+	}
 }
