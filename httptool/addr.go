@@ -90,13 +90,21 @@ func (f *floor) check(ip netip.Addr) string {
 			break
 		}
 	}
-	if !trusted {
-		if form, v4 := embeddedIPv4(ip); form != "" {
-			if v4.IsValid() {
-				return fmt.Sprintf("the %s form of %s (%s); IPv4-in-IPv6 forms are never dialed", form, v4, kind(v4))
-			}
-			return fmt.Sprintf("a %s address; IPv4-in-IPv6 forms are never dialed", form)
+	form, v4 := embeddedIPv4(ip)
+	switch {
+	case form != "" && !trusted && v4.IsValid():
+		return fmt.Sprintf("the %s form of %s (%s); IPv4-in-IPv6 forms are never dialed", form, v4, kind(v4))
+	case form != "" && !trusted:
+		return fmt.Sprintf("a %s address; IPv4-in-IPv6 forms are never dialed", form)
+	case form != "" && v4.IsValid():
+		// A trusted translation prefix (NAT64 for an IPv6-only host, say)
+		// trusts the way through the gateway, not every IPv4 address
+		// behind it: the address it carries must pass on its own, so the
+		// metadata endpoints and untrusted private networks stay out.
+		if why := f.check(v4); why != "" {
+			return fmt.Sprintf("the %s form of %s (%s)", form, v4, why)
 		}
+		return ""
 	}
 	if f.guard.SafeAddr(ip) != nil {
 		return kind(ip)

@@ -354,3 +354,38 @@ func TestAttackGzipBombMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTrustedTranslationPrefix: an operator on an IPv6-only
+// network trusts the NAT64 prefix so the guest can reach the IPv4
+// internet through the gateway. The metadata endpoints must stay refused
+// in that clothing too, as Config.TrustedPrefixes promises, and so must
+// the private networks a NAT64 gateway inside a cloud network reaches.
+func TestAttackTrustedTranslationPrefix(t *testing.T) {
+	fl := newFloor([]netip.Prefix{
+		netip.MustParsePrefix("64:ff9b::/96"),
+		netip.MustParsePrefix("2002::/16"),
+		netip.MustParsePrefix("::ffff:0:0/96"),
+	}, DefaultPorts)
+	for _, a := range []string{"64:ff9b::a9fe:a9fe", "64:ff9b::a9fe:aa02", "64:ff9b::6464:64c8", "2002:a9fe:a9fe::", "::ffff:169.254.169.254"} {
+		if why := fl.check(netip.MustParseAddr(a)); !strings.Contains(why, "metadata") {
+			t.Errorf("%s under a trusted translation prefix: %q, want a metadata refusal", a, why)
+		}
+	}
+	// Nor does the gateway open the private IPv4 networks behind it,
+	// unless those are trusted too.
+	for _, a := range []string{"64:ff9b::a00:1", "64:ff9b::7f00:1", "::ffff:10.0.0.1", "2002:a00:1::"} {
+		if why := fl.check(netip.MustParseAddr(a)); why == "" {
+			t.Errorf("%s under a trusted translation prefix was allowed", a)
+		}
+	}
+	if why := fl.check(netip.MustParseAddr("64:ff9b::5db8:d822")); why != "" {
+		t.Errorf("a trusted NAT64 form of a public address: %q", why)
+	}
+	both := newFloor([]netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("10.0.0.0/8")}, DefaultPorts)
+	if why := both.check(netip.MustParseAddr("64:ff9b::a00:1")); why != "" {
+		t.Errorf("NAT64 form of a trusted private address: %q", why)
+	}
+	if why := both.check(netip.MustParseAddr("64:ff9b::a9fe:a9fe")); !strings.Contains(why, "metadata") {
+		t.Errorf("NAT64 form of the metadata address with 10/8 trusted: %q", why)
+	}
+}

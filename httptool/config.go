@@ -101,7 +101,10 @@ type Config struct {
 	// TrustedPrefixes are networks exempt from the IP floor, for an
 	// operator who means the guest to reach an internal service (together
 	// with an AllowHosts entry for its name). Cloud metadata addresses
-	// stay refused unless a prefix is exactly that one address.
+	// stay refused unless a prefix is exactly that one address. A trusted
+	// prefix of IPv4-in-IPv6 addresses (such as NAT64's 64:ff9b::/96)
+	// trusts the translation, not the IPv4 addresses it carries: each
+	// must pass the floor as itself (or be trusted as well).
 	TrustedPrefixes []netip.Prefix
 	// MaxRequests is the most requests over the tool's lifetime (until
 	// [Tool.Reset]); refused requests count too. Zero means
