@@ -389,3 +389,34 @@ func TestAttackTrustedTranslationPrefix(t *testing.T) {
 		t.Errorf("NAT64 form of the metadata address with 10/8 trusted: %q", why)
 	}
 }
+
+// TestAttackResetDuringRequest: Reset starts a new unit of work; a
+// request admitted before it and finishing after must not charge its time
+// to the new unit (with MaxTime equal to RequestTimeout, one such request
+// could leave the next unit no time at all).
+func TestAttackResetDuringRequest(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(arrived)
+			<-release
+		}
+	}, Config{})
+	done := make(chan error)
+	go func() {
+		_, err := f.call("http_get", "http://api.example.com/slow")
+		done <- err
+	}()
+	<-arrived
+	f.tool.Reset()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.tool.mu.Lock()
+	requests, spent := f.tool.requests, f.tool.spent
+	f.tool.mu.Unlock()
+	if requests != 0 || spent != 0 {
+		t.Fatalf("after Reset: %d requests, %v spent, charged by a request of the previous unit", requests, spent)
+	}
+}

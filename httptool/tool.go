@@ -28,6 +28,7 @@ type Tool struct {
 	mu       sync.Mutex
 	requests int           // attempted since the last Reset
 	spent    time.Duration // time taken by finished requests since the last Reset
+	unit     uint64        // Resets so far: a request charges its time to its own unit
 }
 
 // New checks cfg and makes a Tool. It fails with an error wrapping
@@ -44,10 +45,13 @@ func New(cfg Config) (*Tool, error) {
 }
 
 // Reset starts the lifetime budgets (MaxRequests, MaxTime) afresh, for
-// the next unit of work. It is host-only: no guest function reaches it.
+// the next unit of work. A request still in flight keeps running, and its
+// time stays with the unit that made it. It is host-only: no guest
+// function reaches it.
 func (t *Tool) Reset() {
 	t.mu.Lock()
 	t.requests, t.spent = 0, 0
+	t.unit++
 	t.mu.Unlock()
 }
 
@@ -173,19 +177,20 @@ func (t *Tool) call(ctx context.Context, fname, method string, a glovebox.Args) 
 }
 
 // admit checks the lifetime budgets and counts the request. It returns
-// the time left in the time budget.
-func (t *Tool) admit() (time.Duration, error) {
+// the time left in the time budget and the unit of work (see Reset) the
+// request belongs to.
+func (t *Tool) admit() (time.Duration, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.requests >= t.cfg.MaxRequests {
-		return 0, toolError(ClassBudget, "http: the request budget is spent (%d requests); no more requests can be made in this unit of work", t.cfg.MaxRequests)
+		return 0, 0, toolError(ClassBudget, "http: the request budget is spent (%d requests); no more requests can be made in this unit of work", t.cfg.MaxRequests)
 	}
 	left := t.cfg.MaxTime - t.spent
 	if left <= 0 {
-		return 0, toolError(ClassBudget, "http: the time budget is spent (%v of requests); no more requests can be made in this unit of work", t.cfg.MaxTime)
+		return 0, 0, toolError(ClassBudget, "http: the time budget is spent (%v of requests); no more requests can be made in this unit of work", t.cfg.MaxTime)
 	}
 	t.requests++
-	return left, nil
+	return left, t.unit, nil
 }
 
 // do makes one request and reports it to the audit hook.
@@ -213,14 +218,16 @@ func (t *Tool) audit(ctx context.Context, e AuditEntry) {
 // request applies the checks in order (budgets, URL, host allowlist,
 // headers, body, IP floor), then sends the request and reads the response.
 func (t *Tool) request(ctx context.Context, e *AuditEntry, method, rawURL string, headers map[string]any, body any) (map[string]any, error) {
-	left, err := t.admit()
+	left, unit, err := t.admit()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	defer func() {
 		t.mu.Lock()
-		t.spent += time.Since(start)
+		if t.unit == unit { // after a Reset, the time was the previous unit's
+			t.spent += time.Since(start)
+		}
 		t.mu.Unlock()
 	}()
 	tg, err := t.policy.checkURL(rawURL)

@@ -301,7 +301,7 @@ func TestTimeBudget(t *testing.T) {
 	}
 	f.tool.Reset()
 	// Checked without a request: one would have to finish within 50 ms.
-	if left, err := f.tool.admit(); err != nil || left != 50*time.Millisecond {
+	if left, _, err := f.tool.admit(); err != nil || left != 50*time.Millisecond {
 		t.Fatalf("after Reset: %v left, %v", left, err)
 	}
 }
