@@ -8,12 +8,16 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,5 +422,135 @@ func TestAttackResetDuringRequest(t *testing.T) {
 	f.tool.mu.Unlock()
 	if requests != 0 || spent != 0 {
 		t.Fatalf("after Reset: %d requests, %v spent, charged by a request of the previous unit", requests, spent)
+	}
+}
+
+// TestAttackSessionsShareBudget: sessions evaluating at once share the
+// tool's request budget; together they make exactly MaxRequests requests.
+func TestAttackSessionsShareBudget(t *testing.T) {
+	rt := guestRuntime(t)
+	var wg sync.WaitGroup
+	counts := make([]int64, 3)
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := rt.NewSession()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			res, err := s.Eval(context.Background(), `
+				n = 0
+				begin
+				  loop { http_get("http://api.example.com/"); n += 1 }
+				rescue Glovebox::HTTPBudgetError
+				end
+				n`)
+			if err != nil || res.Status != glovebox.StatusOK {
+				t.Errorf("%v %+v", err, res)
+				return
+			}
+			counts[i] = res.Value.(int64)
+		}()
+	}
+	wg.Wait()
+	if total := counts[0] + counts[1] + counts[2]; total != int64(guest.tool.cfg.MaxRequests) {
+		t.Fatalf("sessions made %v requests, %d in all; the budget is %d", counts, total, guest.tool.cfg.MaxRequests)
+	}
+}
+
+// TestAttackGuestReach: guest code finds nothing of the tool but its
+// functions: no constant, instance variable or method leads to budgets,
+// resolver or config, the bridge refuses names it was not given, and no
+// method, header or URL turns a request into a tunnel or a second
+// request.
+func TestAttackGuestReach(t *testing.T) {
+	got := evalOK(t, `
+		def try
+		  r = yield
+		  r.is_a?(Hash) ? r["status"] : r.inspect[0, 80]
+		rescue Glovebox::ToolError, Glovebox::UnknownToolError, ArgumentError, TypeError => e
+		  e.class.name
+		end
+		found = (Glovebox.constants.map(&:to_s) + Glovebox.instance_variables.map(&:to_s) +
+		         Glovebox.singleton_methods.map(&:to_s) + instance_variables.map(&:to_s) +
+		         global_variables.map(&:to_s)).grep(/budget|resolv|config|reset|tool_?cfg|allow|trust|dial/i)
+		[found,
+		 try { Glovebox.call("reset") },
+		 try { Glovebox.call("http_request ") },
+		 try { Glovebox.call("HTTP_GET", "http://api.example.com/") },
+		 try { Glovebox.call("http_get\0", "http://api.example.com/") },
+		 try { http_request("CONNECT", "api.example.com:443") },
+		 try { http_request("CONNECT", "http://api.example.com:443/") },
+		 try { http_request("GET /x HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\nGET", "http://api.example.com/") },
+		 try { http_request("TRACK", "http://api.example.com/") },
+		 try { http_request("get", "http://api.example.com/http://169.254.169.254/latest") },
+		 try { http_get("http://api.example.com/ HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n") },
+		 try { http_get("http://api.example.com/", {"X-A" => "1\r\nHost: 169.254.169.254"}) },
+		 try { http_get("http://api.example.com/", {"X-A\r\nHost" => "169.254.169.254"}) },
+		 try { http_get("http://api.example.com/", {"X-A" => "a\r\n b"}) },
+		 try { http_get("http://api.example.com/", {"HOST" => "169.254.169.254"}) },
+		 try { http_get("http://api.example.com/", {"content-length" => "0"}) },
+		 try { http_get("http://api.example.com/", {"Transfer-encoding" => "chunked"}) },
+		 try { http_get("http://api.example.com/", {"Accept" => "a", "ACCEPT" => "b"}) },
+		 try { http_get("http://api.example.com/", (1..500).to_h { ["X-#{_1}", "v"] }) },
+		 try { http_get("http://api.example.com/", {1 => "x"}) }, # the name "1": a token
+		 try { http_get("http://api.example.com/", {"X-A" => "x" * 100_000}) },
+		]`).([]any)
+	want := []any{
+		[]any{},
+		"Glovebox::UnknownToolError", "Glovebox::UnknownToolError", "Glovebox::UnknownToolError", "Glovebox::UnknownToolError",
+		"Glovebox::HTTPArgumentError", "Glovebox::HTTPArgumentError", "Glovebox::HTTPArgumentError", "Glovebox::HTTPArgumentError",
+		int64(200), "Glovebox::HTTPURLError",
+		"Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError",
+		"Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError", "Glovebox::HTTPHeaderError",
+		int64(200), "Glovebox::HTTPHeaderError",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%#v", got)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("case %d: %#v, want %#v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestAttackProxyEnvironment: every proxy variable, in both cases, set
+// to a local proxy that fails the test if used; NO_PROXY naming nothing.
+// Requests still go straight to the vetted address, over http and https.
+func TestAttackProxyEnvironment(t *testing.T) {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the proxy was used: %s %s", r.Method, r.URL)
+	}))
+	defer proxy.Close()
+	for _, v := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "REQUEST_METHOD"} {
+		t.Setenv(v, proxy.URL)
+	}
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "direct") }))
+	defer srv.Close()
+	plain := newFixture(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "direct") }, Config{})
+	d := &redirector{errorf: t.Errorf, server: srv.Listener.Addr().String()}
+	tool, err := New(Config{AllowHosts: []string{"example.com"}, Resolver: newResolver("example.com", []string{"93.184.216.34"}), Dial: d.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tool.transport.CloseIdleConnections()
+	tool.transport.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	for _, c := range []struct {
+		tool *Tool
+		url  string
+	}{{plain.tool, "http://api.example.com/"}, {tool, "https://example.com/"}} {
+		res, err := callTool(c.tool, "http_get", glovebox.Args{Positional: []any{c.url}})
+		if err != nil || res["body"] != "direct" {
+			t.Errorf("%s: %#v %v", c.url, res, err)
+		}
+	}
+	if got := d.addresses(); len(got) != 1 || got[0] != "93.184.216.34:443" {
+		t.Errorf("https dialed %v", got)
 	}
 }
