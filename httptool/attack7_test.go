@@ -554,3 +554,61 @@ func TestAttackProxyEnvironment(t *testing.T) {
 		t.Errorf("https dialed %v", got)
 	}
 }
+
+// TestAttackDialOutlivesRequest: net/http dials with the request's
+// values but neither its deadline nor its cancellation, so that a dial
+// may serve a later request. A host that drops connection attempts would
+// then keep a socket connecting (the kernel gives up after about two
+// minutes) for every request the guest makes; the tool's dial must end
+// with the request.
+func TestAttackDialOutlivesRequest(t *testing.T) {
+	type dialSeen struct {
+		hasDeadline bool
+		ctx         context.Context
+	}
+	seen := make(chan dialSeen, 1)
+	release := make(chan struct{})
+	defer close(release)
+	ended := make(chan bool, 1)
+	tool, err := New(Config{
+		AllowHosts: []string{"blackhole.example.org"}, RequestTimeout: 100 * time.Millisecond,
+		Resolver: newResolver("blackhole.example.org", []string{"93.184.216.34"}),
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			_, has := ctx.Deadline()
+			seen <- dialSeen{has, ctx}
+			select { // a SYN that is never answered
+			case <-ctx.Done():
+				ended <- true
+				return nil, ctx.Err()
+			case <-release:
+				ended <- false
+				return nil, errors.New("released by the test")
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = callTool(tool, "http_get", glovebox.Args{Positional: []any{"http://blackhole.example.org/"}})
+	wantClass(t, err, ClassTimeout)
+	s := <-seen
+	if !s.hasDeadline {
+		t.Fatal("the dial has no deadline: it outlives the request")
+	}
+	if !<-ended {
+		t.Fatal("the dial did not end with the request")
+	}
+	// The eval ending (its context canceled) ends the dial too; were it
+	// left running, this test would hang until the test binary's timeout.
+	tool.cfg.RequestTimeout = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-seen
+		cancel()
+	}()
+	_, err = tool.call(ctx, "http_get", "GET", glovebox.Args{Positional: []any{"http://blackhole.example.org/"}})
+	wantClass(t, err, ClassTransport)
+	if !<-ended {
+		t.Fatal("the dial did not end with the eval")
+	}
+}

@@ -267,7 +267,7 @@ func (t *Tool) request(ctx context.Context, e *AuditEntry, method, rawURL string
 	if err != nil {
 		return nil, fail(err)
 	}
-	rctx = context.WithValue(rctx, pinKey{}, &pin{hostport: hostPort(tg), addrs: addrs})
+	rctx = context.WithValue(rctx, pinKey{}, &pin{hostport: hostPort(tg), addrs: addrs, req: rctx})
 	var rbody io.Reader
 	if payload != nil {
 		rbody = bytes.NewReader(payload)

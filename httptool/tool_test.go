@@ -503,7 +503,7 @@ func TestRealDialTrusted(t *testing.T) {
 	}
 	// The dial layer on its own: a pin naming a loopback address is still
 	// refused by dialContext and by the dialer's Control.
-	ctx := context.WithValue(context.Background(), pinKey{}, &pin{hostport: "x:" + strconv.Itoa(port), addrs: []netip.Addr{ap.Addr()}})
+	ctx := context.WithValue(context.Background(), pinKey{}, &pin{hostport: "x:" + strconv.Itoa(port), addrs: []netip.Addr{ap.Addr()}, req: context.Background()})
 	if c, err := untrusted.dialContext(ctx, "tcp", "x:"+strconv.Itoa(port)); err == nil {
 		c.Close()
 		t.Fatal("dialContext dialed an untrusted loopback address")

@@ -39,10 +39,12 @@ func (t *Tool) newTransport() *http.Transport {
 	}
 }
 
-// pin carries a request's vetted addresses to dialContext.
+// pin carries a request's vetted addresses to dialContext, and the
+// request's context, whose end ends the dial.
 type pin struct {
 	hostport string // the URL's host:port, as the transport asks to dial it
 	addrs    []netip.Addr
+	req      context.Context
 }
 
 type pinKey struct{}
@@ -112,6 +114,19 @@ func (t *Tool) dialContext(ctx context.Context, network, address string) (net.Co
 	if p == nil || address != p.hostport {
 		return nil, &blockedError{msg: "http: connection refused: no vetted address for " + address, detail: "no pin"}
 	}
+	// net/http dials with the request's values but neither its deadline
+	// nor its cancellation, so that a dial may serve a later request. A
+	// host that drops connection attempts would then keep a socket
+	// connecting for minutes (the kernel's SYN retries) after every
+	// request; here a dial ends with the request that asked for it.
+	if d, ok := p.req.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.req, cancel)()
 	_, portStr, _ := net.SplitHostPort(address)
 	port, _ := strconv.Atoi(portStr)
 	dial := t.cfg.Dial
@@ -135,6 +150,12 @@ func (t *Tool) dialContext(ctx context.Context, network, address string) (net.Co
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		// The request's deadline, seen first by this context's timer:
+		// let the request's own context end too, so that the failure is
+		// reported as the timeout it is.
+		<-p.req.Done()
 	}
 	return nil, &dialError{err: errors.Join(errs...), tried: strings.Join(tried, ", ")}
 }
