@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
 // rawServer is a loopback server that reads each request head and hands
@@ -610,5 +612,41 @@ func TestAttackDialOutlivesRequest(t *testing.T) {
 	wantClass(t, err, ClassTransport)
 	if !<-ended {
 		t.Fatal("the dial did not end with the eval")
+	}
+}
+
+// TestAttackAnswerGrowth: the worst response for the size of its answer
+// to the guest: a JSON string and header values of bytes that are not
+// UTF-8, each becoming U+FFFD (three bytes). The answer stays within the
+// bound Config.MaxResponseBody documents (an operator sizes
+// Limits.ToolPayload by it; over it, a server could end the guest's eval
+// with a status it cannot rescue), and the defaults fit the default
+// payload limit.
+func TestAttackAnswerGrowth(t *testing.T) {
+	for _, cfg := range []Config{{}, {MaxResponseBody: 64 << 10, MaxResponseHeader: 32 << 10}} {
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, cfg)
+		body := `["` + strings.Repeat("\xff", int(f.tool.cfg.MaxResponseBody)-4) + `"]`
+		var hdr strings.Builder
+		for i := 0; hdr.Len() < f.tool.cfg.MaxResponseHeader-1100; i++ {
+			fmt.Fprintf(&hdr, "%x: %s\r\n", i, strings.Repeat("\xff", 1000))
+		}
+		f.dial.server = rawServer(t, func(c net.Conn, req *http.Request) {
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", hdr.String(), len(body), body)
+		})
+		res, err := f.call("http_get", "http://api.example.com/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := engine.Answer(nil, res, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := 3*f.tool.cfg.MaxResponseBody + 3*int64(f.tool.cfg.MaxResponseHeader)
+		if int64(len(b)) > bound {
+			t.Errorf("%d-byte body, %d-byte headers: the answer is %d bytes, over the documented %d", f.tool.cfg.MaxResponseBody, f.tool.cfg.MaxResponseHeader, len(b), bound)
+		}
+		if cfg.MaxResponseBody == 0 && len(b) > glovebox.DefaultToolPayload {
+			t.Errorf("with the defaults the answer is %d bytes, over DefaultToolPayload", len(b))
+		}
 	}
 }

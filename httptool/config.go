@@ -21,8 +21,9 @@ import (
 //     may use at most a default eval's time;
 //   - DefaultMaxResponseBody: 256 KiB after decompression, a quarter of
 //     glovebox.DefaultToolPayload: the response must cross back within
-//     that payload, and its encoding can grow a body threefold (invalid
-//     UTF-8 inside a JSON string becomes U+FFFD) and the headers twofold;
+//     that payload, and its encoding can grow a body and the headers
+//     threefold (a byte that is not UTF-8, inside a JSON string or a
+//     header value, becomes the three bytes of U+FFFD): about 960 KiB;
 //   - DefaultMaxResponseHeader: 64 KiB of response headers, twice the
 //     header buffer space common servers accept (nginx: 4 × 8 KiB).
 const (
@@ -121,7 +122,7 @@ type Config struct {
 	// MaxResponseBody caps a response body in bytes, counted after
 	// decompression while it streams in. The response crosses back to the
 	// guest within the Runtime's Limits.ToolPayload, and its encoding may
-	// take up to 3 × MaxResponseBody + 2 × MaxResponseHeader bytes; a
+	// take up to 3 × MaxResponseBody + 3 × MaxResponseHeader bytes; a
 	// larger answer ends the eval with StatusToolBudgetExceeded. Zero
 	// means DefaultMaxResponseBody.
 	MaxResponseBody int64
