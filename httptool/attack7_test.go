@@ -273,6 +273,8 @@ func TestAttackHostileResponses(t *testing.T) {
 		{"HTTP/1.0 without length, endless", "HTTP/1.0 200 OK\r\n\r\nsmall", ClassTimeout, "", true},
 		{"chunked without end", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", ClassTimeout, "", true},
 		{"chunk over the cap", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n" + big, ClassResponseTooLarge, "", true},
+		{"huge chunk extension", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=" + strings.Repeat("e", 1<<20) + "\r\nabc\r\n0\r\n\r\n", ClassTransport, "", false},
+		{"chunk extension flood", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1;x="+strings.Repeat("e", 1000)+"\r\na\r\n", 1000) + "0\r\n\r\n", ClassTransport, "", false},
 		{"trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3\r\nabc\r\n0\r\nX-T: secret\r\n\r\n", "", "abc", false},
 		{"huge trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: " + strings.Repeat("t", 1<<20) + "\r\n\r\n", ClassTransport, "", false},
 		{"one huge header", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 1<<20) + "\r\nContent-Length: 2\r\n\r\nok", ClassResponseTooLarge, "", false},
@@ -647,6 +649,28 @@ func TestAttackAnswerGrowth(t *testing.T) {
 		}
 		if cfg.MaxResponseBody == 0 && len(b) > glovebox.DefaultToolPayload {
 			t.Errorf("with the defaults the answer is %d bytes, over DefaultToolPayload", len(b))
+		}
+	}
+}
+
+// TestAttackAllowedLiteralsDialThemselves: an allowed IP literal is
+// dialed as written, never resolved (the resolver knows no such names).
+func TestAttackAllowedLiteralsDialThemselves(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) }, Config{
+		AllowIPLiterals: true, AllowHosts: []string{"93.184.216.34", "2606:2800:220:1::1"}, Resolver: newResolver(),
+	})
+	for u, want := range map[string]string{
+		"http://93.184.216.34/":              "93.184.216.34:80",
+		"http://[2606:2800:220:1:0::1]:443/": "[2606:2800:220:1::1]:443",
+		"http://[2606:2800:220:1::1]/":       "[2606:2800:220:1::1]:80",
+	} {
+		res, err := f.call("http_get", u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		got := f.dial.addresses()
+		if got[len(got)-1] != want {
+			t.Errorf("%s dialed %v, want %s (Host %v)", u, got, want, res["body"])
 		}
 	}
 }
