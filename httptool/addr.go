@@ -10,15 +10,22 @@ import (
 	"code.dny.dev/ssrf"
 )
 
-// metadataAddrs are the cloud instance-metadata endpoints: AWS, GCP, Azure,
-// OpenStack and DigitalOcean (169.254.169.254), AWS ECS task metadata
-// (169.254.170.2), AWS's IPv6 endpoint (fd00:ec2::254), Alibaba Cloud
+// metadataAddrs are the cloud instance-metadata and credential endpoints:
+// AWS, GCP, Azure, OpenStack and DigitalOcean (169.254.169.254), AWS ECS
+// task metadata (169.254.170.2), AWS's IPv6 endpoint (fd00:ec2::254), the
+// EKS Pod Identity agent (169.254.170.23, fd00:ec2::23), Azure's
+// WireServer (168.63.129.16, a public address in no special-purpose
+// registry that every Azure VM reaches on port 80 and that serves the
+// VM's extension settings and certificates), Alibaba Cloud
 // (100.100.100.200) and Oracle Cloud (192.0.0.192). They are refused even
 // inside a trusted prefix, unless that prefix is the single address.
 var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("169.254.169.254"),
 	netip.MustParseAddr("169.254.170.2"),
 	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("169.254.170.23"),
+	netip.MustParseAddr("fd00:ec2::23"),
+	netip.MustParseAddr("168.63.129.16"),
 	netip.MustParseAddr("100.100.100.200"),
 	netip.MustParseAddr("192.0.0.192"),
 }
@@ -158,6 +165,8 @@ func embeddedIPv4(ip netip.Addr) (form string, v4 netip.Addr) {
 // kind names the class of a refused address, for messages.
 func kind(ip netip.Addr) string {
 	switch {
+	case slices.Contains(metadataAddrs, ip):
+		return "a cloud metadata endpoint"
 	case ip.IsUnspecified() || (ip.Is4() && ip.As4()[0] == 0):
 		return "an unspecified (this-network) address"
 	case ip.IsLoopback():

@@ -674,3 +674,26 @@ func TestAttackAllowedLiteralsDialThemselves(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackCloudCredentialEndpoints: Azure's WireServer, 168.63.129.16,
+// is a public address in no special-purpose registry, reachable from
+// every Azure VM on port 80, and serves the VM's goal state (extension
+// settings, certificates): a name resolving to it must be refused like
+// the metadata address. The credential agents at link-local and
+// unique-local addresses (EKS Pod Identity) stay refused when an
+// operator trusts those networks.
+func TestAttackCloudCredentialEndpoints(t *testing.T) {
+	res := newResolver("wire.example.org", []string{"168.63.129.16"})
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, Config{Resolver: res})
+	_, err := f.call("http_get", "http://wire.example.org/machine?comp=goalstate")
+	wantClass(t, err, ClassBlockedAddress)
+	if len(f.dial.addresses()) != 0 {
+		t.Fatalf("dialed %v", f.dial.addresses())
+	}
+	fl := newFloor([]netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fd00::/8")}, DefaultPorts)
+	for _, a := range []string{"168.63.129.16", "169.254.170.23", "fd00:ec2::23", "::ffff:168.63.129.16", "64:ff9b::a83f:8110"} {
+		if why := fl.check(netip.MustParseAddr(a)); !strings.Contains(why, "metadata") && !strings.Contains(why, "168.63.129.16") {
+			t.Errorf("%s: %q, want a metadata refusal", a, why)
+		}
+	}
+}
