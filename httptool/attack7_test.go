@@ -697,3 +697,24 @@ func TestAttackCloudCredentialEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackNoHTTP2: a server offering HTTP/2 still gets HTTP/1.1, the
+// protocol whose header limit MaxResponseHeader sets and whose framing
+// the response tests above cover.
+func TestAttackNoHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) }))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	d := &redirector{errorf: t.Errorf, server: srv.Listener.Addr().String()}
+	tool, err := New(Config{AllowHosts: []string{"example.com"}, Resolver: newResolver("example.com", []string{"93.184.216.34"}), Dial: d.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tool.transport.CloseIdleConnections()
+	tool.transport.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	res, err := callTool(tool, "http_get", glovebox.Args{Positional: []any{"https://example.com/"}})
+	if err != nil || res["body"] != "HTTP/1.1" {
+		t.Fatalf("%#v %v", res, err)
+	}
+}
