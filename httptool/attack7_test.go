@@ -538,13 +538,7 @@ func TestAttackProxyEnvironment(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "direct") }))
 	defer srv.Close()
 	plain := newFixture(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "direct") }, Config{})
-	d := &redirector{errorf: t.Errorf, server: srv.Listener.Addr().String()}
-	tool, err := New(Config{AllowHosts: []string{"example.com"}, Resolver: newResolver("example.com", []string{"93.184.216.34"}), Dial: d.dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tool.transport.CloseIdleConnections()
-	tool.transport.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	tool, d := tlsTool(t, srv)
 	for _, c := range []struct {
 		tool *Tool
 		url  string
@@ -706,15 +700,23 @@ func TestAttackNoHTTP2(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
+	tool, _ := tlsTool(t, srv)
+	res, err := callTool(tool, "http_get", glovebox.Args{Positional: []any{"https://example.com/"}})
+	if err != nil || res["body"] != "HTTP/1.1" {
+		t.Fatalf("%#v %v", res, err)
+	}
+}
+
+// tlsTool is a tool that reaches the TLS server srv as example.com
+// (93.184.216.34), trusting srv's certificate.
+func tlsTool(t *testing.T, srv *httptest.Server) (*Tool, *redirector) {
+	t.Helper()
 	d := &redirector{errorf: t.Errorf, server: srv.Listener.Addr().String()}
 	tool, err := New(Config{AllowHosts: []string{"example.com"}, Resolver: newResolver("example.com", []string{"93.184.216.34"}), Dial: d.dial})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tool.transport.CloseIdleConnections()
+	t.Cleanup(tool.transport.CloseIdleConnections)
 	tool.transport.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	res, err := callTool(tool, "http_get", glovebox.Args{Positional: []any{"https://example.com/"}})
-	if err != nil || res["body"] != "HTTP/1.1" {
-		t.Fatalf("%#v %v", res, err)
-	}
+	return tool, d
 }
