@@ -2,6 +2,7 @@ package httptool
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -48,6 +49,25 @@ var (
 type floor struct {
 	trusted []netip.Prefix
 	guard   *ssrf.Guardian
+	// own are the host's own interface addresses: a name resolving to
+	// one connects locally, past any firewall in front of the host,
+	// even when the address is public.
+	own []netip.Addr
+}
+
+// ownAddrs lists the addresses of the host's network interfaces.
+func ownAddrs() []netip.Addr {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap().WithZone(""))
+		}
+	}
+	return out
 }
 
 func newFloor(trusted []netip.Prefix, ports []int) *floor {
@@ -64,6 +84,7 @@ func newFloor(trusted []netip.Prefix, ports []int) *floor {
 		ps[i] = uint16(p)
 	}
 	return &floor{
+		own:     ownAddrs(),
 		trusted: trusted,
 		guard: ssrf.New(
 			ssrf.WithAllowedV4Prefixes(v4...),
@@ -115,6 +136,9 @@ func (f *floor) check(ip netip.Addr) string {
 	}
 	if f.guard.SafeAddr(ip) != nil {
 		return kind(ip)
+	}
+	if !trusted && slices.Contains(f.own, ip.Unmap()) {
+		return "an address of this host itself"
 	}
 	return ""
 }

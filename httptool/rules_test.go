@@ -367,3 +367,26 @@ func TestHeaderRules(t *testing.T) {
 		}
 	}
 }
+
+// A name resolving to one of the host's own addresses is refused even
+// when that address is public (it would connect locally, past any
+// firewall in front of the host), unless an operator trusts it.
+func TestFloorRefusesOwnAddresses(t *testing.T) {
+	public := netip.MustParseAddr("93.184.216.34") // stands in for a public interface address
+	f := newFloor(nil, DefaultPorts)
+	f.own = append(f.own, public)
+	if why := f.check(public); why != "an address of this host itself" {
+		t.Fatalf("own public address: %q", why)
+	}
+	if why := f.check(netip.MustParseAddr("::ffff:93.184.216.34")); why == "" {
+		t.Fatal("the mapped form of an own address passed")
+	}
+	trusted := newFloor([]netip.Prefix{netip.MustParsePrefix("93.184.216.34/32")}, DefaultPorts)
+	trusted.own = append(trusted.own, public)
+	if why := trusted.check(public); why != "" {
+		t.Fatalf("a trusted own address was refused: %q", why)
+	}
+	if len(ownAddrs()) == 0 {
+		t.Skip("no interface addresses readable here")
+	}
+}
