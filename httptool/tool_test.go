@@ -532,3 +532,16 @@ func TestRegister(t *testing.T) {
 		t.Fatal("registering twice worked")
 	}
 }
+
+func TestCloseIsSafeToRepeatAndReuse(t *testing.T) {
+	tool, err := New(Config{AnyHost: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool.Close()
+	tool.Close()
+	// Still usable: URL rules run before any connection.
+	if _, err := tool.do(context.Background(), "GET", "ftp://x/", nil, nil); err == nil {
+		t.Fatal("a refused URL passed after Close")
+	}
+}
