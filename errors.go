@@ -66,4 +66,5 @@ type ToolError struct {
 	Message string
 }
 
+// Error returns Class and Message as one line.
 func (e *ToolError) Error() string { return e.Class + ": " + e.Message }

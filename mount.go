@@ -43,7 +43,9 @@ type Mount struct {
 	Description string
 }
 
-// MaxMounts is the most mounts one configuration may have.
+// MaxMounts is the most mounts one configuration may have: 16, as the
+// sandbox's requirements set it. Each mount costs every VM a host
+// descriptor and is part of the layout its boot snapshot is built for.
 const MaxMounts = 16
 
 // ScratchPath is the guest path of each eval's private scratch directory:
@@ -53,10 +55,10 @@ const MaxMounts = 16
 // host's temporary directory ($TMPDIR) for each VM.
 const ScratchPath = engine.ScratchGuest
 
-// ReservedGuestPaths are the guest paths no mount may be on, under or
-// above: the scratch directory, and /usr, where the guest's own Ruby
-// standard library lives inside the image.
-var ReservedGuestPaths = []string{ScratchPath, "/usr"}
+// ReservedGuestPaths returns the guest paths no mount may be on, under or
+// above: ScratchPath, and /usr, where the guest's own Ruby standard
+// library lives inside the image. The slice is the caller's.
+func ReservedGuestPaths() []string { return []string{ScratchPath, "/usr"} }
 
 // ErrInvalidMount wraps every rejection of a [Mount] configuration.
 var ErrInvalidMount = errors.New("glovebox: invalid mount")
@@ -77,7 +79,7 @@ func validateMounts(ms []Mount) error {
 		if err := checkGuestPath(m.GuestPath); err != nil {
 			return fmt.Errorf("%w: mount %d: %v", ErrInvalidMount, i, err)
 		}
-		for _, r := range ReservedGuestPaths {
+		for _, r := range ReservedGuestPaths() {
 			if overlaps(m.GuestPath, r) {
 				return fmt.Errorf("%w: mount %d: guest path %s overlaps %s, which the sandbox reserves", ErrInvalidMount, i, m.GuestPath, r)
 			}

@@ -2,7 +2,6 @@ package glovebox
 
 import (
 	"context"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -451,7 +450,7 @@ func optionsBag(t reflect.Type) bool {
 	case reflect.Struct:
 		// Values with their own encoding (time.Time, big.Int) are not bags.
 		pt := reflect.PointerTo(t)
-		return !pt.Implements(reflect.TypeFor[json.Unmarshaler]()) && !pt.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+		return !pt.Implements(jsonUnmarshalerType) && !pt.Implements(textUnmarshalerType)
 	}
 	return false
 }

@@ -510,14 +510,7 @@ func hostPathLink(c *wt.Caller, vals wt.Vals) error {
 	if !v.fs.domains[v.fs.fds[vals.U32(4)].domain].Write {
 		return ret(vals, errnoRofs)
 	}
-	if v.fs.created >= v.fs.limits.Creates {
-		return ret(vals, errnoDquot)
-	}
-	e, err := v.original(c, shPathLink, vals.Raw(7)...)
-	if err == nil && e == errnoSuccess {
-		v.fs.created++
-	}
-	return firstErr(err, ret(vals, e))
+	return v.create(c, vals, vals.U32(4), shPathLink, 7)
 }
 
 func hostPathRename(c *wt.Caller, vals wt.Vals) error {
@@ -533,27 +526,22 @@ func hostPathRename(c *wt.Caller, vals wt.Vals) error {
 }
 
 func hostPathMkdir(c *wt.Caller, vals wt.Vals) error {
-	v := vmOf(c)
-	if f := v.fs.fds[vals.U32(0)]; f != nil && v.fs.domains[f.domain].Write {
-		if v.fs.created >= v.fs.limits.Creates {
-			return ret(vals, errnoDquot)
-		}
-	}
-	e, err := v.original(c, shPathMkdir, vals.Raw(3)...)
-	if err == nil && e == errnoSuccess {
-		v.fs.created++
-	}
-	return firstErr(err, ret(vals, e))
+	return vmOf(c).create(c, vals, vals.U32(0), shPathMkdir, 3)
 }
 
 func hostPathSymlink(c *wt.Caller, vals wt.Vals) error {
-	v := vmOf(c)
-	if f := v.fs.fds[vals.U32(2)]; f != nil && v.fs.domains[f.domain].Write {
-		if v.fs.created >= v.fs.limits.Creates {
-			return ret(vals, errnoDquot)
-		}
+	return vmOf(c).create(c, vals, vals.U32(2), shPathSymlink, 5)
+}
+
+// create runs shadowed call i (with its first nargs arguments), which
+// makes one entry in the directory fd, under the FileCreates quota: in a
+// writable mount or the scratch directory a call past the quota gets
+// EDQUOT, and each one that succeeds counts.
+func (v *VM) create(c *wt.Caller, vals wt.Vals, fd uint32, i, nargs int) error {
+	if f := v.fs.fds[fd]; f != nil && v.fs.domains[f.domain].Write && v.fs.created >= v.fs.limits.Creates {
+		return ret(vals, errnoDquot)
 	}
-	e, err := v.original(c, shPathSymlink, vals.Raw(5)...)
+	e, err := v.original(c, i, vals.Raw(nargs)...)
 	if err == nil && e == errnoSuccess {
 		v.fs.created++
 	}

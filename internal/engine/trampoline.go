@@ -45,83 +45,59 @@ func trampolineModule(m *wasmbin.Module) ([]byte, error) {
 			return nil, fmt.Errorf("the guest image does not import %s", shadowNames[i])
 		}
 	}
-	var out []byte
-	out = append(out, 0, 'a', 's', 'm', 1, 0, 0, 0)
-	section := func(id byte, body []byte) {
-		out = append(out, id)
-		out = uleb(out, uint64(len(body)))
-		out = append(out, body...)
-	}
-	name := func(b []byte, s string) []byte { return append(uleb(b, uint64(len(s))), s...) }
-	n := uint64(numShadowed)
+	u32, name := wasmbin.AppendU32, wasmbin.AppendName
+	n := uint32(numShadowed)
+	var secs []wasmbin.Section
 
-	var b []byte // types
-	b = uleb(b, n)
+	b := u32(nil, n) // types
 	for _, s := range sigs {
 		b = append(b, 0x60)
-		b = uleb(b, uint64(len(s.Params)))
+		b = u32(b, uint32(len(s.Params)))
 		b = append(b, s.Params...)
-		b = uleb(b, uint64(len(s.Results)))
+		b = u32(b, uint32(len(s.Results)))
 		b = append(b, s.Results...)
 	}
-	section(1, b)
+	secs = append(secs, wasmbin.Section{ID: wasmbin.SecType, Payload: b})
 
-	b = uleb(nil, n+1) // imports: the memory, then the originals
+	b = u32(nil, n+1) // imports: the memory, then the originals
 	b = name(b, "env")
 	b = name(b, "memory")
-	b = append(b, 0x02, 0x00, 0x00) // memory, no maximum, minimum 0
+	b = append(b, wasmbin.KindMemory, 0x00, 0x00) // no maximum, minimum 0
 	for i := range sigs {
 		b = name(b, modWASI)
 		b = name(b, shadowNames[i])
-		b = append(b, 0x00)
-		b = uleb(b, uint64(i))
+		b = append(b, wasmbin.KindFunc)
+		b = u32(b, uint32(i))
 	}
-	section(2, b)
+	secs = append(secs, wasmbin.Section{ID: wasmbin.SecImport, Payload: b})
 
-	b = uleb(nil, n) // functions
+	b = u32(nil, n) // functions
 	for i := range sigs {
-		b = uleb(b, uint64(i))
+		b = u32(b, uint32(i))
 	}
-	section(3, b)
+	secs = append(secs, wasmbin.Section{ID: wasmbin.SecFunction, Payload: b})
 
-	b = uleb(nil, n+1) // exports
+	b = u32(nil, n+1) // exports
 	b = name(b, "memory")
-	b = append(b, 0x02, 0x00)
+	b = append(b, wasmbin.KindMemory, 0x00)
 	for i := range sigs {
 		b = name(b, shadowNames[i])
-		b = append(b, 0x00)
-		b = uleb(b, n+uint64(i))
+		b = append(b, wasmbin.KindFunc)
+		b = u32(b, n+uint32(i))
 	}
-	section(7, b)
+	secs = append(secs, wasmbin.Section{ID: wasmbin.SecExport, Payload: b})
 
-	b = uleb(nil, n) // code: pass every parameter on
+	b = u32(nil, n) // code: pass every parameter on
 	for i, s := range sigs {
-		var body []byte
-		body = append(body, 0x00) // no locals
+		body := []byte{0x00} // no locals
 		for p := range s.Params {
-			body = append(body, 0x20)
-			body = uleb(body, uint64(p))
+			body = u32(append(body, 0x20), uint32(p)) // local.get p
 		}
-		body = append(body, 0x10)
-		body = uleb(body, uint64(i))
-		body = append(body, 0x0b)
-		b = uleb(b, uint64(len(body)))
-		b = append(b, body...)
+		body = append(u32(append(body, 0x10), uint32(i)), 0x0b) // call i; end
+		b = append(u32(b, uint32(len(body))), body...)
 	}
-	section(10, b)
-	return out, nil
-}
-
-func uleb(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
+	secs = append(secs, wasmbin.Section{ID: wasmbin.SecCode, Payload: b})
+	return (&wasmbin.Module{Sections: secs}).Encode(), nil
 }
 
 // bindTrampoline instantiates the trampoline in v's store and keeps its

@@ -97,7 +97,7 @@ func (m *Module) Encode() []byte {
 	out.Write(magic)
 	for _, s := range m.Sections {
 		out.WriteByte(s.ID)
-		out.Write(appendU32(nil, uint32(len(s.Payload))))
+		out.Write(AppendU32(nil, uint32(len(s.Payload))))
 		out.Write(s.Payload)
 	}
 	return out.Bytes()
@@ -390,11 +390,11 @@ func (m *Module) Exports() ([]Export, error) {
 
 // SetExports replaces the export section.
 func (m *Module) SetExports(exps []Export) {
-	p := appendU32(nil, uint32(len(exps)))
+	p := AppendU32(nil, uint32(len(exps)))
 	for _, e := range exps {
-		p = appendName(p, e.Name)
+		p = AppendName(p, e.Name)
 		p = append(p, e.Kind)
-		p = appendU32(p, e.Index)
+		p = AppendU32(p, e.Index)
 	}
 	m.setSection(SecExport, p)
 }
@@ -520,11 +520,11 @@ func (m *Module) Split(prefix string) (*Module, []byte, error) {
 		return nil, nil, err
 	}
 	img := make([]byte, int(mem.Min)*PageSize)
-	body := appendU32(nil, uint32(len(segs)))
+	body := AppendU32(nil, uint32(len(segs)))
 	for i, s := range segs {
 		if s.Passive {
 			body = append(body, 1)
-			body = appendU32(body, uint32(len(s.Data)))
+			body = AppendU32(body, uint32(len(s.Data)))
 			body = append(body, s.Data...)
 			continue
 		}
@@ -727,7 +727,9 @@ func (r *reader) constExpr() ([]byte, error) {
 	}
 }
 
-func appendU32(b []byte, v uint32) []byte {
+// AppendU32 appends v in unsigned LEB128, the binary format's integer
+// encoding.
+func AppendU32(b []byte, v uint32) []byte {
 	for {
 		c := byte(v & 0x7F)
 		v >>= 7
@@ -739,7 +741,8 @@ func appendU32(b []byte, v uint32) []byte {
 	}
 }
 
-func appendName(b []byte, s string) []byte {
-	b = appendU32(b, uint32(len(s)))
+// AppendName appends s as a binary-format name: its length, then its bytes.
+func AppendName(b []byte, s string) []byte {
+	b = AppendU32(b, uint32(len(s)))
 	return append(b, s...)
 }
