@@ -87,6 +87,10 @@ type Outcome struct {
 	StderrTruncated bool
 	FuelUsed        uint64
 	Duration        time.Duration
+	// Trapped reports that wasm stopped by a trap (or a host abort): Ruby
+	// did not unwind, so rescue and ensure clauses did not run and the
+	// VM's state may be inconsistent. Such a VM is never kept.
+	Trapped bool
 }
 
 // VM is one instance of the guest. It runs at most one eval and is then
@@ -444,6 +448,9 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
+	if err != nil {
+		out.Trapped = true
+	}
 	switch {
 	case memHit && v.stopped == "":
 		// Sticky: once the guest was refused memory, the eval ends as
@@ -629,7 +636,7 @@ func (v *VM) abandon(s Status, msg string, start time.Time) *Outcome {
 	if !v.inTool.Load() {
 		why = "; the VM did not stop in time (the host is overloaded), so it was abandoned"
 	}
-	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s], Message: msg + why}}
+	out := &Outcome{Status: s, Trapped: true, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s], Message: msg + why}}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	return out
