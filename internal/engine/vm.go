@@ -446,8 +446,6 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	if left, ferr := c.Fuel(); ferr == nil && left <= fuel && !v.e.cfg.NoFuel {
 		out.FuelUsed = fuel - left
 	}
-	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
-	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	if err != nil {
 		out.Trapped = true
 	}
@@ -471,7 +469,37 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	default:
 		v.decodeResult(raw, out)
 	}
+	if out.Trapped {
+		v.flushAfterTrap(c)
+	}
+	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
+	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	return out
+}
+
+// Bounds on the flush after a trap: it only writes out buffers.
+const (
+	flushFuel    = 20_000_000
+	flushTimeout = 250 * time.Millisecond
+)
+
+// flushAfterTrap asks the guest, once more and under small fixed bounds,
+// to write out the output its IO objects still buffer: a trap stopped
+// Ruby before the driver's own flush, and those bytes belong to this
+// eval's result. The VM is discarded afterwards (see kept), so whatever
+// state the trap left cannot reach a later eval; if the guest is too
+// damaged to run the flush, what it wrote unbuffered is still reported.
+func (v *VM) flushAfterTrap(c wt.Context) {
+	if v.setFuel(flushFuel) != nil {
+		return
+	}
+	ctx, stopped, msg := v.ctx, v.stopped, v.stopMsg
+	v.ctx, v.deadline = context.Background(), time.Now().Add(flushTimeout)
+	c.SetEpochDeadline(1)
+	v.e.ticker.start()
+	v.evalString(c, "Glovebox.__flush")
+	v.e.ticker.stop()
+	v.ctx, v.stopped, v.stopMsg = ctx, stopped, msg
 }
 
 const (
