@@ -449,12 +449,16 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	if err != nil {
 		out.Trapped = true
 	}
+	addrHit := !memHit && v.stopped == "" && err == nil && v.outOfAddressSpace(raw)
 	switch {
-	case memHit && v.stopped == "":
+	case (memHit || addrHit) && v.stopped == "":
 		// Sticky: once the guest was refused memory, the eval ends as
 		// memory_limit, even if it rescued NoMemoryError and went on.
 		out.Status = StatusMemoryLimit
 		limitMsg := fmt.Sprintf("the guest asked for more than its %s memory limit", mib(req.Limits.Memory))
+		if addrHit {
+			limitMsg = fmt.Sprintf("the guest ran out of the 4 GiB a wasm32 guest can address (its memory limit is %s)", mib(req.Limits.Memory))
+		}
 		out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: limitMsg}
 		if err == nil {
 			if v.decodeResult(raw, out); out.Error != nil && out.Error.Class == "NoMemoryError" {
@@ -580,6 +584,21 @@ func (v *VM) decodeResult(raw []byte, out *Outcome) {
 	}
 }
 
+// outOfAddressSpace reports whether an eval whose result is raw ended in
+// a NoMemoryError that the 4 GiB address space, not the host's limit,
+// caused. wasmtime refuses a memory.grow past a wasm32 memory's 4 GiB
+// maximum before the host's memory creator sees it, so such a refusal
+// leaves no record (GrowRefused stays false). One Ruby allocation is less
+// than 2 GiB (its sizes are a 32-bit long), so the address space can have
+// refused one only once linear memory is at least 2 GiB; below that a
+// NoMemoryError is the guest's own doing and stays an error.
+func (v *VM) outOfAddressSpace(raw []byte) bool {
+	if !strings.HasPrefix(string(raw[:min(len(raw), 64)]), `{"status":"error","error":{"class":"NoMemoryError"`) {
+		return false
+	}
+	return uint64(len(v.mem.Data(v.store.Context()))) >= maxMemory/2
+}
+
 // memorySlack is how close to its limit a guest's memory must be for a
 // crash to count as running out of memory.
 const memorySlack = 64 << 20
@@ -611,7 +630,7 @@ func (v *VM) classify(err error, out *Outcome) {
 		out.Error = &ErrorInfo{Class: stopClass[StatusTimeout], Message: v.timeoutMessage()}
 	default:
 		size := uint64(len(v.mem.Data(v.store.Context())))
-		if size+memorySlack >= v.limits.Memory {
+		if size+memorySlack >= min(v.limits.Memory, maxMemory) {
 			out.Status = StatusMemoryLimit
 			out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: fmt.Sprintf("the guest crashed with its memory at %s of %s: %s", mib(size), mib(v.limits.Memory), trapReason(we))}
 			return
