@@ -1,6 +1,7 @@
 package glovebox_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,15 @@ func TestSessionBufferedOutputStaysWithItsEval(t *testing.T) {
 	res = sessionEval(t, s, `print "two"; 2`)
 	if res.Stdout != "two" || res.Stderr != "" {
 		t.Fatalf("second eval: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
+
+// The message for a value nested too deep must not advise inspect, which
+// crashes the VM on such data.
+func TestDeepValueMessageAdvice(t *testing.T) {
+	res := eval(t, rt, `a = []; 70.times { a = [a] }; a`)
+	wantStatus(t, res, glovebox.StatusError)
+	if res.Error.Class != "Glovebox::ValueError" || strings.Contains(res.Error.Message, "return its inspect") {
+		t.Fatalf("error %+v", res.Error)
 	}
 }

@@ -198,7 +198,9 @@ module Glovebox
       when Array, Hash
         return(v.is_a?(Array) ? "[...]" : "{...}") if seen.key?(v)
         if depth >= MAX_DEPTH
-          raise ValueError, "the value nests deeper than #{MAX_DEPTH} levels; flatten it or return its inspect string"
+          raise ValueError, "the value nests deeper than #{MAX_DEPTH} levels; flatten it or return a summary " \
+                            "(not its inspect: here C methods such as inspect, to_s and hash crash on data nested " \
+                            "more than about 50 levels)"
         end
         seen[v] = true
         out = if v.is_a?(Array)
