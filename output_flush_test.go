@@ -64,3 +64,22 @@ func TestDeepValueMessageAdvice(t *testing.T) {
 		t.Fatalf("error %+v", res.Error)
 	}
 }
+
+// A guest that replaces the flush cannot use the post-trap flush to call
+// tools or to grow past its memory limit.
+func TestFlushAfterTrapIsBounded(t *testing.T) {
+	calls := 0
+	var ts glovebox.Toolset
+	must(t, ts.Func("ping", func() string { calls++; return "pong" }))
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Fuel: 50_000_000, Memory: 512 << 20}})
+	res := eval(t, r, `def Glovebox.__flush; ping; $big = "x" * (1 << 30); print "late"; end; loop {}`)
+	wantStatus(t, res, glovebox.StatusFuelExhausted)
+	if calls != 0 || strings.Contains(res.Stdout, "late") {
+		t.Fatalf("the flush after the trap ran guest code unbounded: %d tool calls, stdout %q", calls, res.Stdout)
+	}
+	res = eval(t, r, `def Glovebox.__flush; $big = "x" * (1 << 30); print "late"; end; loop {}`)
+	wantStatus(t, res, glovebox.StatusFuelExhausted)
+	if strings.Contains(res.Stdout, "late") {
+		t.Fatalf("the flush grew past the memory limit: stdout %q", res.Stdout)
+	}
+}

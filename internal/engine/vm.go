@@ -130,6 +130,7 @@ type VM struct {
 	started  time.Time
 	stopped  Status // why the host stopped the guest, if it did
 	stopMsg  string
+	flushing bool // flushAfterTrap runs: the guest may not message the host
 	stdout   capBuffer
 	stderr   capBuffer
 	jsvals   map[uint32]string
@@ -497,13 +498,17 @@ func (v *VM) flushAfterTrap(c wt.Context) {
 	if v.setFuel(flushFuel) != nil {
 		return
 	}
+	// The guest may have replaced __flush: it runs under the eval's memory
+	// limit, and tool calls and other messages are refused.
 	ctx, stopped, msg := v.ctx, v.stopped, v.stopMsg
-	v.ctx, v.deadline = context.Background(), time.Now().Add(flushTimeout)
+	v.ctx, v.deadline, v.flushing = context.Background(), time.Now().Add(flushTimeout), true
+	v.store.SetMemoryLimit(v.limits.Memory)
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
 	v.evalString(c, "Glovebox.__flush")
 	v.e.ticker.stop()
-	v.ctx, v.stopped, v.stopMsg = ctx, stopped, msg
+	v.store.SetMemoryLimit(maxMemory)
+	v.ctx, v.stopped, v.stopMsg, v.flushing = ctx, stopped, msg, false
 }
 
 const (
