@@ -26,6 +26,10 @@ type Limits struct {
 	// already occupies about 320 MiB of address space (Ruby reserves
 	// 256 MiB at start-up that it never touches; untouched pages use no
 	// host memory), so values below Runtime.MemoryFloor are rejected.
+	// The most is 4 GiB, the address space of a wasm32 guest; larger
+	// values are rejected. Running out of memory ends the eval with
+	// StatusMemoryLimit also when the address space runs out before the
+	// limit (limits above 2 GiB, where one allocation can cross 4 GiB).
 	// Zero means DefaultMemory.
 	Memory int64
 

@@ -26,7 +26,9 @@ const (
 	StatusTimeout Status = Status(engine.StatusTimeout)
 	// StatusFuelExhausted: Limits.Fuel ran out (class Glovebox::FuelExhausted).
 	StatusFuelExhausted Status = Status(engine.StatusFuelExhausted)
-	// StatusMemoryLimit: the guest needed more than Limits.Memory. Ruby
+	// StatusMemoryLimit: the guest needed more than Limits.Memory, or
+	// than the 4 GiB a wasm32 guest can address when that runs out
+	// first (limits above 2 GiB). Ruby
 	// usually reports this as NoMemoryError, which is the class then; a
 	// guest that crashed at its limit gets Glovebox::MemoryLimit.
 	StatusMemoryLimit Status = Status(engine.StatusMemoryLimit)

@@ -13,8 +13,9 @@ import (
 // required libraries persist — so a model can work step by step. Limits
 // apply to each eval, as set on the Runtime the session came from.
 //
-// A trap (timeout, fuel, memory, cancellation, tool budget, crash)
-// discards the VM: that eval's Result has SessionReset set, and the next
+// A trap (timeout, fuel, memory, cancellation, tool budget, crash, and
+// the wasm stack exhausted, which is reported as a SystemStackError
+// error but skips every rescue and ensure) discards the VM: that eval's Result has SessionReset set, and the next
 // eval starts from a fresh VM. So does an eval that finds a mount's host
 // directory replaced (moved away, a new one made at its path): it runs in
 // a fresh VM that sees the new directory, with SessionReset set. State is

@@ -247,6 +247,9 @@ func (v *VM) allocFailed(err error) error {
 // handle answers one channel message. Its error, if any, stops the guest.
 func (v *VM) handle(msg string) (string, error) {
 	op, payload, _ := strings.Cut(msg, "\n")
+	if v.flushing {
+		return "", v.stop(StatusSandboxError, "the guest sent a message while its output was flushed after a trap")
+	}
 	switch op {
 	case "req":
 		if v.req == nil {

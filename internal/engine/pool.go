@@ -203,7 +203,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		return s.vm, nil
 	}
 	keep := func(v *VM, out *Outcome) bool {
-		if !kept(out.Status) {
+		if !kept(out) {
 			return false
 		}
 		err := wipeDir(v.scratch)
@@ -218,15 +218,20 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		return true
 	}
 	out, err = s.p.e.eval(ctx, req, get, keep)
-	if ran && (err != nil || !kept(out.Status) || s.vm.abandoned.Load()) {
+	if ran && (err != nil || !kept(out) || s.vm.abandoned.Load()) {
 		s.vm = nil // freed by eval, or by its goroutine when it returns
 		return out, true, err
 	}
 	return out, replaced, err
 }
 
-// kept reports whether a VM that ended an eval with status lives on.
-func kept(s Status) bool { return s == StatusOK || s == StatusError }
+// kept reports whether a VM that ended an eval with out lives on: only
+// when Ruby itself ended the eval (ok, or an exception that unwound
+// through rescue and ensure). A trap reported as an error (the wasm stack
+// exhausted: SystemStackError) skipped every ensure, so its VM goes.
+func kept(out *Outcome) bool {
+	return !out.Trapped && (out.Status == StatusOK || out.Status == StatusError)
+}
 
 // Close frees the session's VM. Later evals return ErrClosed.
 func (s *Session) Close() {

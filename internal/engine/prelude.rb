@@ -124,8 +124,23 @@ module Glovebox
         json
       rescue Exception => e # everything the guest raised, SystemExit and NoMemoryError included
         JSON.generate({ "status" => "error", "error" => __error(e) }, allow_nan: true, max_nesting: false)
+      ensure
+        __flush
       end
       out
+    end
+
+    # Writes out what the guest left in the buffers of IO objects on fd 1
+    # and 2 (STDOUT, STDERR, whatever $stdout and $stderr are, and IO.new /
+    # for_fd / dup on those descriptors), so the output belongs to the eval
+    # that wrote it. The host calls it again after a trap.
+    def __flush
+      [STDOUT, STDERR, $stdout, $stderr, *OUTPUTS.keys].each do |io|
+        io.flush if IO === io && !io.closed?
+      rescue Exception
+        nil
+      end
+      nil
     end
 
     def __error(e)
@@ -183,7 +198,9 @@ module Glovebox
       when Array, Hash
         return(v.is_a?(Array) ? "[...]" : "{...}") if seen.key?(v)
         if depth >= MAX_DEPTH
-          raise ValueError, "the value nests deeper than #{MAX_DEPTH} levels; flatten it or return its inspect string"
+          raise ValueError, "the value nests deeper than #{MAX_DEPTH} levels; flatten it or return a summary " \
+                            "(not its inspect: here C methods such as inspect, to_s and hash crash on data nested " \
+                            "more than about 50 levels)"
         end
         seen[v] = true
         out = if v.is_a?(Array)
@@ -198,6 +215,23 @@ module Glovebox
     end
   end
 end
+
+# IO objects the guest makes on fd 1 and 2, for __flush (weakly held).
+module Glovebox
+  OUTPUTS = ObjectSpace::WeakMap.new
+  module TrackOutput
+    def initialize(*)
+      super
+      OUTPUTS[self] = true if (fileno rescue nil)&.between?(1, 2)
+    end
+
+    def initialize_copy(orig)
+      super
+      OUTPUTS[self] = true if OUTPUTS.key?(orig) || (orig.fileno rescue nil)&.between?(1, 2)
+    end
+  end
+end
+IO.prepend(Glovebox::TrackOutput)
 
 # WASI has no processes, but some of Ruby's process calls report success
 # (system returns true, spawn nil) instead of failing. Make every one fail

@@ -87,6 +87,10 @@ type Outcome struct {
 	StderrTruncated bool
 	FuelUsed        uint64
 	Duration        time.Duration
+	// Trapped reports that wasm stopped by a trap (or a host abort): Ruby
+	// did not unwind, so rescue and ensure clauses did not run and the
+	// VM's state may be inconsistent. Such a VM is never kept.
+	Trapped bool
 }
 
 // VM is one instance of the guest. It runs at most one eval and is then
@@ -126,6 +130,7 @@ type VM struct {
 	started  time.Time
 	stopped  Status // why the host stopped the guest, if it did
 	stopMsg  string
+	flushing bool // flushAfterTrap runs: the guest may not message the host
 	stdout   capBuffer
 	stderr   capBuffer
 	jsvals   map[uint32]string
@@ -442,14 +447,19 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	if left, ferr := c.Fuel(); ferr == nil && left <= fuel && !v.e.cfg.NoFuel {
 		out.FuelUsed = fuel - left
 	}
-	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
-	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
+	if err != nil {
+		out.Trapped = true
+	}
+	addrHit := !memHit && v.stopped == "" && err == nil && v.outOfAddressSpace(raw)
 	switch {
-	case memHit && v.stopped == "":
+	case (memHit || addrHit) && v.stopped == "":
 		// Sticky: once the guest was refused memory, the eval ends as
 		// memory_limit, even if it rescued NoMemoryError and went on.
 		out.Status = StatusMemoryLimit
 		limitMsg := fmt.Sprintf("the guest asked for more than its %s memory limit", mib(req.Limits.Memory))
+		if addrHit {
+			limitMsg = fmt.Sprintf("the guest ran out of the 4 GiB a wasm32 guest can address (its memory limit is %s)", mib(req.Limits.Memory))
+		}
 		out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: limitMsg}
 		if err == nil {
 			if v.decodeResult(raw, out); out.Error != nil && out.Error.Class == "NoMemoryError" {
@@ -464,7 +474,41 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	default:
 		v.decodeResult(raw, out)
 	}
+	if out.Trapped {
+		v.flushAfterTrap(c)
+	}
+	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
+	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	return out
+}
+
+// Bounds on the flush after a trap: it only writes out buffers.
+const (
+	flushFuel    = 20_000_000
+	flushTimeout = 250 * time.Millisecond
+)
+
+// flushAfterTrap asks the guest, once more and under small fixed bounds,
+// to write out the output its IO objects still buffer: a trap stopped
+// Ruby before the driver's own flush, and those bytes belong to this
+// eval's result. The VM is discarded afterwards (see kept), so whatever
+// state the trap left cannot reach a later eval; if the guest is too
+// damaged to run the flush, what it wrote unbuffered is still reported.
+func (v *VM) flushAfterTrap(c wt.Context) {
+	if v.setFuel(flushFuel) != nil {
+		return
+	}
+	// The guest may have replaced __flush: it runs under the eval's memory
+	// limit, and tool calls and other messages are refused.
+	ctx, stopped, msg := v.ctx, v.stopped, v.stopMsg
+	v.ctx, v.deadline, v.flushing = context.Background(), time.Now().Add(flushTimeout), true
+	v.store.SetMemoryLimit(v.limits.Memory)
+	c.SetEpochDeadline(1)
+	v.e.ticker.start()
+	v.evalString(c, "Glovebox.__flush")
+	v.e.ticker.stop()
+	v.store.SetMemoryLimit(maxMemory)
+	v.ctx, v.stopped, v.stopMsg, v.flushing = ctx, stopped, msg, false
 }
 
 const (
@@ -545,6 +589,21 @@ func (v *VM) decodeResult(raw []byte, out *Outcome) {
 	}
 }
 
+// outOfAddressSpace reports whether an eval whose result is raw ended in
+// a NoMemoryError that the 4 GiB address space, not the host's limit,
+// caused. wasmtime refuses a memory.grow past a wasm32 memory's 4 GiB
+// maximum before the host's memory creator sees it, so such a refusal
+// leaves no record (GrowRefused stays false). One Ruby allocation is less
+// than 2 GiB (its sizes are a 32-bit long), so the address space can have
+// refused one only once linear memory is at least 2 GiB; below that a
+// NoMemoryError is the guest's own doing and stays an error.
+func (v *VM) outOfAddressSpace(raw []byte) bool {
+	if !strings.HasPrefix(string(raw[:min(len(raw), 64)]), `{"status":"error","error":{"class":"NoMemoryError"`) {
+		return false
+	}
+	return uint64(len(v.mem.Data(v.store.Context()))) >= maxMemory/2
+}
+
 // memorySlack is how close to its limit a guest's memory must be for a
 // crash to count as running out of memory.
 const memorySlack = 64 << 20
@@ -576,7 +635,7 @@ func (v *VM) classify(err error, out *Outcome) {
 		out.Error = &ErrorInfo{Class: stopClass[StatusTimeout], Message: v.timeoutMessage()}
 	default:
 		size := uint64(len(v.mem.Data(v.store.Context())))
-		if size+memorySlack >= v.limits.Memory {
+		if size+memorySlack >= min(v.limits.Memory, maxMemory) {
 			out.Status = StatusMemoryLimit
 			out.Error = &ErrorInfo{Class: stopClass[StatusMemoryLimit], Message: fmt.Sprintf("the guest crashed with its memory at %s of %s: %s", mib(size), mib(v.limits.Memory), trapReason(we))}
 			return
@@ -590,7 +649,8 @@ func (v *VM) classify(err error, out *Outcome) {
 func trapReason(we *wt.Error) string {
 	switch we.Code {
 	case wt.TrapUnreachable:
-		return "it reached an unreachable instruction (Ruby aborted; deep recursion in C code such as inspect on deeply nested data does this)"
+		return "it reached an unreachable instruction (Ruby aborted; C methods recursing through nested data, such as inspect, to_s, hash or ==, " +
+			"do this past about 50 to 90 levels, when the 6 KiB buffer ruby.wasm captures the stack into for setjmp and the GC overflows)"
 	case wt.TrapMemoryOutOfBounds:
 		return "out-of-bounds memory access"
 	}
@@ -629,7 +689,7 @@ func (v *VM) abandon(s Status, msg string, start time.Time) *Outcome {
 	if !v.inTool.Load() {
 		why = "; the VM did not stop in time (the host is overloaded), so it was abandoned"
 	}
-	out := &Outcome{Status: s, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s], Message: msg + why}}
+	out := &Outcome{Status: s, Trapped: true, Duration: time.Since(start), Error: &ErrorInfo{Class: stopClass[s], Message: msg + why}}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	return out
