@@ -40,7 +40,8 @@ func describe(sb sandbox) string {
 	}
 
 	w("\n## The sandbox\n\n")
-	w("- Ruby 4.0 (CRuby compiled to WebAssembly) with its standard library (require \"json\", \"set\", \"date\", ...); no gems.\n")
+	w("- Ruby 4.0 (CRuby compiled to WebAssembly) with its standard library and bundled gems (require \"json\", \"set\", \"date\", \"csv\", \"benchmark\", \"logger\", ...); no other gems.\n")
+	w("- One thread: Thread.new fails, but Timeout.timeout(seconds) { ... } works. Local time is always UTC and ENV[\"TZ\"] has no effect: use offsets, e.g. Time.now.getlocal(\"+09:00\").\n")
 	if sb.session {
 		w("- All calls share one Ruby VM (a session): top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step. Files in %s do not: it is emptied after every call. ", glovebox.ScratchPath)
 		w("When a call is stopped by a limit or the VM crashes, the session is discarded, that call's result says \"session_reset\": true, and the next call starts from an empty VM.\n")

@@ -5,10 +5,17 @@
 require "json"
 require "js"
 
-# Ruby 4.0 ships csv, matrix, prime and other former standard libraries
-# as bundled gems; the guest runs without RubyGems, so their directories
-# go on the load path for `require "csv"` to work as users expect.
-$LOAD_PATH.concat(Dir.glob("/usr/local/lib/ruby/gems/*/gems/{csv,matrix,prime,rexml,rss,base64,ostruct,abbrev,observer,mutex_m,getoptlong}-*/lib").sort)
+# Ruby 4.0 ships csv, matrix, prime, benchmark, logger and other former
+# standard libraries as bundled gems; the guest runs without RubyGems, so
+# every bundled gem's lib directory goes on the load path (after the
+# standard library, so requiring anything else finds it where it did).
+# Default gems are already in the standard library directory.
+$LOAD_PATH.concat(
+  (Dir.glob("/usr/local/lib/ruby/gems/*/gems/*/lib") -
+   Dir.glob("/usr/local/lib/ruby/gems/*/specifications/default/*.gemspec").map do |s|
+     s.sub(%r{/specifications/default/([^/]+)\.gemspec\z}) { "/gems/#{$1}/lib" }
+   end).sort - $LOAD_PATH
+)
 
 $stdout.sync = true
 $stderr.sync = true
@@ -149,6 +156,11 @@ module Glovebox
       rescue Exception
         "(message unavailable)"
       end
+      # exit 3 and abort "msg" raise SystemExit; its message alone ("exit",
+      # or abort's text) drops the status the program chose.
+      if e.is_a?(SystemExit)
+        message = message == "exit" ? "exit #{e.status}" : "#{message} (exit #{e.status})"
+      end
       frames = Array(e.backtrace).reject { |f| f.start_with?("<glovebox>:", "eval:", "-e:") }.first(MAX_FRAMES)
       { "class" => __str(e.class.name || e.class.inspect), "message" => __str(message[0, MAX_MESSAGE]),
         "backtrace" => frames.map { |f| __str(f) } }
@@ -248,5 +260,172 @@ end
   Process.define_singleton_method(name) { |*, **| raise NotImplementedError, "Process.#{name}: #{Glovebox::NO_PROCESSES}" }
 end
 IO.define_singleton_method(:popen) { |*, **| raise NotImplementedError, "IO.popen: #{Glovebox::NO_PROCESSES}" }
+
+
+# Libraries that cannot work in WASI, by the feature whose absence stops
+# them. A require that fails on one says why, not just "cannot load such
+# file -- socket". The engine's tests keep this list and the image in step.
+module Glovebox
+  UNAVAILABLE = {
+    "socket" => "the sandbox has no sockets (the socket extension is not in the WASI image); " \
+                "reach the network through the host's tools, if it granted any",
+    "io/console" => "the sandbox has no terminal (the io/console extension is not in the WASI image)",
+    "rbs" => "the rbs gem (a native extension) is not in the WASI image",
+    "pty" => "the sandbox has no terminal or processes",
+    "io/wait" => "the io/wait extension is not in the WASI image",
+  }.freeze
+
+  # Kernel#require with a reason for a library the sandbox cannot load.
+  module RequireHint
+    private
+
+    def require(feature)
+      super
+    rescue LoadError => e
+      why = UNAVAILABLE[e.path.to_s]
+      raise unless why && !e.message.include?("glovebox")
+      what = e.path.to_s == feature.to_s ? feature.to_s : "#{feature} (it needs #{e.path})"
+      err = LoadError.new("cannot load such file -- #{what}: #{why} [glovebox]")
+      err.instance_variable_set(:@path, e.path)
+      raise err, cause: nil
+    end
+  end
+end
+Kernel.prepend(Glovebox::RequireHint)
+
+# There is one Ruby thread and no scheduler: say so, and what to do
+# instead, rather than Ruby's "initialize() function is unimplemented".
+module Glovebox
+  NO_THREADS = "threads are unavailable in the glovebox sandbox (one thread, no scheduler): run the work " \
+               "inline, interleave with Fiber or Enumerator, and use Timeout.timeout for a time limit"
+end
+%i[new start fork].each do |name|
+  Thread.define_singleton_method(name) { |*, **| raise NotImplementedError, "Thread.#{name}: #{Glovebox::NO_THREADS}" }
+end
+Ractor.define_singleton_method(:new) { |*, **| raise NotImplementedError, "Ractor.new: #{Glovebox::NO_THREADS}" }
+
+# Timeout.timeout without threads. The timeout gem runs a watcher thread;
+# here a TracePoint, enabled only while a timeout block runs, compares
+# the clock with the nearest deadline every few events (line, call, block
+# and C-method returns) and raises in the running code, and sleep wakes
+# at the deadline. Code that produces no event (an empty `while true; end`,
+# one long C call) is cut at its next event or by the eval's own deadline.
+require "timeout"
+module Glovebox
+  module Deadlines
+    # Frames of the running timeout blocks, outermost first:
+    # [deadline (monotonic seconds), exception class or nil, message, token].
+    STACK = []
+    CHECK_EVERY = 64
+
+    class << self
+      def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+      # Raises for the outermost expired frame; called from the trace
+      # hook every CHECK_EVERY events, from sleep, and after each block.
+      def check
+        t = now
+        STACK.each do |f|
+          next if f[4] || f[0] > t
+          f[4] = true # fired: raise once, then let it unwind
+          raise f[1], f[2] if f[1]
+          raise f[3]
+        end
+        nil
+      end
+
+      # Seconds to the nearest pending deadline, or nil.
+      def remaining
+        f = STACK.reject { |x| x[4] }.min_by(&:first)
+        f && [f[0] - now, 0].max
+      end
+
+      def run(sec, klass, message)
+        message ||= "execution expired"
+        token = Timeout::ExitException.new(message)
+        frame = [now + sec, klass, message, token, false]
+        STACK.push(frame)
+        TRACE.enable unless TRACE.enabled?
+        begin
+          value = yield(sec)
+          check
+          value
+        rescue Timeout::ExitException => e
+          raise unless e.equal?(token)
+          raise Timeout::Error, message, e.backtrace, cause: nil
+        ensure
+          STACK.delete(frame)
+          TRACE.disable if STACK.empty?
+        end
+      end
+    end
+
+    # Ruby method calls, block calls (loop, each, times), lines and C
+    # method returns: every loop with a body makes one of these (a
+    # one-line `while` body makes no line event but calls Integer#+ and
+    # the like). Each event costs about 3.5 us in the guest, so code in a
+    # timeout block runs many times slower (measured: a 200,000-step
+    # `times` loop went from 30 ms to 6 s).
+    countdown = CHECK_EVERY
+    TRACE = TracePoint.new(:line, :call, :b_call, :c_return) do
+      if (countdown -= 1) <= 0
+        countdown = CHECK_EVERY
+        Deadlines.check
+      end
+    end
+  end
+
+  # sleep inside a timeout block wakes at the deadline.
+  module DeadlineSleep
+    private
+
+    def sleep(*args)
+      left = Deadlines.remaining
+      return super if left.nil?
+      d = args.first
+      if d.nil? || d > left
+        super(left)
+        Deadlines.check
+        return super(*args) if d.nil? # a deadline fired elsewhere: keep going
+        return d.round
+      end
+      super
+    end
+  end
+end
+Kernel.prepend(Glovebox::DeadlineSleep)
+
+module Timeout
+  # Runs the block and raises Timeout::Error (or klass, with message) if
+  # it is still running after sec seconds; nil or 0 means no limit.
+  def self.timeout(sec, klass = nil, message = nil, &block)
+    return yield(sec) if sec.nil? || sec.zero?
+    raise ArgumentError, "Timeout sec must be a non-negative number" if sec.negative?
+    Glovebox::Deadlines.run(sec, klass, message, &block)
+  end
+
+  private
+
+  def timeout(*args, &block) = Timeout.timeout(*args, &block)
+end
+
+# Local time is always UTC: WASI has no time zone database, so TZ cannot
+# take effect. Setting it warns instead of being ignored in silence.
+module Glovebox
+  TZ_WARNING = "warning: ENV[\"TZ\"] has no effect in the glovebox sandbox: local time is always UTC " \
+               "(WASI has no time zone data); use an offset, e.g. Time.now.getlocal(\"+09:00\")"
+
+  module TZWarning
+    def []=(name, value)
+      if name.to_s == "TZ" && !value.nil? && !%w[UTC UTC0 GMT Etc/UTC :UTC].include?(value.to_s)
+        $stderr.puts(TZ_WARNING)
+      end
+      super
+    end
+
+    def store(name, value) = (self[name] = value)
+  end
+end
+ENV.singleton_class.prepend(Glovebox::TZWarning)
 
 Object.send(:remove_const, :JS)
