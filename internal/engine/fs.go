@@ -917,8 +917,13 @@ func wasiTime(ts unix.Timespec) uint64 {
 // empty one. A directory is wiped when it is given
 // back (when its VM is freed, right after its last eval), so nothing an
 // eval wrote stays on the host while the directory waits to be reused.
+//
+// base is this user's private directory (see privateScratchBase) inside
+// the configured one; err, when set, is why it cannot be used, and every
+// get returns it.
 type scratchDirs struct {
 	base   string
+	err    error
 	mu     sync.Mutex
 	used   []string
 	closed bool
@@ -943,33 +948,97 @@ func newScratchDirs(base string) *scratchDirs {
 	if base == "" {
 		base = DefaultScratchBase()
 	}
-	if _, done := swept.LoadOrStore(base, true); !done {
-		sweepScratch(base)
+	priv, err := privateScratchBase(base)
+	if err != nil {
+		return &scratchDirs{base: priv, err: err}
 	}
-	return &scratchDirs{base: base}
+	if _, done := swept.LoadOrStore(priv, true); !done {
+		sweepScratch(priv)
+	}
+	return &scratchDirs{base: priv}
+}
+
+// ScratchBaseError reports a private scratch base that is not safe to
+// use: not a directory, a symbolic link, owned by another user, or open
+// to other users.
+type ScratchBaseError struct {
+	Path, Msg string
+}
+
+func (e *ScratchBaseError) Error() string { return e.Msg }
+
+// privateScratchBase returns, creating it if needed, this user's private
+// directory under base, glovebox-<uid>, mode 0700. Scratch directories
+// are made and swept only there: a shared base such as /dev/shm or /tmp
+// lets any local user plant entries, and the sweep would then act on
+// their choice of directory. An existing one must be a real directory
+// (not a symbolic link) owned by this user and closed to others;
+// anything else is refused with a *ScratchBaseError naming it, never
+// repaired.
+func privateScratchBase(base string) (string, error) {
+	uid := os.Geteuid()
+	p := filepath.Join(base, fmt.Sprintf("glovebox-%d", uid))
+	if err := unix.Mkdir(p, 0o700); err != nil && err != unix.EEXIST {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot create the private scratch directory %s: %v", p, err)}
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot open the private scratch directory %s: %v", p, err)}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot check the private scratch directory %s: %v", p, err)}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: it is not a directory (a symbolic link or other file is there); remove it or choose another ScratchDir", p)}
+	case int(st.Uid) != uid:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: it is owned by uid %d, not by this user (uid %d); remove it or choose another ScratchDir", p, st.Uid, uid)}
+	case st.Mode&0o077 != 0:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: its mode %#o lets other users in (want 0700); fix it (chmod 700) or choose another ScratchDir", p, st.Mode&0o7777)}
+	}
+	return p, nil
 }
 
 // swept records the bases swept by this process.
 var swept sync.Map
 
-// sweepScratch removes scratch directories under base left by processes
-// that have exited without closing their Runtimes (killed, or never
-// calling Close): each directory's name carries its creator's process ID.
+// sweepScratch removes scratch directories under base (this user's
+// private base) left by processes that have exited without closing their
+// Runtimes (killed, or never calling Close): each directory's name
+// carries its creator's process ID. Only real directories owned by this
+// user are touched, and nothing below them is followed through a
+// symbolic link (see removeTree).
 func sweepScratch(base string) {
-	ds, _ := filepath.Glob(filepath.Join(base, "glovebox-scratch-*-*"))
-	for _, d := range ds {
-		rest := strings.TrimPrefix(filepath.Base(d), "glovebox-scratch-")
+	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(bfd)
+	names, err := dirNames(bfd)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, "glovebox-scratch-")
+		if !ok {
+			continue
+		}
 		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
 		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
 		if unix.Kill(pid, 0) == unix.ESRCH {
-			removeScratch(d)
+			removeTree(bfd, name)
 		}
 	}
 }
 
 func (s *scratchDirs) get() (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
 	s.mu.Lock()
 	if n := len(s.used); n > 0 {
 		d := s.used[n-1]
@@ -989,7 +1058,7 @@ func (s *scratchDirs) get() (string, error) {
 // it is kept for reuse, else removed.
 func (s *scratchDirs) put(d string) {
 	if wipeDir(d) != nil { // nothing adds entries meanwhile: no error, empty
-		os.RemoveAll(d)
+		removeScratch(d)
 		return
 	}
 	s.mu.Lock()
@@ -999,7 +1068,7 @@ func (s *scratchDirs) put(d string) {
 		return
 	}
 	s.mu.Unlock()
-	os.Remove(d)
+	removeScratch(d)
 }
 
 // close removes the idle directories; later puts remove theirs.
@@ -1013,34 +1082,143 @@ func (s *scratchDirs) close() {
 	}
 }
 
+// removeScratch removes the scratch directory d (a path this process
+// made) and everything in it, following no symbolic link.
 func removeScratch(d string) {
-	wipeDir(d)
-	os.Remove(d)
+	pfd, err := unix.Open(filepath.Dir(d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pfd)
+	removeTree(pfd, filepath.Base(d))
 }
 
-// wipeDir empties dir, leaving it in place. Write permission is restored
-// first on directories the guest may have made unwritable.
+// wipeDir empties the scratch directory dir, leaving it in place. It
+// walks with directory descriptors and never follows a symbolic link:
+// the guest can make links in its scratch directory (and, in a mount it
+// shares with another VM, swap a directory for one while the walk is
+// under way), and a wipe that followed one would delete or change
+// permissions on host files outside. Write permission is restored, on the
+// opened descriptor, on directories the guest made unwritable; entries
+// owned by another user are left alone and reported.
 func wipeDir(dir string) error {
-	ents, err := os.ReadDir(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return emptyDir(fd, 0)
+}
+
+// maxWipeDepth bounds the directory nesting a wipe descends: each level
+// holds one descriptor open. A guest cannot make more directories than
+// FileCreates allows per eval, but a session adds up evals; deeper trees
+// make the wipe fail, and the VM's scratch directory is then dropped.
+const maxWipeDepth = 256
+
+// emptyDir removes every entry of the open directory fd.
+func emptyDir(fd, depth int) error {
+	names, err := dirNames(fd)
 	if err != nil {
 		return err
 	}
 	var first error
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if e.IsDir() {
-			filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					os.Chmod(path, 0o700)
-				}
-				return nil
-			})
-		}
-		if err := os.RemoveAll(p); err != nil && first == nil {
+	for _, name := range names {
+		if err := removeTreeAt(fd, name, depth); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// testHookWipeDir, when set (by tests), runs as a wipe is about to
+// descend into the directory name of parent: the moment an attacker
+// would swap it for a symbolic link.
+var testHookWipeDir func(parent int, name string)
+
+// removeTree removes the entry name of the directory parent and, when it
+// is a directory this user owns, everything in it.
+func removeTree(parent int, name string) error { return removeTreeAt(parent, name, 0) }
+
+func removeTreeAt(parent int, name string, depth int) error {
+	err := unix.Unlinkat(parent, name, 0)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EISDIR && err != unix.EPERM {
+		return fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+	}
+	if depth >= maxWipeDepth {
+		return fmt.Errorf("removing %s from a scratch directory: nested deeper than %d directories", name, maxWipeDepth)
+	}
+	if testHookWipeDir != nil {
+		testHookWipeDir(parent, name)
+	}
+	// A directory: pin it with O_PATH and O_NOFOLLOW (a symbolic link
+	// swapped in meanwhile fails here, ENOTDIR), check its owner and mode
+	// on that descriptor, then list it.
+	p, err := unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			// Swapped for a file or link after the unlink: remove that.
+			if err := unix.Unlinkat(parent, name, 0); err != nil && err != unix.ENOENT {
+				return fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+			}
+			return nil
+		}
+		return fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+	}
+	defer unix.Close(p)
+	var st unix.Stat_t
+	if err := unix.Fstat(p, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("a scratch directory holds %s, owned by uid %d, not this user: left alone", name, st.Uid)
+	}
+	if st.Mode&0o700 != 0o700 {
+		// chmod through the descriptor's /proc link reaches exactly the
+		// pinned directory, never what its name points to now.
+		if err := unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", p), 0o700); err != nil {
+			return fmt.Errorf("making %s in a scratch directory writable: %w", name, err)
+		}
+	}
+	d, err := unix.Openat(p, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+	}
+	err = emptyDir(d, depth+1)
+	unix.Close(d)
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("removing the directory %s from a scratch directory: %w", name, err)
+	}
+	return nil
+}
+
+// dirNames lists the open directory fd (without "." and ".."), from its
+// start.
+func dirNames(fd int) ([]string, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var names []string
+	var buf [16 << 10]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // checkMounts checks that every mount's host path is a directory, and
