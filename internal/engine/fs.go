@@ -98,6 +98,20 @@ func guestFileBudget() int64 {
 	return int64(lim.Cur / 2)
 }
 
+// vmFileBound is the most files and directories one VM's guest may hold
+// open at once (beyond its preopened directories): maxOpenFiles (256),
+// or fewer when the process's descriptor limit is low, so that no VM
+// (and so no session, which keeps its VM's files across evals) takes
+// more than a quarter of guestFileBudget. With RLIMIT_NOFILE at 1024 the
+// budget is 512 host descriptors and a VM may hold 64 files (128
+// descriptors); Go raises the soft limit to the hard one at start, which
+// on common systems leaves the 256. A guest past its bound gets EMFILE;
+// one that finds the shared budget taken (by four or more hoarding VMs)
+// gets ENFILE.
+func vmFileBound() int {
+	return int(max(min(maxOpenFiles, guestFileBudget()/2/4), 1))
+}
+
 // dropMirror closes f's mirror and returns its two descriptors to the
 // process-wide budget.
 func dropMirror(f *guestFD) {
@@ -354,8 +368,8 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	if oflags&oflagTrunc != 0 && !d.Write {
 		return ret(vals, errnoRofs) // GHSA-2r75-cxrj-cmph
 	}
-	if len(g.fds) >= maxOpenFiles+len(g.domains) {
-		return ret(vals, errnoMfile)
+	if len(g.fds) >= vmFileBound()+len(g.domains) {
+		return ret(vals, errnoMfile) // this VM's own share is taken
 	}
 	if guestFiles.Load()+2 > guestFileBudget() {
 		return ret(vals, errnoNfile) // the whole process's share for guests is taken
