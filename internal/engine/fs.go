@@ -350,19 +350,33 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	fd, dirflags, pptr, plen, oflags := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
 	rightsBase, rightsInh, fdflags, retptr := vals.I64(5), vals.I64(6), vals.U32(7), vals.U32(8)
-	open := func(oflags uint32) (uint32, error) {
-		return v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
-	}
 	g := v.fs
 	parent, tracked := g.fds[fd]
 	if !tracked {
 		// stdio, or nothing: wasmtime answers (EBADF, ENOTDIR).
-		e, err := open(oflags)
+		e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
 		return firstErr(err, ret(vals, e))
 	}
 	path, ok := v.guestPath(c, pptr, plen)
 	if !ok {
 		return ret(vals, errnoInval)
+	}
+	// wasmtime opens by name, so the type check below cannot stop a FIFO
+	// swapped in meanwhile: the open is bounded by the eval's deadline
+	// (boundOpen), and what it opened by then is closed.
+	open := func(oflags uint32) (e uint32, err error) {
+		over := v.boundOpen(g.dirOf(parent), path, dirflags&lookupFollow != 0, func() {
+			e, err = v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+		})
+		if over && err == nil {
+			if e == errnoSuccess {
+				if b, ok := v.guest(c.Context(), retptr, 4); ok {
+					v.original(c, shFdClose, uint64(binary.LittleEndian.Uint32(b)))
+				}
+			}
+			return e, v.stopOver()
+		}
+		return e, err
 	}
 	d := g.domains[parent.domain]
 	if oflags&oflagTrunc != 0 && !d.Write {
@@ -1121,28 +1135,46 @@ func wipeDir(dir string) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return emptyDir(fd, 0)
+	return emptyDir(fd)
 }
 
-// maxWipeDepth bounds the directory nesting a wipe descends: each level
-// holds one descriptor open. A guest cannot make more directories than
-// FileCreates allows per eval, but a session adds up evals; deeper trees
-// make the wipe fail, and the VM's scratch directory is then dropped.
-const maxWipeDepth = 256
+// maxWipeDepth is how deep a wipe descends while holding one descriptor
+// per level. A deeper directory (a guest can nest directories without
+// bound, renaming chains into each other eval after eval) is moved up to
+// the top of the tree being removed, and the top is listed again, so a
+// tree of any depth is removed with at most this many descriptors.
+const maxWipeDepth = 64
 
 // emptyDir removes every entry of the open directory fd.
-func emptyDir(fd, depth int) error {
-	names, err := dirNames(fd)
-	if err != nil {
-		return err
-	}
+func emptyDir(fd int) error {
 	var first error
-	for _, name := range names {
-		if err := removeTreeAt(fd, name, depth); err != nil && first == nil {
-			first = err
+	for pass := 0; ; pass++ {
+		names, err := dirNames(fd)
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			return first
+		}
+		moved := false
+		for _, name := range names {
+			m, err := removeTreeAt(fd, name, fd, 0)
+			if err != nil && first == nil {
+				first = err
+			}
+			moved = moved || m
+		}
+		if !moved {
+			return first
 		}
 	}
-	return first
+}
+
+// removeTree removes the entry name of the directory parent and, when it
+// is a directory this user owns, everything in it.
+func removeTree(parent int, name string) error {
+	_, err := removeTreeAt(parent, name, -1, 0)
+	return err
 }
 
 // testHookWipeDir, when set (by tests), runs as a wipe is about to
@@ -1150,20 +1182,23 @@ func emptyDir(fd, depth int) error {
 // would swap it for a symbolic link.
 var testHookWipeDir func(parent int, name string)
 
-// removeTree removes the entry name of the directory parent and, when it
-// is a directory this user owns, everything in it.
-func removeTree(parent int, name string) error { return removeTreeAt(parent, name, 0) }
-
-func removeTreeAt(parent int, name string, depth int) error {
-	err := unix.Unlinkat(parent, name, 0)
+// removeTreeAt removes the entry name of parent, a directory depth levels
+// below top. A directory nested too deep is moved into top instead
+// (moved: top must be listed again). With top -1, name itself is the top.
+func removeTreeAt(parent int, name string, top, depth int) (moved bool, err error) {
+	err = unix.Unlinkat(parent, name, 0)
 	if err == nil || err == unix.ENOENT {
-		return nil
+		return false, nil
 	}
 	if err != unix.EISDIR && err != unix.EPERM {
-		return fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+		return false, fmt.Errorf("removing %s from a scratch directory: %w", name, err)
 	}
 	if depth >= maxWipeDepth {
-		return fmt.Errorf("removing %s from a scratch directory: nested deeper than %d directories", name, maxWipeDepth)
+		up := fmt.Sprintf(".glovebox-deep-%d-%d", depth, deepSeq.Add(1))
+		if err := unix.Renameat(parent, name, top, up); err != nil {
+			return false, fmt.Errorf("moving %s up in a scratch directory: %w", name, err)
+		}
+		return true, nil
 	}
 	if testHookWipeDir != nil {
 		testHookWipeDir(parent, name)
@@ -1176,41 +1211,59 @@ func removeTreeAt(parent int, name string, depth int) error {
 		if err == unix.ENOTDIR || err == unix.ELOOP {
 			// Swapped for a file or link after the unlink: remove that.
 			if err := unix.Unlinkat(parent, name, 0); err != nil && err != unix.ENOENT {
-				return fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+				return false, fmt.Errorf("removing %s from a scratch directory: %w", name, err)
 			}
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+		return false, fmt.Errorf("opening %s in a scratch directory: %w", name, err)
 	}
-	defer unix.Close(p)
 	var st unix.Stat_t
 	if err := unix.Fstat(p, &st); err != nil {
-		return err
+		unix.Close(p)
+		return false, err
 	}
 	if int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("a scratch directory holds %s, owned by uid %d, not this user: left alone", name, st.Uid)
+		unix.Close(p)
+		return false, fmt.Errorf("a scratch directory holds %s, owned by uid %d, not this user: left alone", name, st.Uid)
 	}
 	if st.Mode&0o700 != 0o700 {
 		// chmod through the descriptor's /proc link reaches exactly the
 		// pinned directory, never what its name points to now.
 		if err := unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", p), 0o700); err != nil {
-			return fmt.Errorf("making %s in a scratch directory writable: %w", name, err)
+			unix.Close(p)
+			return false, fmt.Errorf("making %s in a scratch directory writable: %w", name, err)
 		}
 	}
 	d, err := unix.Openat(p, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	unix.Close(p)
 	if err != nil {
-		return fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+		return false, fmt.Errorf("opening %s in a scratch directory: %w", name, err)
 	}
-	err = emptyDir(d, depth+1)
+	if top < 0 {
+		err = emptyDir(d)
+	} else {
+		var names []string
+		names, err = dirNames(d)
+		for _, n := range names {
+			m, e := removeTreeAt(d, n, top, depth+1)
+			moved = moved || m
+			if e != nil && err == nil {
+				err = e
+			}
+		}
+	}
 	unix.Close(d)
-	if err != nil {
-		return err
+	if err != nil || moved {
+		return moved, err
 	}
 	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
-		return fmt.Errorf("removing the directory %s from a scratch directory: %w", name, err)
+		return false, fmt.Errorf("removing the directory %s from a scratch directory: %w", name, err)
 	}
-	return nil
+	return false, nil
 }
+
+// deepSeq numbers the directories a wipe moves up.
+var deepSeq atomic.Int64
 
 // dirNames lists the open directory fd (without "." and ".."), from its
 // start.
