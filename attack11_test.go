@@ -149,3 +149,36 @@ func TestAttackFIFOSwapRace(t *testing.T) {
 		t.Fatal("Close hung on a VM blocked on the FIFO")
 	}
 }
+
+// BenchmarkOpen1000 measures an eval that opens and closes a scratch
+// file 1,000 times: the cost of the guard's path_open (and its deadline
+// watchdog).
+func BenchmarkOpen1000(b *testing.B) {
+	r, err := rt.WithLimits(glovebox.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res := eval(b, r, `File.write("/tmp/a", "x"); 1000.times { File.open("/tmp/a") {} }; 1`)
+		if res.Status != glovebox.StatusOK {
+			b.Fatal(res.Status)
+		}
+	}
+}
+
+// A scratch base left open to other users is refused with an error
+// naming it, by Eval.
+func TestScratchBaseRefusedByEval(t *testing.T) {
+	base := t.TempDir()
+	must(t, os.Mkdir(privateScratch(base), 0o777))
+	must(t, os.Chmod(privateScratch(base), 0o777))
+	r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1, ScratchDir: base})
+	if err == nil {
+		defer r.Close()
+		_, err = r.Eval(context.Background(), `1`)
+	}
+	if err == nil || !strings.Contains(err.Error(), privateScratch(base)) || !strings.Contains(err.Error(), "other users") {
+		t.Fatalf("got %v, want an error naming %s and its mode", err, privateScratch(base))
+	}
+	t.Log(err)
+}

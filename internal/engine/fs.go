@@ -1007,24 +1007,24 @@ func privateScratchBase(base string) (string, error) {
 	uid := os.Geteuid()
 	p := filepath.Join(base, fmt.Sprintf("glovebox-%d", uid))
 	if err := unix.Mkdir(p, 0o700); err != nil && err != unix.EEXIST {
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot create the private scratch directory %s: %v", p, err)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot create the private scratch directory %s: %v", p, err)}
 	}
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot open the private scratch directory %s: %v", p, err)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot open the private scratch directory %s: %v", p, err)}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: cannot check the private scratch directory %s: %v", p, err)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot check the private scratch directory %s: %v", p, err)}
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: it is not a directory (a symbolic link or other file is there); remove it or choose another ScratchDir", p)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: it is not a directory (a symbolic link or other file is there); remove it or choose another ScratchDir", p)}
 	case int(st.Uid) != uid:
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: it is owned by uid %d, not by this user (uid %d); remove it or choose another ScratchDir", p, st.Uid, uid)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: it is owned by uid %d, not by this user (uid %d); remove it or choose another ScratchDir", p, st.Uid, uid)}
 	case st.Mode&0o077 != 0:
-		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("glovebox: refusing the scratch directory %s: its mode %#o lets other users in (want 0700); fix it (chmod 700) or choose another ScratchDir", p, st.Mode&0o7777)}
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: its mode %#o lets other users in (want 0700); fix it (chmod 700) or choose another ScratchDir", p, st.Mode&0o7777)}
 	}
 	return p, nil
 }
