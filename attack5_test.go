@@ -165,7 +165,7 @@ func TestAttackAbandonRace(t *testing.T) {
 	// Close: wait for that (a leaked VM never frees its directory).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		left, _ := os.ReadDir(tmp)
+		left, _ := os.ReadDir(privateScratch(tmp))
 		if len(left) == 0 {
 			break
 		}
@@ -210,6 +210,7 @@ func TestAttackScratchWipedWhenEvalEnds(t *testing.T) {
 	r := newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: tmp})
 	wantStatus(t, eval(t, r, `File.write("/tmp/secret", "s3cr3t" * 1000); Dir.mkdir("/tmp/d"); File.write("/tmp/d/x", "s3cr3t"); 1`), glovebox.StatusOK)
 	var found []string
+	tmp = privateScratch(tmp)
 	filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
 		if err == nil && p != tmp && !(d.IsDir() && filepath.Dir(p) == tmp) {
 			found = append(found, p)

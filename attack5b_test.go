@@ -245,7 +245,7 @@ func TestAttackScratchLeftovers(t *testing.T) {
 		ss = append(ss, s)
 	}
 	r.Close()
-	left, _ := os.ReadDir(tmp)
+	left, _ := os.ReadDir(privateScratch(tmp))
 	if len(left) != 0 {
 		t.Errorf("left after Close: %v", left)
 	}

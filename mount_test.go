@@ -267,12 +267,13 @@ func TestScratchIsPrivateAndWiped(t *testing.T) {
 	}
 	// Scratch directories are reused once wiped, and removed with the
 	// Runtime.
-	left, _ := os.ReadDir(tmp)
+	priv := privateScratch(tmp)
+	left, _ := os.ReadDir(priv)
 	if len(left) != 1 {
 		t.Errorf("%d scratch directories on the host, want the one kept for reuse", len(left))
 	}
 	r.Close()
-	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+	if left, _ := os.ReadDir(priv); len(left) != 0 {
 		t.Errorf("scratch directories left after Close: %v", left)
 	}
 }
@@ -305,7 +306,8 @@ func TestFileQuotas(t *testing.T) {
 // Scratch directories a dead process left behind are removed by the next
 // process that uses the same base.
 func TestStaleScratchSwept(t *testing.T) {
-	base := t.TempDir()
+	base := privateScratch(t.TempDir())
+	must(t, os.Mkdir(base, 0o700))
 	cmd := exec.Command("true")
 	must(t, cmd.Run())
 	dead := filepath.Join(base, fmt.Sprintf("glovebox-scratch-%d-123", cmd.Process.Pid))
@@ -314,7 +316,7 @@ func TestStaleScratchSwept(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(d, "sub"), 0o755))
 		must(t, os.WriteFile(filepath.Join(d, "sub", "f"), []byte("x"), 0o644))
 	}
-	newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: base})
+	newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: filepath.Dir(base)})
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("a dead process's scratch directory is still there: %v", err)
 	}

@@ -98,6 +98,20 @@ func guestFileBudget() int64 {
 	return int64(lim.Cur / 2)
 }
 
+// vmFileBound is the most files and directories one VM's guest may hold
+// open at once (beyond its preopened directories): maxOpenFiles (256),
+// or fewer when the process's descriptor limit is low, so that no VM
+// (and so no session, which keeps its VM's files across evals) takes
+// more than a quarter of guestFileBudget. With RLIMIT_NOFILE at 1024 the
+// budget is 512 host descriptors and a VM may hold 64 files (128
+// descriptors); Go raises the soft limit to the hard one at start, which
+// on common systems leaves the 256. A guest past its bound gets EMFILE;
+// one that finds the shared budget taken (by four or more hoarding VMs)
+// gets ENFILE.
+func vmFileBound() int {
+	return int(max(min(maxOpenFiles, guestFileBudget()/2/4), 1))
+}
+
 // dropMirror closes f's mirror and returns its two descriptors to the
 // process-wide budget.
 func dropMirror(f *guestFD) {
@@ -336,26 +350,40 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	fd, dirflags, pptr, plen, oflags := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
 	rightsBase, rightsInh, fdflags, retptr := vals.I64(5), vals.I64(6), vals.U32(7), vals.U32(8)
-	open := func(oflags uint32) (uint32, error) {
-		return v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
-	}
 	g := v.fs
 	parent, tracked := g.fds[fd]
 	if !tracked {
 		// stdio, or nothing: wasmtime answers (EBADF, ENOTDIR).
-		e, err := open(oflags)
+		e, err := v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
 		return firstErr(err, ret(vals, e))
 	}
 	path, ok := v.guestPath(c, pptr, plen)
 	if !ok {
 		return ret(vals, errnoInval)
 	}
+	// wasmtime opens by name, so the type check below cannot stop a FIFO
+	// swapped in meanwhile: the open is bounded by the eval's deadline
+	// (boundOpen), and what it opened by then is closed.
+	open := func(oflags uint32) (e uint32, err error) {
+		over := v.boundOpen(g.dirOf(parent), path, dirflags&lookupFollow != 0, func() {
+			e, err = v.original(c, shPathOpen, uint64(fd), uint64(dirflags), uint64(pptr), uint64(plen), uint64(oflags), uint64(rightsBase), uint64(rightsInh), uint64(fdflags), uint64(retptr))
+		})
+		if over && err == nil {
+			if e == errnoSuccess {
+				if b, ok := v.guest(c.Context(), retptr, 4); ok {
+					v.original(c, shFdClose, uint64(binary.LittleEndian.Uint32(b)))
+				}
+			}
+			return e, v.stopOver()
+		}
+		return e, err
+	}
 	d := g.domains[parent.domain]
 	if oflags&oflagTrunc != 0 && !d.Write {
 		return ret(vals, errnoRofs) // GHSA-2r75-cxrj-cmph
 	}
-	if len(g.fds) >= maxOpenFiles+len(g.domains) {
-		return ret(vals, errnoMfile)
+	if len(g.fds) >= vmFileBound()+len(g.domains) {
+		return ret(vals, errnoMfile) // this VM's own share is taken
 	}
 	if guestFiles.Load()+2 > guestFileBudget() {
 		return ret(vals, errnoNfile) // the whole process's share for guests is taken
@@ -917,8 +945,13 @@ func wasiTime(ts unix.Timespec) uint64 {
 // empty one. A directory is wiped when it is given
 // back (when its VM is freed, right after its last eval), so nothing an
 // eval wrote stays on the host while the directory waits to be reused.
+//
+// base is this user's private directory (see privateScratchBase) inside
+// the configured one; err, when set, is why it cannot be used, and every
+// get returns it.
 type scratchDirs struct {
 	base   string
+	err    error
 	mu     sync.Mutex
 	used   []string
 	closed bool
@@ -943,33 +976,97 @@ func newScratchDirs(base string) *scratchDirs {
 	if base == "" {
 		base = DefaultScratchBase()
 	}
-	if _, done := swept.LoadOrStore(base, true); !done {
-		sweepScratch(base)
+	priv, err := privateScratchBase(base)
+	if err != nil {
+		return &scratchDirs{base: priv, err: err}
 	}
-	return &scratchDirs{base: base}
+	if _, done := swept.LoadOrStore(priv, true); !done {
+		sweepScratch(priv)
+	}
+	return &scratchDirs{base: priv}
+}
+
+// ScratchBaseError reports a private scratch base that is not safe to
+// use: not a directory, a symbolic link, owned by another user, or open
+// to other users.
+type ScratchBaseError struct {
+	Path, Msg string
+}
+
+func (e *ScratchBaseError) Error() string { return e.Msg }
+
+// privateScratchBase returns, creating it if needed, this user's private
+// directory under base, glovebox-<uid>, mode 0700. Scratch directories
+// are made and swept only there: a shared base such as /dev/shm or /tmp
+// lets any local user plant entries, and the sweep would then act on
+// their choice of directory. An existing one must be a real directory
+// (not a symbolic link) owned by this user and closed to others;
+// anything else is refused with a *ScratchBaseError naming it, never
+// repaired.
+func privateScratchBase(base string) (string, error) {
+	uid := os.Geteuid()
+	p := filepath.Join(base, fmt.Sprintf("glovebox-%d", uid))
+	if err := unix.Mkdir(p, 0o700); err != nil && err != unix.EEXIST {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot create the private scratch directory %s: %v", p, err)}
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot open the private scratch directory %s: %v", p, err)}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("cannot check the private scratch directory %s: %v", p, err)}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: it is not a directory (a symbolic link or other file is there); remove it or choose another ScratchDir", p)}
+	case int(st.Uid) != uid:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: it is owned by uid %d, not by this user (uid %d); remove it or choose another ScratchDir", p, st.Uid, uid)}
+	case st.Mode&0o077 != 0:
+		return p, &ScratchBaseError{Path: p, Msg: fmt.Sprintf("refusing the scratch directory %s: its mode %#o lets other users in (want 0700); fix it (chmod 700) or choose another ScratchDir", p, st.Mode&0o7777)}
+	}
+	return p, nil
 }
 
 // swept records the bases swept by this process.
 var swept sync.Map
 
-// sweepScratch removes scratch directories under base left by processes
-// that have exited without closing their Runtimes (killed, or never
-// calling Close): each directory's name carries its creator's process ID.
+// sweepScratch removes scratch directories under base (this user's
+// private base) left by processes that have exited without closing their
+// Runtimes (killed, or never calling Close): each directory's name
+// carries its creator's process ID. Only real directories owned by this
+// user are touched, and nothing below them is followed through a
+// symbolic link (see removeTree).
 func sweepScratch(base string) {
-	ds, _ := filepath.Glob(filepath.Join(base, "glovebox-scratch-*-*"))
-	for _, d := range ds {
-		rest := strings.TrimPrefix(filepath.Base(d), "glovebox-scratch-")
+	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(bfd)
+	names, err := dirNames(bfd)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, "glovebox-scratch-")
+		if !ok {
+			continue
+		}
 		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
 		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
 		if unix.Kill(pid, 0) == unix.ESRCH {
-			removeScratch(d)
+			removeTree(bfd, name)
 		}
 	}
 }
 
 func (s *scratchDirs) get() (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
 	s.mu.Lock()
 	if n := len(s.used); n > 0 {
 		d := s.used[n-1]
@@ -989,7 +1086,7 @@ func (s *scratchDirs) get() (string, error) {
 // it is kept for reuse, else removed.
 func (s *scratchDirs) put(d string) {
 	if wipeDir(d) != nil { // nothing adds entries meanwhile: no error, empty
-		os.RemoveAll(d)
+		removeScratch(d)
 		return
 	}
 	s.mu.Lock()
@@ -999,7 +1096,7 @@ func (s *scratchDirs) put(d string) {
 		return
 	}
 	s.mu.Unlock()
-	os.Remove(d)
+	removeScratch(d)
 }
 
 // close removes the idle directories; later puts remove theirs.
@@ -1013,34 +1110,182 @@ func (s *scratchDirs) close() {
 	}
 }
 
+// removeScratch removes the scratch directory d (a path this process
+// made) and everything in it, following no symbolic link.
 func removeScratch(d string) {
-	wipeDir(d)
-	os.Remove(d)
+	pfd, err := unix.Open(filepath.Dir(d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pfd)
+	removeTree(pfd, filepath.Base(d))
 }
 
-// wipeDir empties dir, leaving it in place. Write permission is restored
-// first on directories the guest may have made unwritable.
+// wipeDir empties the scratch directory dir, leaving it in place. It
+// walks with directory descriptors and never follows a symbolic link:
+// the guest can make links in its scratch directory (and, in a mount it
+// shares with another VM, swap a directory for one while the walk is
+// under way), and a wipe that followed one would delete or change
+// permissions on host files outside. Write permission is restored, on the
+// opened descriptor, on directories the guest made unwritable; entries
+// owned by another user are left alone and reported.
 func wipeDir(dir string) error {
-	ents, err := os.ReadDir(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
+	defer unix.Close(fd)
+	return emptyDir(fd)
+}
+
+// maxWipeDepth is how deep a wipe descends while holding one descriptor
+// per level. A deeper directory (a guest can nest directories without
+// bound, renaming chains into each other eval after eval) is moved up to
+// the top of the tree being removed, and the top is listed again, so a
+// tree of any depth is removed with at most this many descriptors.
+const maxWipeDepth = 64
+
+// emptyDir removes every entry of the open directory fd.
+func emptyDir(fd int) error {
 	var first error
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if e.IsDir() {
-			filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					os.Chmod(path, 0o700)
-				}
-				return nil
-			})
+	for pass := 0; ; pass++ {
+		names, err := dirNames(fd)
+		if err != nil {
+			return err
 		}
-		if err := os.RemoveAll(p); err != nil && first == nil {
-			first = err
+		if len(names) == 0 {
+			return first
+		}
+		moved := false
+		for _, name := range names {
+			m, err := removeTreeAt(fd, name, fd, 0)
+			if err != nil && first == nil {
+				first = err
+			}
+			moved = moved || m
+		}
+		if !moved {
+			return first
 		}
 	}
-	return first
+}
+
+// removeTree removes the entry name of the directory parent and, when it
+// is a directory this user owns, everything in it.
+func removeTree(parent int, name string) error {
+	_, err := removeTreeAt(parent, name, -1, 0)
+	return err
+}
+
+// testHookWipeDir, when set (by tests), runs as a wipe is about to
+// descend into the directory name of parent: the moment an attacker
+// would swap it for a symbolic link.
+var testHookWipeDir func(parent int, name string)
+
+// removeTreeAt removes the entry name of parent, a directory depth levels
+// below top. A directory nested too deep is moved into top instead
+// (moved: top must be listed again). With top -1, name itself is the top.
+func removeTreeAt(parent int, name string, top, depth int) (moved bool, err error) {
+	err = unix.Unlinkat(parent, name, 0)
+	if err == nil || err == unix.ENOENT {
+		return false, nil
+	}
+	if err != unix.EISDIR && err != unix.EPERM {
+		return false, fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+	}
+	if depth >= maxWipeDepth {
+		up := fmt.Sprintf(".glovebox-deep-%d-%d", depth, deepSeq.Add(1))
+		if err := unix.Renameat(parent, name, top, up); err != nil {
+			return false, fmt.Errorf("moving %s up in a scratch directory: %w", name, err)
+		}
+		return true, nil
+	}
+	if testHookWipeDir != nil {
+		testHookWipeDir(parent, name)
+	}
+	// A directory: pin it with O_PATH and O_NOFOLLOW (a symbolic link
+	// swapped in meanwhile fails here, ENOTDIR), check its owner and mode
+	// on that descriptor, then list it.
+	p, err := unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			// Swapped for a file or link after the unlink: remove that.
+			if err := unix.Unlinkat(parent, name, 0); err != nil && err != unix.ENOENT {
+				return false, fmt.Errorf("removing %s from a scratch directory: %w", name, err)
+			}
+			return false, nil
+		}
+		return false, fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(p, &st); err != nil {
+		unix.Close(p)
+		return false, err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		unix.Close(p)
+		return false, fmt.Errorf("a scratch directory holds %s, owned by uid %d, not this user: left alone", name, st.Uid)
+	}
+	if st.Mode&0o700 != 0o700 {
+		// chmod through the descriptor's /proc link reaches exactly the
+		// pinned directory, never what its name points to now.
+		if err := unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", p), 0o700); err != nil {
+			unix.Close(p)
+			return false, fmt.Errorf("making %s in a scratch directory writable: %w", name, err)
+		}
+	}
+	d, err := unix.Openat(p, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	unix.Close(p)
+	if err != nil {
+		return false, fmt.Errorf("opening %s in a scratch directory: %w", name, err)
+	}
+	if top < 0 {
+		err = emptyDir(d)
+	} else {
+		var names []string
+		names, err = dirNames(d)
+		for _, n := range names {
+			m, e := removeTreeAt(d, n, top, depth+1)
+			moved = moved || m
+			if e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	unix.Close(d)
+	if err != nil || moved {
+		return moved, err
+	}
+	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+		return false, fmt.Errorf("removing the directory %s from a scratch directory: %w", name, err)
+	}
+	return false, nil
+}
+
+// deepSeq numbers the directories a wipe moves up.
+var deepSeq atomic.Int64
+
+// dirNames lists the open directory fd (without "." and ".."), from its
+// start.
+func dirNames(fd int) ([]string, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var names []string
+	var buf [16 << 10]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // checkMounts checks that every mount's host path is a directory, and
