@@ -331,8 +331,11 @@ func (p *orderedProperties) MarshalJSON() ([]byte, error) {
 // schemaOf returns the JSON Schema of Go type t as the guest sees it:
 // decoded from guest data when in is set (a parameter), encoded to it
 // otherwise (a result). Struct fields follow encoding/json's rules: the
-// json tag's name, "-" skipped, embedded structs flattened; fields without
-// omitempty or omitzero are listed as required. A jsonschema_description
+// json tag's name, "-" skipped, embedded structs flattened. In a result,
+// fields without omitempty or omitzero are listed as required (they are
+// always written); in a parameter, only fields tagged
+// jsonschema:"required" are, since only those are refused when missing
+// (an absent field keeps its zero value). A jsonschema_description
 // tag becomes the property's description.
 func schemaOf(t reflect.Type, in bool, visiting map[reflect.Type]bool) *schema {
 	nullable := false
@@ -442,7 +445,7 @@ func addFields(s *schema, t reflect.Type, in bool, visiting map[reflect.Type]boo
 		s.Properties.names = append(s.Properties.names, name)
 		s.Properties.props = append(s.Properties.props, fs)
 		o := strings.Split(opts, ",")
-		if !slices.Contains(o, "omitempty") && !slices.Contains(o, "omitzero") {
+		if in && requiredTag(f.Tag) || !in && !slices.Contains(o, "omitempty") && !slices.Contains(o, "omitzero") {
 			s.Required = append(s.Required, name)
 		}
 	}
