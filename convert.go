@@ -25,6 +25,8 @@ func convertArg(x any, t reflect.Type, keywords bool) (reflect.Value, error) {
 
 type decoder struct{ keywords bool }
 
+var numberType = reflect.TypeFor[json.Number]()
+
 // at names the place of a nested value in an error message.
 func at(path string) string {
 	if path == "" {
@@ -62,6 +64,18 @@ func (d *decoder) value(x any, t reflect.Type, path string) (reflect.Value, erro
 			return reflect.ValueOf(n), nil
 		}
 		return reflect.ValueOf(n).Elem(), nil
+	case numberType:
+		switch n := x.(type) {
+		case int64:
+			return reflect.ValueOf(json.Number(strconv.FormatInt(n, 10))), nil
+		case *big.Int:
+			return reflect.ValueOf(json.Number(n.String())), nil
+		case float64:
+			if !math.IsInf(n, 0) && !math.IsNaN(n) {
+				return reflect.ValueOf(json.Number(strconv.FormatFloat(n, 'g', -1, 64))), nil
+			}
+		}
+		return reflect.Value{}, d.mismatch(x, t, path)
 	case rawMessageType:
 		b, err := wire.EncodeJSON(nil, x, wire.MaxDepth)
 		if err != nil {

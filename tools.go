@@ -78,7 +78,8 @@ func (s *Toolset) add(name string, fn ToolFunc, from string) error {
 // slices, arrays, maps and structs, so integers stay exact at any depth: an
 // Integer arrives as int64 in an any (also inside []any and
 // map[string]any), or as *big.Int when it does not fit one, as results
-// cross back; integer and *big.Int fields take it exactly, and one that
+// cross back; integer, *big.Int and json.Number fields take it exactly
+// (json.Number holds its decimal digits, any number of them), and one that
 // does not fit (or a negative one for an unsigned field) is refused. A
 // hash fills a struct only through its fields' exact JSON names (the json
 // tag's name, else the Go field name; embedded structs flattened): an

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gloveboxhq/glovebox"
 )
@@ -22,6 +23,10 @@ type record struct {
 	Big  *big.Int         `json:"big,omitempty"`
 	Kids []record         `json:"kids,omitempty"`
 	Byid map[int64]string `json:"byid,omitempty"`
+	Num  json.Number      `json:"num,omitempty"`
+	When time.Time        `json:"when,omitzero"`
+	Raw  json.RawMessage  `json:"raw,omitempty"`
+	Blob []byte           `json:"blob,omitempty"`
 }
 
 // Integers reach tools exactly, at any depth and through every parameter
@@ -39,7 +44,8 @@ func TestToolArgsExactIntegers(t *testing.T) {
 
 	res := eval(t, r, `[rows([{"n" => 2**53+1, "m" => 5, "deep" => [[{"x" => 2**70}]]}]),
 		rec({"a" => 2**53+1, "m" => {"k" => [5]}, "s" => [2**63-1, -2**63], "p" => 2**62+1, "u" => 255, "big" => 2**100+1,
-		     "kids" => [{"a" => 7, "byid" => {"9007199254740993" => "x"}}]}),
+		     "kids" => [{"a" => 7, "byid" => {"9007199254740993" => "x"}}],
+		     "num" => 2**64+1, "when" => "2026-12-01T01:02:03Z", "raw" => {"n" => 2**53+1}, "blob" => ["hi"].pack("m0")}),
 		list(2**53+1, [2**64], {"k" => 5})]`)
 	wantStatus(t, res, glovebox.StatusOK)
 	n53 := int64(1<<53 + 1)
@@ -55,6 +61,9 @@ func TestToolArgsExactIntegers(t *testing.T) {
 		!reflect.DeepEqual(rec.S, []any{int64(1<<63 - 1), int64(-1 << 63)}) || *rec.P != 1<<62+1 || rec.U != 255 ||
 		rec.Big.Cmp(b100) != 0 || len(rec.Kids) != 1 || rec.Kids[0].A != int64(7) || rec.Kids[0].Byid[n53] != "x" {
 		t.Fatalf("rec %#v", rec)
+	}
+	if rec.Num != "18446744073709551617" || rec.When.Unix() != 1796086923 || string(rec.Raw) != `{"n":9007199254740993}` || string(rec.Blob) != "hi" {
+		t.Fatalf("rec num %q when %v raw %s blob %q", rec.Num, rec.When, rec.Raw, rec.Blob)
 	}
 	if list[0] != n53 || list[1].([]any)[0].(*big.Int).Cmp(new(big.Int).Lsh(big.NewInt(1), 64)) != 0 ||
 		!reflect.DeepEqual(list[2], map[string]any{"k": int64(5)}) {
