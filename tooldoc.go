@@ -54,11 +54,15 @@ type Param struct {
 	// Schema is the argument's JSON Schema (draft 2020-12), a JSON
 	// object. Inferred for Func and Object tools (see [Toolset.Describe]);
 	// nil when documenting means "keep the inferred one", or {} (any
-	// value) for a tool registered with Add.
+	// value) for a tool registered with Add. An inferred object schema
+	// names properties by their JSON names, which keywords must match
+	// exactly, and lists as "required" only fields tagged
+	// jsonschema:"required", the only ones a call is refused without.
 	Schema json.RawMessage
 	// Required is set when a call without this argument fails. For Func
 	// and Object tools the signature decides: every parameter but a
-	// variadic one is required.
+	// variadic one or a last options bag (which may be left out) is
+	// required.
 	Required bool
 	// Variadic marks a last parameter that takes all remaining
 	// positional arguments (Go's ...T); Schema describes one of them.
