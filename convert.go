@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gloveboxhq/glovebox/internal/wire"
 )
@@ -277,6 +278,19 @@ type field struct {
 // name or Go field name, "-" skipped, embedded structs flattened, a name
 // already present winning), in declaration order.
 func structFields(t reflect.Type) []field {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]field)
+	}
+	f := listFields(t)
+	fieldCache.Store(t, f)
+	return f
+}
+
+// fieldCache holds structFields' answers by type; types are few and
+// fixed by the registered tools.
+var fieldCache sync.Map
+
+func listFields(t reflect.Type) []field {
 	var out []field
 	seen := map[string]bool{}
 	var walk func(t reflect.Type, prefix []int, visiting map[reflect.Type]bool)
