@@ -52,7 +52,12 @@
 // "-Infinity"; integers keep every digit.
 //
 // Tool arguments arrive in Go as the same data (see [Args]); tool results
-// go back the same way, Go structs as their encoding/json form. A result
+// go back the same way, Go structs as their encoding/json form. Typed
+// parameters ([Toolset.Func]) are filled from that data exactly: an
+// Integer stays an integer at any depth (int64, or *big.Int in an any), a
+// typed field it does not fit is refused, and a Hash fills a struct only
+// through its fields' exact JSON names, an unknown key or keyword raising
+// ArgumentError that names the accepted ones. A result
 // with no data form (a channel, a function, cyclic data) raises TypeError
 // in the guest, naming the Go type.
 //

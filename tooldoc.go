@@ -54,11 +54,15 @@ type Param struct {
 	// Schema is the argument's JSON Schema (draft 2020-12), a JSON
 	// object. Inferred for Func and Object tools (see [Toolset.Describe]);
 	// nil when documenting means "keep the inferred one", or {} (any
-	// value) for a tool registered with Add.
+	// value) for a tool registered with Add. An inferred object schema
+	// names properties by their JSON names, which keywords must match
+	// exactly, and lists as "required" only fields tagged
+	// jsonschema:"required", the only ones a call is refused without.
 	Schema json.RawMessage
 	// Required is set when a call without this argument fails. For Func
 	// and Object tools the signature decides: every parameter but a
-	// variadic one is required.
+	// variadic one or a last options bag (which may be left out) is
+	// required.
 	Required bool
 	// Variadic marks a last parameter that takes all remaining
 	// positional arguments (Go's ...T); Schema describes one of them.
@@ -331,8 +335,11 @@ func (p *orderedProperties) MarshalJSON() ([]byte, error) {
 // schemaOf returns the JSON Schema of Go type t as the guest sees it:
 // decoded from guest data when in is set (a parameter), encoded to it
 // otherwise (a result). Struct fields follow encoding/json's rules: the
-// json tag's name, "-" skipped, embedded structs flattened; fields without
-// omitempty or omitzero are listed as required. A jsonschema_description
+// json tag's name, "-" skipped, embedded structs flattened. In a result,
+// fields without omitempty or omitzero are listed as required (they are
+// always written); in a parameter, only fields tagged
+// jsonschema:"required" are, since only those are refused when missing
+// (an absent field keeps its zero value). A jsonschema_description
 // tag becomes the property's description.
 func schemaOf(t reflect.Type, in bool, visiting map[reflect.Type]bool) *schema {
 	nullable := false
@@ -442,7 +449,7 @@ func addFields(s *schema, t reflect.Type, in bool, visiting map[reflect.Type]boo
 		s.Properties.names = append(s.Properties.names, name)
 		s.Properties.props = append(s.Properties.props, fs)
 		o := strings.Split(opts, ",")
-		if !slices.Contains(o, "omitempty") && !slices.Contains(o, "omitzero") {
+		if in && requiredTag(f.Tag) || !in && !slices.Contains(o, "omitempty") && !slices.Contains(o, "omitzero") {
 			s.Required = append(s.Required, name)
 		}
 	}

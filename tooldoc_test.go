@@ -15,7 +15,7 @@ import (
 type orderQuery struct {
 	Status string    `json:"status,omitempty" jsonschema_description:"shipped, pending or cancelled"`
 	Since  time.Time `json:"since,omitzero"`
-	Limit  int       `json:"limit"`
+	Limit  int       `json:"limit" jsonschema:"required"`
 	secret string
 	Skip   string `json:"-"`
 	paging
@@ -52,10 +52,10 @@ func TestToolDocInference(t *testing.T) {
 		{"any and nested", func(any, []map[string]int) {}, `arg1*:{}|arg2*:{"type":"array","items":{"type":"object","additionalProperties":{"type":"integer"}}}`, ""},
 		{"variadic", func(string, ...int) {}, `arg1*:{"type":"string"}|arg2...:{"type":"integer"}`, ""},
 		{"struct keywords", func(context.Context, orderQuery) ([]order, error) { return nil, nil },
-			`order_querykw:{"type":"object","properties":{"status":{"type":"string","description":"shipped, pending or cancelled"},"since":{"type":"string","format":"date-time"},"limit":{"type":"integer"},"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}},"required":["limit","shadowed_limit"]}`,
+			`order_querykw:{"type":"object","properties":{"status":{"type":"string","description":"shipped, pending or cancelled"},"since":{"type":"string","format":"date-time"},"limit":{"type":"integer"},"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}},"required":["limit"]}`,
 			`{"type":["array","null"],"items":{"type":"object","properties":{"id":{"type":"integer"},"total":{"type":"number"},"tags":{"type":["array","null"],"items":{"type":"string"}},"note":{"type":["string","null"]},"next":{"type":["object","null"]}},"required":["id","total","tags"]}}`},
 		{"map keywords after positional", func(int, map[string]any) {}, `arg1*:{"type":"integer"}|arg2kw:{"type":"object","additionalProperties":{}}`, ""},
-		{"same struct twice", func(paging, paging) {}, `arg1*:{"type":"object","properties":{"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}},"required":["shadowed_limit"]}|arg2kw:{"type":"object","properties":{"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}},"required":["shadowed_limit"]}`, ""},
+		{"same struct twice", func(paging, paging) {}, `arg1*:{"type":"object","properties":{"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}}}|arg2kw:{"type":"object","properties":{"page":{"type":"integer","minimum":0},"shadowed_limit":{"type":"integer"}}}`, ""},
 		{"text unmarshaler and bytes", func(Flags, []byte) {}, `arg1*:{"type":"string"}|arg2*:{"type":"string","format":"byte","description":"base64"}`, ""},
 	}
 	for _, c := range cases {

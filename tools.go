@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"math/big"
 	"reflect"
 	"slices"
@@ -75,9 +74,24 @@ func (s *Toolset) add(name string, fn ToolFunc, from string) error {
 // is a struct, a pointer to one or a string-keyed map (an options bag) may
 // be left out, and then gets what an empty map decodes into. Each argument is
 // converted to its parameter's type: exactly for bool, string, the number
-// kinds (range-checked) and any; through its JSON encoding for structs,
-// slices and maps. fn may return nothing, a value, an error, or a value
-// and an error. A mismatch raises ArgumentError in the guest.
+// kinds (range-checked) and any, and element by element for pointers,
+// slices, arrays, maps and structs, so integers stay exact at any depth: an
+// Integer arrives as int64 in an any (also inside []any and
+// map[string]any), or as *big.Int when it does not fit one, as results
+// cross back; integer, *big.Int and json.Number fields take it exactly
+// (json.Number holds its decimal digits, any number of them), and one that
+// does not fit (or a negative one for an unsigned field) is refused. A
+// hash fills a struct only through its fields' exact JSON names (the json
+// tag's name, else the Go field name; embedded structs flattened): an
+// unknown key or keyword is refused with the accepted names, never
+// dropped or matched case-insensitively, so what a [Hooks].BeforeCall
+// sees in [Args] is what the tool receives. An absent field keeps its
+// zero value, unless it is tagged jsonschema:"required". Types with their
+// own UnmarshalJSON or UnmarshalText (time.Time) and []byte (base64)
+// decode from the value's JSON. Keywords given to a tool whose last
+// parameter cannot take them are refused. fn may return nothing, a
+// value, an error, or a value and an error. A mismatch raises
+// ArgumentError in the guest, naming the argument and the place in it.
 func (s *Toolset) Func(name string, fn any) error {
 	f, err := reflectTool(reflect.ValueOf(fn))
 	if err != nil {
@@ -401,6 +415,9 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 		if !t.IsVariadic() && len(in) == nfixed-1 && optionsBag(t.In(t.NumIn()-1)) {
 			in = append(in, map[string]any{}) // an omitted options bag is empty
 		}
+		if a.Keyword != nil && !t.IsVariadic() && (nfixed == 0 || !takesKeywords(t.In(t.NumIn()-1))) {
+			return nil, &argError{fmt.Sprintf("unknown keyword: %s (this tool takes no keywords)", strings.Join(sortedKeys(a.Keyword), ", "))}
+		}
 		if len(in) < nfixed || (!t.IsVariadic() && len(in) > nfixed) {
 			want := fmt.Sprint(nfixed)
 			if t.IsVariadic() {
@@ -419,7 +436,7 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 			} else {
 				pt = t.In(first + i)
 			}
-			v, err := convertArg(x, pt)
+			v, err := convertArg(x, pt, a.Keyword != nil && i == len(in)-1)
 			if err != nil {
 				return nil, &argError{fmt.Sprintf("argument %d: %v", i+1, err)}
 			}
@@ -455,6 +472,15 @@ func optionsBag(t reflect.Type) bool {
 	return false
 }
 
+// takesKeywords reports whether a last parameter of type t can receive
+// keyword arguments: any, or a type a hash decodes into.
+func takesKeywords(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == anyType || t.Kind() == reflect.Map || (t.Kind() == reflect.Struct && !ownDecoding(t))
+}
+
 // argError marks an argument mismatch: ArgumentError in the guest.
 type argError struct{ msg string }
 
@@ -470,110 +496,6 @@ func decodable(t reflect.Type) error {
 		}
 	}
 	return nil
-}
-
-// convertArg converts guest data x to type t.
-func convertArg(x any, t reflect.Type) (reflect.Value, error) {
-	if t == anyType {
-		if x == nil {
-			return reflect.Zero(t), nil
-		}
-		return reflect.ValueOf(x), nil
-	}
-	if x == nil {
-		switch t.Kind() {
-		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
-			return reflect.Zero(t), nil
-		}
-		return reflect.Value{}, fmt.Errorf("nil cannot be a %s", t)
-	}
-	if t == bigIntPtr {
-		switch n := x.(type) {
-		case int64:
-			return reflect.ValueOf(big.NewInt(n)), nil
-		case *big.Int:
-			return reflect.ValueOf(n), nil
-		}
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		if b, ok := x.(bool); ok {
-			return reflect.ValueOf(b).Convert(t), nil
-		}
-	case reflect.String:
-		if s, ok := x.(string); ok {
-			return reflect.ValueOf(s).Convert(t), nil
-		}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n, ok := x.(int64); ok {
-			v := reflect.New(t).Elem()
-			if v.OverflowInt(n) {
-				return reflect.Value{}, fmt.Errorf("%d overflows %s", n, t)
-			}
-			v.SetInt(n)
-			return v, nil
-		}
-		if _, ok := x.(*big.Int); ok {
-			return reflect.Value{}, fmt.Errorf("%v overflows %s", x, t)
-		}
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		var u uint64
-		switch n := x.(type) {
-		case int64:
-			if n < 0 {
-				return reflect.Value{}, fmt.Errorf("%d is negative; %s is unsigned", n, t)
-			}
-			u = uint64(n)
-		case *big.Int:
-			if !n.IsUint64() {
-				return reflect.Value{}, fmt.Errorf("%v overflows %s", n, t)
-			}
-			u = n.Uint64()
-		default:
-			return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
-		}
-		v := reflect.New(t).Elem()
-		if v.OverflowUint(u) {
-			return reflect.Value{}, fmt.Errorf("%d overflows %s", u, t)
-		}
-		v.SetUint(u)
-		return v, nil
-	case reflect.Float32, reflect.Float64:
-		var f float64
-		switch n := x.(type) {
-		case float64:
-			f = n
-		case int64:
-			f = float64(n)
-		case *big.Int:
-			f, _ = new(big.Float).SetInt(n).Float64()
-		default:
-			return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
-		}
-		v := reflect.New(t).Elem()
-		if t.Kind() == reflect.Float32 && !math.IsInf(f, 0) && !math.IsNaN(f) && v.OverflowFloat(f) {
-			return reflect.Value{}, fmt.Errorf("%g overflows %s", f, t)
-		}
-		v.SetFloat(f)
-		return v, nil
-	}
-	if xv := reflect.ValueOf(x); xv.Type().AssignableTo(t) {
-		return xv, nil
-	}
-	switch t.Kind() {
-	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return reflect.Value{}, fmt.Errorf("cannot use %s as %s", guestType(x), t)
-	}
-	// Structs, slices, maps, pointers: through JSON.
-	b, err := wire.EncodeJSON(nil, x, wire.MaxDepth)
-	if err != nil {
-		return reflect.Value{}, err
-	}
-	p := reflect.New(t)
-	if err := json.Unmarshal(b, p.Interface()); err != nil {
-		return reflect.Value{}, fmt.Errorf("cannot use %s as %s: %v", guestType(x), t, err)
-	}
-	return p.Elem(), nil
 }
 
 func guestType(x any) string { return wire.TypeName(x) }
@@ -609,10 +531,15 @@ type ToolCall struct {
 
 // MarshalJSON writes {"name", "args", "kwargs", "result", "error",
 // "duration_ms", "elided"}, with values encoded as in [Result.MarshalJSON].
+// "args" is always an array and "kwargs" always an object: no arguments
+// of a kind (and elided ones) are [] and {}, never null.
 func (c ToolCall) MarshalJSON() ([]byte, error) {
-	args := c.Args.Positional
-	if args == nil {
+	args, kwargs := any(c.Args.Positional), any(c.Args.Keyword)
+	if c.Args.Positional == nil {
 		args = []any{}
+	}
+	if c.Args.Keyword == nil {
+		kwargs = map[string]any{}
 	}
 	enc := func(v any) json.RawMessage {
 		b, err := wire.EncodeJSON(nil, v, wire.MaxDepth)
@@ -629,5 +556,5 @@ func (c ToolCall) MarshalJSON() ([]byte, error) {
 		Error      string          `json:"error,omitempty"`
 		DurationMS float64         `json:"duration_ms"`
 		Elided     bool            `json:"elided,omitempty"`
-	}{c.Name, enc(args), enc(c.Args.Keyword), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided})
+	}{c.Name, enc(args), enc(kwargs), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided})
 }

@@ -183,19 +183,19 @@ func valueJSON(res *glovebox.Result) string {
 }
 
 func printCall(out io.Writer, c glovebox.ToolCall) {
-	args, _ := json.Marshal(c.Args.Positional)
+	args := callArgs(c.Args)
 	if c.Elided {
-		args = []byte("[…]")
+		args = "…"
 	}
 	if c.Error != "" {
-		fmt.Fprintf(out, "  ↳ %s(%s) failed: %s (%v)\n", c.Name, strings.Trim(string(args), "[]"), c.Error, c.Duration.Round(10_000))
+		fmt.Fprintf(out, "  ↳ %s(%s) failed: %s (%v)\n", c.Name, args, c.Error, c.Duration.Round(10_000))
 		return
 	}
 	res, _ := json.Marshal(c.Result)
 	if len(res) > 200 {
 		res = append(res[:200], "…"...)
 	}
-	fmt.Fprintf(out, "  ↳ %s(%s) → %s (%v)\n", c.Name, strings.Trim(string(args), "[]"), res, c.Duration.Round(10_000))
+	fmt.Fprintf(out, "  ↳ %s(%s) → %s (%v)\n", c.Name, args, res, c.Duration.Round(10_000))
 }
 
 func historyPath() string {

@@ -1,0 +1,195 @@
+package glovebox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+)
+
+// record is a tool argument with every shape that can hold an integer.
+type record struct {
+	A    any              `json:"a"`
+	M    map[string]any   `json:"m"`
+	S    []any            `json:"s"`
+	P    *int64           `json:"p,omitempty"`
+	U    uint8            `json:"u,omitempty"`
+	Big  *big.Int         `json:"big,omitempty"`
+	Kids []record         `json:"kids,omitempty"`
+	Byid map[int64]string `json:"byid,omitempty"`
+	Num  json.Number      `json:"num,omitempty"`
+	When time.Time        `json:"when,omitzero"`
+	Raw  json.RawMessage  `json:"raw,omitempty"`
+	Blob []byte           `json:"blob,omitempty"`
+}
+
+// Integers reach tools exactly, at any depth and through every parameter
+// shape: never rounded through float64, never turned into 5.0.
+func TestToolArgsExactIntegers(t *testing.T) {
+	var ts glovebox.Toolset
+	var rows []map[string]any
+	var rec record
+	var list []any
+	ts.Func("rows", func(r []map[string]any) int { rows = r; return len(r) })
+	ts.Func("rec", func(r *record) bool { rec = *r; return true })
+	ts.Func("list", func(xs ...any) int { list = xs; return len(xs) })
+	ts.Func("wide", func(n int64, u uint64) []any { return []any{n, u} })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+
+	res := eval(t, r, `[rows([{"n" => 2**53+1, "m" => 5, "deep" => [[{"x" => 2**70}]]}]),
+		rec({"a" => 2**53+1, "m" => {"k" => [5]}, "s" => [2**63-1, -2**63], "p" => 2**62+1, "u" => 255, "big" => 2**100+1,
+		     "kids" => [{"a" => 7, "byid" => {"9007199254740993" => "x"}}],
+		     "num" => 2**64+1, "when" => "2026-12-01T01:02:03Z", "raw" => {"n" => 2**53+1}, "blob" => ["hi"].pack("m0")}),
+		list(2**53+1, [2**64], {"k" => 5})]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	n53 := int64(1<<53 + 1)
+	b70 := new(big.Int).Lsh(big.NewInt(1), 70)
+	if len(rows) != 1 || rows[0]["n"] != n53 || rows[0]["m"] != int64(5) {
+		t.Fatalf("rows %#v", rows)
+	}
+	if x := rows[0]["deep"].([]any)[0].([]any)[0].(map[string]any)["x"]; x.(*big.Int).Cmp(b70) != 0 {
+		t.Fatalf("deep %#v", x)
+	}
+	b100 := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 100), big.NewInt(1))
+	if rec.A != n53 || !reflect.DeepEqual(rec.M, map[string]any{"k": []any{int64(5)}}) ||
+		!reflect.DeepEqual(rec.S, []any{int64(1<<63 - 1), int64(-1 << 63)}) || *rec.P != 1<<62+1 || rec.U != 255 ||
+		rec.Big.Cmp(b100) != 0 || len(rec.Kids) != 1 || rec.Kids[0].A != int64(7) || rec.Kids[0].Byid[n53] != "x" {
+		t.Fatalf("rec %#v", rec)
+	}
+	if rec.Num != "18446744073709551617" || rec.When.Unix() != 1796086923 || string(rec.Raw) != `{"n":9007199254740993}` || string(rec.Blob) != "hi" {
+		t.Fatalf("rec num %q when %v raw %s blob %q", rec.Num, rec.When, rec.Raw, rec.Blob)
+	}
+	if list[0] != n53 || list[1].([]any)[0].(*big.Int).Cmp(new(big.Int).Lsh(big.NewInt(1), 64)) != 0 ||
+		!reflect.DeepEqual(list[2], map[string]any{"k": int64(5)}) {
+		t.Fatalf("list %#v", list)
+	}
+
+	// Typed fields refuse what does not fit, with a rescuable ArgumentError
+	// that says where.
+	for code, wantMsg := range map[string]string{
+		`rec({"u" => 256})`:               `256 overflows uint8 at ["u"]`,
+		`rec({"u" => -1})`:                `-1 is negative; uint8 is unsigned at ["u"]`,
+		`rec({"p" => 2**64})`:             `18446744073709551616 overflows int64 at ["p"]`,
+		`rec({"kids" => [{"u" => 1.5}]})`: `cannot use a Float as uint8 at ["kids"][0]["u"]`,
+		`rec({"big" => 1.0})`:             `cannot use a Float as *big.Int at ["big"]`,
+		`rec({"byid" => {"x" => "y"}})`:   `key "x" at ["byid"]: not a int64`,
+		`wide(2**63, 0)`:                  `9223372036854775808 overflows int64`,
+		`wide(0, 2**64)`:                  `18446744073709551616 overflows uint64`,
+		`rows([{"n" => 1}, 5])`:           `cannot use an Integer as map[string]interface {} at [1]`,
+	} {
+		res := eval(t, r, `begin; `+code+`; :no_error; rescue ArgumentError => e; e.message; end`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if s, _ := res.Value.(string); !strings.Contains(s, wantMsg) {
+			t.Errorf("%s: got %#v, want a message containing %q", code, res.Value, wantMsg)
+		}
+	}
+	res = eval(t, r, `wide(2**63-1, 2**64-1)`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if v := res.Value.([]any); v[0] != int64(1<<63-1) || v[1].(*big.Int).String() != "18446744073709551615" {
+		t.Fatalf("wide %#v", res.Value)
+	}
+}
+
+type statOpts struct {
+	Path  string `json:"path"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+type finder struct{}
+
+func (finder) Find(q struct {
+	ID   int64 `json:"id" jsonschema:"required"`
+	Deep struct {
+		On bool `json:"on"`
+	} `json:"deep"`
+}) int64 {
+	return q.ID
+}
+
+// Keyword names match exactly; an unknown one is refused by name with
+// the accepted ones, so a hook that inspects Args.Keyword sees exactly
+// what the tool receives.
+func TestToolKeywordsExact(t *testing.T) {
+	var ts glovebox.Toolset
+	var got statOpts
+	ts.Func("st", func(o statOpts) string { got = o; return o.Path })
+	ts.Func("opt", func(o struct {
+		ID int `json:"id"`
+	}) int {
+		return o.ID
+	})
+	ts.Func("untagged", func(o struct{ Path string }) string { return o.Path })
+	ts.Func("bag", func(m map[string]int64) map[string]int64 { return m })
+	ts.Func("add", func(a, b int) int { return a + b })
+	if err := ts.Object(finder{}); err != nil {
+		t.Fatal(err)
+	}
+	hooks := glovebox.Hooks{BeforeCall: func(_ context.Context, tool string, a glovebox.Args) error {
+		if p, _ := a.Keyword["path"].(string); strings.HasPrefix(p, "/etc") {
+			return errors.New("no /etc")
+		}
+		return nil
+	}}
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Hooks: hooks})
+
+	for code, wantMsg := range map[string]string{
+		`st(PATH: "/etc/passwd")`:    "unknown keyword: PATH (accepted: path, limit)",
+		`st(Path: "/etc/passwd")`:    "unknown keyword: Path (accepted: path, limit)",
+		`st(path: "/etc/passwd")`:    "ToolError: no /etc",
+		`opt(id: 1, dry_run: true)`:  "unknown keyword: dry_run (accepted: id)",
+		`opt({"id" => 1, "x" => 2})`: `unknown key "x" (accepted: id)`,
+		`untagged(path: "a")`:        "unknown keyword: path (accepted: Path)",
+		`add(1, 2, x: 1)`:            "unknown keyword: x (this tool takes no keywords)",
+		`add(1, 2, 3)`:               "wrong number of arguments (given 3, expected 2)",
+		`add(1, "2")`:                "argument 2: cannot use a String as int",
+		`st(limit: "9")`:             "cannot use a String as int at limit:",
+		`find(ID: 1)`:                "unknown keyword: ID (accepted: id, deep)",
+		`find(deep: {on: true})`:     "missing keyword: id",
+		`find(id: 1, deep: {On: 1})`: `unknown key "On" at deep: (accepted: on)`,
+	} {
+		res := eval(t, r, `begin; `+code+`; :no_error; rescue ArgumentError, Glovebox::ToolError => e; "#{e.class.name.split("::").last}: #{e.message}"; end`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if s, _ := res.Value.(string); !strings.Contains(s, wantMsg) {
+			t.Errorf("%s: got %#v, want a message containing %q", code, res.Value, wantMsg)
+		}
+	}
+	res := eval(t, r, `[st(path: "/tmp", limit: 3), untagged(Path: "b"), bag(Any_Key: 2**62), find(id: 2**40, deep: {on: true}), st]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	want := []any{"/tmp", "b", map[string]any{"Any_Key": int64(1 << 62)}, int64(1 << 40), ""}
+	if !reflect.DeepEqual(res.Value, want) {
+		t.Fatalf("got %#v, want %#v", res.Value, want)
+	}
+	if got != (statOpts{}) {
+		t.Fatalf("an omitted options bag arrived as %+v", got)
+	}
+}
+
+// A call without keyword arguments (or without positional ones) writes
+// {} (or []) in the transcript, never null.
+func TestTranscriptEmptyArgsShape(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("ping", func() string { return "pong" })
+	ts.Func("kw", func(o map[string]any) int { return len(o) })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, `[ping, kw(a: 1)]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	var out struct {
+		ToolCalls []map[string]json.RawMessage `json:"tool_calls"`
+	}
+	b, _ := json.Marshal(res)
+	if err := json.Unmarshal(b, &out); err != nil || len(out.ToolCalls) != 2 {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if a, k := string(out.ToolCalls[0]["args"]), string(out.ToolCalls[0]["kwargs"]); a != "[]" || k != "{}" {
+		t.Errorf("ping: args %s kwargs %s, want [] and {}", a, k)
+	}
+	if a, k := string(out.ToolCalls[1]["args"]), string(out.ToolCalls[1]["kwargs"]); a != "[]" || k != `{"a":1}` {
+		t.Errorf("kw: args %s kwargs %s", a, k)
+	}
+}
