@@ -3,6 +3,7 @@ package glovebox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -63,8 +64,10 @@ func ReservedGuestPaths() []string { return []string{ScratchPath, "/usr"} }
 // ErrInvalidMount wraps every rejection of a [Mount] configuration.
 var ErrInvalidMount = errors.New("glovebox: invalid mount")
 
-// validateMounts checks a mount list as Config.Mounts, without touching
-// the host file system (host paths are checked per eval).
+// validateMounts checks a mount list as Config.Mounts: its shape, and
+// that each host path is a directory now, so a mistake is reported by
+// New rather than by the first eval (host paths are checked again per
+// eval, since they may change).
 func validateMounts(ms []Mount) error {
 	if len(ms) > MaxMounts {
 		return fmt.Errorf("%w: %d mounts, more than the %d allowed", ErrInvalidMount, len(ms), MaxMounts)
@@ -78,6 +81,11 @@ func validateMounts(ms []Mount) error {
 		}
 		if err := checkGuestPath(m.GuestPath); err != nil {
 			return fmt.Errorf("%w: mount %d: %v", ErrInvalidMount, i, err)
+		}
+		if fi, err := os.Stat(m.HostPath); err != nil {
+			return fmt.Errorf("%w: mount %d (%s): host directory %s: %v", ErrInvalidMount, i, m.GuestPath, m.HostPath, errors.Unwrap(err))
+		} else if !fi.IsDir() {
+			return fmt.Errorf("%w: mount %d (%s): host path %s is not a directory", ErrInvalidMount, i, m.GuestPath, m.HostPath)
 		}
 		for _, r := range ReservedGuestPaths() {
 			if overlaps(m.GuestPath, r) {
