@@ -127,7 +127,7 @@ func TestEscapeText(t *testing.T) {
 		"\x7f":             "^?",
 		"\u0085\u009d":     "<U+0085><U+009D>",
 		"\u200e\u202a\u2066\u2069\u2028\u2029\u061c": "<U+200E><U+202A><U+2066><U+2069><U+2028><U+2029><U+061C>",
-		"\xff\xc3":  `<\xFF><\xC3>`,
+		"\xff\xc3":   `<\xFF><\xC3>`,
 		"héllo 世界 🙂": "héllo 世界 🙂",
 	} {
 		if got := string(escapeText(nil, []byte(in), false)); got != want {
