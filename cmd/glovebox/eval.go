@@ -30,11 +30,12 @@ func evalCmd() *cobra.Command {
 file, or from standard input ("-"). Arguments after -- are the guest's ARGV
 (at most 4096, 1 MiB together).
 
-The guest's standard input ($stdin, STDIN, gets) is glovebox's own when that
-is a pipe or a file (read to its end before the guest starts, at most
---stdin-limit bytes), or the file --stdin names; it is empty when glovebox's
-standard input is a terminal or holds the code ("-"). A pipe that never
-closes makes glovebox wait: give --stdin /dev/null.
+The guest's standard input ($stdin, STDIN; gets when ARGV is empty) is
+glovebox's own when that is a pipe or a file (read to its end before the
+guest starts, at most --stdin-limit bytes), or the file --stdin names; it
+is empty when glovebox's standard input is a terminal or holds the code
+("-"). A pipe that never closes makes glovebox wait: give --stdin
+/dev/null.
 
 Human mode streams the guest's output as it is written, then prints
 "=> value" or the error. On a terminal, each line of guest output has a
