@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -146,4 +147,24 @@ func TestEscapeText(t *testing.T) {
 	if buf.String() != "│ a世\n│ b\n" {
 		t.Fatalf("split write: %q", buf.String())
 	}
+}
+
+// FuzzEscapeText: whatever the guest writes, what reaches a terminal is
+// valid UTF-8 with no control character but newline and tab and none of
+// the characters escapeText must show.
+func FuzzEscapeText(f *testing.F) {
+	for _, s := range []string{"plain\n", "\x1b]52;c;aGk=\a", "\u009b2J", "\u202eevil", "\xff\xfe", "a\r\nb"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out := escapeText(nil, in, false)
+		if !utf8.Valid(out) {
+			t.Fatalf("invalid UTF-8 from %q: %q", in, out)
+		}
+		for _, r := range string(out) {
+			if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || unsafeRune(r) {
+				t.Fatalf("%q reached the terminal from %q: %q", r, in, out)
+			}
+		}
+	})
 }
