@@ -148,7 +148,11 @@ func source(code string, haveE bool, args []string) (string, error) {
 	case len(args) == 0:
 		return "", usageError{errors.New("nothing to evaluate: give -e CODE, a file, or - for standard input")}
 	case args[0] == "-":
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+		const max = 64 << 20
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, max+1))
+		if err == nil && len(b) > max {
+			err = usageError{fmt.Errorf("the code on standard input is over %d MiB", max>>20)}
+		}
 		return string(b), err
 	}
 	b, err := os.ReadFile(args[0])

@@ -46,6 +46,10 @@ func TestEvalArgvAndStdin(t *testing.T) {
 	if out, _, code := run(t, strings.Repeat("x", 2000), "eval", "--stdin-limit", "4KiB", "-e", "$stdin.read.size"); code != 0 || out != "=> 2000\n" {
 		t.Fatalf("within --stdin-limit: code %d out %q", code, out)
 	}
+	// Code over 64 MiB on standard input is refused, never cut.
+	if _, errOut, code := run(t, strings.Repeat("1", 64<<20+1), "eval", "-"); code != 2 || !strings.Contains(errOut, "over 64 MiB") {
+		t.Fatalf("long code: code %d err %q", code, errOut)
+	}
 	for _, args := range [][]string{
 		{"eval", "-e", "1", "extra"},
 		{"eval", "a.rb", "b.rb"},
