@@ -129,6 +129,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := validateMounts(cfg.Mounts); err != nil {
 		return nil, err
 	}
+	if err := checkHostDirs(cfg.Mounts); err != nil {
+		return nil, err
+	}
 	cacheDir := cfg.CacheDir
 	if cacheDir == "" {
 		var err error
