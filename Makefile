@@ -8,6 +8,8 @@ GO ?= go
 # the answer) on a freshly generated SQLite database; then the small
 # sample programs in examples/, escape attempts included.
 demo:
+	@echo "make demo: building (the first build compiles Go and the cgo wasmtime bindings: about 6 minutes on 2 cores, silent; then glovebox shows its own progress)..."
+	$(GO) build ./examples/supportdesk ./examples/demo
 	$(GO) run ./examples/supportdesk
 	$(GO) run ./examples/demo examples/*.rb
 
@@ -16,6 +18,7 @@ demo:
 # does that first, with progress on stderr (go test hides the output of
 # passing tests). Later runs reuse the on-disk cache.
 test:
+	@echo "make test: building glovebox (silent; minutes on a first build), then its one-time setup..."
 	$(GO) run ./cmd/glovebox setup
 	$(GO) test -count=1 -timeout 20m ./...
 
@@ -37,3 +40,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzURL -fuzztime 60s ./httptool
 	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime 60s ./httptool
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 60s ./codemode
+	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox

@@ -20,6 +20,10 @@
 // host-side failures such as a closed [Runtime]. The statuses are listed
 // with [Status].
 //
+// [Runtime.EvalWith] takes options for one eval: standard input
+// ([WithStdin]) and ARGV ([WithArgs]) for the guest, and writers that
+// receive its output as it is written ([WithOutput]).
+//
 // # Limits
 //
 // [Limits] bound wall-clock time (epoch interruption, so C builtins such as

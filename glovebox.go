@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,12 +62,15 @@ type Config struct {
 	// one process that share an image and a cache directory share one
 	// engine (compiled module and snapshot); each has its own pool.
 	PoolSize int
-	// Logger receives host-side reports: panicking tools (with their
-	// stack), cache rebuilds. Zero means slog.Default().
+	// Logger receives host-side reports: panicking tools and hooks (one
+	// Error line with the value and where it happened; the stack at Debug
+	// level), cache rebuilds, and, when Progress is nil, the slow
+	// first-run steps at Info level. Zero means slog.Default().
 	Logger *slog.Logger
 	// Progress, if set, is told when a slow step starts (the first-run
 	// fetch, compile and snapshot build, about a minute on 2 cores) and
-	// returns a function called when it ends.
+	// returns a function called when it ends. Zero means each step is
+	// logged through Logger at Info level as it starts and ends.
 	Progress func(step string) (done func())
 }
 
@@ -109,11 +113,13 @@ func DefaultCacheDir() (string, error) {
 
 // New creates a Runtime. On first use it fetches the guest image with npm,
 // compiles it and boots Ruby to build the snapshot (about a minute on a
-// 2-core machine; the Progress callback hears about it); later, from the
-// on-disk cache, it takes tens of milliseconds. Calling New early is the
-// way to pay that cost up front.
+// 2-core machine; Config.Progress hears about it, or else Config.Logger at
+// Info level); later, from the on-disk cache, it takes tens of
+// milliseconds. Calling New early is the way to pay that cost up front.
 //
-// It fails with [ErrInvalidLimits] for bad limits, [ErrNoNPM] when the
+// It fails with [ErrInvalidLimits] for bad limits, [ErrInvalidMount] for
+// a bad mount (a host path that is not a directory included), checked
+// before any slow step, [ErrNoNPM] when the
 // image cannot be fetched, and with a descriptive error when the cache
 // cannot be written or the image is unusable.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
@@ -127,6 +133,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := validateMounts(cfg.Mounts); err != nil {
 		return nil, err
 	}
+	if err := checkHostDirs(cfg.Mounts); err != nil {
+		return nil, err
+	}
 	cacheDir := cfg.CacheDir
 	if cacheDir == "" {
 		var err error
@@ -134,12 +143,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = logProgress(log)
+	}
 	imagePath := cfg.ImagePath
 	if imagePath == "" {
 		done := func() {}
-		if cfg.Progress != nil && os.Getenv(image.EnvImage) == "" {
+		if os.Getenv(image.EnvImage) == "" {
 			if _, err := os.Stat(image.CachedPath(cacheDir)); err != nil {
-				done = cfg.Progress("fetching " + image.Package + "@" + image.Version + " with npm (first run only)")
+				done = progress("fetching " + image.Package + "@" + image.Version + " with npm (first run only)")
 			}
 		}
 		var err error
@@ -155,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	sh, err := acquire(ctx, engine.Config{
 		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"),
-		Logger: log, Progress: cfg.Progress,
+		Logger: log, Progress: progress,
 	})
 	if err != nil {
 		return nil, err
@@ -176,6 +189,19 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// logProgress reports slow steps through log at Info level, for a
+// Config without Progress: a first New takes minutes, and should not
+// look hung.
+func logProgress(log *slog.Logger) func(string) func() {
+	return func(step string) func() {
+		start := time.Now()
+		log.Info("glovebox: " + step + "...")
+		return func() {
+			log.Info("glovebox: "+step+": done", "seconds", time.Since(start).Round(100*time.Millisecond).Seconds())
+		}
+	}
 }
 
 var (
@@ -306,10 +332,20 @@ func (r *Runtime) Tools() []string { return append([]string(nil), r.names...) }
 // When ctx ends during the eval, the guest is stopped within about 10 ms
 // and the result has StatusCanceled.
 func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
+	return r.EvalWith(ctx, code)
+}
+
+// EvalWith is Eval with options: they give the eval input ([WithStdin],
+// [WithArgs]) or stream its output ([WithOutput]). Input they cannot give
+// fails with [ErrInvalidInput] before anything runs.
+func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
 	if r.shared.eng.Load() == nil {
 		return nil, ErrClosed
 	}
 	req, st := r.request(code)
+	if err := applyOptions(req, r.limits, opts); err != nil {
+		return nil, err
+	}
 	out, err := r.shared.pool.Eval(ctx, req)
 	if err != nil {
 		return nil, err
@@ -403,7 +439,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			func() {
 				defer func() {
 					if p := recover(); p != nil {
-						r.log.Error("glovebox: AfterCall hook panicked", "tool", c.Name, "panic", p, "stack", string(debug.Stack()))
+						r.logPanic("AfterCall hook", c.Name, recovered(p))
 					}
 				}()
 				r.hooks.AfterCall(ctx, entry)
@@ -462,7 +498,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	entry.Duration = time.Since(start)
 	st.toolTime += entry.Duration
 	if out.panic != nil {
-		r.log.Error("glovebox: tool panicked", "tool", c.Name, "panic", out.panic.value, "stack", out.panic.stack)
+		r.logPanic("tool", c.Name, out.panic)
 		finish("tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
@@ -540,13 +576,49 @@ func joinNames(names []string) string {
 
 type panicInfo struct {
 	value any
+	where string // file:line of the panic
 	stack string
+}
+
+// recovered describes the panic v; call it from the deferred function
+// that recovered it.
+func recovered(v any) *panicInfo {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	where, inPanic := "", false
+	for {
+		f, more := frames.Next()
+		if inPanic && !strings.HasPrefix(f.Function, "runtime.") {
+			where = fmt.Sprintf("%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
+			break
+		}
+		inPanic = inPanic || f.Function == "runtime.gopanic"
+		if !more {
+			break
+		}
+	}
+	return &panicInfo{value: v, where: where, stack: string(debug.Stack())}
+}
+
+// logPanic reports a panic in host code (a tool or a hook): one line at
+// Error level with the value and where it happened, the whole stack at
+// Debug level.
+func (r *Runtime) logPanic(what, tool string, p *panicInfo) {
+	val := fmt.Sprint(p.value)
+	if i := strings.IndexByte(val, '\n'); i >= 0 {
+		val = val[:i] + " …"
+	}
+	if len(val) > 200 {
+		val = strings.ToValidUTF8(val[:200], "") + "…"
+	}
+	r.log.Error("glovebox: "+what+" panicked", "tool", tool, "panic", val, "at", p.where)
+	r.log.Debug("glovebox: "+what+" panic stack", "tool", tool, "stack", p.stack)
 }
 
 func runTool(ctx context.Context, fn ToolFunc, args Args) (res any, err error, p *panicInfo) {
 	defer func() {
 		if v := recover(); v != nil {
-			p = &panicInfo{value: v, stack: string(debug.Stack())}
+			p = recovered(v)
 		}
 	}()
 	res, err = fn(ctx, args)
@@ -556,7 +628,7 @@ func runTool(ctx context.Context, fn ToolFunc, args Args) (res any, err error, p
 func safeHook(r *Runtime, tool string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("glovebox: BeforeCall hook panicked", "tool", tool, "panic", p, "stack", string(debug.Stack()))
+			r.logPanic("BeforeCall hook", tool, recovered(p))
 			err = errors.New("tool call failed")
 		}
 	}()
@@ -570,7 +642,7 @@ func (r *Runtime) sanitize(tool string, err error) (msg string) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("glovebox: SanitizeError hook panicked", "tool", tool, "panic", p, "stack", string(debug.Stack()))
+			r.logPanic("SanitizeError hook", tool, recovered(p))
 			msg = "tool call failed"
 		}
 	}()

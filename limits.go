@@ -68,6 +68,11 @@ type Limits struct {
 	// create. Past it, creation fails with Errno::EDQUOT. Zero means
 	// DefaultFileCreates.
 	FileCreates int
+
+	// Stdin is the most bytes of standard input one eval may be given
+	// (see WithStdin); a longer input fails Eval with ErrInvalidInput.
+	// Zero means DefaultStdin.
+	Stdin int
 }
 
 // Defaults for zero [Limits] fields. The output limits follow the seed
@@ -86,6 +91,9 @@ const (
 	// far below what would trouble the host's disk.
 	DefaultFileWrite   = 64 << 20
 	DefaultFileCreates = 1000
+	// DefaultStdin matches DefaultStdout: the input is held in the
+	// guest's memory, decoded, as a String.
+	DefaultStdin = 1 << 20
 )
 
 // withDefaults validates l and fills in its zero fields.
@@ -114,6 +122,8 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 		return bad("FileWrite", l.FileWrite)
 	case l.FileCreates < 0:
 		return bad("FileCreates", l.FileCreates)
+	case l.Stdin < 0:
+		return bad("Stdin", l.Stdin)
 	}
 	def := func(p *int, d int) {
 		if *p == 0 {
@@ -132,6 +142,7 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 	def(&l.ToolCalls, DefaultToolCalls)
 	def(&l.ToolPayload, DefaultToolPayload)
 	def(&l.FileCreates, DefaultFileCreates)
+	def(&l.Stdin, DefaultStdin)
 	if l.FileWrite == 0 {
 		l.FileWrite = DefaultFileWrite
 	}
@@ -181,5 +192,6 @@ func (l Limits) over(base Limits) Limits {
 	pick(&l.ToolCalls, base.ToolCalls)
 	pick(&l.ToolPayload, base.ToolPayload)
 	pick(&l.FileCreates, base.FileCreates)
+	pick(&l.Stdin, base.Stdin)
 	return l
 }

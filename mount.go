@@ -3,6 +3,7 @@ package glovebox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -64,7 +65,7 @@ func ReservedGuestPaths() []string { return []string{ScratchPath, "/usr"} }
 var ErrInvalidMount = errors.New("glovebox: invalid mount")
 
 // validateMounts checks a mount list as Config.Mounts, without touching
-// the host file system (host paths are checked per eval).
+// the host file system (see checkHostDirs).
 func validateMounts(ms []Mount) error {
 	if len(ms) > MaxMounts {
 		return fmt.Errorf("%w: %d mounts, more than the %d allowed", ErrInvalidMount, len(ms), MaxMounts)
@@ -91,6 +92,22 @@ func validateMounts(ms []Mount) error {
 			if overlaps(ms[j].GuestPath, m.GuestPath) {
 				return fmt.Errorf("%w: mounts %d and %d nest (%s and %s); mount them side by side", ErrInvalidMount, j, i, ms[j].GuestPath, m.GuestPath)
 			}
+		}
+	}
+	return nil
+}
+
+// checkHostDirs reports the first mount whose host path is not a
+// directory now, so that New reports the mistake before any slow step
+// rather than the first eval (host paths are checked again per eval,
+// since they may change). Profiles do not call it: a registered
+// configuration may name a directory made later.
+func checkHostDirs(ms []Mount) error {
+	for i, m := range ms {
+		if fi, err := os.Stat(m.HostPath); err != nil {
+			return fmt.Errorf("%w: mount %d (%s): host directory %s: %v", ErrInvalidMount, i, m.GuestPath, m.HostPath, errors.Unwrap(err))
+		} else if !fi.IsDir() {
+			return fmt.Errorf("%w: mount %d (%s): host path %s is not a directory", ErrInvalidMount, i, m.GuestPath, m.HostPath)
 		}
 	}
 	return nil

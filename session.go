@@ -57,7 +57,18 @@ func (r *Runtime) NewSession() (*Session, error) {
 // ErrClosed after Close (of the session or its Runtime), or a VM that
 // could not be made.
 func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
+	return s.EvalWith(ctx, code)
+}
+
+// EvalWith is Eval with options, as Runtime.EvalWith takes them. Each
+// eval's standard input and ARGV are its own: an eval given no WithStdin
+// or WithArgs sees empty ones, whatever an earlier eval was given. Input
+// the options cannot give fails with ErrInvalidInput and runs nothing.
+func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
 	req, st := s.r.request(code)
+	if err := applyOptions(req, s.r.limits, opts); err != nil {
+		return nil, err
+	}
 	out, reset, err := s.s.Eval(ctx, req)
 	if err != nil {
 		return nil, err

@@ -178,6 +178,25 @@ type policy struct {
 	ports      []int
 }
 
+// settings names each Config field a refusal can point to, with the
+// glovebox CLI flag and profile key that set it, so that whoever reads a
+// message (an operator, or a model passing it on) finds the knob in the
+// form they use.
+var settings = map[string][2]string{
+	"AllowHosts":      {"--http-allow", "http.allow"},
+	"AnyHost":         {"--http-any-host", "http.any_host"},
+	"AllowIPLiterals": {"--http-allow-ip-literals", "http.allow_ip_literals"},
+	"Ports":           {"--http-port", "http.ports"},
+	"TrustedPrefixes": {"--http-trust", "http.trust"},
+}
+
+// setting is how messages name a Config field: "httptool.Config.Ports,
+// glovebox flag --http-port, profile key http.ports".
+func setting(field string) string {
+	s := settings[field]
+	return fmt.Sprintf("httptool.Config.%s, glovebox flag %s, profile key %s", field, s[0], s[1])
+}
+
 // validate checks cfg, fills in the defaults and returns the policy.
 func (cfg *Config) validate() (*policy, error) {
 	bad := func(format string, args ...any) (*policy, error) {
@@ -185,7 +204,7 @@ func (cfg *Config) validate() (*policy, error) {
 	}
 	p := &policy{anyHost: cfg.AnyHost, ipLiterals: cfg.AllowIPLiterals}
 	if cfg.AnyHost && len(cfg.AllowHosts) > 0 {
-		return bad("AnyHost and AllowHosts are exclusive")
+		return bad("AnyHost and AllowHosts are exclusive (%s; %s)", setting("AnyHost"), setting("AllowHosts"))
 	}
 	if !cfg.AnyHost && len(cfg.AllowHosts) == 0 {
 		return bad("no host is allowed: set AllowHosts, or AnyHost to allow every host the IP floor permits")
@@ -194,7 +213,7 @@ func (cfg *Config) validate() (*policy, error) {
 		pat := strings.TrimSuffix(strings.ToLower(h), ".")
 		if ip, err := netip.ParseAddr(pat); err == nil {
 			if !cfg.AllowIPLiterals {
-				return bad("AllowHosts names the IP address %q, but AllowIPLiterals is off", h)
+				return bad("AllowHosts names the IP address %q, but AllowIPLiterals is off (%s)", h, setting("AllowIPLiterals"))
 			}
 			if ip.Zone() != "" || pat != ip.String() {
 				return bad("AllowHosts: write %q as %s", h, ip.WithZone(""))
@@ -225,7 +244,7 @@ func (cfg *Config) validate() (*policy, error) {
 	p.ports = append([]int(nil), cfg.Ports...)
 	for _, pf := range cfg.TrustedPrefixes {
 		if !pf.IsValid() || pf.Addr().Zone() != "" || pf != pf.Masked() {
-			return bad("TrustedPrefixes: %v is not a valid masked prefix (such as 10.1.0.0/16)", pf)
+			return bad("TrustedPrefixes: %v is not a valid masked prefix (such as 10.1.0.0/16; %s)", pf, setting("TrustedPrefixes"))
 		}
 	}
 	cfg.TrustedPrefixes = append([]netip.Prefix(nil), cfg.TrustedPrefixes...)

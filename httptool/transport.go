@@ -68,7 +68,7 @@ func (t *Tool) vet(ctx context.Context, tg *target) ([]netip.Addr, error) {
 	if tg.ip.IsValid() {
 		if why := t.floor.check(tg.ip); why != "" {
 			return nil, &blockedError{
-				msg:    fmt.Sprintf("http: %s is %s; requests to it are refused to protect the host's network. If it is meant to be reachable, the operator must trust its network (httptool.Config.TrustedPrefixes)", tg.ip, why),
+				msg:    fmt.Sprintf("http: %s is %s; requests to it are refused to protect the host's network. If it is meant to be reachable, the operator must trust its network (%s)", tg.ip, why, setting("TrustedPrefixes")),
 				detail: tg.ip.String(),
 			}
 		}
@@ -97,7 +97,7 @@ func (t *Tool) vet(ctx context.Context, tg *target) ([]netip.Addr, error) {
 			return nil, &blockedError{
 				// The guest does not learn the address: names it may not
 				// reach must not become a map of the internal network.
-				msg:    fmt.Sprintf("http: the host %s resolves to %s; requests to such addresses are refused to protect the host's network. If the service is meant to be reachable, the operator must trust its network (httptool.Config.TrustedPrefixes)", tg.host, strings.TrimPrefix(why, "the ")),
+				msg:    fmt.Sprintf("http: the host %s resolves to %s; requests to such addresses are refused to protect the host's network. If the service is meant to be reachable, the operator must trust its network (%s)", tg.host, strings.TrimPrefix(why, "the "), setting("TrustedPrefixes")),
 				detail: a.String(),
 			}
 		}

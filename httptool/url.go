@@ -104,7 +104,7 @@ func (p *policy) checkURL(raw string) (*target, error) {
 	}
 	if t.ip.IsValid() {
 		if !p.ipLiterals {
-			return nil, urlError("IP-literal hosts (%s) are not allowed; use the service's host name", t.ip)
+			return nil, urlError("IP-literal hosts (%s) are not allowed; use the service's host name (the operator can allow them: %s)", t.ip, setting("AllowIPLiterals"))
 		}
 		name = t.ip.String()
 	}
@@ -124,7 +124,7 @@ func (p *policy) checkURL(raw string) (*target, error) {
 		t.port = n
 	}
 	if !slices.Contains(p.ports, t.port) {
-		return nil, urlError("port %d is not allowed; allowed ports: %s", t.port, portString(p.ports))
+		return nil, urlError("port %d is not allowed; allowed ports: %s (the operator sets them: %s)", t.port, portString(p.ports), setting("Ports"))
 	}
 
 	c := *u
@@ -213,7 +213,7 @@ func (p *policy) checkHost(t *target) error {
 	if p.hostAllowed(t) {
 		return nil
 	}
-	return toolError(ClassHost, "http: the host %s is not on this sandbox's allowlist (%s); only those hosts can be reached, ask the operator to add it", t.host, strings.Join(p.hosts, ", "))
+	return toolError(ClassHost, "http: the host %s is not on this sandbox's allowlist (%s); only those hosts can be reached, ask the operator to add it (%s)", t.host, strings.Join(p.hosts, ", "), setting("AllowHosts"))
 }
 
 // hostAllowed reports whether the canonical host of t matches the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -17,29 +18,64 @@ import (
 
 func evalCmd() *cobra.Command {
 	var (
-		code   string
-		asJSON bool
-		sb     sandboxFlags
+		code      string
+		asJSON    bool
+		stdinFile string
+		sb        sandboxFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "eval [-e CODE | FILE | -]",
+		Use:   "eval [-e CODE | FILE | -] [-- ARG...]",
 		Short: "Evaluate Ruby in a fresh sandbox and print the result",
 		Long: `Evaluate Ruby code in a fresh WebAssembly VM. The code comes from -e, from a
-file, or from standard input ("-"). The guest's output is printed, then
-"=> value" or the error. With --json, one JSON object describes the result.
+file, or from standard input ("-"). Arguments after -- are the guest's ARGV
+(at most 4096, 1 MiB together).
+
+The guest's standard input ($stdin, STDIN; gets when ARGV is empty) is
+glovebox's own when that is a pipe or a file (read to its end before the
+guest starts, at most --stdin-limit bytes), or the file --stdin names; it
+is empty when glovebox's standard input is a terminal or holds the code
+("-"). A pipe that never closes makes glovebox wait: give --stdin
+/dev/null.
+
+Human mode streams the guest's output as it is written, then prints
+"=> value" or the error. On a terminal, each line of guest output has a
+"│ " gutter and control characters are shown escaped (^[ for ESC, <U+009B>
+for C1 controls), so guest output cannot clear the screen, set the title
+or the clipboard, or pass for glovebox's own lines; piped, it passes
+through unchanged. With --json, one JSON object describes the result.
 
 --mount HOST:GUEST[:rw] grants a host directory (read-only unless :rw);
---profile FILE loads limits and mounts from a YAML file, which the other
-flags override.
+--profile FILE loads limits, mounts and HTTP rules from a YAML file, which
+the other flags override.
 --http-allow PATTERN (repeatable; api.example.com or *.example.com) gives
 the guest http_get, http_post and the other HTTP functions for those hosts;
-private, loopback and cloud metadata addresses stay unreachable.
+private, loopback and cloud metadata addresses stay unreachable unless
+--http-trust names their network; --http-port and --http-allow-ip-literals
+widen the URL rules (for a development server: --http-allow 127.0.0.1
+--http-allow-ip-literals --http-port 8080 --http-trust 127.0.0.1/32).
+
+` + profileHelp + `
+Sizes are bytes or a number with a unit (64KiB, 512MiB, 1GiB; KB, MB and
+GB are powers of 1000); durations are a number with a unit (500ms, 10s,
+2m). Every mistake in a flag or the profile exits 2 before anything runs.
 
 Exit status: 0 when the eval ended ok, 1 for any other status (error,
 timeout, fuel_exhausted, memory_limit, canceled, sandbox_error,
 tool_budget_exceeded), 2 for usage or host errors.`,
-		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var guestArgs []string
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				args, guestArgs = args[:dash], args[dash:]
+			}
+			if len(args) > 1 || cmd.Flags().Changed("code") && len(args) > 0 {
+				return usageError{fmt.Errorf("unexpected argument %q: give the code with -e, a file or -, and the guest's arguments after --", args[len(args)-1])}
+			}
+			if len(guestArgs) > glovebox.MaxArgs {
+				return usageError{fmt.Errorf("%d arguments after --, over the limit of %d", len(guestArgs), glovebox.MaxArgs)}
+			}
+			if n := len(strings.Join(guestArgs, "")); n > glovebox.MaxArgBytes {
+				return usageError{fmt.Errorf("the arguments after -- are %d bytes together, over the limit of %d", n, glovebox.MaxArgBytes)}
+			}
 			src, err := source(code, cmd.Flags().Changed("code"), args)
 			if err != nil {
 				return err
@@ -50,48 +86,73 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
+			stdin, err := guestStdin(ctx, stdinFile, len(args) > 0 && args[0] == "-", cfg.Limits.Stdin)
+			if err != nil {
+				return err
+			}
 			rt, err := newRuntime(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			res, err := rt.Eval(ctx, src)
-			if err != nil {
-				return err
+			opts := []glovebox.EvalOption{glovebox.WithArgs(guestArgs...)}
+			if stdin != nil {
+				opts = append(opts, glovebox.WithStdin(strings.NewReader(string(stdin))))
 			}
 			if asJSON {
+				res, err := rt.EvalWith(ctx, src, opts...)
+				if err != nil {
+					return err
+				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetEscapeHTML(false)
 				if err := enc.Encode(res); err != nil {
 					return err
 				}
-			} else {
-				printHuman(res)
+				return statusExit(res)
 			}
-			if res.Status != glovebox.StatusOK {
-				return exitError{exitStatus}
+			var mu sync.Mutex
+			outSafe, errSafe := isTerminal(os.Stdout), isTerminal(os.Stderr)
+			gout := newGuestWriter(&mu, os.Stdout, outSafe, false)
+			gerr := newGuestWriter(&mu, os.Stderr, errSafe, true)
+			res, err := rt.EvalWith(ctx, src, append(opts, glovebox.WithOutput(gout, gerr))...)
+			gout.finish()
+			gerr.finish()
+			if err != nil {
+				return err
 			}
-			return nil
+			printHuman(res, rt.Limits(), outSafe, errSafe)
+			return statusExit(res)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&code, "code", "e", "", "Ruby code to evaluate")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	f.StringVar(&stdinFile, "stdin", "", "file the guest reads as its standard input (default: glovebox's own, when piped)")
 	sb.register(f)
 	return cmd
+}
+
+func statusExit(res *glovebox.Result) error {
+	if res.Status != glovebox.StatusOK {
+		return exitError{exitStatus}
+	}
+	return nil
 }
 
 // source returns the code to run from -e, a file, or stdin.
 func source(code string, haveE bool, args []string) (string, error) {
 	switch {
-	case haveE && len(args) > 0:
-		return "", usageError{errors.New("give either -e CODE or a file, not both")}
 	case haveE:
 		return code, nil
 	case len(args) == 0:
 		return "", usageError{errors.New("nothing to evaluate: give -e CODE, a file, or - for standard input")}
 	case args[0] == "-":
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+		const max = 64 << 20
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, max+1))
+		if err == nil && len(b) > max {
+			err = usageError{fmt.Errorf("the code on standard input is over %d MiB", max>>20)}
+		}
 		return string(b), err
 	}
 	b, err := os.ReadFile(args[0])
@@ -101,25 +162,67 @@ func source(code string, haveE bool, args []string) (string, error) {
 	return string(b), nil
 }
 
-func printHuman(res *glovebox.Result) {
-	os.Stdout.WriteString(res.Stdout)
-	os.Stderr.WriteString(res.Stderr)
+// guestStdin returns the guest's standard input: the --stdin file, else
+// glovebox's own standard input unless that is a terminal or already
+// held the code. nil means none. Over limit bytes is a usage error.
+func guestStdin(ctx context.Context, file string, codeFromStdin bool, limit int) ([]byte, error) {
+	if limit == 0 {
+		limit = glovebox.DefaultStdin
+	}
+	var r io.Reader
+	name := "standard input"
+	switch {
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--stdin: %w", err)}
+		}
+		defer f.Close()
+		r, name = f, "--stdin "+file
+	case codeFromStdin || isTerminal(os.Stdin):
+		return nil, nil
+	default:
+		r = os.Stdin
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() { // a pipe may stay open: Ctrl-C must still end glovebox
+		b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+		ch <- read{b, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, usageError{fmt.Errorf("interrupted while reading %s for the guest", name)}
+	case got := <-ch:
+		if got.err != nil {
+			return nil, usageError{fmt.Errorf("reading %s for the guest: %w", name, got.err)}
+		}
+		if len(got.b) > limit {
+			return nil, usageError{fmt.Errorf("%s is over the %d-byte limit for the guest's input; raise it with --stdin-limit (or limits.stdin in the profile)", name, limit)}
+		}
+		return got.b, nil
+	}
+}
+
+// printHuman prints the end of an eval whose output was streamed: a note
+// for output cut at its limit, then the value or the error.
+func printHuman(res *glovebox.Result, l glovebox.Limits, outSafe, errSafe bool) {
+	if res.StdoutTruncated {
+		fmt.Fprintf(os.Stderr, "glovebox: the guest's stdout was cut at %d bytes (--stdout-limit)\n", l.Stdout)
+	}
+	if res.StderrTruncated {
+		fmt.Fprintf(os.Stderr, "glovebox: the guest's stderr was cut at %d bytes (--stderr-limit)\n", l.Stderr)
+	}
 	if res.Status == glovebox.StatusOK {
-		b, err := json.Marshal(&glovebox.Result{Status: res.Status, Value: res.Value}) // the value alone
-		var v struct {
-			Value json.RawMessage `json:"value"`
-		}
-		if err == nil && json.Unmarshal(b, &v) == nil {
-			fmt.Printf("=> %s\n", v.Value)
-		}
+		fmt.Printf("=> %s\n", guestText(valueJSON(res), outSafe))
 		return
 	}
 	e := res.Error
-	fmt.Fprintf(os.Stderr, "%s: %s: %s\n", res.Status, e.Class, e.Message)
+	fmt.Fprintf(os.Stderr, "%s: %s: %s\n", res.Status, guestText(e.Class, errSafe), guestText(e.Message, errSafe))
 	for _, f := range e.Backtrace {
-		fmt.Fprintf(os.Stderr, "\tfrom %s\n", f)
-	}
-	if strings.TrimSpace(e.Message) == "" {
-		fmt.Fprintln(os.Stderr)
+		fmt.Fprintf(os.Stderr, "\tfrom %s\n", guestText(f, errSafe))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/peterh/liner"
 	"github.com/spf13/cobra"
@@ -39,7 +40,8 @@ apply to each input.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			cfg.Hooks.AfterCall = func(_ context.Context, c glovebox.ToolCall) { printCall(out, c) }
+			safe := isTerminal(os.Stdout)
+			cfg.Hooks.AfterCall = func(_ context.Context, c glovebox.ToolCall) { printCall(out, c, safe) }
 			rt, err := newRuntime(context.Background(), cfg)
 			if err != nil {
 				return err
@@ -50,14 +52,14 @@ apply to each input.`,
 				return err
 			}
 			defer s.Close()
-			return repl(s, rt, out)
+			return repl(s, rt, out, safe)
 		},
 	}
 	sb.register(cmd.Flags())
 	return cmd
 }
 
-func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
+func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer, safe bool) error {
 	ln := liner.NewLiner()
 	defer ln.Close()
 	ln.SetCtrlCAborts(true)
@@ -78,7 +80,12 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 			f.Close()
 		}
 	}()
-	fmt.Fprintf(out, "glovebox repl: Ruby %s in a sandbox; limits per input: %v timeout, %s memory", "4.0", rt.Limits().Timeout, humanBytes(rt.Limits().Memory))
+	lim := rt.Limits()
+	fuel := "no fuel budget"
+	if lim.Fuel > 0 {
+		fuel = fmt.Sprintf("%d fuel", lim.Fuel)
+	}
+	fmt.Fprintf(out, "glovebox repl: Ruby %s in a sandbox; limits per input: %v timeout, %s memory, %s", "4.0", lim.Timeout, humanBytes(lim.Memory), fuel)
 	if ms := rt.Mounts(); len(ms) > 0 {
 		var parts []string
 		for _, m := range ms {
@@ -96,6 +103,7 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 	fmt.Fprintln(out, ".")
 	fmt.Fprintln(out, "Values are shown as the JSON the host receives. Ctrl-C stops a running input and, like any limit, discards the session's state; Ctrl-D ends.")
 	var pending []string
+	var outMu sync.Mutex
 	for {
 		prompt := "rb> "
 		if len(pending) > 0 {
@@ -122,8 +130,11 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 		ln.AppendHistory(line) // line by line, as typed
 		code := strings.Join(pending, "\n")
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		res, err := s.Eval(ctx, code)
+		gout, gerr := newGuestWriter(&outMu, out, safe, false), newGuestWriter(&outMu, out, safe, true)
+		res, err := s.EvalWith(ctx, code, glovebox.WithOutput(gout, gerr))
 		stop()
+		gout.finish()
+		gerr.finish()
 		if err != nil {
 			return err
 		}
@@ -131,7 +142,7 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 			continue
 		}
 		pending = nil
-		printResult(out, res)
+		printResult(out, res, rt.Limits(), safe)
 	}
 }
 
@@ -150,52 +161,56 @@ func incomplete(res *glovebox.Result) bool {
 		strings.Contains(m, "unterminated") && (strings.Contains(m, "end of file") || strings.Contains(m, "EOF"))
 }
 
-func printResult(out io.Writer, res *glovebox.Result) {
-	io.WriteString(out, res.Stdout)
-	if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
-		fmt.Fprintln(out)
+// printResult prints the end of an input whose output was streamed.
+func printResult(out io.Writer, res *glovebox.Result, l glovebox.Limits, safe bool) {
+	if res.StdoutTruncated {
+		fmt.Fprintf(out, "[glovebox] stdout was cut at %d bytes (--stdout-limit)\n", l.Stdout)
 	}
-	io.WriteString(out, res.Stderr)
+	if res.StderrTruncated {
+		fmt.Fprintf(out, "[glovebox] stderr was cut at %d bytes (--stderr-limit)\n", l.Stderr)
+	}
 	if res.Status == glovebox.StatusOK {
-		fmt.Fprintf(out, "=> %s\n", valueJSON(res))
+		fmt.Fprintf(out, "=> %s\n", guestText(valueJSON(res), safe))
 		return
 	}
 	e := res.Error
-	fmt.Fprintf(out, "[%s] %s: %s\n", res.Status, e.Class, e.Message)
+	fmt.Fprintf(out, "[%s] %s: %s\n", res.Status, guestText(e.Class, safe), guestText(e.Message, safe))
 	for _, f := range e.Backtrace {
-		fmt.Fprintf(out, "\tfrom %s\n", f)
+		fmt.Fprintf(out, "\tfrom %s\n", guestText(f, safe))
 	}
 	if res.SessionReset {
 		fmt.Fprintln(out, "[session reset] the VM was discarded with its state; the next input starts fresh")
 	}
 }
 
-// valueJSON is the result's value in its JSON form.
-func valueJSON(res *glovebox.Result) string {
-	b, err := json.Marshal(&glovebox.Result{Status: res.Status, Value: res.Value})
-	var v struct {
-		Value json.RawMessage `json:"value"`
-	}
-	if err != nil || json.Unmarshal(b, &v) != nil {
-		return fmt.Sprint(res.Value)
-	}
-	return string(v.Value)
-}
-
-func printCall(out io.Writer, c glovebox.ToolCall) {
+// printCall shows a tool call as it ends; its arguments, result and error
+// come from the guest or the tool and are escaped on a terminal.
+func printCall(out io.Writer, c glovebox.ToolCall, safe bool) {
 	args := callArgs(c.Args)
 	if c.Elided {
 		args = "…"
 	}
+	args = guestText(args, safe)
 	if c.Error != "" {
-		fmt.Fprintf(out, "  ↳ %s(%s) failed: %s (%v)\n", c.Name, args, c.Error, c.Duration.Round(10_000))
+		fmt.Fprintf(out, "  ↳ %s(%s) failed: %s (%v)\n", c.Name, args, guestText(c.Error, safe), c.Duration.Round(10_000))
 		return
 	}
-	res, _ := json.Marshal(c.Result)
+	res := jsonNoEscape(c.Result)
 	if len(res) > 200 {
-		res = append(res[:200], "…"...)
+		res = strings.ToValidUTF8(res[:200], "") + "…"
 	}
-	fmt.Fprintf(out, "  ↳ %s(%s) → %s (%v)\n", c.Name, args, res, c.Duration.Round(10_000))
+	fmt.Fprintf(out, "  ↳ %s(%s) → %s (%v)\n", c.Name, args, guestText(res, safe), c.Duration.Round(10_000))
+}
+
+// jsonNoEscape is v as JSON without HTML escaping.
+func jsonNoEscape(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func historyPath() string {

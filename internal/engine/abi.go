@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -265,7 +266,23 @@ func (v *VM) handle(msg string) (string, error) {
 			b = wire.AppendString(b, t)
 		}
 		b = append(b, `],"max_value":`...)
-		b = fmt.Appendf(b, "%d}", v.limits.Value)
+		b = fmt.Appendf(b, "%d", v.limits.Value)
+		if len(v.req.Stdin) > 0 {
+			b = append(b, `,"stdin":"`...)
+			b = base64.StdEncoding.AppendEncode(b, v.req.Stdin)
+			b = append(b, '"')
+		}
+		if len(v.req.Args) > 0 {
+			b = append(b, `,"argv":[`...)
+			for i, a := range v.req.Args {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = wire.AppendString(b, a)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
 		return string(b), nil
 	case "call":
 		return v.call(payload)

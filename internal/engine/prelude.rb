@@ -121,6 +121,7 @@ module Glovebox
       req = JSON.parse(__send("req", ""))
       max_value = req["max_value"]
       out = begin
+        __input(req)
         value = TOPLEVEL_BINDING.eval(req["code"], "sandbox", 1)
         json = JSON.generate({ "status" => "ok", "value" => __data(value, 0, {}.compare_by_identity) },
                              allow_nan: true, max_nesting: false)
@@ -429,3 +430,21 @@ end
 ENV.singleton_class.prepend(Glovebox::TZWarning)
 
 Object.send(:remove_const, :JS)
+
+# Each eval's input (the host's stdin and argument options): $stdin and
+# STDIN read the bytes the host gave (none: at end of file at once), ARGV
+# holds its arguments. Both are set afresh for every eval, so in a session
+# one eval's input never reaches the next.
+require "stringio"
+module Glovebox
+  def self.__input(req)
+    data = (req["stdin"] || "").unpack1("m0").force_encoding(Encoding.default_external).freeze
+    io = StringIO.new(data)
+    $stdin = io
+    Object.send(:remove_const, :STDIN)
+    Object.const_set(:STDIN, io)
+    ARGV.replace(req["argv"] || [])
+    nil
+  end
+  private_class_method :__input
+end

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -68,6 +69,15 @@ type Request struct {
 	Limits Limits
 	Tools  []string // names defined as top-level methods in the guest
 	Call   CallFunc
+	// Stdin is what the guest's $stdin and STDIN read; Args is its ARGV.
+	// Both are taken as given (the root package bounds them).
+	Stdin []byte
+	Args  []string
+	// StdoutTee and StderrTee, if set, receive the guest's output as it is
+	// written: exactly the bytes kept in the Outcome (up to the limits, no
+	// truncation marker), on the eval's goroutine, never after the eval
+	// has reported.
+	StdoutTee, StderrTee io.Writer
 }
 
 // ErrorInfo describes a guest exception.
@@ -186,6 +196,7 @@ type capBuffer struct {
 	buf       []byte
 	limit     int
 	truncated bool
+	tee       io.Writer // also receives the kept bytes until finish; may be nil
 }
 
 func (b *capBuffer) write(p []byte) {
@@ -197,11 +208,14 @@ func (b *capBuffer) write(p []byte) {
 		p = p[:max(room, 0)]
 	}
 	b.buf = append(b.buf, p...)
+	if b.tee != nil && len(p) > 0 {
+		b.tee.Write(p) // the caller's writer; its errors are its own
+	}
 }
 
-func (b *capBuffer) reset(limit int) {
+func (b *capBuffer) reset(limit int, tee io.Writer) {
 	b.mu.Lock()
-	b.buf, b.limit, b.truncated = nil, limit, false
+	b.buf, b.limit, b.truncated, b.tee = nil, limit, false, tee
 	b.mu.Unlock()
 }
 
@@ -210,6 +224,7 @@ func (b *capBuffer) reset(limit int) {
 func (b *capBuffer) finish(stream string) ([]byte, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.tee = nil
 	if !b.truncated {
 		return validUTF8(append([]byte(nil), b.buf...)), false
 	}
@@ -416,8 +431,8 @@ func (v *VM) readString(c wt.Context, h uint32, limit int) ([]byte, error) {
 func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	c := v.store.Context()
 	v.ctx, v.req, v.limits = ctx, req, req.Limits
-	v.stdout.reset(req.Limits.Stdout)
-	v.stderr.reset(req.Limits.Stderr)
+	v.stdout.reset(req.Limits.Stdout, req.StdoutTee)
+	v.stderr.reset(req.Limits.Stderr, req.StderrTee)
 	v.fs.reset(req.Limits.FS)
 	v.store.SetMemoryLimit(req.Limits.Memory)
 	fuel := req.Limits.Fuel
