@@ -64,6 +64,12 @@ type Limits struct {
 	// create. Past it, creation fails with Errno::EDQUOT. Zero means
 	// DefaultFileCreates.
 	FileCreates int
+
+	// ApprovalTimeout is the longest one tool call waits for a person's
+	// decision (see [Hooks].Approver); with no decision by then the call
+	// is denied. The wait counts against neither Timeout nor ToolTime.
+	// Zero means DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 }
 
 // Defaults for zero [Limits] fields. The output limits follow the seed
@@ -82,6 +88,10 @@ const (
 	// far below what would trouble the host's disk.
 	DefaultFileWrite   = 64 << 20
 	DefaultFileCreates = 1000
+	// DefaultApprovalTimeout, 5 minutes, is long enough for a person to
+	// read a request and answer, short enough that a forgotten prompt
+	// does not hold a VM for good.
+	DefaultApprovalTimeout = 5 * time.Minute
 )
 
 // withDefaults validates l and fills in its zero fields.
@@ -110,6 +120,8 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 		return bad("FileWrite", l.FileWrite)
 	case l.FileCreates < 0:
 		return bad("FileCreates", l.FileCreates)
+	case l.ApprovalTimeout < 0:
+		return bad("ApprovalTimeout", l.ApprovalTimeout)
 	}
 	def := func(p *int, d int) {
 		if *p == 0 {
@@ -133,6 +145,9 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 	}
 	if l.ToolTime == 0 {
 		l.ToolTime = l.Timeout
+	}
+	if l.ApprovalTimeout == 0 {
+		l.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if floor > 0 && l.Memory < floor {
 		return Limits{}, fmt.Errorf("%w: Memory is %d bytes (%s), below the %s the booted guest occupies; "+
@@ -170,6 +185,9 @@ func (l Limits) over(base Limits) Limits {
 	}
 	if l.FileWrite == 0 {
 		l.FileWrite = base.FileWrite
+	}
+	if l.ApprovalTimeout == 0 {
+		l.ApprovalTimeout = base.ApprovalTimeout
 	}
 	pick(&l.Stdout, base.Stdout)
 	pick(&l.Stderr, base.Stderr)
