@@ -94,7 +94,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		}
 	}
 	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: s.opts.SessionIdle, MaxRequestBodyBytes: o.MaxRequestBytes, Logger: s.log})
+		&mcp.StreamableHTTPOptions{SessionTimeout: s.opts.SessionIdle, MaxRequestBodyBytes: o.MaxRequestBytes})
 	slots := make(chan struct{}, o.MaxConnections)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

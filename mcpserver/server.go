@@ -123,7 +123,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{rt: opts.Runtime, fresh: fresh, opts: opts, log: log,
 		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: s.instructions(), Logger: log,
+		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
 			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
 	sessDesc, err := s.sessionDescription()
 	if err != nil {
@@ -146,6 +146,27 @@ func New(opts Options) (*Server, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// statelessVersion is the first protocol version whose calls cannot ask
+// the client anything while they run (multi round-trip requests,
+// SEP-2322): a question is a result, and the client calls again with the
+// answer.
+const statelessVersion = "2026-07-28"
+
+// protocolVersions are the protocol versions the server speaks: the
+// SDK's, up to the last before statelessVersion. An approval is asked
+// while the program waits inside a tool call, which is exactly what those
+// versions let a server do (an elicitation request during a call); under
+// statelessVersion the program would have to be suspended across calls.
+func protocolVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < statelessVersion {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 // MCP returns the underlying SDK server, to run on a transport of the
 // caller's choosing.
