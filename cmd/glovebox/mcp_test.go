@@ -145,4 +145,3 @@ func nodeMajor(t *testing.T) int {
 	n, _ := strconv.Atoi(strings.Split(v, ".")[0])
 	return n
 }
-
