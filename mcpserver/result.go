@@ -25,7 +25,8 @@ var outputSchema = json.RawMessage(`{
       "backtrace": {"type": "array", "items": {"type": "string"}}},
       "required": ["class", "message"]},
     "tool_calls": {"type": "array", "items": {"type": "object", "properties": {
-      "name": {"type": "string"}, "count": {"type": "integer"}, "error": {"type": "string"}},
+      "name": {"type": "string"}, "count": {"type": "integer"}, "error": {"type": "string"},
+      "approval": {"type": "string", "enum": ["approved", "denied"]}},
       "required": ["name"]}},
     "session_reset": {"type": "boolean", "description": "ruby_session only: the VM was discarded, state is lost"}
   },
