@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/mcpserver"
 )
 
@@ -23,8 +22,7 @@ func mcpCmd() *cobra.Command {
 		sb          sandboxFlags
 		addr, token string
 		origins     []string
-		approve     []string
-		approvalTO  time.Duration
+		ap          approveFlags
 		idle        time.Duration
 		maxConc     int
 	)
@@ -50,18 +48,9 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 			if err != nil {
 				return err
 			}
-			if len(approve) > 0 {
-				if cfg.Tools == nil {
-					cfg.Tools = &glovebox.Toolset{}
-				}
-				if err := cfg.Tools.RequireApproval(approve...); err != nil {
-					return usageError{fmt.Errorf("--approve: %w", err)}
-				}
+			if err := ap.apply(&cfg, mcpserver.Approve); err != nil {
+				return err
 			}
-			if approvalTO > 0 {
-				cfg.Limits.ApprovalTimeout = approvalTO
-			}
-			cfg.Hooks.Approver = mcpserver.Approve
 			if token == "" {
 				token = os.Getenv(mcpserver.EnvToken)
 			}
@@ -95,8 +84,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	f.StringVar(&addr, "http", "", "serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080")
 	f.StringVar(&token, "token", "", "bearer token HTTP clients must send (default $"+mcpserver.EnvToken+"; required off loopback)")
 	f.StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the HTTP server, e.g. https://app.example.com (repeatable)")
-	f.StringArrayVar(&approve, "approve", nil, "a tool whose every call needs a person's approval (repeatable)")
-	f.DurationVar(&approvalTO, "approval-timeout", 0, "longest wait for an approval before the call is denied (0: the default, 5m)")
+	ap.register(f)
 	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
 	return cmd

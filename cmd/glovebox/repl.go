@@ -20,6 +20,7 @@ import (
 
 func replCmd() *cobra.Command {
 	var sb sandboxFlags
+	var ap approveFlags
 	cmd := &cobra.Command{
 		Use:   "repl",
 		Short: "An interactive Ruby session in the sandbox",
@@ -38,6 +39,9 @@ apply to each input.`,
 			if err != nil {
 				return err
 			}
+			if err := ap.apply(&cfg, terminalApprover); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			cfg.Hooks.AfterCall = func(_ context.Context, c glovebox.ToolCall) { printCall(out, c) }
 			rt, err := newRuntime(context.Background(), cfg)
@@ -54,12 +58,14 @@ apply to each input.`,
 		},
 	}
 	sb.register(cmd.Flags())
+	ap.register(cmd.Flags())
 	return cmd
 }
 
 func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer) error {
 	ln := liner.NewLiner()
 	defer ln.Close()
+	replLiner.Store(ln) // the terminal approver asks through it
 	ln.SetCtrlCAborts(true)
 	hist := ""
 	if term.IsTerminal(int(os.Stdin.Fd())) {
