@@ -227,21 +227,41 @@ func TestCancelStopsLoop(t *testing.T) {
 	}
 }
 
-func TestProgressNotifications(t *testing.T) {
+func TestProgressAndLogging(t *testing.T) {
 	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{ProgressInterval: 50 * time.Millisecond})
-	var got atomic.Int32
+	var got, logged atomic.Int32
 	cs := connect(t, s, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 		if r.Params.ProgressToken == "tok" {
 			got.Add(1)
 		}
+	}, LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+		if m, ok := r.Params.Data.(map[string]any); ok && m["status"] == "ok" && m["tool"] == mcpserver.ToolRun {
+			logged.Add(1)
+		}
 	}})
+	if err := cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
 	p := &mcp.CallToolParams{Name: mcpserver.ToolRun, Arguments: map[string]any{"code": "sleep 0.5; 1"}}
 	p.SetProgressToken("tok")
 	if _, err := cs.CallTool(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	if got.Load() == 0 {
-		t.Fatal("no progress notification arrived")
+	for i := 0; got.Load() == 0; i++ {
+		if i == 500 {
+			t.Fatal("no progress notification arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The client handles notifications on its own goroutine: wait for it.
+	for i := 0; logged.Load() == 0; i++ {
+		if i == 500 {
+			t.Fatal("no log message about the call arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := logged.Load(); n != 1 {
+		t.Fatalf("%d log messages about the call, want 1", n)
 	}
 }
 
