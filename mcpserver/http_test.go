@@ -203,3 +203,44 @@ func TestHTTPSessionsSeparate(t *testing.T) {
 		t.Fatalf("a lost its state: %s", got)
 	}
 }
+
+// Past MaxConnections concurrent requests, the server answers 503 and
+// keeps serving.
+func TestHTTPConcurrencyLimit(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	ts := httptest.NewUnstartedServer(nil)
+	h, err := s.HTTPHandler(mcpserver.HTTPOptions{Addr: ts.Listener.Addr().String(), Token: "secret", MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = h
+	ts.Start()
+	defer ts.Close()
+	url := ts.URL
+	sid := rawSession(t, url)
+	slow := make(chan struct{})
+	go func() {
+		defer close(slow)
+		// Retried while a ping holds the slot.
+		for {
+			code, _, _ := raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"sleep 3; 1"}}}`)
+			if code != http.StatusServiceUnavailable {
+				return
+			}
+		}
+	}()
+	refused := false
+	for !refused {
+		select {
+		case <-slow:
+			t.Fatal("no request was refused while the slow call held the only slot")
+		default:
+		}
+		code, _, _ := raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+		refused = code == http.StatusServiceUnavailable
+	}
+	<-slow
+	if code, _, msgs := raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); code != 200 || len(msgs) != 1 {
+		t.Fatalf("after the slow call: HTTP %d %v", code, msgs)
+	}
+}
