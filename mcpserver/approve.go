@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -74,7 +75,7 @@ func approvalMessage(tool string, args glovebox.Args) string {
 		}
 	}
 	if len(shown) > maxApprovalArgs {
-		shown = shown[:maxApprovalArgs] + "…"
+		shown = strings.ToValidUTF8(shown[:maxApprovalArgs], "") + "…"
 	}
 	return fmt.Sprintf("The sandboxed Ruby program wants to call %s with %s. Allow this call?", tool, shown)
 }
