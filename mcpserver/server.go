@@ -172,12 +172,6 @@ func protocolVersions() []string {
 // caller's choosing.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// RunStdio serves one MCP session over standard input and output until
-// the client disconnects or ctx ends.
-func (s *Server) RunStdio(ctx context.Context) error {
-	return s.mcp.Run(ctx, &mcp.StdioTransport{})
-}
-
 // Close frees every session's VM. Calls that arrive later get an error
 // result. It does not close the Runtime.
 func (s *Server) Close() error {

@@ -145,3 +145,63 @@ func nodeMajor(t *testing.T) int {
 	n, _ := strconv.Atoi(strings.Split(v, ".")[0])
 	return n
 }
+
+// Over stdio, a line that is not JSON-RPC gets a parse error and the
+// server goes on serving the same client.
+func TestMCPStdioMalformed(t *testing.T) {
+	cmd := exec.Command(bin, "mcp")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdog := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // a hung server fails, never hangs the suite
+	defer watchdog.Stop()
+	defer func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("glovebox mcp exited with %v after stdin closed", err)
+		}
+	}()
+	out := bufio.NewScanner(outPipe)
+	out.Buffer(nil, 1<<20)
+	next := func() map[string]any {
+		t.Helper()
+		if !out.Scan() {
+			t.Fatalf("glovebox mcp closed its output: %v", out.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("not JSON: %s", out.Bytes())
+		}
+		return m
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	if m := next(); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"1+1"}}`+"\n") // one brace short
+	if m := next(); m["error"] == nil || m["error"].(map[string]any)["code"] != -32700.0 {
+		t.Fatalf("malformed line: %v", m)
+	}
+	io.WriteString(in, `{"foo":1}`+"\n")
+	if m := next(); m["error"] == nil || m["error"].(map[string]any)["code"] != -32600.0 {
+		t.Fatalf("not JSON-RPC: %v", m)
+	}
+	io.WriteString(in, strings.Repeat(" ", 5<<20)+"\n")
+	if m := next(); m["error"] == nil || m["error"].(map[string]any)["code"] != -32600.0 {
+		t.Fatalf("oversized line: %v", m)
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"1+1"}}}`+"\n")
+	m := next()
+	if sc, _ := m["result"].(map[string]any)["structuredContent"].(map[string]any); sc["value"] != 2.0 {
+		t.Fatalf("after the malformed line: %v", m)
+	}
+}
