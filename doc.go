@@ -78,6 +78,15 @@
 // can rescue one kind of failure. The httptool package adds HTTP with
 // SSRF defenses as tools.
 //
+// # Approval
+//
+// A tool can need a person's approval ([Toolset.RequireApproval],
+// [ToolDoc].NeedsApproval): before each call, [Hooks].Approver decides, and
+// a denied call raises Glovebox::ToolDenied, which guest code can rescue.
+// The wait has its own bound, [Limits].ApprovalTimeout, and does not use
+// up the eval's Timeout or ToolTime. The mcpserver package asks through
+// MCP elicitation; `glovebox repl --approve` asks on the terminal.
+//
 // # Sessions
 //
 // [Runtime.NewSession] keeps one VM across evals, so variables, methods

@@ -78,15 +78,16 @@ type Config struct {
 // fresh VM that shares no state with any other, and evals run in parallel
 // on all cores.
 type Runtime struct {
-	shared *shared
-	limits Limits // in force, defaults filled in
-	raw    Limits // as configured, for WithLimits
-	tools  map[string]ToolFunc
-	names  []string
-	docs   []ToolDoc // one per tool, sorted by name
-	mounts []Mount
-	hooks  Hooks
-	log    *slog.Logger
+	shared  *shared
+	limits  Limits // in force, defaults filled in
+	raw     Limits // as configured, for WithLimits
+	tools   map[string]ToolFunc
+	approve map[string]bool // tools whose calls need approval
+	names   []string
+	docs    []ToolDoc // one per tool, sorted by name
+	mounts  []Mount
+	hooks   Hooks
+	log     *slog.Logger
 }
 
 // shared is what a Runtime and the views WithLimits derives from it have
@@ -178,6 +179,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
 		r.docs = cfg.Tools.allDocs()
+		r.approve = approvalSet(cfg.Tools, r.docs)
 	}
 	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
@@ -475,6 +477,14 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			finish(err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
+	}
+	if r.approve[c.Name] {
+		if reason, ok := st.approve(ctx, c, args); !ok {
+			entry.Approval = "denied"
+			finish(reason)
+			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
+		}
+		entry.Approval = "approved"
 	}
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {

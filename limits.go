@@ -73,6 +73,11 @@ type Limits struct {
 	// (see WithStdin); a longer input fails Eval with ErrInvalidInput.
 	// Zero means DefaultStdin.
 	Stdin int
+	// ApprovalTimeout is the longest one tool call waits for a person's
+	// decision (see [Hooks].Approver); with no decision by then the call
+	// is denied. The wait counts against neither Timeout nor ToolTime.
+	// Zero means DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 }
 
 // Defaults for zero [Limits] fields. The output limits follow the seed
@@ -94,6 +99,10 @@ const (
 	// DefaultStdin matches DefaultStdout: the input is held in the
 	// guest's memory, decoded, as a String.
 	DefaultStdin = 1 << 20
+	// DefaultApprovalTimeout, 5 minutes, is long enough for a person to
+	// read a request and answer, short enough that a forgotten prompt
+	// does not hold a VM for good.
+	DefaultApprovalTimeout = 5 * time.Minute
 )
 
 // withDefaults validates l and fills in its zero fields.
@@ -124,6 +133,8 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 		return bad("FileCreates", l.FileCreates)
 	case l.Stdin < 0:
 		return bad("Stdin", l.Stdin)
+	case l.ApprovalTimeout < 0:
+		return bad("ApprovalTimeout", l.ApprovalTimeout)
 	}
 	def := func(p *int, d int) {
 		if *p == 0 {
@@ -148,6 +159,9 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 	}
 	if l.ToolTime == 0 {
 		l.ToolTime = l.Timeout
+	}
+	if l.ApprovalTimeout == 0 {
+		l.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if floor > 0 && l.Memory < floor {
 		return Limits{}, fmt.Errorf("%w: Memory is %d bytes (%s), below the %s the booted guest occupies; "+
@@ -185,6 +199,9 @@ func (l Limits) over(base Limits) Limits {
 	}
 	if l.FileWrite == 0 {
 		l.FileWrite = base.FileWrite
+	}
+	if l.ApprovalTimeout == 0 {
+		l.ApprovalTimeout = base.ApprovalTimeout
 	}
 	pick(&l.Stdout, base.Stdout)
 	pick(&l.Stderr, base.Stderr)

@@ -39,6 +39,11 @@ type ToolDoc struct {
 	// as `orders(status: "shipped")`. Empty lets a description generator
 	// make one from Params.
 	Example string
+	// NeedsApproval marks a tool whose every call waits for a person's
+	// approval (see [Hooks].Approver); [Toolset.RequireApproval] sets it
+	// too. A description generator should say so, since a denied call
+	// raises Glovebox::ToolDenied.
+	NeedsApproval bool
 }
 
 // Param describes one positional parameter of a tool.
@@ -118,6 +123,7 @@ func (s *Toolset) Describe(name string, doc ToolDoc) error {
 func mergeDoc(inferred, doc ToolDoc) (ToolDoc, error) {
 	out := inferred
 	out.Description, out.Returns, out.Example = doc.Description, doc.Returns, doc.Example
+	out.NeedsApproval = doc.NeedsApproval
 	if doc.Result != nil {
 		if err := checkSchema(doc.Result); err != nil {
 			return ToolDoc{}, fmt.Errorf("Result: %v", err)

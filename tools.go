@@ -41,6 +41,8 @@ type Toolset struct {
 	from  map[string]string       // where each name was registered, for errors
 	sigs  map[string]reflect.Type // Go signatures of Func and Object tools
 	docs  map[string]ToolDoc      // what Describe documented
+	// approval names the tools RequireApproval marked.
+	approval map[string]bool
 }
 
 // Add registers fn under name. The name must be a valid Ruby method name
@@ -242,6 +244,9 @@ func (s *Toolset) Merge(others ...*Toolset) error {
 					s.docs = map[string]ToolDoc{}
 				}
 				s.docs[name] = cloneDoc(d)
+			}
+			if o.approval[name] {
+				s.markApproval(name)
 			}
 		}
 	}
@@ -514,6 +519,16 @@ type Hooks struct {
 	// returns "", the guest sees "tool call failed". Nil passes messages
 	// through.
 	SanitizeError func(tool string, err error) string
+	// Approver decides, for each call of a tool that needs approval
+	// ([ToolDoc].NeedsApproval, [Toolset.RequireApproval]), whether it
+	// runs: nil approves; an error denies, and its message is the reason
+	// the guest sees as Glovebox::ToolDenied (a Glovebox::ToolError it
+	// can rescue). It runs after BeforeCall, with the eval's context,
+	// which ends when the eval is canceled; it waits at most
+	// Limits.ApprovalTimeout (then the call is denied), and the wait
+	// counts against neither the eval's Timeout nor its ToolTime. It may
+	// be called from several evals at once. Nil denies every such call.
+	Approver func(ctx context.Context, tool string, args Args) error
 }
 
 // ToolCall is one entry of an eval's transcript.
@@ -527,6 +542,9 @@ type ToolCall struct {
 	// transcript already held MaxTranscriptData bytes of data, the tool
 	// name was unknown, or the call was over budget.
 	Elided bool
+	// Approval is "approved" or "denied" for a call of a tool that needs
+	// approval, "" for any other call.
+	Approval string
 }
 
 // MarshalJSON writes {"name", "args", "kwargs", "result", "error",
@@ -556,5 +574,6 @@ func (c ToolCall) MarshalJSON() ([]byte, error) {
 		Error      string          `json:"error,omitempty"`
 		DurationMS float64         `json:"duration_ms"`
 		Elided     bool            `json:"elided,omitempty"`
-	}{c.Name, enc(args), enc(kwargs), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided})
+		Approval   string          `json:"approval,omitempty"`
+	}{c.Name, enc(args), enc(kwargs), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided, c.Approval})
 }

@@ -297,3 +297,43 @@ func TestOutputFits(t *testing.T) {
 		}
 	}
 }
+
+func TestApprovalVisibleToModelAndCaller(t *testing.T) {
+	var ts glovebox.Toolset
+	if err := ts.Func("refund", func(n int) int { return n }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.RequireApproval("refund"); err != nil {
+		t.Fatal(err)
+	}
+	type who struct{}
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, Hooks: glovebox.Hooks{
+		Approver: func(ctx context.Context, _ string, args glovebox.Args) error {
+			if ctx.Value(who{}) != "manager" {
+				return errors.New("only a manager may refund")
+			}
+			return nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	tool, err := codemode.New(codemode.Config{Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tool.Description(), "Glovebox::ToolDenied") {
+		t.Fatal("the description does not say refund needs approval")
+	}
+	out, err := tool.Run(context.Background(), "refund(5)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out.Output), `"approval":"denied"`) || out.Result.ToolCalls[0].Approval != "denied" {
+		t.Fatalf("denied: %s", out.Output)
+	}
+	out, _ = tool.Run(context.WithValue(context.Background(), who{}, "manager"), "refund(5)")
+	if out.Result.Status != glovebox.StatusOK || !strings.Contains(string(out.Output), `"approval":"approved"`) {
+		t.Fatalf("approved: %s", out.Output)
+	}
+}

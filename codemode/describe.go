@@ -152,6 +152,9 @@ func describeTool(b *strings.Builder, d glovebox.ToolDoc) {
 	} else {
 		w("(Not documented.)\n")
 	}
+	if d.NeedsApproval {
+		w("Needs approval: each call waits for a person to allow it. A refused call raises Glovebox::ToolDenied (a Glovebox::ToolError) with the reason; rescue it to carry on without the call.\n")
+	}
 	if d.Params == nil {
 		w("Arguments: not documented.\n")
 	} else if len(d.Params) == 0 {

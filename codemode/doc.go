@@ -42,4 +42,15 @@
 // handler from the model's tool call to the SDK's tool-result message,
 // and a Run helper, a small agent loop that returns the answer with a
 // transcript of [Step]s.
+//
+// # Approval
+//
+// A function that needs a person's approval ([glovebox.Toolset.RequireApproval]
+// or [glovebox.ToolDoc].NeedsApproval) is marked so in the description, and
+// the model is told that a refusal raises Glovebox::ToolDenied. The Go
+// caller decides through the Runtime's [glovebox.Hooks].Approver, which runs
+// with the context passed to [Tool.Handle] or the adapters' Run helpers (put
+// what the approver needs, such as the user to ask, in that context). Each
+// call's decision is in the tool_calls the model reads ("approval") and in
+// [Outcome].Result.ToolCalls.
 package codemode

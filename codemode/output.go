@@ -41,6 +41,9 @@ type callOut struct {
 	Name  string `json:"name"`
 	Count int    `json:"count,omitempty"` // more than one call merged
 	Error string `json:"error,omitempty"`
+	// Approval is "approved" or "denied" for a function that needs a
+	// person's approval.
+	Approval string `json:"approval,omitempty"`
 }
 
 func encodeRefusal(class, msg string, limit int) json.RawMessage {
@@ -61,11 +64,11 @@ func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage
 		o.Error = &errorOut{Class: e.Class, Message: e.Message, Backtrace: e.Backtrace}
 	}
 	for _, c := range res.ToolCalls {
-		if n := len(o.ToolCalls); n > 0 && c.Error == "" && o.ToolCalls[n-1].Name == c.Name && o.ToolCalls[n-1].Error == "" {
+		if n := len(o.ToolCalls); n > 0 && c.Error == "" && o.ToolCalls[n-1].Name == c.Name && o.ToolCalls[n-1].Error == "" && o.ToolCalls[n-1].Approval == c.Approval {
 			o.ToolCalls[n-1].Count = max(o.ToolCalls[n-1].Count, 1) + 1
 			continue
 		}
-		o.ToolCalls = append(o.ToolCalls, callOut{Name: c.Name, Error: c.Error})
+		o.ToolCalls = append(o.ToolCalls, callOut{Name: c.Name, Error: c.Error, Approval: c.Approval})
 	}
 	if session {
 		reset := res.SessionReset

@@ -35,7 +35,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd())
+	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})

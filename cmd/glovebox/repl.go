@@ -21,6 +21,7 @@ import (
 
 func replCmd() *cobra.Command {
 	var sb sandboxFlags
+	var ap approveFlags
 	cmd := &cobra.Command{
 		Use:   "repl",
 		Short: "An interactive Ruby session in the sandbox",
@@ -37,6 +38,9 @@ apply to each input.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := sb.config(cmd.Flags())
 			if err != nil {
+				return err
+			}
+			if err := ap.apply(&cfg, terminalApprover); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -56,12 +60,14 @@ apply to each input.`,
 		},
 	}
 	sb.register(cmd.Flags())
+	ap.register(cmd.Flags())
 	return cmd
 }
 
 func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer, safe bool) error {
 	ln := liner.NewLiner()
 	defer ln.Close()
+	replLiner.Store(ln) // the terminal approver asks through it
 	ln.SetCtrlCAborts(true)
 	hist := ""
 	if term.IsTerminal(int(os.Stdin.Fd())) {

@@ -307,7 +307,7 @@ func (v *VM) call(payload string) (string, error) {
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
-	c := &Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(argData), Deadline: v.deadline}
+	c := &Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold}
 	if argData != "" {
 		// [args, kwargs] adds two levels around each argument.
 		val, err := wire.DecodeDepth([]byte(argData), MaxValueDepth+2)

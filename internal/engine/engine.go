@@ -288,12 +288,18 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 			}
 		}
 	}
-	select {
-	case out := <-done:
-		return out, nil
-	case <-ctx.Done():
-		return wait(StatusCanceled, "the caller's context ended: "+context.Cause(ctx).Error()), nil
-	case <-timer.C:
+	for {
+		select {
+		case out := <-done:
+			return out, nil
+		case <-ctx.Done():
+			return wait(StatusCanceled, "the caller's context ended: "+context.Cause(ctx).Error()), nil
+		case <-timer.C:
+		}
+		if left := v.untilDue(start, req.Limits.Timeout+abandonGrace); left > 0 {
+			timer.Reset(left) // a tool call held the clock (see hold.go)
+			continue
+		}
 		select {
 		case out := <-done:
 			return out, nil

@@ -55,6 +55,11 @@ type Call struct {
 	// Deadline is the eval's wall-clock limit; the tool's context should
 	// end at it (the eval's own context ends with the caller's).
 	Deadline time.Time
+	// Hold stops the eval's wall clock while the call waits for something
+	// outside the eval's control (a person's approval); the function it
+	// returns restarts the clock and returns the new deadline, later by
+	// the time held. Call both on the goroutine running the call.
+	Hold func() (resume func() time.Time)
 }
 
 // CallFunc runs a tool call. It returns the result encoded by Answer, a
@@ -130,6 +135,10 @@ type VM struct {
 	// keeps or frees the VM before Eval returns), or Eval giving up on it
 	// (the goroutine then frees it when the VM finally returns).
 	settled atomic.Bool
+	// held is set while a tool call holds the eval's clock (Call.Hold);
+	// extended is the total time, in ns, this eval's calls were held.
+	held     atomic.Bool
+	extended atomic.Int64
 
 	// Per-eval state, touched only by the goroutine running the eval (the
 	// store's callbacks run on it too).
@@ -447,6 +456,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	v.started = time.Now()
 	v.born = v.started
 	v.deadline = v.started.Add(req.Limits.Timeout)
+	v.extended.Store(0)
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
 	h, err := v.evalString(c, "Glovebox.__run")

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gloveboxhq/glovebox/mcpserver"
+)
+
+func mcpCmd() *cobra.Command {
+	var (
+		sb          sandboxFlags
+		addr, token string
+		origins     []string
+		ap          approveFlags
+		idle        time.Duration
+		maxConc     int
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the sandbox to MCP clients (stdio, or Streamable HTTP with --http)",
+		Long: `Serve the sandbox as a Model Context Protocol server. Its tools: run_ruby
+(a fresh VM per call), ruby_session (state kept for the calling MCP session)
+and ruby_session_reset. Mounts are offered as read-only resources.
+
+By default it speaks MCP over standard input and output, as MCP clients
+start it. --http 127.0.0.1:PORT serves Streamable HTTP at /mcp instead,
+bound to loopback unless told otherwise; a non-loopback address needs a
+bearer token (--token, or $` + mcpserver.EnvToken + `).
+
+The sandbox flags are eval's (limits, --mount, --profile, --http-allow).
+--approve TOOL makes every call of TOOL wait for a person's approval,
+asked through the client (MCP elicitation); a client that cannot ask gets
+the call denied, and the program sees Glovebox::ToolDenied.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sb.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if err := ap.apply(&cfg, mcpserver.Approve); err != nil {
+				return err
+			}
+			if token == "" {
+				token = os.Getenv(mcpserver.EnvToken)
+			}
+			if addr != "" && !mcpserver.IsLoopback(addr) && token == "" {
+				return usageError{fmt.Errorf("--http %s is not a loopback address: set --token or $%s", addr, mcpserver.EnvToken)}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rt, err := newRuntime(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, SessionIdle: idle, MaxConcurrent: maxConc, Version: mcpVersion()})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			if addr == "" {
+				err := srv.RunStdio(ctx)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			return serveMCPHTTP(ctx, srv, addr, token, origins)
+		},
+	}
+	sb.register(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&addr, "http", "", "serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080")
+	f.StringVar(&token, "token", "", "bearer token HTTP clients must send (default $"+mcpserver.EnvToken+"; required off loopback)")
+	f.StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the HTTP server, e.g. https://app.example.com (repeatable)")
+	ap.register(f)
+	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
+	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
+	return cmd
+}
+
+// serveMCPHTTP serves srv at http://addr/mcp until ctx ends.
+func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr, token string, origins []string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	h, err := srv.HTTPHandler(mcpserver.HTTPOptions{Addr: ln.Addr().String(), Token: token, AllowedOrigins: origins})
+	if err != nil {
+		ln.Close()
+		return usageError{err}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "glovebox mcp: serving http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+}
+
+func mcpVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

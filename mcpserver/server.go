@@ -1,0 +1,421 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
+)
+
+// Tool names the server offers.
+const (
+	ToolRun          = "run_ruby"
+	ToolSession      = "ruby_session"
+	ToolSessionReset = "ruby_session_reset"
+)
+
+// Defaults for zero [Options] fields.
+const (
+	// DefaultSessionIdle is how long a session's VM is kept without a
+	// call (30 minutes: a pause in a conversation, not a day).
+	DefaultSessionIdle = 30 * time.Minute
+	// DefaultProgressInterval is how often a running call that asked for
+	// progress hears about it.
+	DefaultProgressInterval = time.Second
+)
+
+// Options configure [New]. Only Runtime is required.
+type Options struct {
+	// Runtime runs the programs; its tools, mounts and limits are what
+	// the tool descriptions state. For approval through elicitation, make
+	// it with Hooks.Approver set to [Approve]. The caller closes it, after
+	// the Server.
+	Runtime *glovebox.Runtime
+	// Name and Version identify the server to clients. Zero means
+	// "glovebox" and "dev".
+	Name, Version string
+	// Instructions are added to the server's instructions and to the
+	// tools' descriptions (what the programs are for, house rules).
+	Instructions string
+	// SessionIdle frees a session's VM after this long without a call;
+	// the next call starts a fresh one, and its text says so. Zero means
+	// DefaultSessionIdle.
+	SessionIdle time.Duration
+	// MaxConcurrent is how many programs run at once across all
+	// sessions; later calls wait their turn (their context still
+	// cancels them). Zero means 2 × GOMAXPROCS.
+	MaxConcurrent int
+	// ProgressInterval is the period of progress notifications. Zero
+	// means DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// Logger receives the server's own reports (panics recovered,
+	// sessions closed). Zero means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a glovebox MCP server. It is safe for concurrent use; one
+// Server serves any number of MCP sessions, over stdio or HTTP.
+type Server struct {
+	mcp      *mcp.Server
+	rt       *glovebox.Runtime
+	fresh    *codemode.Tool
+	opts     Options
+	log      *slog.Logger
+	slots    chan struct{}
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]*vmSession
+	closed   bool
+}
+
+// vmSession is one MCP session's glovebox session.
+type vmSession struct {
+	mu      sync.Mutex // held while a program runs: one at a time
+	gs      *glovebox.Session
+	tool    *codemode.Tool
+	idle    *time.Timer
+	expired bool // the previous VM was freed for idleness
+	lastUse time.Time
+}
+
+// New makes a Server. It fails when Runtime is nil or an option is
+// negative.
+func New(opts Options) (*Server, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("mcpserver: Options.Runtime is nil")
+	}
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.ProgressInterval < 0 {
+		return nil, errors.New("mcpserver: negative option")
+	}
+	if opts.Name == "" {
+		opts.Name = "glovebox"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.SessionIdle == 0 {
+		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.ProgressInterval == 0 {
+		opts.ProgressInterval = DefaultProgressInterval
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	fresh, err := codemode.New(codemode.Config{Runtime: opts.Runtime, Name: ToolRun, Instructions: opts.Instructions})
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	s := &Server{rt: opts.Runtime, fresh: fresh, opts: opts, log: log,
+		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{}}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
+		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
+	sessDesc, err := s.sessionDescription()
+	if err != nil {
+		return nil, err
+	}
+	in := fresh.InputSchema()
+	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
+		InputSchema: in, OutputSchema: outputSchema,
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(len(opts.Runtime.Tools()) > 0)}}, s.guard(s.runFresh))
+	s.mcp.AddTool(&mcp.Tool{Name: ToolSession, Title: "Run Ruby in this conversation's sandbox session", Description: sessDesc,
+		InputSchema: in, OutputSchema: outputSchema}, s.guard(s.runSession))
+	s.mcp.AddTool(&mcp.Tool{Name: ToolSessionReset, Title: "Reset the sandbox session",
+		Description: "Discards the VM behind " + ToolSession + " for this MCP session: every variable, method, class and library it built up is gone, and the next " + ToolSession + " call starts from a fresh VM. " + ToolRun + " is unaffected (it never keeps state).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, s.guard(s.resetSession))
+	if err := s.addResources(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// statelessVersion is the first protocol version whose calls cannot ask
+// the client anything while they run (multi round-trip requests,
+// SEP-2322): a question is a result, and the client calls again with the
+// answer.
+const statelessVersion = "2026-07-28"
+
+// protocolVersions are the protocol versions the server speaks: the
+// SDK's, up to the last before statelessVersion. An approval is asked
+// while the program waits inside a tool call, which is exactly what those
+// versions let a server do (an elicitation request during a call); under
+// statelessVersion the program would have to be suspended across calls.
+func protocolVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < statelessVersion {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// MCP returns the underlying SDK server, to run on a transport of the
+// caller's choosing.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Close frees every session's VM. Calls that arrive later get an error
+// result. It does not close the Runtime.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	all := s.sessions
+	s.sessions = map[*mcp.ServerSession]*vmSession{}
+	s.mu.Unlock()
+	for _, v := range all {
+		v.close()
+	}
+	return nil
+}
+
+// LiveSessions reports how many MCP sessions hold a VM now.
+func (s *Server) LiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.sessions {
+		v.mu.Lock()
+		if v.gs != nil {
+			n++
+		}
+		v.mu.Unlock()
+	}
+	return n
+}
+
+func (s *Server) instructions() string {
+	var b strings.Builder
+	b.WriteString("glovebox runs Ruby programs in a WebAssembly sandbox: the code reaches only the functions, folders and hosts this server grants, under time, CPU, memory and output limits. ")
+	b.WriteString("Use " + ToolRun + " for a self-contained program (a fresh VM each call, nothing kept); use " + ToolSession + " to work step by step (variables and methods persist for this MCP session until " + ToolSessionReset + " or an idle timeout). ")
+	b.WriteString("Results are JSON with a status (ok, error, timeout, ...), the value of the last expression, stdout, stderr and the error. ")
+	if len(s.rt.Mounts()) > 0 {
+		b.WriteString("The folders the programs see are listed as resources (read-only here). ")
+	}
+	if s.opts.Instructions != "" {
+		b.WriteString("\n\n" + s.opts.Instructions)
+	}
+	return b.String()
+}
+
+func (s *Server) sessionDescription() (string, error) {
+	gs, err := s.rt.NewSession()
+	if err != nil {
+		return "", fmt.Errorf("mcpserver: %w", err)
+	}
+	defer gs.Close() // no VM is taken until an eval
+	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions})
+	if err != nil {
+		return "", fmt.Errorf("mcpserver: %w", err)
+	}
+	return "This tool keeps state: calls from the same MCP session share one VM (see " + ToolSessionReset + ").\n\n" + t.Description(), nil
+}
+
+// guard recovers a handler's panic into an error result.
+func (s *Server) guard(h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("mcpserver: tool handler panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				res, err = errorResult("sandbox_error", "Glovebox::SandboxError", "the server failed while handling the call"), nil
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.run(ctx, req, s.fresh, "")
+}
+
+func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v, err := s.session(req.Session)
+	if err != nil {
+		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	note := ""
+	if v.gs == nil {
+		gs, err := s.rt.NewSession()
+		if err != nil {
+			return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+		}
+		t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions})
+		if err != nil {
+			gs.Close()
+			return nil, err
+		}
+		v.gs, v.tool = gs, t
+		if v.expired {
+			note = fmt.Sprintf("note: this session's previous VM was freed after %v without a call; this program ran in a fresh one", s.opts.SessionIdle)
+			v.expired = false
+		}
+	}
+	v.touch(s.opts.SessionIdle)
+	defer v.touch(s.opts.SessionIdle)
+	return s.run(ctx, req, v.tool, note)
+}
+
+func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.mu.Lock()
+	v := s.sessions[req.Session]
+	s.mu.Unlock()
+	had := false
+	if v != nil {
+		v.mu.Lock()
+		had = v.gs != nil
+		v.free()
+		v.expired = false
+		v.mu.Unlock()
+	}
+	msg := "the session had no VM; the next " + ToolSession + " call starts fresh"
+	if had {
+		msg = "the session's VM was discarded; the next " + ToolSession + " call starts fresh"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+}
+
+// session returns ss's vmSession, made on first use; it is freed when
+// ss ends.
+func (s *Server) session(ss *mcp.ServerSession) (*vmSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("the server is shutting down")
+	}
+	if v, ok := s.sessions[ss]; ok {
+		return v, nil
+	}
+	v := &vmSession{}
+	s.sessions[ss] = v
+	go func() {
+		_ = ss.Wait()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
+		v.close()
+	}()
+	return v, nil
+}
+
+// touch restarts v's idle timer; v.mu is held.
+func (v *vmSession) touch(idle time.Duration) {
+	v.lastUse = time.Now()
+	if v.idle != nil {
+		v.idle.Stop()
+	}
+	v.idle = time.AfterFunc(idle, func() {
+		v.mu.Lock() // waits for a running program
+		defer v.mu.Unlock()
+		if v.gs != nil && time.Since(v.lastUse) >= idle {
+			v.free()
+			v.expired = true
+		}
+	})
+}
+
+// free closes v's VM; v.mu is held.
+func (v *vmSession) free() {
+	if v.gs != nil {
+		v.gs.Close()
+		v.gs, v.tool = nil, nil
+	}
+}
+
+// close frees v for good, after a running program ends.
+func (v *vmSession) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.idle != nil {
+		v.idle.Stop()
+	}
+	v.free()
+}
+
+// run runs the call's program with t and makes its result.
+func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.Tool, note string) (*mcp.CallToolResult, error) {
+	ctx = withSession(ctx, req.Session)
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil
+	}
+	defer func() { <-s.slots }()
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		stop := s.progress(ctx, req.Session, tok)
+		defer stop()
+	}
+	start := time.Now()
+	out, err := t.Handle(ctx, req.Params.Arguments)
+	if err != nil {
+		s.log.Error("mcpserver: eval failed on the host", "err", err)
+		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+	}
+	status := "invalid_input"
+	if out.Result != nil {
+		status = string(out.Result.Status)
+	}
+	if req.Session != nil {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "glovebox",
+			Data: map[string]any{"tool": req.Params.Name, "status": status, "ms": time.Since(start).Milliseconds()}})
+	}
+	text := render(out.Output)
+	if note != "" {
+		text = note + "\n" + text
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: out.Output, IsError: out.IsError}, nil
+}
+
+// progress sends ss progress notifications for tok every interval until
+// the returned function is called.
+func (s *Server) progress(ctx context.Context, ss *mcp.ServerSession, tok any) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		tick := time.NewTicker(s.opts.ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				el := time.Since(start)
+				limit := s.rt.Limits().Timeout
+				_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+					Progress: el.Seconds(), Total: limit.Seconds(),
+					Message: fmt.Sprintf("running for %v (limit %v)", el.Round(100*time.Millisecond), limit)})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// errorResult is an isError result for a failure the program never saw.
+func errorResult(status, class, msg string) *mcp.CallToolResult {
+	b, _ := json.Marshal(map[string]any{"status": status, "error": map[string]string{"class": class, "message": msg}})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: render(b)}}, StructuredContent: json.RawMessage(b), IsError: true}
+}
