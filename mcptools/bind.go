@@ -1,0 +1,528 @@
+package mcptools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server says how to reach one MCP server. Exactly one of Command and URL
+// is set.
+type Server struct {
+	// Name identifies the server in descriptions, errors, logs and
+	// collision prefixes: [a-z][a-z0-9_]*, at most 32 bytes.
+	Name string
+	// Command is the argv of a stdio server (Command[0] is looked up in
+	// PATH). Env, when non-nil, is its whole environment ("KEY=value");
+	// nil inherits the host's. Dir is its working directory ("" = the
+	// host's).
+	Command []string
+	Env     []string
+	Dir     string
+	// URL is the endpoint of a Streamable HTTP server. Header is sent with
+	// every request (an Authorization, say); the guest never sees it.
+	URL    string
+	Header http.Header
+}
+
+// Config tunes a [Bind]. The zero value uses the defaults below.
+type Config struct {
+	// Logger receives the servers' stderr lines (bounded: see
+	// MaxStderrLine and MaxStderrLines) and restart reports. Nil
+	// discards them.
+	Logger *slog.Logger
+	// StartTimeout bounds starting one server and listing its tools.
+	// Zero means 30s (npx may install a package on first use).
+	StartTimeout time.Duration
+	// RestartBackoff is the least time between two restarts of a
+	// crashed server; it doubles after each restart up to a minute and
+	// resets after a call succeeds. Zero means 1s.
+	RestartBackoff time.Duration
+	// MaxInlineBytes is the largest content item (image, audio, blob)
+	// whose bytes reach the guest; larger items are described only.
+	// Zero means 64 KiB; negative never inlines.
+	MaxInlineBytes int
+	// MaxStderrLine bounds each logged stderr line (bytes, longer ones
+	// are cut) and MaxStderrLines the lines logged per server per minute
+	// (the rest are counted and reported). Zero means 2048 and 100.
+	MaxStderrLine  int
+	MaxStderrLines int
+}
+
+func (c *Config) defaults() {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.RestartBackoff <= 0 {
+		c.RestartBackoff = time.Second
+	}
+	if c.MaxInlineBytes == 0 {
+		c.MaxInlineBytes = 64 << 10
+	}
+	if c.MaxStderrLine <= 0 {
+		c.MaxStderrLine = 2048
+	}
+	if c.MaxStderrLines <= 0 {
+		c.MaxStderrLines = 100
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrBind wraps every failure of [Bind].
+var ErrBind = errors.New("mcptools: bind failed")
+
+// Binding is the set of servers one [Bind] started. Its methods are safe
+// for concurrent use.
+type Binding struct {
+	cfg     Config
+	servers []*conn
+	names   map[string]string // guest name → "server/tool"
+}
+
+// BoundServer describes one bound server for a model: what
+// [Binding.Servers] returns.
+type BoundServer struct {
+	Name         string
+	Instructions string            // the server's instructions from initialize, or ""
+	Tools        map[string]string // guest name → MCP tool name
+}
+
+var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// Bind starts the servers, lists their tools and registers each in ts (see
+// the package documentation for names, calls and lifecycle). On any error
+// it returns one wrapping [ErrBind], saying which server and why, and
+// leaves ts unchanged with no server running. The Binding must be closed.
+func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Server) (*Binding, error) {
+	cfg.defaults()
+	b := &Binding{cfg: cfg, names: map[string]string{}}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no servers", ErrBind)
+	}
+	seen := map[string]bool{}
+	for _, s := range servers {
+		if !serverName.MatchString(s.Name) {
+			return nil, fmt.Errorf("%w: server name %q: want [a-z][a-z0-9_]*, at most 32 bytes", ErrBind, s.Name)
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("%w: server name %q given twice", ErrBind, s.Name)
+		}
+		seen[s.Name] = true
+		if (len(s.Command) == 0) == (s.URL == "") {
+			return nil, fmt.Errorf("%w: server %q: set exactly one of Command and URL", ErrBind, s.Name)
+		}
+	}
+	var staged glovebox.Toolset
+	taken := map[string]bool{}
+	for _, n := range ts.Names() {
+		taken[n] = true
+	}
+	fail := func(err error) (*Binding, error) {
+		b.Close()
+		return nil, err
+	}
+	for _, s := range servers {
+		c := &conn{b: b, srv: s, backoff: cfg.RestartBackoff}
+		b.servers = append(b.servers, c)
+		sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+		tools, err := c.start(sctx)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+		}
+		for _, t := range tools {
+			gname, err := guestName(s.Name, t.Name, taken)
+			if err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+			taken[gname] = true
+			bt, err := newTool(c, gname, t)
+			if err != nil {
+				return fail(fmt.Errorf("%w: server %q: tool %q: %v", ErrBind, s.Name, t.Name, err))
+			}
+			c.tools = append(c.tools, bt)
+			b.names[gname] = s.Name + "/" + t.Name
+			if err := staged.Add(gname, bt.call); err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+			if err := staged.Describe(gname, bt.doc()); err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+		}
+	}
+	if err := ts.Merge(&staged); err != nil { // cannot collide: names were checked against ts
+		return fail(fmt.Errorf("%w: %v", ErrBind, err))
+	}
+	return b, nil
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// mapName maps an MCP tool name to a Ruby-callable one (see the package
+// documentation).
+func mapName(name string) string {
+	if glovebox.ValidToolName(name) == nil {
+		return name
+	}
+	m := nonName.ReplaceAllString(strings.ToLower(name), "_")
+	if m == "" || (m[0] >= '0' && m[0] <= '9') {
+		m = "t_" + m
+	}
+	return m
+}
+
+func guestName(server, tool string, taken map[string]bool) (string, error) {
+	if tool == "" {
+		return "", errors.New("a tool has an empty name")
+	}
+	m := mapName(tool)
+	if glovebox.ValidToolName(m) == nil && !taken[m] {
+		return m, nil
+	}
+	p := server + "_" + m
+	if err := glovebox.ValidToolName(p); err != nil {
+		return "", fmt.Errorf("tool %q: no usable name: %v", tool, err)
+	}
+	if taken[p] {
+		return "", fmt.Errorf("tool %q: %q and %q are both taken", tool, m, p)
+	}
+	return p, nil
+}
+
+// Names returns the bound tools: guest name → "server/mcp-tool-name".
+func (b *Binding) Names() map[string]string {
+	out := make(map[string]string, len(b.names))
+	for k, v := range b.names {
+		out[k] = v
+	}
+	return out
+}
+
+// Servers describes the bound servers, in Bind's order.
+func (b *Binding) Servers() []BoundServer {
+	var out []BoundServer
+	for _, c := range b.servers {
+		bs := BoundServer{Name: c.srv.Name, Instructions: c.instructions, Tools: map[string]string{}}
+		for _, t := range c.tools {
+			bs.Tools[t.guest] = t.tool.Name
+		}
+		out = append(out, bs)
+	}
+	return out
+}
+
+// Close stops every server and waits for its process to exit. Later calls
+// of the bound tools raise MCPTransportError. Close is idempotent and
+// returns nil.
+func (b *Binding) Close() error {
+	for _, c := range b.servers {
+		c.close()
+	}
+	return nil
+}
+
+// conn is one server's live session, restarted after a crash.
+type conn struct {
+	b            *Binding
+	srv          Server
+	instructions string
+	tools        []*tool
+
+	mu       sync.Mutex
+	session  *mcp.ClientSession
+	cmd      *exec.Cmd
+	dead     bool // the session ended without Close
+	closed   bool
+	backoff  time.Duration
+	nextTry  time.Time
+	restarts int
+	stderr   *stderrLog
+	excluded []string // listing entries the SDK dropped
+}
+
+func (c *conn) client() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"},
+		&mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: c.b.cfg.Logger.Handler()})})
+}
+
+// sdkLog passes the SDK client's log to the host logger and notes the
+// listing entries the SDK drops (a null tool, bad header annotations), so
+// Bind can refuse the listing instead of binding part of it.
+type sdkLog struct {
+	c    *conn
+	next slog.Handler
+}
+
+func (h *sdkLog) Enabled(ctx context.Context, l slog.Level) bool { return true }
+func (h *sdkLog) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "excluding") && strings.Contains(r.Message, "tools/list") {
+		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool { msg += fmt.Sprintf(" %s=%v", a.Key, a.Value); return true })
+		h.c.mu.Lock()
+		if len(h.c.excluded) < 10 {
+			h.c.excluded = append(h.c.excluded, msg)
+		}
+		h.c.mu.Unlock()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+func (h *sdkLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sdkLog{c: h.c, next: h.next.WithAttrs(as)}
+}
+func (h *sdkLog) WithGroup(n string) slog.Handler { return &sdkLog{c: h.c, next: h.next.WithGroup(n)} }
+
+// start connects and lists the tools.
+func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
+	cs, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ir := cs.InitializeResult(); ir != nil {
+		c.instructions = ir.Instructions
+	}
+	var tools []*mcp.Tool
+	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Tools == nil {
+		return nil, errors.New("the server offers no tools capability")
+	}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page >= 1000 {
+			return nil, errors.New("tools/list: more than 1000 pages")
+		}
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: %v", err)
+		}
+		for i, t := range res.Tools {
+			if t == nil {
+				return nil, fmt.Errorf("tools/list: entry %d of page %d is null", i, page)
+			}
+			tools = append(tools, t)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	c.mu.Lock()
+	excluded := c.excluded
+	c.mu.Unlock()
+	if len(excluded) > 0 {
+		return nil, fmt.Errorf("tools/list: malformed entries: %s", strings.Join(excluded, "; "))
+	}
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("tools/list: tool %q listed twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	sort.SliceStable(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	return tools, nil
+}
+
+// connect starts the server (or opens the HTTP session) and initializes.
+func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	var t mcp.Transport
+	var cmd *exec.Cmd
+	if len(c.srv.Command) > 0 {
+		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
+		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		c.stderr = newStderrLog(c.b.cfg, c.srv.Name)
+		cmd.Stderr = c.stderr
+		// The SDK's Close closes stdin, waits, then signals the leader;
+		// close() below kills the rest of the process group.
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	} else {
+		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+	}
+	cs, err := c.client().Connect(ctx, t, nil)
+	if err != nil {
+		if cmd != nil {
+			killGroup(cmd)
+		}
+		return nil, fmt.Errorf("cannot start or initialize: %v", err)
+	}
+	c.mu.Lock()
+	c.session, c.cmd, c.dead = cs, cmd, false
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		cs.Close()
+		killGroup(cmd)
+		return nil, errClosed
+	}
+	go func() {
+		cs.Wait()
+		c.mu.Lock()
+		if c.session == cs {
+			c.dead = true
+		}
+		c.mu.Unlock()
+	}()
+	return cs, nil
+}
+
+var errClosed = errors.New("the binding is closed")
+
+// live returns a working session, restarting a dead server when its
+// backoff allows.
+func (c *conn) live(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClosed
+	}
+	if !c.dead && c.session != nil {
+		cs := c.session
+		c.mu.Unlock()
+		return cs, nil
+	}
+	if wait := time.Until(c.nextTry); wait > 0 {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("the server stopped; the next restart is allowed in %v", wait.Round(time.Millisecond))
+	}
+	old, oldCmd := c.session, c.cmd
+	c.session, c.cmd = nil, nil
+	c.nextTry = time.Now().Add(c.backoff)
+	c.backoff = min(2*c.backoff, time.Minute)
+	c.restarts++
+	n := c.restarts
+	c.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	killGroup(oldCmd)
+	c.b.cfg.Logger.Warn("mcptools: restarting server", "server", c.srv.Name, "restart", n)
+	sctx, cancel := context.WithTimeout(ctx, c.b.cfg.StartTimeout)
+	defer cancel()
+	cs, err := c.connect(sctx)
+	if err != nil {
+		c.mu.Lock()
+		c.dead = true
+		c.mu.Unlock()
+		return nil, fmt.Errorf("restart failed: %v", err)
+	}
+	return cs, nil
+}
+
+// ok resets the backoff after a successful call.
+func (c *conn) ok() {
+	c.mu.Lock()
+	c.backoff = c.b.cfg.RestartBackoff
+	c.mu.Unlock()
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	cs, cmd := c.session, c.cmd
+	c.session, c.cmd = nil, nil
+	c.mu.Unlock()
+	if cs != nil {
+		cs.Close()
+	}
+	killGroup(cmd)
+}
+
+// killGroup kills whatever is left of cmd's process group (npx starts node
+// as a child, which the SDK's signal to the leader does not reach).
+func killGroup(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+type headerTransport struct {
+	h  http.Header
+	rt http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, vs := range t.h {
+			r.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+		}
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// stderrLog forwards a child's stderr to the logger a line at a time,
+// bounded in line length and lines per minute.
+type stderrLog struct {
+	cfg     Config
+	server  string
+	mu      sync.Mutex
+	buf     []byte
+	window  time.Time
+	lines   int
+	dropped int
+}
+
+func newStderrLog(cfg Config, server string) *stderrLog {
+	return &stderrLog{cfg: cfg, server: server}
+}
+
+var _ io.Writer = (*stderrLog)(nil)
+
+func (l *stderrLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := strings.IndexByte(string(p), '\n')
+		if i < 0 {
+			room := l.cfg.MaxStderrLine - len(l.buf)
+			if room > 0 {
+				l.buf = append(l.buf, p[:min(room, len(p))]...)
+			}
+			break
+		}
+		room := l.cfg.MaxStderrLine - len(l.buf)
+		if room > 0 {
+			l.buf = append(l.buf, p[:min(room, i)]...)
+		}
+		l.emit()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (l *stderrLog) emit() {
+	now := time.Now()
+	if now.Sub(l.window) > time.Minute {
+		if l.dropped > 0 {
+			l.cfg.Logger.Warn("mcptools: server stderr lines dropped", "server", l.server, "dropped", l.dropped)
+		}
+		l.window, l.lines, l.dropped = now, 0, 0
+	}
+	if l.lines < l.cfg.MaxStderrLines {
+		l.lines++
+		l.cfg.Logger.Info("mcptools: server stderr", "server", l.server, "line", string(l.buf))
+	} else {
+		l.dropped++
+	}
+	l.buf = l.buf[:0]
+}
