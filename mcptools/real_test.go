@@ -1,0 +1,98 @@
+package mcptools_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
+	"github.com/gloveboxhq/glovebox/mcptools"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Two real servers nobody here wrote, over stdio, in one eval.
+func TestRealServersStdio(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	memory := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	var ts glovebox.Toolset
+	b := bind(t, &ts,
+		mcptools.Server{Name: "everything", Command: []string{everything, "stdio"}},
+		mcptools.Server{Name: "memory", Command: []string{memory}, Env: []string{"PATH=/usr/bin:/bin", "MEMORY_FILE_PATH=" + t.TempDir() + "/m.jsonl"}})
+	if b.Names()["get_sum"] != "everything/get-sum" {
+		t.Fatalf("names: %v", b.Names())
+	}
+	var instr bool
+	for _, s := range b.Servers() {
+		instr = instr || (s.Name == "everything" && s.Instructions != "")
+	}
+	if !instr {
+		t.Error("server-everything's instructions were not kept")
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `
+		sum = get_sum(a: 2, b: 40)["text"]
+		create_entities(entities: [{name: "Ada", entityType: "person", observations: ["wrote " + sum]}])
+		g = read_graph
+		img = get_tiny_image["content"].find { |c| c["type"] == "image" }
+		[sum, g["structured"] ? g["structured"]["entities"].map { |e| e["name"] } : g["text"], img["mime_type"], echo(message: "hi")["text"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || !strings.Contains(fmtAny(v[1]), "Ada") || v[2] != "image/png" || !strings.Contains(v[3].(string), "hi") {
+		t.Fatalf("%#v", v)
+	}
+	res := eval(t, rt, `begin; get_sum(a: "two", b: 1); rescue Glovebox::MCPArgumentError => e; e.message; end`)
+	if s, _ := wantOK(t, res).(string); !strings.Contains(s, "a") {
+		t.Fatalf("%v", res.Value)
+	}
+}
+
+func fmtAny(v any) string {
+	switch v := v.(type) {
+	case []any:
+		var s []string
+		for _, x := range v {
+			s = append(s, fmtAny(x))
+		}
+		return strings.Join(s, ",")
+	case string:
+		return v
+	}
+	return ""
+}
+
+// Streamable HTTP, with a header the host supplies and the guest never sees.
+func TestStreamableHTTPHeader(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("user-7"), nil
+		})
+	var bad atomic.Int32
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-7" {
+			bad.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "remote", URL: srv.URL, Header: http.Header{"Authorization": {"Bearer secret-7"}}})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 5 * time.Second})
+	res := eval(t, rt, `[whoami["text"], whoami.inspect.include?("Bearer")]`)
+	v := wantOK(t, res).([]any)
+	if v[0] != "user-7" || v[1] != false || bad.Load() != 0 {
+		t.Fatalf("%v bad=%d", v, bad.Load())
+	}
+	// A wrong credential: the bind fails and binds nothing.
+	var ts2 glovebox.Toolset
+	_, err := mcptools.Bind(context.Background(), &ts2, mcptools.Config{}, mcptools.Server{Name: "remote", URL: srv.URL})
+	if err == nil || len(ts2.Names()) != 0 {
+		t.Fatalf("err %v names %v", err, ts2.Names())
+	}
+}
