@@ -27,6 +27,7 @@ type sandboxFlags struct {
 	memory, stdout, stderr_ string
 	http                    httpFlags
 	profileHTTP             httpFlags // the profile file's http section
+	mcp                     mcpFlags  // MCP servers (mcpflags.go)
 }
 
 func (s *sandboxFlags) register(f *pflag.FlagSet) {
@@ -38,6 +39,7 @@ func (s *sandboxFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.stdout, "stdout-limit", "", "bytes of stdout kept, e.g. 64KiB (0: the default, 1MiB)")
 	f.StringVar(&s.stderr_, "stderr-limit", "", "bytes of stderr kept (0: the default, 64KiB)")
 	s.http.add(f)
+	s.mcp.add(f)
 }
 
 // config builds the sandbox configuration: the profile file's, then the
@@ -91,6 +93,9 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 		return cfg, err
 	}
 	cfg.Tools = tools
+	if cfg.Tools, err = s.mcp.bind(cfg.Tools, s.profile); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -152,6 +157,7 @@ type profileFile struct {
 		Writable    bool   `yaml:"writable"`
 		Description string `yaml:"description"`
 	} `yaml:"mounts"`
+	MCPServers yaml.Node `yaml:"mcp_servers"` // read by mcpflags.go
 }
 
 // loadProfile reads a profile file. Unknown keys are errors, so a typo
