@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -94,14 +95,6 @@ type Binding struct {
 	names   map[string]string // guest name → "server/tool"
 }
 
-// BoundServer describes one bound server for a model: what
-// [Binding.Servers] returns.
-type BoundServer struct {
-	Name         string
-	Instructions string            // the server's instructions from initialize, or ""
-	Tools        map[string]string // guest name → MCP tool name
-}
-
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // Bind starts the servers, lists their tools and registers each in ts (see
@@ -160,7 +153,11 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 			if err := staged.Add(gname, bt.call); err != nil {
 				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
 			}
-			if err := staged.Describe(gname, bt.doc()); err != nil {
+			doc, err := bt.doc()
+			if err == nil {
+				err = staged.Describe(gname, doc)
+			}
+			if err != nil {
 				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
 			}
 		}
@@ -213,15 +210,18 @@ func (b *Binding) Names() map[string]string {
 	return out
 }
 
-// Servers describes the bound servers, in Bind's order.
-func (b *Binding) Servers() []BoundServer {
-	var out []BoundServer
+// Notes describes the bound servers for a model, in Bind's order: name,
+// guest tool names (sorted) and the instructions each server gave at
+// initialize. Pass them as [codemode.Config].Servers.
+func (b *Binding) Notes() []codemode.Server {
+	var out []codemode.Server
 	for _, c := range b.servers {
-		bs := BoundServer{Name: c.srv.Name, Instructions: c.instructions, Tools: map[string]string{}}
+		s := codemode.Server{Name: c.srv.Name, Instructions: c.instructions}
 		for _, t := range c.tools {
-			bs.Tools[t.guest] = t.tool.Name
+			s.Tools = append(s.Tools, t.guest)
 		}
-		out = append(out, bs)
+		sort.Strings(s.Tools)
+		out = append(out, s)
 	}
 	return out
 }
@@ -252,7 +252,8 @@ type conn struct {
 	nextTry  time.Time
 	restarts int
 	stderr   *stderrLog
-	excluded []string // listing entries the SDK dropped
+	excluded []string      // listing entries the SDK dropped
+	done     chan struct{} // closed when the current session ends
 }
 
 func (c *conn) client() *mcp.Client {
@@ -372,8 +373,13 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		killGroup(cmd)
 		return nil, errClosed
 	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.done = done
+	c.mu.Unlock()
 	go func() {
 		cs.Wait()
+		close(done)
 		c.mu.Lock()
 		if c.session == cs {
 			c.dead = true

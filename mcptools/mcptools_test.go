@@ -256,3 +256,17 @@ func TestCloseLeavesNoChildren(t *testing.T) {
 	// Calls after Close are refused, not hung.
 	_ = syscall.Getpid
 }
+
+// A JSON-RPC error answer raises MCPProtocolError: the server refused the
+// request, so it is not in doubt.
+func TestProtocolError(t *testing.T) {
+	exe, _ := os.Executable()
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "raw", Command: []string{exe}, Env: append(os.Environ(), "MCPTOOLS_TEST_SERVER=raw",
+		`MCPTOOLS_TEST_LISTING={"tools":[{"name":"x","inputSchema":{"type":"object"}}]}`)})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 5 * time.Second})
+	v := wantOK(t, eval(t, rt, `begin; x; rescue Glovebox::MCPProtocolError => e; e.message; end`))
+	if s, _ := v.(string); !strings.Contains(s, "answered with an error") || strings.Contains(s, "in doubt") {
+		t.Fatalf("%v", v)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 	"github.com/gloveboxhq/glovebox/internal/npmtest"
 	"github.com/gloveboxhq/glovebox/mcptools"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,7 +28,7 @@ func TestRealServersStdio(t *testing.T) {
 		t.Fatalf("names: %v", b.Names())
 	}
 	var instr bool
-	for _, s := range b.Servers() {
+	for _, s := range b.Notes() {
 		instr = instr || (s.Name == "everything" && s.Instructions != "")
 	}
 	if !instr {
@@ -94,5 +95,30 @@ func TestStreamableHTTPHeader(t *testing.T) {
 	_, err := mcptools.Bind(context.Background(), &ts2, mcptools.Config{}, mcptools.Server{Name: "remote", URL: srv.URL})
 	if err == nil || len(ts2.Names()) != 0 {
 		t.Fatalf("err %v names %v", err, ts2.Names())
+	}
+}
+
+// What the model reads: each bound tool with its inputSchema, and the
+// server's instructions under the server notes.
+func TestCodemodeDescription(t *testing.T) {
+	var ts glovebox.Toolset
+	b := bind(t, &ts, edge(t, "edge"))
+	rt := runtime(t, &ts, glovebox.Limits{})
+	tool, err := codemode.New(codemode.Config{Runtime: rt, Servers: b.Notes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tool.Description()
+	for _, want := range []string{
+		"### get_weather_v2(arguments)", `MCP tool "get-Weather.v2" of server "edge"`, `"city"`,
+		"## Server notes", "### Server edge", "Edge-case server edge.", "Functions: big, crash, echo, get_weather_v2,",
+		`get_weather_v2(city: "...")`,
+	} {
+		if !strings.Contains(d, want) {
+			t.Errorf("description lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(d)
 	}
 }

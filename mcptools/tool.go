@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -102,16 +104,14 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)})
 	if err != nil {
+		var rpc *jsonrpc.Error
 		switch {
 		case ctx.Err() != nil:
 			return nil, toolErr(ClassTimeout, "%s: the call ran out of time and was cancelled (in doubt: the server may have run it): %v", where, context.Cause(ctx))
-		case errors.Is(err, mcp.ErrConnectionClosed), t.c.isDead():
+		case errors.As(err, &rpc):
+			return nil, toolErr(ClassProtocol, "%s: the server answered with an error: %v", where, err)
+		case t.c.ended(cs):
 			return nil, toolErr(ClassCrash, "%s: the server's connection ended during the call (in doubt: the server may have run it); it will be restarted: %v", where, err)
-		}
-		var werr interface{ Error() string }
-		werr = err
-		if isRPCError(err) {
-			return nil, toolErr(ClassProtocol, "%s: the server answered with an error: %v", where, werr)
 		}
 		return nil, toolErr(ClassTransport, "%s: the call failed (in doubt: the server may have run it): %v", where, err)
 	}
@@ -119,11 +119,27 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	return t.result(res), nil
 }
 
-func (c *conn) isDead() bool {
+// ended reports whether the session cs has ended (waiting up to
+// crashGrace for the SDK to notice: a call can fail with EOF a moment
+// before the session's Wait returns).
+func (c *conn) ended(cs *mcp.ClientSession) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dead
+	done, cur := c.done, c.session
+	c.mu.Unlock()
+	if cur != cs {
+		return true // already replaced or closed
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(crashGrace):
+		return false
+	}
 }
+
+// crashGrace bounds the wait in ended; a session's end is noticed within
+// microseconds of its pipe closing, so a second is generous.
+const crashGrace = time.Second
 
 // result converts a CallToolResult into the guest's Hash.
 func (t *tool) result(res *mcp.CallToolResult) map[string]any {
@@ -188,40 +204,42 @@ func (t *tool) result(res *mcp.CallToolResult) map[string]any {
 	return out
 }
 
-func isRPCError(err error) bool {
-	var w interface{ Unwrap() error }
-	for e := err; e != nil; {
-		if strings.HasPrefix(fmt.Sprintf("%T", e), "*jsonrpc") {
-			return true
-		}
-		if !errors.As(e, &w) {
-			break
-		}
-		e = w.Unwrap()
-	}
-	return false
-}
-
-// doc is what the model reads about the tool.
-func (t *tool) doc() glovebox.ToolDoc {
-	d := t.tool.Description
+// doc is what the model reads about the tool: its description, its
+// inputSchema as one keyword-arguments parameter, and the result Hash's
+// schema with the tool's outputSchema as "structured".
+func (t *tool) doc() (glovebox.ToolDoc, error) {
+	d := strings.TrimSpace(t.tool.Description)
 	if t.tool.Title != "" && !strings.Contains(d, t.tool.Title) {
-		d = t.tool.Title + ". " + d
+		d = strings.TrimSpace(t.tool.Title + ". " + d)
 	}
-	d = strings.TrimSpace(d)
-	d += fmt.Sprintf(" (MCP tool %q of server %q; call with keyword arguments", t.tool.Name, t.c.srv.Name)
+	if t.guest != t.tool.Name {
+		d += fmt.Sprintf(" (MCP tool %q of server %q.)", t.tool.Name, t.c.srv.Name)
+	} else {
+		d += fmt.Sprintf(" (MCP server %q.)", t.c.srv.Name)
+	}
+	in := json.RawMessage(`{"type":"object"}`)
 	if t.tool.InputSchema != nil {
-		if b, err := json.Marshal(t.tool.InputSchema); err == nil {
-			d += "; arguments schema: " + string(b)
+		b, err := json.Marshal(t.tool.InputSchema)
+		if err != nil {
+			return glovebox.ToolDoc{}, err
+		}
+		in = b
+	}
+	structured := json.RawMessage(`{}`)
+	if t.tool.OutputSchema != nil {
+		if b, err := json.Marshal(t.tool.OutputSchema); err == nil && len(b) > 0 && b[0] == '{' {
+			structured = b
 		}
 	}
-	d += ")"
-	ex := t.guest + "(" + exampleArgs(t.tool.InputSchema) + ")"
+	result := `{"type":"object","properties":{"text":{"type":"string"},"structured":` + string(structured) +
+		`,"error":{"type":"boolean"},"content":{"type":"array","items":{"type":"object"}}}}`
 	return glovebox.ToolDoc{
 		Description: strings.TrimSpace(d),
-		Returns:     `Hash: "text" (String), "structured" (parsed structuredContent or nil), "error" (true when the tool reported an error), "content" (other items: type, mime_type, size, data when small)`,
-		Example:     ex,
-	}
+		Params:      []glovebox.Param{{Name: "arguments", Schema: in, Required: true, Keywords: true, Description: "the tool's arguments, as keyword arguments"}},
+		Returns:     `a Hash: "text" (the text content joined), "structured" (structuredContent, or nil), "error" (true when the tool reported a failure: data, not an exception), "content" (other items: type, mime_type, size, data when small)`,
+		Result:      json.RawMessage(result),
+		Example:     t.guest + "(" + exampleArgs(t.tool.InputSchema) + ")",
+	}, nil
 }
 
 func exampleArgs(schema any) string {
