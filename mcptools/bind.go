@@ -93,6 +93,7 @@ type Binding struct {
 	cfg     Config
 	servers []*conn
 	names   map[string]string // guest name → "server/tool"
+	keyed   *keyed            // per-key servers (BindKeyed); nil otherwise
 }
 
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
@@ -230,6 +231,9 @@ func (b *Binding) Notes() []codemode.Server {
 // of the bound tools raise MCPTransportError. Close is idempotent and
 // returns nil.
 func (b *Binding) Close() error {
+	if b.keyed != nil {
+		b.keyed.close()
+	}
 	for _, c := range b.servers {
 		c.close()
 	}
@@ -254,6 +258,7 @@ type conn struct {
 	stderr   *stderrLog
 	excluded []string      // listing entries the SDK dropped
 	done     chan struct{} // closed when the current session ends
+	starting chan struct{} // non-nil while a call (re)starts the server
 }
 
 func (c *conn) client() *mcp.Client {
@@ -395,6 +400,16 @@ var errClosed = errors.New("the binding is closed")
 // backoff allows.
 func (c *conn) live(ctx context.Context) (*mcp.ClientSession, error) {
 	c.mu.Lock()
+	for c.starting != nil { // another call is (re)starting the server: wait for it
+		ch := c.starting
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("gave up waiting for the server to start: %v", context.Cause(ctx))
+		}
+		c.mu.Lock()
+	}
 	if c.closed {
 		c.mu.Unlock()
 		return nil, errClosed
@@ -410,24 +425,40 @@ func (c *conn) live(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	old, oldCmd := c.session, c.cmd
 	c.session, c.cmd = nil, nil
-	c.nextTry = time.Now().Add(c.backoff)
-	c.backoff = min(2*c.backoff, time.Minute)
-	c.restarts++
+	verb := "starting"
+	if old != nil || c.restarts > 0 {
+		verb = "restarting"
+		c.nextTry = time.Now().Add(c.backoff)
+		c.backoff = min(2*c.backoff, time.Minute)
+		c.restarts++
+	}
 	n := c.restarts
+	starting := make(chan struct{})
+	c.starting = starting
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.starting = nil
+		c.mu.Unlock()
+		close(starting)
+	}()
 	if old != nil {
 		old.Close()
 	}
 	killGroup(oldCmd)
-	c.b.cfg.Logger.Warn("mcptools: restarting server", "server", c.srv.Name, "restart", n)
+	c.b.cfg.Logger.Warn("mcptools: "+verb+" server", "server", c.srv.Name, "restarts", n)
 	sctx, cancel := context.WithTimeout(ctx, c.b.cfg.StartTimeout)
 	defer cancel()
 	cs, err := c.connect(sctx)
 	if err != nil {
 		c.mu.Lock()
 		c.dead = true
+		if c.restarts == 0 { // a first start that failed counts as a crash
+			c.restarts = 1
+			c.nextTry = time.Now().Add(c.backoff)
+		}
 		c.mu.Unlock()
-		return nil, fmt.Errorf("restart failed: %v", err)
+		return nil, fmt.Errorf("%s failed: %v", verb, err)
 	}
 	return cs, nil
 }

@@ -3,10 +3,12 @@ package mcptools_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -269,4 +271,38 @@ func TestProtocolError(t *testing.T) {
 	if s, _ := v.(string); !strings.Contains(s, "answered with an error") || strings.Contains(s, "in doubt") {
 		t.Fatalf("%v", v)
 	}
+}
+
+// The child's stderr reaches the host logger a line at a time, cut to
+// MaxStderrLine bytes.
+func TestStderrToLogger(t *testing.T) {
+	var buf syncBuf
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{Logger: log, MaxStderrLine: 12}, edge(t, "edge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	out := buf.String()
+	if !strings.Contains(out, `server=edge line="edge server "`) || strings.Contains(out, "ready") {
+		t.Fatalf("log: %s", out)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,5 +121,38 @@ func TestCodemodeDescription(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(d)
+	}
+}
+
+// descendants lists every live process below pid.
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range children(pid) {
+		out = append(append(out, c), descendants(c)...)
+	}
+	return out
+}
+
+// A server behind a wrapper (npx, sh) runs as a grandchild; Close stops the
+// whole tree.
+func TestCloseStopsGrandchildren(t *testing.T) {
+	memory := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	before := len(descendants(os.Getpid()))
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{},
+		mcptools.Server{Name: "mem", Command: []string{"sh", "-c", `"$0"; echo exited >&2`, memory},
+			Env: append(os.Environ(), "MEMORY_FILE_PATH="+t.TempDir()+"/m.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(descendants(os.Getpid())); n < before+2 {
+		t.Fatalf("%d descendants, want the shell and node (%d before)", n, before)
+	}
+	b.Close()
+	for i := 0; len(descendants(os.Getpid())) > before; i++ {
+		if i > 200 {
+			t.Fatalf("left after Close: %v", descendants(os.Getpid()))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -103,6 +103,10 @@ func sdkServer(name string) {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(fmt.Sprint(os.Getpid())), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "whoami", Description: "The user whose credentials started this server.", InputSchema: obj(``)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(os.Getenv("MCPTOOLS_TEST_USER")), nil
+		})
 	fmt.Fprintln(os.Stderr, "edge server", name, "ready")
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }

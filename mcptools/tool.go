@@ -98,7 +98,11 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 			return nil, toolErr(ClassArgument, "%s: arguments break the tool's inputSchema: %v", where, err)
 		}
 	}
-	cs, err := t.c.live(ctx)
+	c, err := t.target(ctx)
+	if err != nil {
+		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
+	}
+	cs, err := c.live(ctx)
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
 	}
@@ -110,12 +114,12 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 			return nil, toolErr(ClassTimeout, "%s: the call ran out of time and was cancelled (in doubt: the server may have run it): %v", where, context.Cause(ctx))
 		case errors.As(err, &rpc):
 			return nil, toolErr(ClassProtocol, "%s: the server answered with an error: %v", where, err)
-		case t.c.ended(cs):
+		case c.ended(cs):
 			return nil, toolErr(ClassCrash, "%s: the server's connection ended during the call (in doubt: the server may have run it); it will be restarted: %v", where, err)
 		}
 		return nil, toolErr(ClassTransport, "%s: the call failed (in doubt: the server may have run it): %v", where, err)
 	}
-	t.c.ok()
+	c.ok()
 	return t.result(res), nil
 }
 
