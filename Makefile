@@ -6,9 +6,11 @@ GO ?= go
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
 # the answer) on a freshly generated SQLite database; then the small
-# sample programs in examples/, escape attempts included.
+# sample programs in examples/, escape attempts included; then one program
+# using two real MCP servers (filesystem and memory) in one eval.
 demo:
 	$(GO) run ./examples/supportdesk
+	$(GO) run ./examples/mcp
 	$(GO) run ./examples/demo examples/*.rb
 
 # The full test suite, against the real engine. The first run fetches the
