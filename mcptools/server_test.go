@@ -19,6 +19,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("MCPTOOLS_TEST_SERVER") {
 	case "":
 		os.Exit(m.Run())
+	case "conformance-client":
+		os.Exit(conformanceClient())
 	case "raw":
 		rawServer(os.Getenv("MCPTOOLS_TEST_LISTING"))
 	default:
