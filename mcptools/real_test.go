@@ -2,11 +2,17 @@ package mcptools_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,5 +160,65 @@ func TestCloseStopsGrandchildren(t *testing.T) {
 			t.Fatalf("left after Close: %v", descendants(os.Getpid()))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// server-everything over Streamable HTTP. Its streamableHttp mode listens
+// on every interface and has no host option, so a preloaded module pins
+// its listen calls to 127.0.0.1: the test server stays on loopback.
+func TestRealServerStreamableHTTP(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	dir := t.TempDir()
+	preload := filepath.Join(dir, "loopback.cjs")
+	if err := os.WriteFile(preload, []byte(`const net = require("net");
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (port, ...rest) {
+  if (typeof port === "number" || typeof port === "string") {
+    if (typeof rest[0] === "function" || rest.length === 0) rest.unshift("127.0.0.1");
+    else rest[0] = "127.0.0.1";
+  }
+  return listen.call(this, port, ...rest);
+};
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(everything, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "NODE_OPTIONS=--require "+preload)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if i > 200 {
+			t.Fatalf("server-everything did not listen: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ts glovebox.Toolset
+	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
+	if b.Names()["get_sum"] == "" {
+		t.Fatalf("names %v", b.Names())
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
+		t.Fatalf("%#v", v)
 	}
 }
