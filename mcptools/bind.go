@@ -352,7 +352,10 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if len(c.srv.Command) > 0 {
 		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
 		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		// Its own process group, so Close can stop the whole tree. (No
+		// Pdeathsig: it fires when the forking OS thread exits, and a
+		// restart may run on a VM goroutine's locked thread.)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		c.stderr = newStderrLog(c.b.cfg, c.srv.Name)
 		cmd.Stderr = c.stderr
 		// The SDK's Close closes stdin, waits, then signals the leader;
