@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
 	"github.com/gloveboxhq/glovebox/mcptools"
 )
 
@@ -150,4 +151,16 @@ func closeMCP() {
 		b.Close()
 	}
 	mcpBindings = nil
+}
+
+// mcpNotes describes the servers bound so far for a model (the server-notes
+// section of a code-mode description: pass as codemode.Config.Servers).
+func mcpNotes() []codemode.Server {
+	mcpMu.Lock()
+	defer mcpMu.Unlock()
+	var out []codemode.Server
+	for _, b := range mcpBindings {
+		out = append(out, b.Notes()...)
+	}
+	return out
 }
