@@ -24,7 +24,7 @@ test:
 # The concurrency-sensitive tests under the race detector (slow).
 race:
 	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session' .
-	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/...
+	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/... ./mcptools
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
