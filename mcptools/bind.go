@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -249,8 +250,9 @@ type conn struct {
 
 	mu       sync.Mutex
 	session  *mcp.ClientSession
-	cmd      *exec.Cmd
-	dead     bool // the session ended without Close
+	cmd      *proc
+	tap      *rawTap // the stdio stream's tap; nil for HTTP
+	dead     bool    // the session ended without Close
 	closed   bool
 	backoff  time.Duration
 	nextTry  time.Time
@@ -348,37 +350,35 @@ func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
 // connect starts the server (or opens the HTTP session) and initializes.
 func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	var t mcp.Transport
-	var cmd *exec.Cmd
+	var pr *proc
+	var tap *rawTap
 	if len(c.srv.Command) > 0 {
-		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
-		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
-		// Its own process group, so Close can stop the whole tree. (No
-		// Pdeathsig: it fires when the forking OS thread exits, and a
-		// restart may run on a VM goroutine's locked thread.)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		c.stderr = newStderrLog(c.b.cfg, c.srv.Name)
-		cmd.Stderr = c.stderr
-		// The SDK's Close closes stdin, waits, then signals the leader;
-		// close() below kills the rest of the process group.
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		var out io.ReadCloser
+		var in io.WriteCloser
+		var err error
+		pr, out, in, err = startProc(c.srv, c.stderr)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start: %v", err)
+		}
+		tap = newRawTap()
+		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
 	} else {
 		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
 		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
 	}
 	cs, err := c.client().Connect(ctx, t, nil)
 	if err != nil {
-		if cmd != nil {
-			killGroup(cmd)
-		}
+		pr.stop()
 		return nil, fmt.Errorf("cannot start or initialize: %v", err)
 	}
 	c.mu.Lock()
-	c.session, c.cmd, c.dead = cs, cmd, false
+	c.session, c.cmd, c.tap, c.dead = cs, pr, tap, false
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
 		cs.Close()
-		killGroup(cmd)
+		pr.stop()
 		return nil, errClosed
 	}
 	done := make(chan struct{})
@@ -448,7 +448,7 @@ func (c *conn) live(ctx context.Context) (*mcp.ClientSession, error) {
 	if old != nil {
 		old.Close()
 	}
-	killGroup(oldCmd)
+	oldCmd.stop()
 	c.b.cfg.Logger.Warn("mcptools: "+verb+" server", "server", c.srv.Name, "restarts", n)
 	sctx, cancel := context.WithTimeout(ctx, c.b.cfg.StartTimeout)
 	defer cancel()
@@ -482,16 +482,74 @@ func (c *conn) close() {
 	if cs != nil {
 		cs.Close()
 	}
-	killGroup(cmd)
+	cmd.stop()
 }
 
-// killGroup kills whatever is left of cmd's process group (npx starts node
-// as a child, which the SDK's signal to the leader does not reach).
-func killGroup(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
+// proc is a stdio server's process.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when Wait has returned
+}
+
+// startProc starts s's command in its own process group (so stop can end
+// the whole tree: npx runs node as a child) with plain pipes, so nothing
+// but the session closes the server's stdout before it is read to the end.
+// (No Pdeathsig: it fires when the forking OS thread exits, and a restart
+// may run on a VM goroutine's locked thread; a server whose host died sees
+// EOF on stdin.)
+func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser, error) {
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stderr = s.Env, s.Dir, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second // a child escaping the group cannot hold stderr open forever
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		outR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.exited)
+	}()
+	return p, outR, inW, nil
+}
+
+// stop waits up to 2s for the server to exit after its stdin closed (the
+// session's Close closes it), then sends SIGTERM to its process group, and
+// after another second SIGKILL; it returns when the process is reaped. A
+// nil p does nothing.
+func (p *proc) stop() {
+	if p == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	// Whatever is left of the group (a wrapper's children) goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.exited
 }
 
 type headerTransport struct {

@@ -15,7 +15,10 @@
 // host validates them against the tool's inputSchema, and receives a Hash:
 //
 //	"text"       String: the text content items joined with "\n"
-//	"structured" the parsed structuredContent, or nil
+//	"structured" the parsed structuredContent, or nil; its integers are
+//	             exact for stdio servers (read from the raw stream); over
+//	             HTTP the SDK's decoding rounds those beyond 2^53
+//	             ("text" usually carries them exactly)
 //	"error"      true when the server flagged the result isError (data, not an exception)
 //	"content"    Array of the other content items, each a Hash with
 //	             "type", "mime_type", "size" (bytes) and, when at most

@@ -3,6 +3,7 @@ package mcptools_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -78,7 +79,7 @@ func TestEdges(t *testing.T) {
 		if got[0] != "123456789012345678901234567891" {
 			t.Fatalf("text %v", got[0])
 		}
-		if m := got[1].(map[string]any); m["s"] != "héllo" || m["len"] != int64(6) {
+		if m := got[1].(map[string]any); m["s"] != "héllo" || m["len"] != int64(6) || fmt.Sprint(m["n"]) != "123456789012345678901234567891" {
 			t.Fatalf("structured %#v", got[1])
 		}
 		if got[2] != false {

@@ -61,7 +61,7 @@ func sdkServer(name string) {
 			}
 			n.Add(n, big.NewInt(1))
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: n.String()}},
-				StructuredContent: map[string]any{"s": a.S, "len": len(a.S)}}, nil
+				StructuredContent: map[string]any{"s": a.S, "len": len(a.S), "n": json.Number(n.String())}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "get-Weather.v2", Description: "A name Ruby cannot call.", InputSchema: obj(`"city":{"type":"string"}`, "city")},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

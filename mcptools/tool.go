@@ -106,7 +106,20 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)})
+	params := &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)}
+	c.mu.Lock()
+	tap := c.tap
+	c.mu.Unlock()
+	var mark string
+	if tap != nil {
+		mark = tap.mark()
+		params.Meta = mcp.Meta{callMarker: mark}
+	}
+	res, err := cs.CallTool(ctx, params)
+	var rawRes json.RawMessage
+	if tap != nil {
+		rawRes = tap.take(mark)
+	}
 	if err != nil {
 		var rpc *jsonrpc.Error
 		switch {
@@ -120,7 +133,11 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 		return nil, toolErr(ClassTransport, "%s: the call failed (in doubt: the server may have run it): %v", where, err)
 	}
 	c.ok()
-	return t.result(res), nil
+	out := t.result(res)
+	if v, ok := exactStructured(rawRes); ok {
+		out["structured"] = v
+	}
+	return out, nil
 }
 
 // ended reports whether the session cs has ended (waiting up to
