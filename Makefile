@@ -6,11 +6,13 @@ GO ?= go
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
 # the answer) on a freshly generated SQLite database; then the small
-# sample programs in examples/, escape attempts included.
+# sample programs in examples/, escape attempts included; then one program
+# using two real MCP servers (filesystem and memory) in one eval.
 demo:
 	@echo "make demo: building (the first build compiles Go and the cgo wasmtime bindings: about 6 minutes on 2 cores, silent; then glovebox shows its own progress)..."
 	$(GO) build ./examples/supportdesk ./examples/demo
 	$(GO) run ./examples/supportdesk
+	$(GO) run ./examples/mcp
 	$(GO) run ./examples/demo examples/*.rb
 
 # The full test suite, against the real engine. The first run fetches the
@@ -25,7 +27,7 @@ test:
 # The concurrency-sensitive tests under the race detector (slow).
 race:
 	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session' .
-	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/...
+	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/... ./mcptools
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)

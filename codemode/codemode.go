@@ -69,6 +69,11 @@ type Config struct {
 	// [Tool.Run] for how the result is cut to fit); at least 1 KiB.
 	// Zero means DefaultMaxOutput.
 	MaxOutput int
+	// Servers lists the tool servers whose functions the Runtime binds
+	// (for MCP servers, what mcptools' Binding.Notes returns); the
+	// description gives each a server-notes entry with its
+	// instructions. Nil adds no section.
+	Servers []Server
 }
 
 // Tool is the one tool a model sees: a name, a description of the
@@ -115,7 +120,7 @@ func New(cfg Config) (*Tool, error) {
 	sb := sandbox{
 		name: name, session: cfg.Session, tools: cfg.Runtime.ToolDocs(), mounts: cfg.Runtime.Mounts(),
 		limits: cfg.Runtime.Limits(), memoryFloor: cfg.Runtime.MemoryFloor(), maxOutput: maxOut,
-		instructions: cfg.Instructions,
+		instructions: cfg.Instructions, servers: cfg.Servers,
 	}
 	return &Tool{name: name, desc: describe(sb), eval: ev, session: cfg.Session, maxOutput: maxOut}, nil
 }

@@ -19,6 +19,7 @@ type sandbox struct {
 	memoryFloor  int64           // bytes the booted guest occupies
 	maxOutput    int
 	instructions string
+	servers      []Server // tool servers and their notes (servers.go)
 }
 
 // fuelPerMillionLoops is the fuel a 1M-iteration Ruby while loop takes,
@@ -126,6 +127,7 @@ func describe(sb sandbox) string {
 	}
 	w("When a program fails, read the error, fix the program and call %s again.\n", sb.name)
 
+	describeServers(&b, sb.servers)
 	if s := strings.TrimSpace(sb.instructions); s != "" {
 		w("\n## Notes\n\n%s\n", s)
 	}

@@ -40,6 +40,7 @@ func main() {
 		return usageError{err}
 	})
 	err := root.Execute()
+	closeMCP() // stop the MCP servers (mcpflags.go)
 	var ee exitError
 	switch {
 	case err == nil:

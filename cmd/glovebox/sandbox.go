@@ -30,6 +30,7 @@ type sandboxFlags struct {
 	stdin                                  string
 	http                                   httpFlags
 	profileHTTP                            httpFlags // the profile file's http section
+	mcp                                    mcpFlags  // MCP servers (mcpflags.go)
 }
 
 func (s *sandboxFlags) register(f *pflag.FlagSet) {
@@ -42,6 +43,7 @@ func (s *sandboxFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.stderr_, "stderr-limit", "", "bytes of stderr kept (default 64KiB; at most 1GiB)")
 	f.StringVar(&s.stdin, "stdin-limit", "", "bytes of standard input the guest may be given (default 1MiB; at most 1GiB)")
 	s.http.add(f)
+	s.mcp.add(f)
 }
 
 // config builds the sandbox configuration: the profile file's, then the
@@ -106,6 +108,9 @@ func (s *sandboxFlags) config(f *pflag.FlagSet) (glovebox.Config, error) {
 		return cfg, err
 	}
 	cfg.Tools = tools
+	if cfg.Tools, err = s.mcp.bind(cfg.Tools, s.profile); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -247,6 +252,7 @@ type profileFile struct {
 		Writable    bool   `yaml:"writable"`
 		Description string `yaml:"description"`
 	} `yaml:"mounts"`
+	MCPServers yaml.Node `yaml:"mcp_servers"` // read by mcpflags.go
 }
 
 // profileKeys are the profile's keys, as README's table and eval --help
@@ -273,6 +279,7 @@ var profileKeys = []struct{ key, flag, doc string }{
 	{"mounts[].guest", "--mount :GUEST", "absolute path in the guest"},
 	{"mounts[].writable", "--mount ::rw", "the guest may write (false)"},
 	{"mounts[].description", "", "what the directory holds, for tool descriptions"},
+	{"mcp_servers", "--mcp-server / --mcp-url", "MCP servers whose tools the guest may call (see README)"},
 }
 
 // profileHelp lists the profile keys for eval --help.

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/mcptools"
+)
+
+// mcpFlags are the flags that bind MCP servers' tools into the sandbox.
+type mcpFlags struct {
+	servers []string // NAME=COMMAND ARGS...
+	urls    []string // NAME=URL
+	log     bool
+}
+
+func (m *mcpFlags) add(f *pflag.FlagSet) {
+	f.StringArrayVar(&m.servers, "mcp-server", nil, `bind every tool of a stdio MCP server: NAME=COMMAND ARGS... (split at spaces, no quoting), e.g. "mem=npx -y @modelcontextprotocol/server-memory"; repeatable`)
+	f.StringArrayVar(&m.urls, "mcp-url", nil, "bind every tool of a Streamable HTTP MCP server: NAME=URL; repeatable")
+	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
+}
+
+// mcpProfileServer is one entry of a profile's mcp_servers section: a
+// command (with env and dir) or a url (with headers; $VAR and ${VAR} in
+// header values are taken from glovebox's environment, so secrets need not
+// be written in the file).
+type mcpProfileServer struct {
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	Dir     string            `yaml:"dir"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+// servers parses the flags and the profile's section (profile first; a
+// flag replaces the profile's server of the same name).
+func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
+	byName := map[string]mcptools.Server{}
+	var order []string
+	put := func(s mcptools.Server) {
+		if _, ok := byName[s.Name]; !ok {
+			order = append(order, s.Name)
+		}
+		byName[s.Name] = s
+	}
+	if profile != "" {
+		b, err := os.ReadFile(profile)
+		if err != nil {
+			return nil, fmt.Errorf("--profile: %w", err)
+		}
+		var pf struct {
+			MCP map[string]mcpProfileServer `yaml:"mcp_servers"`
+		}
+		if err := yaml.Unmarshal(b, &pf); err != nil {
+			return nil, fmt.Errorf("--profile %s: mcp_servers: %v", profile, err)
+		}
+		names := make([]string, 0, len(pf.MCP))
+		for n := range pf.MCP {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := pf.MCP[n]
+			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL}
+			if len(p.Env) > 0 {
+				s.Env = os.Environ()
+				for k, v := range p.Env {
+					s.Env = append(s.Env, k+"="+v)
+				}
+			}
+			for k, v := range p.Headers {
+				if s.Header == nil {
+					s.Header = map[string][]string{}
+				}
+				s.Header[k] = []string{os.ExpandEnv(v)}
+			}
+			put(s)
+		}
+	}
+	for _, spec := range m.servers {
+		name, cmd, ok := strings.Cut(spec, "=")
+		if !ok || len(strings.Fields(cmd)) == 0 {
+			return nil, fmt.Errorf("--mcp-server %q: want NAME=COMMAND ARGS...", spec)
+		}
+		put(mcptools.Server{Name: name, Command: strings.Fields(cmd)})
+	}
+	for _, spec := range m.urls {
+		name, u, ok := strings.Cut(spec, "=")
+		if !ok || u == "" {
+			return nil, fmt.Errorf("--mcp-url %q: want NAME=URL", spec)
+		}
+		put(mcptools.Server{Name: name, URL: u})
+	}
+	out := make([]mcptools.Server, 0, len(order))
+	for _, n := range order {
+		out = append(out, byName[n])
+	}
+	return out, nil
+}
+
+// mcpBindings are the servers this process started; closeMCP stops them.
+var (
+	mcpMu       sync.Mutex
+	mcpBindings []*mcptools.Binding
+)
+
+// bind starts the servers the flags and profile name and adds their tools
+// to tools (nil means none yet). A bad spec is a usage error; a server
+// that fails to start is an error that says which.
+func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Toolset, error) {
+	servers, err := m.parse(profile)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if len(servers) == 0 {
+		return tools, nil
+	}
+	if tools == nil {
+		tools = &glovebox.Toolset{}
+	}
+	level := slog.LevelWarn
+	if m.log {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log}, servers...)
+	if err != nil {
+		return nil, err
+	}
+	mcpMu.Lock()
+	mcpBindings = append(mcpBindings, b)
+	mcpMu.Unlock()
+	return tools, nil
+}
+
+// closeMCP stops every MCP server this process started.
+func closeMCP() {
+	mcpMu.Lock()
+	defer mcpMu.Unlock()
+	for _, b := range mcpBindings {
+		b.Close()
+	}
+	mcpBindings = nil
+}
+
+// mcpNotes describes the servers bound so far for a model (the server-notes
+// section of a code-mode description: pass as codemode.Config.Servers).
+func mcpNotes() []codemode.Server {
+	mcpMu.Lock()
+	defer mcpMu.Unlock()
+	var out []codemode.Server
+	for _, b := range mcpBindings {
+		out = append(out, b.Notes()...)
+	}
+	return out
+}

@@ -1,0 +1,626 @@
+package mcptools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server says how to reach one MCP server. Exactly one of Command and URL
+// is set.
+type Server struct {
+	// Name identifies the server in descriptions, errors, logs and
+	// collision prefixes: [a-z][a-z0-9_]*, at most 32 bytes.
+	Name string
+	// Command is the argv of a stdio server (Command[0] is looked up in
+	// PATH). Env, when non-nil, is its whole environment ("KEY=value");
+	// nil inherits the host's. Dir is its working directory ("" = the
+	// host's).
+	Command []string
+	Env     []string
+	Dir     string
+	// URL is the endpoint of a Streamable HTTP server. Header is sent with
+	// every request (an Authorization, say); the guest never sees it.
+	URL    string
+	Header http.Header
+}
+
+// Config tunes a [Bind]. The zero value uses the defaults below.
+type Config struct {
+	// Logger receives the servers' stderr lines (bounded: see
+	// MaxStderrLine and MaxStderrLines) and restart reports. Nil
+	// discards them.
+	Logger *slog.Logger
+	// StartTimeout bounds starting one server and listing its tools.
+	// Zero means 30s (npx may install a package on first use).
+	StartTimeout time.Duration
+	// RestartBackoff is the least time between two restarts of a
+	// crashed server; it doubles after each restart up to a minute and
+	// resets after a call succeeds. Zero means 1s.
+	RestartBackoff time.Duration
+	// MaxInlineBytes is the largest content item (image, audio, blob)
+	// whose bytes reach the guest; larger items are described only.
+	// Zero means 64 KiB; negative never inlines.
+	MaxInlineBytes int
+	// MaxStderrLine bounds each logged stderr line (bytes, longer ones
+	// are cut) and MaxStderrLines the lines logged per server per minute
+	// (the rest are counted and reported). Zero means 2048 and 100.
+	MaxStderrLine  int
+	MaxStderrLines int
+}
+
+func (c *Config) defaults() {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.RestartBackoff <= 0 {
+		c.RestartBackoff = time.Second
+	}
+	if c.MaxInlineBytes == 0 {
+		c.MaxInlineBytes = 64 << 10
+	}
+	if c.MaxStderrLine <= 0 {
+		c.MaxStderrLine = 2048
+	}
+	if c.MaxStderrLines <= 0 {
+		c.MaxStderrLines = 100
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrBind wraps every failure of [Bind].
+var ErrBind = errors.New("mcptools: bind failed")
+
+// Binding is the set of servers one [Bind] started. Its methods are safe
+// for concurrent use.
+type Binding struct {
+	cfg     Config
+	servers []*conn
+	names   map[string]string // guest name → "server/tool"
+	keyed   *keyed            // per-key servers (BindKeyed); nil otherwise
+}
+
+var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// Bind starts the servers, lists their tools and registers each in ts (see
+// the package documentation for names, calls and lifecycle). On any error
+// it returns one wrapping [ErrBind], saying which server and why, and
+// leaves ts unchanged with no server running. The Binding must be closed.
+func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Server) (*Binding, error) {
+	cfg.defaults()
+	b := &Binding{cfg: cfg, names: map[string]string{}}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no servers", ErrBind)
+	}
+	seen := map[string]bool{}
+	for _, s := range servers {
+		if !serverName.MatchString(s.Name) {
+			return nil, fmt.Errorf("%w: server name %q: want [a-z][a-z0-9_]*, at most 32 bytes", ErrBind, s.Name)
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("%w: server name %q given twice", ErrBind, s.Name)
+		}
+		seen[s.Name] = true
+		if (len(s.Command) == 0) == (s.URL == "") {
+			return nil, fmt.Errorf("%w: server %q: set exactly one of Command and URL", ErrBind, s.Name)
+		}
+	}
+	var staged glovebox.Toolset
+	taken := map[string]bool{}
+	for _, n := range ts.Names() {
+		taken[n] = true
+	}
+	fail := func(err error) (*Binding, error) {
+		b.Close()
+		return nil, err
+	}
+	for _, s := range servers {
+		c := &conn{b: b, srv: s, backoff: cfg.RestartBackoff}
+		b.servers = append(b.servers, c)
+		sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+		tools, err := c.start(sctx)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+		}
+		for _, t := range tools {
+			gname, err := guestName(s.Name, t.Name, taken)
+			if err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+			taken[gname] = true
+			bt, err := newTool(c, gname, t)
+			if err != nil {
+				return fail(fmt.Errorf("%w: server %q: tool %q: %v", ErrBind, s.Name, t.Name, err))
+			}
+			c.tools = append(c.tools, bt)
+			b.names[gname] = s.Name + "/" + t.Name
+			if err := staged.Add(gname, bt.call); err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+			doc, err := bt.doc()
+			if err == nil {
+				err = staged.Describe(gname, doc)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))
+			}
+		}
+	}
+	if err := ts.Merge(&staged); err != nil { // cannot collide: names were checked against ts
+		return fail(fmt.Errorf("%w: %v", ErrBind, err))
+	}
+	return b, nil
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// mapName maps an MCP tool name to a Ruby-callable one (see the package
+// documentation).
+func mapName(name string) string {
+	if glovebox.ValidToolName(name) == nil {
+		return name
+	}
+	m := nonName.ReplaceAllString(strings.ToLower(name), "_")
+	if m == "" || (m[0] >= '0' && m[0] <= '9') {
+		m = "t_" + m
+	}
+	return m
+}
+
+func guestName(server, tool string, taken map[string]bool) (string, error) {
+	if tool == "" {
+		return "", errors.New("a tool has an empty name")
+	}
+	m := mapName(tool)
+	if glovebox.ValidToolName(m) == nil && !taken[m] {
+		return m, nil
+	}
+	p := server + "_" + m
+	if err := glovebox.ValidToolName(p); err != nil {
+		return "", fmt.Errorf("tool %q: no usable name: %v", tool, err)
+	}
+	if taken[p] {
+		return "", fmt.Errorf("tool %q: %q and %q are both taken", tool, m, p)
+	}
+	return p, nil
+}
+
+// Names returns the bound tools: guest name → "server/mcp-tool-name".
+func (b *Binding) Names() map[string]string {
+	out := make(map[string]string, len(b.names))
+	for k, v := range b.names {
+		out[k] = v
+	}
+	return out
+}
+
+// Notes describes the bound servers for a model, in Bind's order: name,
+// guest tool names (sorted) and the instructions each server gave at
+// initialize. Pass them as [codemode.Config].Servers.
+func (b *Binding) Notes() []codemode.Server {
+	var out []codemode.Server
+	for _, c := range b.servers {
+		s := codemode.Server{Name: c.srv.Name, Instructions: c.instructions}
+		for _, t := range c.tools {
+			s.Tools = append(s.Tools, t.guest)
+		}
+		sort.Strings(s.Tools)
+		out = append(out, s)
+	}
+	return out
+}
+
+// Close stops every server and waits for its process to exit. Later calls
+// of the bound tools raise MCPTransportError. Close is idempotent and
+// returns nil.
+func (b *Binding) Close() error {
+	if b.keyed != nil {
+		b.keyed.close()
+	}
+	for _, c := range b.servers {
+		c.close()
+	}
+	return nil
+}
+
+// conn is one server's live session, restarted after a crash.
+type conn struct {
+	b            *Binding
+	srv          Server
+	instructions string
+	tools        []*tool
+
+	mu       sync.Mutex
+	session  *mcp.ClientSession
+	cmd      *proc
+	tap      *rawTap // the stdio stream's tap; nil for HTTP
+	dead     bool    // the session ended without Close
+	closed   bool
+	backoff  time.Duration
+	nextTry  time.Time
+	restarts int
+	stderr   *stderrLog
+	excluded []string      // listing entries the SDK dropped
+	done     chan struct{} // closed when the current session ends
+	starting chan struct{} // non-nil while a call (re)starts the server
+}
+
+func (c *conn) client() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"},
+		&mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: c.b.cfg.Logger.Handler()})})
+}
+
+// sdkLog passes the SDK client's log to the host logger and notes the
+// listing entries the SDK drops (a null tool, bad header annotations), so
+// Bind can refuse the listing instead of binding part of it.
+type sdkLog struct {
+	c    *conn
+	next slog.Handler
+}
+
+func (h *sdkLog) Enabled(ctx context.Context, l slog.Level) bool { return true }
+func (h *sdkLog) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "excluding") && strings.Contains(r.Message, "tools/list") {
+		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool { msg += fmt.Sprintf(" %s=%v", a.Key, a.Value); return true })
+		h.c.mu.Lock()
+		if len(h.c.excluded) < 10 {
+			h.c.excluded = append(h.c.excluded, msg)
+		}
+		h.c.mu.Unlock()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+func (h *sdkLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sdkLog{c: h.c, next: h.next.WithAttrs(as)}
+}
+func (h *sdkLog) WithGroup(n string) slog.Handler { return &sdkLog{c: h.c, next: h.next.WithGroup(n)} }
+
+// start connects and lists the tools.
+func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
+	cs, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ir := cs.InitializeResult(); ir != nil {
+		c.instructions = ir.Instructions
+	}
+	var tools []*mcp.Tool
+	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Tools == nil {
+		return nil, errors.New("the server offers no tools capability")
+	}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page >= 1000 {
+			return nil, errors.New("tools/list: more than 1000 pages")
+		}
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: %v", err)
+		}
+		for i, t := range res.Tools {
+			if t == nil {
+				return nil, fmt.Errorf("tools/list: entry %d of page %d is null", i, page)
+			}
+			tools = append(tools, t)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	c.mu.Lock()
+	excluded := c.excluded
+	c.mu.Unlock()
+	if len(excluded) > 0 {
+		return nil, fmt.Errorf("tools/list: malformed entries: %s", strings.Join(excluded, "; "))
+	}
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("tools/list: tool %q listed twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	sort.SliceStable(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	return tools, nil
+}
+
+// connect starts the server (or opens the HTTP session) and initializes.
+func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	var t mcp.Transport
+	var pr *proc
+	var tap *rawTap
+	if len(c.srv.Command) > 0 {
+		c.stderr = newStderrLog(c.b.cfg, c.srv.Name)
+		var out io.ReadCloser
+		var in io.WriteCloser
+		var err error
+		pr, out, in, err = startProc(c.srv, c.stderr)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start: %v", err)
+		}
+		tap = newRawTap()
+		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
+	} else {
+		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+	}
+	cs, err := c.client().Connect(ctx, t, nil)
+	if err != nil {
+		pr.stop()
+		return nil, fmt.Errorf("cannot start or initialize: %v", err)
+	}
+	c.mu.Lock()
+	c.session, c.cmd, c.tap, c.dead = cs, pr, tap, false
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		cs.Close()
+		pr.stop()
+		return nil, errClosed
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.done = done
+	c.mu.Unlock()
+	go func() {
+		cs.Wait()
+		close(done)
+		c.mu.Lock()
+		if c.session == cs {
+			c.dead = true
+		}
+		c.mu.Unlock()
+	}()
+	return cs, nil
+}
+
+var errClosed = errors.New("the binding is closed")
+
+// live returns a working session, restarting a dead server when its
+// backoff allows.
+func (c *conn) live(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	for c.starting != nil { // another call is (re)starting the server: wait for it
+		ch := c.starting
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("gave up waiting for the server to start: %v", context.Cause(ctx))
+		}
+		c.mu.Lock()
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClosed
+	}
+	if !c.dead && c.session != nil {
+		cs := c.session
+		c.mu.Unlock()
+		return cs, nil
+	}
+	if wait := time.Until(c.nextTry); wait > 0 {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("the server stopped; the next restart is allowed in %v", wait.Round(time.Millisecond))
+	}
+	old, oldCmd := c.session, c.cmd
+	c.session, c.cmd = nil, nil
+	verb := "starting"
+	if old != nil || c.restarts > 0 {
+		verb = "restarting"
+		c.nextTry = time.Now().Add(c.backoff)
+		c.backoff = min(2*c.backoff, time.Minute)
+		c.restarts++
+	}
+	n := c.restarts
+	starting := make(chan struct{})
+	c.starting = starting
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.starting = nil
+		c.mu.Unlock()
+		close(starting)
+	}()
+	if old != nil {
+		old.Close()
+	}
+	oldCmd.stop()
+	c.b.cfg.Logger.Warn("mcptools: "+verb+" server", "server", c.srv.Name, "restarts", n)
+	sctx, cancel := context.WithTimeout(ctx, c.b.cfg.StartTimeout)
+	defer cancel()
+	cs, err := c.connect(sctx)
+	if err != nil {
+		c.mu.Lock()
+		c.dead = true
+		if c.restarts == 0 { // a first start that failed counts as a crash
+			c.restarts = 1
+			c.nextTry = time.Now().Add(c.backoff)
+		}
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%s failed: %v", verb, err)
+	}
+	return cs, nil
+}
+
+// ok resets the backoff after a successful call.
+func (c *conn) ok() {
+	c.mu.Lock()
+	c.backoff = c.b.cfg.RestartBackoff
+	c.mu.Unlock()
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	cs, cmd := c.session, c.cmd
+	c.session, c.cmd = nil, nil
+	c.mu.Unlock()
+	if cs != nil {
+		cs.Close()
+	}
+	cmd.stop()
+}
+
+// proc is a stdio server's process.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when Wait has returned
+}
+
+// startProc starts s's command in its own process group (so stop can end
+// the whole tree: npx runs node as a child) with plain pipes, so nothing
+// but the session closes the server's stdout before it is read to the end.
+// (No Pdeathsig: it fires when the forking OS thread exits, and a restart
+// may run on a VM goroutine's locked thread; a server whose host died sees
+// EOF on stdin.)
+func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser, error) {
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stderr = s.Env, s.Dir, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second // a child escaping the group cannot hold stderr open forever
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		outR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.exited)
+	}()
+	return p, outR, inW, nil
+}
+
+// stop waits up to 2s for the server to exit after its stdin closed (the
+// session's Close closes it), then sends SIGTERM to its process group, and
+// after another second SIGKILL; it returns when the process is reaped. A
+// nil p does nothing.
+func (p *proc) stop() {
+	if p == nil {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	// Whatever is left of the group (a wrapper's children) goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.exited
+}
+
+type headerTransport struct {
+	h  http.Header
+	rt http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, vs := range t.h {
+			r.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+		}
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// stderrLog forwards a child's stderr to the logger a line at a time,
+// bounded in line length and lines per minute.
+type stderrLog struct {
+	cfg     Config
+	server  string
+	mu      sync.Mutex
+	buf     []byte
+	window  time.Time
+	lines   int
+	dropped int
+}
+
+func newStderrLog(cfg Config, server string) *stderrLog {
+	return &stderrLog{cfg: cfg, server: server}
+}
+
+var _ io.Writer = (*stderrLog)(nil)
+
+func (l *stderrLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := strings.IndexByte(string(p), '\n')
+		if i < 0 {
+			room := l.cfg.MaxStderrLine - len(l.buf)
+			if room > 0 {
+				l.buf = append(l.buf, p[:min(room, len(p))]...)
+			}
+			break
+		}
+		room := l.cfg.MaxStderrLine - len(l.buf)
+		if room > 0 {
+			l.buf = append(l.buf, p[:min(room, i)]...)
+		}
+		l.emit()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (l *stderrLog) emit() {
+	now := time.Now()
+	if now.Sub(l.window) > time.Minute {
+		if l.dropped > 0 {
+			l.cfg.Logger.Warn("mcptools: server stderr lines dropped", "server", l.server, "dropped", l.dropped)
+		}
+		l.window, l.lines, l.dropped = now, 0, 0
+	}
+	if l.lines < l.cfg.MaxStderrLines {
+		l.lines++
+		l.cfg.Logger.Info("mcptools: server stderr", "server", l.server, "line", string(l.buf))
+	} else {
+		l.dropped++
+	}
+	l.buf = l.buf[:0]
+}

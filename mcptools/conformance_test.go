@@ -1,0 +1,93 @@
+package mcptools_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
+	"github.com/gloveboxhq/glovebox/mcptools"
+)
+
+// conformanceScenarios are the client scenarios of
+// @modelcontextprotocol/conformance that apply to a binding. The rest do
+// not, for these reasons:
+//   - elicitation-sep1034-client-defaults: the binding's client offers no
+//     elicitation (nor sampling): a guest program cannot answer a
+//     server's question to a user.
+//   - sse-retry: the binding turns off the standalone SSE stream
+//     (DisableStandaloneSSE): it needs only responses to its own requests.
+//   - auth/*: OAuth flows; the binding takes host-supplied headers
+//     (Server.Header) instead of running an authorization flow.
+var conformanceScenarios = []string{"initialize", "tools_call"}
+
+// conformanceClient is the client the suite starts: it binds the server
+// at the URL the suite appends, and for tools_call calls add_numbers from
+// guest code.
+func conformanceClient() int {
+	url := os.Args[len(os.Args)-1]
+	ctx := context.Background()
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{}, mcptools.Server{Name: "conf", URL: url})
+	if err != nil {
+		// initialize's server offers no tools capability: the handshake
+		// itself is what is checked.
+		os.Stderr.WriteString(err.Error() + "\n")
+		if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "initialize" {
+			return 0
+		}
+		return 1
+	}
+	defer b.Close()
+	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		return 1
+	}
+	defer rt.Close()
+	res, err := rt.Eval(ctx, `add_numbers(a: 2, b: 3)["text"]`)
+	if err != nil || res.Status != glovebox.StatusOK {
+		return 1
+	}
+	return 0
+}
+
+func TestConformanceClient(t *testing.T) {
+	node := "node"
+	if n := os.Getenv("GLOVEBOX_NODE"); n != "" {
+		node = n // a Node 22+ binary, when the one on PATH is older
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	major, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0], "v"))
+	if major < 22 {
+		t.Skipf("the conformance suite needs Node 22 or later (it uses fs.globSync); this machine has %s; set GLOVEBOX_NODE to a newer node binary", strings.TrimSpace(string(out)))
+	}
+	dir := npmtest.Dir(t, "@modelcontextprotocol/conformance")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range conformanceScenarios {
+		t.Run(sc, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+				"client", "--command", exe, "--scenario", sc)
+			cmd.Env = append(os.Environ(), "MCPTOOLS_TEST_SERVER=conformance-client")
+			cmd.Dir = t.TempDir()
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Contains(string(out), "FAILURE") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			t.Logf("%s", out)
+		})
+	}
+}

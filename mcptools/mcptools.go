@@ -1,0 +1,56 @@
+// Package mcptools binds the tools of MCP servers into a
+// [glovebox.Toolset], so guest code can call every tool of a server as a
+// Ruby function while the sandbox itself never touches the network: each
+// call is made by the host, through the official MCP Go SDK's client.
+//
+//	var ts glovebox.Toolset
+//	b, err := mcptools.Bind(ctx, &ts, mcptools.Server{Name: "memory", Command: []string{"npx", "-y", "@modelcontextprotocol/server-memory"}})
+//	...
+//	defer b.Close()
+//	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts})
+//
+// A server is a command (stdio) or a URL (Streamable HTTP, with headers the
+// host supplies and the guest never sees). The guest calls a tool with
+// keyword arguments, which become the tool's arguments object after the
+// host validates them against the tool's inputSchema, and receives a Hash:
+//
+//	"text"       String: the text content items joined with "\n"
+//	"structured" the parsed structuredContent, or nil; its integers are
+//	             exact for stdio servers (read from the raw stream); over
+//	             HTTP the SDK's decoding rounds those beyond 2^53
+//	             ("text" usually carries them exactly)
+//	"error"      true when the server flagged the result isError (data, not an exception)
+//	"content"    Array of the other content items, each a Hash with
+//	             "type", "mime_type", "size" (bytes) and, when at most
+//	             [Config].MaxInlineBytes, "data" (the bytes as a String)
+//	             or "uri"/"text" for resources
+//
+// Failures raise Glovebox::ToolError subclasses named by the Class
+// constants: an argument that breaks the schema raises MCPArgumentError
+// (naming the field); a server that cannot be reached, has crashed or
+// answered with a protocol error raises MCPTransportError, MCPServerCrashError
+// or MCPProtocolError; a call that ran out of time raises MCPTimeoutError.
+// When the request may have run on the server, the message says "in doubt".
+//
+// # Lifecycle
+//
+// [Bind] starts every server, lists its tools (following pagination) and
+// registers them; if any server cannot start or answer, or a name cannot
+// be bound, it stops what it started and binds nothing. The servers are
+// shared by every eval of the Runtimes using the Toolset; a server whose
+// connection dies is restarted on the next call, at most once per backoff
+// period (doubling from [Config].RestartBackoff up to a minute). Close stops
+// every server (stdin closed, then SIGTERM, then SIGKILL of its process
+// group), so no child process outlives the Binding.
+//
+// # Names
+//
+// A tool's name is used as-is when it is a valid glovebox tool name (see
+// [glovebox.ValidToolName]). Otherwise it is mapped deterministically: lower
+// case, each run of characters outside [a-z0-9_] becomes "_", a leading
+// digit gets "t_" in front. A name already in the Toolset (or bound by an
+// earlier server in the same Bind) is bound as "<server>_<name>"; if that
+// collides too, or is still not valid, Bind fails. [Binding.Names] gives the
+// map from guest names to MCP names, and each tool's description says its
+// MCP name when it differs.
+package mcptools

@@ -1,0 +1,224 @@
+package mcptools_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
+	"github.com/gloveboxhq/glovebox/mcptools"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Two real servers nobody here wrote, over stdio, in one eval.
+func TestRealServersStdio(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	memory := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	var ts glovebox.Toolset
+	b := bind(t, &ts,
+		mcptools.Server{Name: "everything", Command: []string{everything, "stdio"}},
+		mcptools.Server{Name: "memory", Command: []string{memory}, Env: []string{"PATH=/usr/bin:/bin", "MEMORY_FILE_PATH=" + t.TempDir() + "/m.jsonl"}})
+	if b.Names()["get_sum"] != "everything/get-sum" {
+		t.Fatalf("names: %v", b.Names())
+	}
+	var instr bool
+	for _, s := range b.Notes() {
+		instr = instr || (s.Name == "everything" && s.Instructions != "")
+	}
+	if !instr {
+		t.Error("server-everything's instructions were not kept")
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `
+		sum = get_sum(a: 2, b: 40)["text"]
+		create_entities(entities: [{name: "Ada", entityType: "person", observations: ["wrote " + sum]}])
+		g = read_graph
+		img = get_tiny_image["content"].find { |c| c["type"] == "image" }
+		[sum, g["structured"] ? g["structured"]["entities"].map { |e| e["name"] } : g["text"], img["mime_type"], echo(message: "hi")["text"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || !strings.Contains(fmtAny(v[1]), "Ada") || v[2] != "image/png" || !strings.Contains(v[3].(string), "hi") {
+		t.Fatalf("%#v", v)
+	}
+	res := eval(t, rt, `begin; get_sum(a: "two", b: 1); rescue Glovebox::MCPArgumentError => e; e.message; end`)
+	if s, _ := wantOK(t, res).(string); !strings.Contains(s, "a") {
+		t.Fatalf("%v", res.Value)
+	}
+}
+
+func fmtAny(v any) string {
+	switch v := v.(type) {
+	case []any:
+		var s []string
+		for _, x := range v {
+			s = append(s, fmtAny(x))
+		}
+		return strings.Join(s, ",")
+	case string:
+		return v
+	}
+	return ""
+}
+
+// Streamable HTTP, with a header the host supplies and the guest never sees.
+func TestStreamableHTTPHeader(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("user-7"), nil
+		})
+	var bad atomic.Int32
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-7" {
+			bad.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "remote", URL: srv.URL, Header: http.Header{"Authorization": {"Bearer secret-7"}}})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 5 * time.Second})
+	res := eval(t, rt, `[whoami["text"], whoami.inspect.include?("Bearer")]`)
+	v := wantOK(t, res).([]any)
+	if v[0] != "user-7" || v[1] != false || bad.Load() != 0 {
+		t.Fatalf("%v bad=%d", v, bad.Load())
+	}
+	// A wrong credential: the bind fails and binds nothing.
+	var ts2 glovebox.Toolset
+	_, err := mcptools.Bind(context.Background(), &ts2, mcptools.Config{}, mcptools.Server{Name: "remote", URL: srv.URL})
+	if err == nil || len(ts2.Names()) != 0 {
+		t.Fatalf("err %v names %v", err, ts2.Names())
+	}
+}
+
+// What the model reads: each bound tool with its inputSchema, and the
+// server's instructions under the server notes.
+func TestCodemodeDescription(t *testing.T) {
+	var ts glovebox.Toolset
+	b := bind(t, &ts, edge(t, "edge"))
+	rt := runtime(t, &ts, glovebox.Limits{})
+	tool, err := codemode.New(codemode.Config{Runtime: rt, Servers: b.Notes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tool.Description()
+	for _, want := range []string{
+		"### get_weather_v2(arguments)", `MCP tool "get-Weather.v2" of server "edge"`, `"city"`,
+		"## Server notes", "### Server edge", "Edge-case server edge.", "Functions: big, crash, echo, get_weather_v2,",
+		`get_weather_v2(city: "...")`,
+	} {
+		if !strings.Contains(d, want) {
+			t.Errorf("description lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(d)
+	}
+}
+
+// descendants lists every live process below pid.
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range children(pid) {
+		out = append(append(out, c), descendants(c)...)
+	}
+	return out
+}
+
+// A server behind a wrapper (npx, sh) runs as a grandchild; Close stops the
+// whole tree.
+func TestCloseStopsGrandchildren(t *testing.T) {
+	memory := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	before := len(descendants(os.Getpid()))
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{},
+		mcptools.Server{Name: "mem", Command: []string{"sh", "-c", `"$0"; echo exited >&2`, memory},
+			Env: append(os.Environ(), "MEMORY_FILE_PATH="+t.TempDir()+"/m.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(descendants(os.Getpid())); n < before+2 {
+		t.Fatalf("%d descendants, want the shell and node (%d before)", n, before)
+	}
+	b.Close()
+	for i := 0; len(descendants(os.Getpid())) > before; i++ {
+		if i > 200 {
+			t.Fatalf("left after Close: %v", descendants(os.Getpid()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// server-everything over Streamable HTTP. Its streamableHttp mode listens
+// on every interface and has no host option, so a preloaded module pins
+// its listen calls to 127.0.0.1: the test server stays on loopback.
+func TestRealServerStreamableHTTP(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	dir := t.TempDir()
+	preload := filepath.Join(dir, "loopback.cjs")
+	if err := os.WriteFile(preload, []byte(`const net = require("net");
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (port, ...rest) {
+  if (typeof port === "number" || typeof port === "string") {
+    if (typeof rest[0] === "function" || rest.length === 0) rest.unshift("127.0.0.1");
+    else rest[0] = "127.0.0.1";
+  }
+  return listen.call(this, port, ...rest);
+};
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(everything, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "NODE_OPTIONS=--require "+preload)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if i > 200 {
+			t.Fatalf("server-everything did not listen: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ts glovebox.Toolset
+	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
+	if b.Names()["get_sum"] == "" {
+		t.Fatalf("names %v", b.Names())
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
+		t.Fatalf("%#v", v)
+	}
+}
