@@ -258,4 +258,3 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 	}
 	return st.ExitCode()
 }
-
