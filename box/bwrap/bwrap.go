@@ -122,10 +122,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		"--uid", strconv.Itoa(b.cfg.UID), "--gid", strconv.Itoa(b.cfg.GID),
 		"--cap-drop", "ALL", "--hostname", "glovebox", "--disable-userns",
 	}
+	// /tmp first, so a configured read-only directory under /tmp shows.
+	args = append(args, "--size", strconv.FormatInt(l.Disk, 10), "--tmpfs", "/tmp")
 	args = append(args, b.rootArgs(w)...)
 	args = append(args,
 		"--proc", "/proc", "--dev", "/dev",
-		"--size", strconv.FormatInt(l.Disk, 10), "--tmpfs", "/tmp",
 		"--bind", w.Work, sbx.GuestWork, "--chdir", sbx.GuestWork,
 	)
 	var extraEnv []string

@@ -298,3 +298,32 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+func TestToolCLIInside(t *testing.T) {
+	requiresBwrap(t)
+	if testing.Short() {
+		t.Skip("builds the glovebox CLI")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", dir+"/glovebox", "../../cmd/glovebox").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	b, err := bwrap.New(bwrap.Config{ReadOnly: []string{"/usr", "/etc/alternatives", "/etc/ld.so.cache", dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &glovebox.Toolset{}
+	ts.Add("orders", func(ctx context.Context, a glovebox.Args) (any, error) {
+		return []any{a.Positional[0], a.Keyword["status"]}, nil
+	})
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res := run(t, b, box.Command{Tools: rt.ToolSession(0),
+		Shell: dir + `/glovebox tool orders --json 7 --kw '{"status":"open"}'; ` + dir + `/glovebox tool nope; echo "exit $?"`})
+	if res.Stdout != "[7,\"open\"]\nexit 1\n" || !strings.Contains(res.Stderr, "UnknownToolError") {
+		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
