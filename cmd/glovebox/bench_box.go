@@ -35,7 +35,16 @@ func benchBoxes(ctx context.Context, row func(met string, cols ...string)) {
 		return median(7, func() error { return exec.CommandContext(ctx, argv[0], argv[1:]...).Run() })
 	}
 	spawnTrue, err1 := plain("true")
-	spawnPy, err2 := plain("python3", "-c", benchPy)
+	// The boxes' PATH, not the caller's (a version manager's shim on the
+	// caller's PATH would make the baseline slower than the box).
+	py := "/usr/bin/python3"
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		if _, err := os.Stat(d + "/python3"); err == nil {
+			py = d + "/python3"
+			break
+		}
+	}
+	spawnPy, err2 := plain(py, "-c", benchPy)
 	if err1 != nil || err2 != nil {
 		fmt.Fprintf(os.Stderr, "box rows skipped: plain spawn failed: %v %v\n", err1, err2)
 		return
