@@ -18,6 +18,7 @@ package bwrap
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,14 +50,18 @@ type Config struct {
 	// UID and GID are the command's ids inside the user namespace; zero
 	// means 65534 (nobody). The guest holds no capabilities either way.
 	UID, GID int
-	// Proxy serves the egress allowlist (see package box/egress); nil
+	// Egress makes the dialer of one run's egress proxy from the
+	// Command's allowlist (egress.HTTPTool gives httptool's rules); nil
 	// means a Command with Network.Allow is refused with ErrUnsupported.
-	Proxy ProxyFunc
+	// The proxy listens on 127.0.0.1:3128 inside the sandbox's own
+	// network namespace, its only way out; HTTP_PROXY and HTTPS_PROXY
+	// point there.
+	Egress EgressFunc
 }
 
-// ProxyFunc starts an egress proxy for one run allowing hosts, listening
-// on a unix socket at path, and returns its stop function.
-type ProxyFunc func(ctx context.Context, path string, hosts []string) (stop func(), err error)
+// EgressFunc returns the dialer for a run allowing hosts, and a function
+// releasing it.
+type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
 
 var _ box.Box = (*Box)(nil)
 
@@ -91,7 +96,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if len(c.Network.Allow) > 0 && b.cfg.Proxy == nil {
+	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
 		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
 	}
 	l := c.Limits.WithDefaults()
@@ -136,34 +141,36 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 			s()
 		}
 	}()
-	if c.Tools != nil || len(c.Network.Allow) > 0 {
+	if c.Tools != nil {
 		run := filepath.Join(w.Root, "run")
 		if err := os.MkdirAll(run, 0o777); err != nil {
 			return nil, err
 		}
 		os.Chmod(run, 0o777)
-		if c.Tools != nil {
-			stop, env, err := sbx.ServeTools(ctx, &c, run, sbx.GuestRun)
-			if err != nil {
-				return nil, err
-			}
-			stops = append(stops, stop)
-			extraEnv = append(extraEnv, env...)
+		stop, env, err := sbx.ServeTools(ctx, &c, run, sbx.GuestRun)
+		if err != nil {
+			return nil, err
 		}
-		if len(c.Network.Allow) > 0 {
-			stop, err := b.cfg.Proxy(ctx, filepath.Join(run, "egress.sock"), c.Network.Allow)
-			if err != nil {
-				return nil, fmt.Errorf("box: egress proxy: %w", err)
-			}
-			stops = append(stops, stop)
-			extraEnv = append(extraEnv, sbx.ProxyEnv()...)
-		}
+		stops = append(stops, stop)
+		extraEnv = append(extraEnv, env...)
 		args = append(args, "--ro-bind", run, sbx.GuestRun)
 	}
 	args = append(args, "--remount-ro", "/")
 	if ferr == nil {
 		args = append(args, "--seccomp", "3")
 		enforced = append(enforced, "seccomp")
+	}
+	var eg *egressRun
+	if len(c.Network.Allow) > 0 {
+		dial, release, err := b.cfg.Egress(c.Network.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy: %w", err)
+		}
+		defer release()
+		eg = &egressRun{dial: dial}
+		args = append(args, "--info-fd", "4", "--block-fd", "5")
+		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
+		enforced = append(enforced, "network:egress-proxy")
 	}
 	args = append(args, "--")
 	args = append(args, c.ArgvOrShell()...)
@@ -190,16 +197,21 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	argv := append([]string{"-c", script.String(), "sh", b.bwrap}, args...)
 	cmd := exec.Command("/bin/sh", argv...)
 	cmd.Env = env
-	if ferr == nil {
-		r, wr, err := os.Pipe()
-		if err != nil {
+	filterR, wr, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() { wr.Write(filter); wr.Close() }()
+	defer filterR.Close()
+	cmd.ExtraFiles = []*os.File{filterR}
+	p := &sbx.Proc{Cmd: cmd}
+	if eg != nil {
+		if err := eg.prepare(cmd); err != nil {
 			return nil, err
 		}
-		go func() { wr.Write(filter); wr.Close() }()
-		defer r.Close()
-		cmd.ExtraFiles = []*os.File{r}
+		defer eg.close()
+		p.AfterStart = func() error { return eg.start(ctx) }
 	}
-	p := &sbx.Proc{Cmd: cmd}
 	if gerr == nil {
 		p.Kill, p.OOM = group.Kill, group.OOMKilled
 	}

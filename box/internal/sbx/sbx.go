@@ -162,6 +162,9 @@ type Proc struct {
 	Kill func()
 	// OOM reports whether the memory limit killed a process.
 	OOM func() bool
+	// AfterStart, when set, runs right after the process starts; its
+	// error kills the run (exit status 125, the message on stderr).
+	AfterStart func() error
 }
 
 // Run runs p under c's timeout and ctx, and fills a Result.
@@ -201,6 +204,16 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Res
 		res.Stderr = "box: cannot start the sandbox: " + err.Error()
 		res.Duration = time.Since(start)
 		return res
+	}
+	if p.AfterStart != nil {
+		if err := p.AfterStart(); err != nil {
+			kill()
+			cmd.Wait()
+			res.ExitStatus = 125
+			res.Stderr = err.Error()
+			res.Duration = time.Since(start)
+			return res
+		}
 	}
 	var timedOut, canceled bool
 	timer := time.NewTimer(timeout)

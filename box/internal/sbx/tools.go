@@ -178,8 +178,8 @@ func WriteFrame(w io.Writer, b []byte) error {
 }
 
 // ProxyEnv is the guest environment that routes HTTP(S) through the
-// egress proxy, which the box bridges to GuestRun/egress.sock on
-// 127.0.0.1:3128 inside the sandbox.
+// egress proxy, which listens on 127.0.0.1:3128 inside the sandbox's
+// own network namespace.
 func ProxyEnv() []string {
 	p := "http://127.0.0.1:3128"
 	return []string{"HTTP_PROXY=" + p, "HTTPS_PROXY=" + p, "http_proxy=" + p, "https_proxy=" + p}
