@@ -15,14 +15,16 @@ import (
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
+	"github.com/gloveboxhq/glovebox/box/egress"
 	"github.com/gloveboxhq/glovebox/box/gvisor"
+	"github.com/gloveboxhq/glovebox/httptool"
 )
 
 // newBox makes the box named by --box.
 func newBox(name string) (box.Box, error) {
 	switch name {
 	case "bwrap", "bubblewrap":
-		return bwrap.New(bwrap.Config{})
+		return bwrap.New(bwrap.Config{Egress: egress.HTTPTool(httptool.Config{})})
 	case "gvisor", "runsc":
 		return newGVisor()
 	case "null":
