@@ -4,7 +4,8 @@
 // read-only, a private /tmp (tmpfs) and working directory, no
 // capabilities, no-new-privileges, a non-root user, no network
 // (--network=none), and the memory and pids limits in the spec's
-// resources. The timeout kills the sandbox (runsc kill, then delete).
+// resources. With Command.Tools, the tool socket is bound read-only at
+// /run/glovebox and runsc may open (connect to) host unix sockets only. The timeout kills the sandbox (runsc kill, then delete).
 package gvisor
 
 import (
@@ -133,9 +134,6 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if len(c.Network.Allow) > 0 {
 		return nil, fmt.Errorf("%w: the gVisor box has no egress proxy yet", box.ErrUnsupported)
 	}
-	if c.Tools != nil {
-		return nil, fmt.Errorf("%w: the gVisor box has no tool socket yet", box.ErrUnsupported)
-	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
 	if err != nil {
@@ -157,11 +155,30 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.WriteFile(filepath.Join(etc, "passwd"), fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n", b.cfg.UID, b.cfg.GID, sbx.GuestWork), 0o644)
 	os.WriteFile(filepath.Join(etc, "group"), fmt.Appendf(nil, "root:x:0:\nsandbox:x:%d:\n", b.cfg.GID), 0o644)
 	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost glovebox\n"), 0o644)
-	env, err := sbx.Env(ctx, &c)
+	var extraEnv []string
+	run := ""
+	if c.Tools != nil {
+		run = filepath.Join(w.Root, "run")
+		if err := os.MkdirAll(run, 0o777); err != nil {
+			return nil, err
+		}
+		os.Chmod(run, 0o777)
+		stop, tenv, err := sbx.ServeTools(ctx, &c, run, sbx.GuestRun)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		extraEnv = tenv
+	}
+	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(b.Spec(&c, env, w.Work, etc))
+	specMap := b.Spec(&c, env, w.Work, etc)
+	if run != "" {
+		specMap["mounts"] = append(specMap["mounts"].([]any), map[string]any{"destination": sbx.GuestRun, "type": "bind", "source": run, "options": []string{"rbind", "ro"}})
+	}
+	spec, err := json.Marshal(specMap)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +189,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
 	global := []string{"--root", state, "--network=none"}
+	if run != "" {
+		// The tool socket is a host unix socket: let the sandbox open
+		// (connect to) it, and nothing more.
+		global = append(global, "--host-uds=open")
+	}
 	if b.cfg.Platform != "" {
 		global = append(global, "--platform="+b.cfg.Platform)
 	}
@@ -185,6 +207,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	res.Posture = b.Posture()
 	res.Enforced = []string{"memory:oci", "pids:oci", "network:none", "rootfs:ro"}
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
+	if c.Tools != nil {
+		res.ToolCalls = c.Tools.Transcript()
+	}
 	res.Duration = time.Since(start)
 	return res, nil
 }

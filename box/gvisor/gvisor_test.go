@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/gvisor"
 )
@@ -90,5 +91,22 @@ func TestGVisorOutputCapped(t *testing.T) {
 	res := run(t, b, box.Command{Shell: "head -c 3000000 /dev/zero", Limits: box.Limits{Output: 4096}})
 	if len(res.Stdout) != 4096 || !res.StdoutTruncated {
 		t.Errorf("stdout %d truncated %v", len(res.Stdout), res.StdoutTruncated)
+	}
+}
+
+func TestGVisorToolsFromPython(t *testing.T) {
+	b := requiresRunsc(t)
+	ts := &glovebox.Toolset{}
+	ts.Add("orders", func(ctx context.Context, a glovebox.Args) (any, error) {
+		return map[string]any{"id": a.Positional[0]}, nil
+	})
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res := run(t, b, box.Command{Tools: rt.ToolSession(0), Argv: []string{"python3", "-c", "from glovebox_tools import orders; print(orders(7))"}})
+	if res.Stdout != "{'id': 7}\n" || !strings.Contains(string(res.ToolCalls), `"name":"orders"`) {
+		t.Errorf("stdout %q stderr %q calls %s", res.Stdout, res.Stderr, res.ToolCalls)
 	}
 }
