@@ -43,3 +43,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime 60s ./httptool
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 60s ./codemode
 	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox
+	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 60s ./box/internal/sbx

@@ -36,6 +36,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
+	root.AddCommand(runCmd(), toolCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})

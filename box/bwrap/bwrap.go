@@ -1,0 +1,270 @@
+// Package bwrap runs commands under bubblewrap: every namespace unshared
+// (user, mount, PID, network, IPC, UTS, cgroup), a read-only view of the
+// host's /usr, a private /tmp and working directory, a seccomp filter,
+// rlimits, and cgroup limits when the host lets this process make a cgroup.
+//
+// # What is enforced where
+//
+// Memory, process count and CPU quota come from a cgroup (v2 when this
+// process's cgroup delegates the controllers, else the v1 hierarchies);
+// without one, memory falls back to RLIMIT_AS and the process count is
+// bounded only by the PID namespace and the timeout (RLIMIT_NPROC counts
+// per host user and does not bind root). Result.Enforced lists what held
+// for each run. Disk: /tmp is a tmpfs of Limits.Disk bytes and RLIMIT_FSIZE
+// caps any one file at Limits.Disk; the working directory is a host
+// directory, so its total is bounded by that per-file cap and the timeout.
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
+	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
+)
+
+// Box is a bubblewrap box. The zero value is not usable: call [New].
+type Box struct {
+	bwrap string
+	cfg   Config
+}
+
+// Config is a bubblewrap box's set-up. Its zero value is the default.
+type Config struct {
+	// Path is the bwrap binary; empty means "bwrap" looked up in PATH.
+	Path string
+	// ReadOnly lists host directories bound read-only at the same path;
+	// empty means /usr, /etc/alternatives, /etc/ld.so.cache and
+	// /etc/ssl (the ones that exist). Host top-level symlinks into /usr
+	// (/bin, /lib, /lib64, /sbin on a merged-/usr system) are recreated.
+	ReadOnly []string
+	// UID and GID are the command's ids inside the user namespace; zero
+	// means 65534 (nobody). The guest holds no capabilities either way.
+	UID, GID int
+	// Egress makes the dialer of one run's egress proxy from the
+	// Command's allowlist (egress.HTTPTool gives httptool's rules); nil
+	// means a Command with Network.Allow is refused with ErrUnsupported.
+	// The proxy listens on 127.0.0.1:3128 inside the sandbox's own
+	// network namespace, its only way out; HTTP_PROXY and HTTPS_PROXY
+	// point there.
+	Egress EgressFunc
+}
+
+// EgressFunc returns the dialer for a run allowing hosts, and a function
+// releasing it.
+type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
+
+var _ box.Box = (*Box)(nil)
+
+// New returns a bubblewrap box, or an error wrapping box.ErrUnavailable
+// when bwrap is not installed.
+func New(cfg Config) (*Box, error) {
+	p := cfg.Path
+	if p == "" {
+		p = "bwrap"
+	}
+	path, err := exec.LookPath(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bubblewrap (bwrap) not found: %v", box.ErrUnavailable, err)
+	}
+	if cfg.UID == 0 {
+		cfg.UID = 65534
+	}
+	if cfg.GID == 0 {
+		cfg.GID = 65534
+	}
+	return &Box{bwrap: path, cfg: cfg}, nil
+}
+
+// Posture is (namespaces, host).
+func (b *Box) Posture() box.Posture {
+	return box.Posture{Backend: "bwrap", Isolation: box.IsolationNamespaces, Trust: box.TrustHost}
+}
+
+// Run runs c in a fresh sandbox. See [box.Box].
+func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
+	start := time.Now()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
+		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
+	}
+	l := c.Limits.WithDefaults()
+	w, err := sbx.Prepare(&c)
+	if err != nil {
+		return nil, fmt.Errorf("box: preparing the working directory: %w", err)
+	}
+	defer w.Remove()
+
+	var enforced []string
+	group, gerr := cgroup.New(filepath.Base(w.Root), cgroup.Limits{Memory: l.Memory, Pids: l.Pids, CPUs: l.CPUs})
+	if gerr == nil {
+		defer group.Remove()
+		enforced = append(enforced, group.Enforced...)
+	}
+	has := func(s string) bool {
+		for _, e := range enforced {
+			if e == s {
+				return true
+			}
+		}
+		return false
+	}
+
+	filter, ferr := seccomp.Bytes()
+	args := []string{
+		"--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+		"--uid", strconv.Itoa(b.cfg.UID), "--gid", strconv.Itoa(b.cfg.GID),
+		"--cap-drop", "ALL", "--hostname", "glovebox", "--disable-userns",
+	}
+	// /tmp first, so a configured read-only directory under /tmp shows.
+	args = append(args, "--size", strconv.FormatInt(l.Disk, 10), "--tmpfs", "/tmp")
+	args = append(args, b.rootArgs(w)...)
+	args = append(args,
+		"--proc", "/proc", "--dev", "/dev",
+		"--bind", w.Work, sbx.GuestWork, "--chdir", sbx.GuestWork,
+	)
+	var extraEnv []string
+	var stops []func()
+	defer func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	if c.Tools != nil {
+		run := filepath.Join(w.Root, "run")
+		if err := os.MkdirAll(run, 0o777); err != nil {
+			return nil, err
+		}
+		os.Chmod(run, 0o777)
+		stop, env, err := sbx.ServeTools(ctx, &c, run, sbx.GuestRun)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, stop)
+		extraEnv = append(extraEnv, env...)
+		args = append(args, "--ro-bind", run, sbx.GuestRun)
+	}
+	args = append(args, "--remount-ro", "/")
+	if ferr == nil {
+		args = append(args, "--seccomp", "3")
+		enforced = append(enforced, "seccomp")
+	}
+	var eg *egressRun
+	if len(c.Network.Allow) > 0 {
+		dial, release, err := b.cfg.Egress(c.Network.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy: %w", err)
+		}
+		defer release()
+		eg = &egressRun{dial: dial}
+		args = append(args, "--info-fd", "4", "--block-fd", "5")
+		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
+		enforced = append(enforced, "network:egress-proxy")
+	}
+	args = append(args, "--")
+	args = append(args, c.ArgvOrShell()...)
+
+	env, err := sbx.Env(ctx, &c, extraEnv...)
+	if err != nil {
+		return nil, err
+	}
+
+	// A shell joins the cgroup and sets the rlimits, then becomes bwrap:
+	// every process of the run starts inside the group.
+	var script strings.Builder
+	for _, f := range groupFiles(group, gerr) {
+		fmt.Fprintf(&script, "echo $$ > '%s' || exit 125\n", f)
+	}
+	script.WriteString("ulimit -c 0\n")
+	fmt.Fprintf(&script, "ulimit -f %d\n", l.Disk/512)
+	enforced = append(enforced, "disk:tmpfs+fsize")
+	if !has("memory:cgroup") {
+		fmt.Fprintf(&script, "ulimit -v %d\n", l.Memory/1024)
+		enforced = append(enforced, "memory:rlimit-as")
+	}
+	script.WriteString(`exec "$@"` + "\n")
+	argv := append([]string{"-c", script.String(), "sh", b.bwrap}, args...)
+	cmd := exec.Command("/bin/sh", argv...)
+	cmd.Env = env
+	filterR, wr, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() { wr.Write(filter); wr.Close() }()
+	defer filterR.Close()
+	cmd.ExtraFiles = []*os.File{filterR}
+	p := &sbx.Proc{Cmd: cmd}
+	if eg != nil {
+		if err := eg.prepare(cmd); err != nil {
+			return nil, err
+		}
+		defer eg.close()
+		p.AfterStart = func() error { return eg.start(ctx) }
+	}
+	if gerr == nil {
+		p.Kill, p.OOM = group.Kill, group.OOMKilled
+	}
+	res := sbx.Run(ctx, &c, p, start)
+	res.Posture = b.Posture()
+	res.Enforced = enforced
+	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
+	if c.Tools != nil {
+		for _, s := range stops {
+			s()
+		}
+		stops = nil
+		res.ToolCalls = c.Tools.Transcript()
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func groupFiles(g *cgroup.Group, err error) []string {
+	if err != nil {
+		return nil
+	}
+	return g.ProcsFiles()
+}
+
+// rootArgs binds the read-only host directories and the /etc files.
+func (b *Box) rootArgs(w *sbx.Workdir) []string {
+	var args []string
+	ro := b.cfg.ReadOnly
+	if len(ro) == 0 {
+		ro = []string{"/usr", "/etc/alternatives", "/etc/ld.so.cache", "/etc/ssl"}
+	}
+	for _, d := range ro {
+		if _, err := os.Stat(d); err == nil {
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	for _, l := range []string{"/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"} {
+		if t, err := os.Readlink(l); err == nil && strings.HasPrefix(filepath.Clean(filepath.Join("/", t)), "/usr/") {
+			args = append(args, "--symlink", t, l)
+		}
+	}
+	// A passwd and group naming the guest's ids, so tools that look the
+	// user up (Python's getpass, Ruby's Etc) work.
+	etc := filepath.Join(w.Root, "etc")
+	os.MkdirAll(etc, 0o755)
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n", b.cfg.UID, b.cfg.GID, sbx.GuestWork)
+	group := fmt.Sprintf("root:x:0:\nsandbox:x:%d:\n", b.cfg.GID)
+	os.WriteFile(filepath.Join(etc, "passwd"), []byte(passwd), 0o644)
+	os.WriteFile(filepath.Join(etc, "group"), []byte(group), 0o644)
+	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost glovebox\n::1 localhost\n"), 0o644)
+	for _, f := range []string{"passwd", "group", "hosts"} {
+		args = append(args, "--ro-bind", filepath.Join(etc, f), "/etc/"+f)
+	}
+	return args
+}

@@ -1,0 +1,57 @@
+// Package box runs any command in an OS-level sandbox behind one call,
+// [Box.Run], and returns a [Result] in the same vocabulary as glovebox's
+// Eval: output (capped, with truncation flags), exit status, timed-out and
+// killed-for-memory flags, duration, the tool-call transcript, and where
+// it ran.
+//
+// # Two axes
+//
+// Every box and every result carries a [Posture]: its [Isolation] (how
+// strong the wall is: namespaces < gVisor < microVM) and its [Trust] domain
+// (whose machine an escape lands on). They are separate questions: a
+// gVisor sandbox on the application host is strong isolation in the host's
+// trust domain. [Posture.OffHost] is true only for TrustVendor and
+// TrustRemote, and [RequireOffHost] is the one-call guard that refuses
+// code nobody vouches for on a box that is not off-host. The in-process
+// wasm engine is [WasmPosture].
+//
+// # Backends
+//
+//   - [Null]: disabled; every run fails with [ErrDisabled].
+//   - box/bwrap: bubblewrap (namespaces, seccomp, cgroup or rlimit limits).
+//   - box/gvisor: gVisor's runsc with a generated OCI bundle.
+//
+// # Commands
+//
+// A [Command] is an argv (no shell) or a shell string (/bin/sh -c), files
+// written into a fresh working directory (/work), stdin, an environment
+// that holds only what is listed (default deny), credentials resolved
+// when the run starts and never written anywhere else, no network by
+// default, a host-enforced timeout (exit status 124, TimedOut), and
+// [Limits]. Files the command leaves in /work/outputs come back in
+// Result.Outputs.
+//
+// # The tool socket
+//
+// With Command.Tools set (glovebox.Runtime.ToolSession gives one), the
+// command can call the host's tools through a unix socket whose path is in
+// GLOVEBOX_TOOLS, with the same hooks, budgets and transcript as a Ruby
+// eval. Client libraries are on the guest's PYTHONPATH and RUBYLIB:
+//
+//	from glovebox_tools import orders      # Python
+//	GloveboxTools.orders(42)               # Ruby, after require "glovebox_tools"
+//
+// The wire format: a connection carries frames, each a decimal byte count,
+// a newline, and that many bytes (at most 1 MiB + 1 KiB per request). A
+// request is "call\n<name>\n<args>", where args is the JSON array
+// [positional, keyword] (NaN and ±Infinity allowed) or nothing for no
+// arguments, or "list". The reply is one of
+//
+//	n | t | f                 nil, true, false
+//	s\n<UTF-8 string>
+//	i\n<decimal integer>
+//	j\n<JSON value>           everything else (list: the tool names)
+//	err\n<Class>\n<message>   the tool raised; Class as in a Ruby eval
+//	abort\n<status>\n<msg>    a budget or the deadline ended the session;
+//	                          every later call gets the same answer
+package box

@@ -1,0 +1,215 @@
+// Package gvisor runs commands under gVisor (runsc): a user-space kernel
+// between the command and the host. Each run gets an OCI bundle generated
+// from the Command: a read-only root file system holding the host's /usr
+// read-only, a private /tmp (tmpfs) and working directory, no
+// capabilities, no-new-privileges, a non-root user, no network
+// (--network=none), and the memory and pids limits in the spec's
+// resources. With Command.Tools, the tool socket is bound read-only at
+// /run/glovebox and runsc may open (connect to) host unix sockets only. The timeout kills the sandbox (runsc kill, then delete).
+package gvisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+)
+
+// Config is a gVisor box's set-up; its zero value is the default.
+type Config struct {
+	// Path is the runsc binary; empty means "runsc" in PATH.
+	Path string
+	// Platform is runsc's --platform; empty leaves runsc's default
+	// (ptrace on Debian's 2022 package; systrap on newer ones; kvm where
+	// /dev/kvm works).
+	Platform string
+	// ReadOnly lists host directories bound read-only; empty means /usr,
+	// /etc/alternatives and /etc/ssl (those that exist).
+	ReadOnly []string
+	// UID and GID run the command; zero means 65534.
+	UID, GID int
+}
+
+// Box is a gVisor box; make it with [New].
+type Box struct {
+	runsc string
+	cfg   Config
+}
+
+var _ box.Box = (*Box)(nil)
+
+// New returns a gVisor box, or an error wrapping box.ErrUnavailable when
+// runsc is not installed.
+func New(cfg Config) (*Box, error) {
+	p := cfg.Path
+	if p == "" {
+		p = "runsc"
+	}
+	path, err := exec.LookPath(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gVisor (runsc) not found: %v", box.ErrUnavailable, err)
+	}
+	if cfg.UID == 0 {
+		cfg.UID = 65534
+	}
+	if cfg.GID == 0 {
+		cfg.GID = 65534
+	}
+	return &Box{runsc: path, cfg: cfg}, nil
+}
+
+// Posture is (gvisor, host).
+func (b *Box) Posture() box.Posture {
+	return box.Posture{Backend: "gvisor", Isolation: box.IsolationGVisor, Trust: box.TrustHost}
+}
+
+// Spec builds the OCI runtime spec (config.json) for c with the given
+// environment and working directory on the host. Exported for tests and
+// for callers who run the bundle with their own runtime.
+func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[string]any {
+	l := c.Limits.WithDefaults()
+	mounts := []any{
+		map[string]any{"destination": "/proc", "type": "proc", "source": "proc"},
+		map[string]any{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+			"options": []string{"nosuid", "nodev", fmt.Sprintf("size=%d", l.Disk)}},
+		map[string]any{"destination": sbx.GuestWork, "type": "bind", "source": work, "options": []string{"rbind", "rw"}},
+	}
+	ro := b.cfg.ReadOnly
+	if len(ro) == 0 {
+		ro = []string{"/usr", "/etc/alternatives", "/etc/ssl"}
+	}
+	for _, d := range ro {
+		if _, err := os.Stat(d); err == nil {
+			mounts = append(mounts, map[string]any{"destination": d, "type": "bind", "source": d, "options": []string{"rbind", "ro"}})
+		}
+	}
+	for _, f := range []string{"passwd", "group", "hosts"} {
+		mounts = append(mounts, map[string]any{"destination": "/etc/" + f, "type": "bind", "source": filepath.Join(etc, f), "options": []string{"bind", "ro"}})
+	}
+	return map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{
+			"terminal":        false,
+			"user":            map[string]any{"uid": b.cfg.UID, "gid": b.cfg.GID},
+			"args":            c.ArgvOrShell(),
+			"env":             env,
+			"cwd":             sbx.GuestWork,
+			"capabilities":    map[string]any{},
+			"noNewPrivileges": true,
+			"rlimits": []any{
+				map[string]any{"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+				map[string]any{"type": "RLIMIT_FSIZE", "hard": l.Disk, "soft": l.Disk},
+				map[string]any{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
+			},
+		},
+		"root":     map[string]any{"path": "rootfs", "readonly": true},
+		"hostname": "glovebox",
+		"mounts":   mounts,
+		"linux": map[string]any{
+			"namespaces": []any{
+				map[string]any{"type": "pid"}, map[string]any{"type": "network"}, map[string]any{"type": "ipc"},
+				map[string]any{"type": "uts"}, map[string]any{"type": "mount"},
+			},
+			"resources": map[string]any{
+				"memory": map[string]any{"limit": l.Memory},
+				"pids":   map[string]any{"limit": l.Pids},
+			},
+		},
+	}
+}
+
+// Run runs c in a fresh gVisor sandbox. See [box.Box].
+func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
+	start := time.Now()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if len(c.Network.Allow) > 0 {
+		return nil, fmt.Errorf("%w: the gVisor box has no egress proxy yet", box.ErrUnsupported)
+	}
+	l := c.Limits.WithDefaults()
+	w, err := sbx.Prepare(&c)
+	if err != nil {
+		return nil, fmt.Errorf("box: preparing the working directory: %w", err)
+	}
+	defer w.Remove()
+	bundle := filepath.Join(w.Root, "bundle")
+	rootfs := filepath.Join(bundle, "rootfs")
+	for _, d := range []string{"usr", "etc", "tmp", "proc", "dev", "work", "run"} {
+		os.MkdirAll(filepath.Join(rootfs, d), 0o755)
+	}
+	for _, ln := range []string{"/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"} {
+		if t, err := os.Readlink(ln); err == nil && strings.HasPrefix(filepath.Clean(filepath.Join("/", t)), "/usr/") {
+			os.Symlink(t, filepath.Join(rootfs, ln))
+		}
+	}
+	etc := filepath.Join(w.Root, "etc")
+	os.MkdirAll(etc, 0o755)
+	os.WriteFile(filepath.Join(etc, "passwd"), fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n", b.cfg.UID, b.cfg.GID, sbx.GuestWork), 0o644)
+	os.WriteFile(filepath.Join(etc, "group"), fmt.Appendf(nil, "root:x:0:\nsandbox:x:%d:\n", b.cfg.GID), 0o644)
+	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost glovebox\n"), 0o644)
+	var extraEnv []string
+	run := ""
+	if c.Tools != nil {
+		run = filepath.Join(w.Root, "run")
+		if err := os.MkdirAll(run, 0o777); err != nil {
+			return nil, err
+		}
+		os.Chmod(run, 0o777)
+		stop, tenv, err := sbx.ServeTools(ctx, &c, run, sbx.GuestRun)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		extraEnv = tenv
+	}
+	env, err := sbx.Env(ctx, &c, extraEnv...)
+	if err != nil {
+		return nil, err
+	}
+	specMap := b.Spec(&c, env, w.Work, etc)
+	if run != "" {
+		specMap["mounts"] = append(specMap["mounts"].([]any), map[string]any{"destination": sbx.GuestRun, "type": "bind", "source": run, "options": []string{"rbind", "ro"}})
+	}
+	spec, err := json.Marshal(specMap)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o600); err != nil {
+		return nil, err
+	}
+	state := filepath.Join(w.Root, "state")
+	os.MkdirAll(state, 0o700)
+	id := "glovebox-" + filepath.Base(w.Root)
+	global := []string{"--root", state, "--network=none"}
+	if run != "" {
+		// The tool socket is a host unix socket: let the sandbox open
+		// (connect to) it, and nothing more.
+		global = append(global, "--host-uds=open")
+	}
+	if b.cfg.Platform != "" {
+		global = append(global, "--platform="+b.cfg.Platform)
+	}
+	cmd := exec.Command(b.runsc, append(global, "run", "--bundle", bundle, id)...)
+	kill := func() {
+		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
+		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
+	}
+	res := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
+	kill()
+	res.Posture = b.Posture()
+	res.Enforced = []string{"memory:oci", "pids:oci", "network:none", "rootfs:ro"}
+	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
+	if c.Tools != nil {
+		res.ToolCalls = c.Tools.Transcript()
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}

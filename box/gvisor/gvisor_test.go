@@ -1,0 +1,112 @@
+package gvisor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/gvisor"
+)
+
+func requiresRunsc(t *testing.T) *gvisor.Box {
+	t.Helper()
+	b, err := gvisor.New(gvisor.Config{})
+	if errors.Is(err, box.ErrUnavailable) {
+		t.Skipf("runsc is not installed: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func run(t *testing.T, b box.Box, c box.Command) *box.Result {
+	t.Helper()
+	res, err := b.Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func TestGVisorRun(t *testing.T) {
+	b := requiresRunsc(t)
+	t.Setenv("GB_HOST_SECRET", "canary-4a2e")
+	res := run(t, b, box.Command{
+		Shell: `cat data.txt; read l; echo "$l" > outputs/o.txt; echo $MODE; env | grep -c canary-4a2e; id -u; (echo x > /usr/x) 2>/dev/null || echo ro; exit 5`,
+		Files: map[string][]byte{"data.txt": []byte("in\n")}, Stdin: []byte("line\n"), Env: map[string]string{"MODE": "m"},
+	})
+	if res.Stdout != "in\nm\n0\n65534\nro\n" || res.ExitStatus != 5 || string(res.Outputs["o.txt"]) != "line\n" {
+		t.Errorf("%+v", res)
+	}
+	if res.Isolation != box.IsolationGVisor || res.Trust != box.TrustHost || res.OffHost() {
+		t.Errorf("posture %+v", res.Posture)
+	}
+}
+
+func TestGVisorNoNetwork(t *testing.T) {
+	b := requiresRunsc(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	script := fmt.Sprintf(`
+import socket
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=2); print("connected")
+except OSError: print("refused")
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=2); print("connected")
+except OSError: print("refused")
+`, ln.Addr().(*net.TCPAddr).Port)
+	res := run(t, b, box.Command{Argv: []string{"python3", "-c", script}})
+	if res.Stdout != "refused\nrefused\n" {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestGVisorTimeout(t *testing.T) {
+	b := requiresRunsc(t)
+	marker := fmt.Sprintf("%d", 800000+os.Getpid()%99999)
+	res := run(t, b, box.Command{Shell: "(sleep " + marker + " &); sleep " + marker, Timeout: 2 * time.Second})
+	if !res.TimedOut || res.ExitStatus != 124 {
+		t.Fatalf("%+v", res)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "runsc.*glovebox-run"+"|sleep "+marker).Output(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("left behind: %s", out)
+	}
+}
+
+func TestGVisorOutputCapped(t *testing.T) {
+	b := requiresRunsc(t)
+	res := run(t, b, box.Command{Shell: "head -c 3000000 /dev/zero", Limits: box.Limits{Output: 4096}})
+	if len(res.Stdout) != 4096 || !res.StdoutTruncated {
+		t.Errorf("stdout %d truncated %v", len(res.Stdout), res.StdoutTruncated)
+	}
+}
+
+func TestGVisorToolsFromPython(t *testing.T) {
+	b := requiresRunsc(t)
+	ts := &glovebox.Toolset{}
+	ts.Add("orders", func(ctx context.Context, a glovebox.Args) (any, error) {
+		return map[string]any{"id": a.Positional[0]}, nil
+	})
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res := run(t, b, box.Command{Tools: rt.ToolSession(0), Argv: []string{"python3", "-c", "from glovebox_tools import orders; print(orders(7))"}})
+	if res.Stdout != "{'id': 7}\n" || !strings.Contains(string(res.ToolCalls), `"name":"orders"`) {
+		t.Errorf("stdout %q stderr %q calls %s", res.Stdout, res.Stderr, res.ToolCalls)
+	}
+}

@@ -1,0 +1,119 @@
+// Package seccomp builds the classic-BPF seccomp filter the OS boxes load
+// (bubblewrap's --seccomp): it denies, with EPERM, the system calls an
+// escape from a namespace sandbox usually goes through, and allows the
+// rest. The filter is a deny list on purpose: the boxes run arbitrary
+// programs (interpreters, compilers), and the namespaces, the read-only
+// root and the limits are the other walls.
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// Denied names the system calls the filter refuses with EPERM, besides
+// clone with a namespace flag (EPERM), clone3 (ENOSYS, so the C library
+// falls back to clone, whose flags the filter can read), the TIOCSTI
+// ioctl (EPERM: typing into the terminal of the process outside), and,
+// on x86-64, every x32 system call.
+var Denied = []string{
+	"ptrace", "process_vm_readv", "process_vm_writev",
+	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+	"keyctl", "add_key", "request_key",
+	"bpf", "perf_event_open", "userfaultfd",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"reboot", "swapon", "swapoff", "acct", "quotactl",
+	"open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "syslog",
+	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "vhangup",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"iopl", "ioperm", // x86 only
+}
+
+// ErrUnsupportedArch: no syscall table for this architecture.
+var ErrUnsupportedArch = errors.New("seccomp: no filter for this architecture")
+
+const (
+	ldAbs   = 0x20 // BPF_LD|BPF_W|BPF_ABS
+	jeqK    = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
+	jgeK    = 0x35 // BPF_JMP|BPF_JGE|BPF_K
+	jsetK   = 0x45 // BPF_JMP|BPF_JSET|BPF_K
+	retK    = 0x06 // BPF_RET|BPF_K
+	retAll  = 0x7fff0000
+	retKill = 0x80000000
+	retErr  = 0x00050000
+
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+	offArg1 = 24
+
+	nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+	x32Bit = 0x40000000
+)
+
+// Insn is one sock_filter instruction.
+type Insn struct {
+	Code   uint16
+	Jt, Jf uint8
+	K      uint32
+}
+
+// Program returns the filter's instructions for this architecture.
+func Program() ([]Insn, error) {
+	if auditArch == 0 {
+		return nil, ErrUnsupportedArch
+	}
+	p := []Insn{
+		{ldAbs, 0, 0, offArch},
+		{jeqK, 1, 0, auditArch},
+		{retK, 0, 0, retKill}, // another ABI's numbers mean other calls
+		{ldAbs, 0, 0, offNr},
+	}
+	if auditArch == unix.AUDIT_ARCH_X86_64 {
+		p = append(p, Insn{jgeK, 0, 1, x32Bit}, Insn{retK, 0, 0, retErr | uint32(unix.EPERM)})
+	}
+	for _, name := range Denied {
+		nr, ok := syscalls[name]
+		if !ok {
+			continue
+		}
+		p = append(p, Insn{jeqK, 0, 1, uint32(nr)}, Insn{retK, 0, 0, retErr | uint32(unix.EPERM)})
+	}
+	p = append(p,
+		Insn{jeqK, 0, 1, uint32(unix.SYS_CLONE3)}, Insn{retK, 0, 0, retErr | uint32(unix.ENOSYS)},
+		// clone: refuse namespace flags (arg 0, low word).
+		Insn{jeqK, 0, 4, uint32(unix.SYS_CLONE)},
+		Insn{ldAbs, 0, 0, offArg0},
+		Insn{jsetK, 0, 1, nsFlags},
+		Insn{retK, 0, 0, retErr | uint32(unix.EPERM)},
+		Insn{retK, 0, 0, retAll},
+		// ioctl: refuse TIOCSTI (arg 1, low word).
+		Insn{jeqK, 0, 4, uint32(unix.SYS_IOCTL)},
+		Insn{ldAbs, 0, 0, offArg1},
+		Insn{jeqK, 0, 1, unix.TIOCSTI},
+		Insn{retK, 0, 0, retErr | uint32(unix.EPERM)},
+		Insn{retK, 0, 0, retAll},
+		Insn{retK, 0, 0, retAll},
+	)
+	return p, nil
+}
+
+// Bytes is Program in the kernel's struct sock_filter layout (8 bytes per
+// instruction, host byte order), as bubblewrap's --seccomp reads it.
+func Bytes() ([]byte, error) {
+	p, err := Program()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 8*len(p))
+	for _, in := range p {
+		b = binary.NativeEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.NativeEndian.AppendUint32(b, in.K)
+	}
+	return b, nil
+}

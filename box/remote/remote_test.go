@@ -1,0 +1,37 @@
+package remote_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/remote"
+)
+
+type fakeExec struct{ got remote.Request }
+
+func (f *fakeExec) Isolation() box.Isolation { return box.IsolationGVisor }
+func (f *fakeExec) Run(ctx context.Context, r remote.Request) (*box.Result, error) {
+	f.got = r
+	return &box.Result{Stdout: "ok"}, nil
+}
+
+func TestRemoteIsOffHost(t *testing.T) {
+	x := &fakeExec{}
+	b := remote.New(x, func(c *box.Command) string { return "k-" + strings.Join(c.Argv, "_") })
+	if err := box.RequireOffHost(b); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Run(context.Background(), box.Command{Argv: []string{"a"},
+		Credentials: map[string]func(context.Context) (string, error){"T": func(context.Context) (string, error) { return "sec-77", nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trust != box.TrustRemote || res.Isolation != box.IsolationGVisor || !res.OffHost() {
+		t.Errorf("%+v", res.Posture)
+	}
+	if x.got.Credentials["T"] != "sec-77" || x.got.Command.Credentials != nil || strings.Contains(x.got.IdempotencyKey, "sec-77") {
+		t.Errorf("request %+v", x.got)
+	}
+}
