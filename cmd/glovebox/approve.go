@@ -93,7 +93,7 @@ func approvalArgs(args glovebox.Args) string {
 	}
 	_ = json.Unmarshal(b, &m)
 	s := strings.TrimSuffix(strings.TrimPrefix(string(m.Args), "["), "]")
-	if k := string(m.Kwargs); k != "null" && k != "" {
+	if k := string(m.Kwargs); k != "null" && k != "" && k != "{}" {
 		if s != "" {
 			s += ", "
 		}
