@@ -48,6 +48,10 @@ type Options struct {
 	// Instructions are added to the server's instructions and to the
 	// tools' descriptions (what the programs are for, house rules).
 	Instructions string
+	// Servers are the MCP servers bound into Runtime's tools (see
+	// mcptools' Binding.Notes); the tool descriptions list them and their
+	// instructions under "Server notes". Zero means none.
+	Servers []codemode.Server
 	// SessionIdle frees a session's VM after this long without a call;
 	// the next call starts a fresh one, and its text says so. Zero means
 	// DefaultSessionIdle.
@@ -116,7 +120,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	fresh, err := codemode.New(codemode.Config{Runtime: opts.Runtime, Name: ToolRun, Instructions: opts.Instructions})
+	fresh, err := codemode.New(codemode.Config{Runtime: opts.Runtime, Name: ToolRun, Instructions: opts.Instructions, Servers: opts.Servers})
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
@@ -221,7 +225,7 @@ func (s *Server) sessionDescription() (string, error) {
 		return "", fmt.Errorf("mcpserver: %w", err)
 	}
 	defer gs.Close() // no VM is taken until an eval
-	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions})
+	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
 	if err != nil {
 		return "", fmt.Errorf("mcpserver: %w", err)
 	}
@@ -258,7 +262,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		if err != nil {
 			return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
 		}
-		t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions})
+		t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
 		if err != nil {
 			gs.Close()
 			return nil, err

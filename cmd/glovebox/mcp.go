@@ -64,7 +64,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				return err
 			}
 			defer rt.Close()
-			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, SessionIdle: idle, MaxConcurrent: maxConc, Version: mcpVersion()})
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxConcurrent: maxConc, Version: mcpVersion()})
 			if err != nil {
 				return err
 			}

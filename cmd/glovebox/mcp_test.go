@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/npmtest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // inspector runs @modelcontextprotocol/inspector-cli with args and
@@ -204,4 +207,33 @@ func TestMCPStdioMalformed(t *testing.T) {
 	if sc, _ := m["result"].(map[string]any)["structuredContent"].(map[string]any); sc["value"] != 2.0 {
 		t.Fatalf("after the malformed line: %v", m)
 	}
+}
+
+// `glovebox mcp --mcp-server` is code mode over MCP: run_ruby's
+// description lists the bound server and its functions.
+func TestMCPDescribesBoundServers(t *testing.T) {
+	mem := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.Command(bin, "mcp", "--mcp-server", "mem="+mem)
+	cmd.Env = append(os.Environ(), "MEMORY_FILE_PATH="+filepath.Join(t.TempDir(), "mem.jsonl"))
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "run_ruby" {
+			if !strings.Contains(tool.Description, "### Server mem") || !strings.Contains(tool.Description, "create_entities") {
+				t.Fatalf("run_ruby's description does not list the bound server:\n%s", tool.Description)
+			}
+			return
+		}
+	}
+	t.Fatal("no run_ruby tool")
 }
