@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
-	"github.com/gloveboxhq/glovebox/internal/wire"
 )
 
 // ToolSession is one run's tool channel for code outside the wasm VM: a
@@ -62,31 +60,12 @@ func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte
 		s.abort = "abort\n" + string(StatusTimeout) + "\nthe run's time for tool calls ran out"
 		return []byte(s.abort)
 	}
-	name = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(name[:min(len(name), 256)], "\uFFFD"))
+	name = engine.CleanToolName(name)
 	c := &engine.Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(args), Deadline: s.deadline}
 	if len(args) > s.st.r.limits.ToolPayload {
 		c.Args, c.Kwargs, c.Err = nil, nil, fmt.Errorf("%d bytes of arguments, over the %d-byte limit", len(args), s.st.r.limits.ToolPayload)
 	} else if len(args) > 0 {
-		val, err := wire.DecodeDepth(args, engine.MaxValueDepth+2)
-		parts, _ := val.([]any)
-		ok := err == nil && len(parts) == 2
-		if ok {
-			var ok1, ok2 bool
-			c.Args, ok1 = parts[0].([]any)
-			c.Kwargs, ok2 = parts[1].(map[string]any)
-			ok = ok1 && ok2
-		}
-		if !ok {
-			c.Args, c.Kwargs = nil, nil
-			if c.Err = err; err == nil {
-				c.Err = errors.New("arguments are not [args, kwargs]")
-			}
-		}
+		c.DecodeArgs(args)
 	}
 	cctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()

@@ -298,33 +298,13 @@ func (v *VM) call(payload string) (string, error) {
 	name, argData, _ := strings.Cut(payload, "\n")
 	// A copy (a substring would keep the whole message alive), as valid
 	// UTF-8 without control characters: hooks and logs see it.
-	name = strings.Clone(strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(name[:min(len(name), maxToolName)], "\uFFFD")))
+	name = strings.Clone(CleanToolName(name))
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
 	c := &Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold}
 	if argData != "" {
-		// [args, kwargs] adds two levels around each argument.
-		val, err := wire.DecodeDepth([]byte(argData), MaxValueDepth+2)
-		parts, _ := val.([]any)
-		ok := err == nil && len(parts) == 2
-		if ok {
-			var ok1, ok2 bool
-			c.Args, ok1 = parts[0].([]any)
-			c.Kwargs, ok2 = parts[1].(map[string]any)
-			ok = ok1 && ok2
-		}
-		if !ok {
-			c.Args, c.Kwargs = nil, nil
-			if c.Err = err; err == nil {
-				c.Err = errors.New("arguments are not [args, kwargs]")
-			}
-		}
+		c.DecodeArgs([]byte(argData))
 	}
 	v.inTool.Store(true)
 	res, err := v.req.Call(v.ctx, c)
@@ -562,5 +542,39 @@ func (v *VM) sleep(d time.Duration) error {
 		return v.stop(StatusTimeout, v.timeoutMessage())
 	case <-done:
 		return v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
+	}
+}
+
+// CleanToolName returns a tool name the guest sent as hooks and logs see
+// it: at most maxToolName (256) bytes, valid UTF-8, control characters
+// replaced by '?'.
+func CleanToolName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(name[:min(len(name), maxToolName)], "\uFFFD"))
+}
+
+// DecodeArgs fills c.Args and c.Kwargs from a call's encoded
+// [args, kwargs] pair (the wire format). A payload that does not decode
+// to that shape leaves both nil and sets c.Err.
+func (c *Call) DecodeArgs(data []byte) {
+	// [args, kwargs] adds two levels around each argument.
+	val, err := wire.DecodeDepth(data, MaxValueDepth+2)
+	parts, _ := val.([]any)
+	ok := err == nil && len(parts) == 2
+	if ok {
+		var ok1, ok2 bool
+		c.Args, ok1 = parts[0].([]any)
+		c.Kwargs, ok2 = parts[1].(map[string]any)
+		ok = ok1 && ok2
+	}
+	if !ok {
+		c.Args, c.Kwargs = nil, nil
+		if c.Err = err; err == nil {
+			c.Err = errors.New("arguments are not [args, kwargs]")
+		}
 	}
 }
