@@ -9,7 +9,7 @@ GO ?= go
 # sample programs in examples/, escape attempts included; then one program
 # using two real MCP servers (filesystem and memory) in one eval.
 demo:
-	@echo "make demo: building (the first build compiles Go and the cgo wasmtime bindings: about 6 minutes on 2 cores, silent; then glovebox shows its own progress)..."
+	@echo "make demo: building (a first build with an empty Go cache compiles the cgo wasmtime bindings and takes minutes, silently; then glovebox shows its own progress)..."
 	$(GO) build ./examples/supportdesk ./examples/demo
 	$(GO) run ./examples/supportdesk
 	$(GO) run ./examples/mcp
