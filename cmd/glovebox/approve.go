@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -82,23 +81,11 @@ func terminalApprover(ctx context.Context, tool string, args glovebox.Args) erro
 	}
 }
 
-// approvalArgs shows a call's arguments on one line, as JSON (which
-// escapes control characters, so a guest cannot write to the terminal
-// through them), at most 200 bytes.
+// approvalArgs shows a call's arguments on one line as callArgs writes
+// them (JSON escapes control characters, so a guest cannot write to the
+// terminal through them), at most 200 bytes.
 func approvalArgs(args glovebox.Args) string {
-	b, _ := json.Marshal(glovebox.ToolCall{Args: args})
-	var m struct {
-		Args   json.RawMessage `json:"args"`
-		Kwargs json.RawMessage `json:"kwargs"`
-	}
-	_ = json.Unmarshal(b, &m)
-	s := strings.TrimSuffix(strings.TrimPrefix(string(m.Args), "["), "]")
-	if k := string(m.Kwargs); k != "null" && k != "" && k != "{}" {
-		if s != "" {
-			s += ", "
-		}
-		s += "**" + k
-	}
+	s := callArgs(args)
 	if len(s) > 200 {
 		s = strings.ToValidUTF8(s[:200], "") + "…"
 	}
