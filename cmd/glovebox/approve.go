@@ -34,7 +34,11 @@ func (a *approveFlags) apply(cfg *glovebox.Config, approver func(context.Context
 			cfg.Tools = &glovebox.Toolset{}
 		}
 		if err := cfg.Tools.RequireApproval(a.tools...); err != nil {
-			return usageError{fmt.Errorf("--approve: %w", err)}
+			have := strings.Join(cfg.Tools.Names(), ", ")
+			if have == "" {
+				have = "none (add tools with --http-allow or --mcp-server)"
+			}
+			return usageError{fmt.Errorf("--approve: %s; the tools here are: %s", strings.TrimPrefix(err.Error(), "glovebox: "), have)}
 		}
 	}
 	if a.timeout > 0 {

@@ -18,7 +18,7 @@ import (
 
 func evalCmd() *cobra.Command {
 	var (
-		code      string
+		code      []string
 		asJSON    bool
 		stdinFile string
 		sb        sandboxFlags
@@ -76,7 +76,7 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			if n := len(strings.Join(guestArgs, "")); n > glovebox.MaxArgBytes {
 				return usageError{fmt.Errorf("the arguments after -- are %d bytes together, over the limit of %d", n, glovebox.MaxArgBytes)}
 			}
-			src, err := source(code, cmd.Flags().Changed("code"), args)
+			src, err := source(strings.Join(code, "\n"), cmd.Flags().Changed("code"), args)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&code, "code", "e", "", "Ruby code to evaluate")
+	f.StringArrayVarP(&code, "code", "e", nil, "Ruby code to evaluate (repeatable: the pieces run as one program, one per line, as ruby -e does)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.StringVar(&stdinFile, "stdin", "", "file the guest reads as its standard input (default: glovebox's own, when piped)")
 	sb.register(f)

@@ -110,3 +110,20 @@ func TestValuesNotHTMLEscaped(t *testing.T) {
 		t.Fatalf("repl: %q", out)
 	}
 }
+
+// Repeated -e pieces run as one program, one per line, as with ruby -e;
+// none is dropped.
+func TestEvalRepeatedE(t *testing.T) {
+	out, errOut, code := run(t, "", "eval", "--json", "-e", `puts "a"`, "-e", "b = 41", "-e", "b + 1")
+	if code != 0 || !strings.Contains(out, `"value":42`) || !strings.Contains(out, `"stdout":"a\n"`) {
+		t.Fatalf("code %d out %s err %q", code, out, errOut)
+	}
+}
+
+// --approve with a name that is no tool lists the tools there are.
+func TestApproveUnknownToolMessage(t *testing.T) {
+	_, errOut, code := run(t, "", "repl", "--approve", "nosuch")
+	if code != exitUsage || !strings.Contains(errOut, "the tools here are: none") || strings.Contains(errOut, "glovebox: --approve: glovebox:") {
+		t.Fatalf("code %d err %q", code, errOut)
+	}
+}
