@@ -6,8 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
 )
 
 type echoTools struct{}
@@ -59,4 +63,43 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A command cannot make the host hold more than MaxConns connections'
+// frames: while MaxConns connections sit on announced-but-unsent frames,
+// the next is not served; when one closes, it is.
+func TestServeToolsConnectionCap(t *testing.T) {
+	dir := t.TempDir()
+	stop, _, err := ServeTools(context.Background(), &box.Command{Tools: echoTools{}}, dir, "/run/glovebox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	sock := filepath.Join(dir, "tools.sock")
+	var held []net.Conn
+	for range MaxConns {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("1048576\n")) // a header, and no body
+		held = append(held, c)
+	}
+	extra, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	WriteFrame(extra, []byte("list"))
+	extra.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	r := bufio.NewReader(extra)
+	if got, err := ReadFrame(r, MaxFrame); err == nil {
+		t.Fatalf("connection %d was served while %d were held: %q", MaxConns+1, MaxConns, got)
+	}
+	held[0].Close()
+	extra.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if got, err := ReadFrame(r, MaxFrame); err != nil || !strings.HasPrefix(string(got), "j\n") {
+		t.Fatalf("after a slot freed: %q, %v", got, err)
+	}
 }

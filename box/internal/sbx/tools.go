@@ -2,6 +2,7 @@ package sbx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -23,6 +24,12 @@ const GuestRun = "/run/glovebox"
 // MaxFrame bounds one request frame of the tool wire format: 1 MiB of
 // arguments (glovebox's default Limits.ToolPayload) plus the tool name.
 const MaxFrame = 1<<20 + 1024
+
+// MaxConns is how many tool-socket connections one run serves at once;
+// later ones wait in the listen backlog until one closes. With MaxFrame
+// it bounds the host memory a command can make the server hold:
+// 8 × (1 MiB + a 64 KiB read buffer), whatever the box's own limits.
+const MaxConns = 8
 
 //go:embed lib/glovebox_tools.py
 var pyLib []byte
@@ -54,7 +61,13 @@ func ServeTools(ctx context.Context, c *box.Command, hostDir, guestDir string) (
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		slots := make(chan struct{}, MaxConns)
 		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			conn, err := ln.Accept()
 			if err != nil {
 				return
@@ -65,6 +78,7 @@ func ServeTools(ctx context.Context, c *box.Command, hostDir, guestDir string) (
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-slots }()
 				ServeConn(ctx, conn, c.Tools)
 				mu.Lock()
 				delete(conns, conn)
@@ -161,11 +175,16 @@ func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
 	if n > max {
 		return nil, fmt.Errorf("frame of %d bytes, over the %d-byte limit", n, max)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// The buffer grows with the bytes that arrive, not with the length a
+	// peer announces: a header alone costs nothing.
+	var b bytes.Buffer
+	if _, err := io.CopyN(&b, r, int64(n)); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, err
 	}
-	return b, nil
+	return b.Bytes(), nil
 }
 
 // WriteFrame writes one frame.
