@@ -33,6 +33,11 @@ const (
 	// DefaultProgressInterval is how often a running call that asked for
 	// progress hears about it.
 	DefaultProgressInterval = time.Second
+	// DefaultMaxSessions bounds the MCP sessions that hold a
+	// ruby_session at once: 8 × the default 512 MiB memory limit is
+	// 4 GiB of linear memory at most, a sixth of the 24 GiB development
+	// machine.
+	DefaultMaxSessions = 8
 )
 
 // Options configure [New]. Only Runtime is required.
@@ -52,6 +57,12 @@ type Options struct {
 	// mcptools' Binding.Notes); the tool descriptions list them and their
 	// instructions under "Server notes". Zero means none.
 	Servers []codemode.Server
+	// MaxSessions is how many MCP sessions may hold a ruby_session at
+	// once (each keeps a VM of up to Limits.Memory); the ruby_session
+	// call of one more gets an error result naming the bound until a
+	// session ends. run_ruby is not affected. Zero means
+	// DefaultMaxSessions.
+	MaxSessions int
 	// SessionIdle frees a session's VM after this long without a call;
 	// the next call starts a fresh one, and its text says so. Zero means
 	// DefaultSessionIdle.
@@ -98,7 +109,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
 	}
-	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.ProgressInterval < 0 {
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
 	if opts.Name == "" {
@@ -109,6 +120,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SessionIdle == 0 {
 		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.MaxConcurrent == 0 {
 		opts.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
@@ -307,6 +321,9 @@ func (s *Server) session(ss *mcp.ServerSession) (*vmSession, error) {
 	}
 	if v, ok := s.sessions[ss]; ok {
 		return v, nil
+	}
+	if len(s.sessions) >= s.opts.MaxSessions {
+		return nil, fmt.Errorf("this server already holds %d sessions, its limit (--max-sessions); %s keeps no state and still works, or try again when a session has ended", len(s.sessions), ToolRun)
 	}
 	v := &vmSession{}
 	s.sessions[ss] = v

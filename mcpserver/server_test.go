@@ -394,3 +394,28 @@ func TestHTTPClient(t *testing.T) {
 		t.Fatalf("over HTTP: %q", got)
 	}
 }
+
+// One more session than MaxSessions gets an error result, not a VM; when
+// a session ends its slot is free again. run_ruby keeps working.
+func TestMaxSessions(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{MaxSessions: 1})
+	a, b := connect(t, s, nil), connect(t, s, nil)
+	call(t, a, mcpserver.ToolSession, "x = 1")
+	if res := call(t, b, mcpserver.ToolSession, "1"); !res.IsError || !strings.Contains(text(res), "--max-sessions") {
+		t.Fatalf("a second session was served: %s", text(res))
+	}
+	if got := text(call(t, b, mcpserver.ToolRun, "1 + 1")); got != "=> 2" {
+		t.Fatalf("run_ruby: %s", got)
+	}
+	a.Close()
+	for i := 0; ; i++ {
+		res := call(t, b, mcpserver.ToolSession, "41 + 1")
+		if !res.IsError {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("the slot was not freed after the first session ended: %s", text(res))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

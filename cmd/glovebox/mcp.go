@@ -25,6 +25,7 @@ func mcpCmd() *cobra.Command {
 		ap          approveFlags
 		idle        time.Duration
 		maxConc     int
+		maxSess     int
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -64,7 +65,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				return err
 			}
 			defer rt.Close()
-			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxConcurrent: maxConc, Version: mcpVersion()})
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion()})
 			if err != nil {
 				return err
 			}
@@ -87,6 +88,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	ap.register(f)
 	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
+	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
 	return cmd
 }
 
