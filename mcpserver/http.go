@@ -115,7 +115,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		if o.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearerToken(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(o.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="glovebox"`)
 				http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
@@ -147,4 +147,17 @@ func originAllowed(origin string, loop bool, allowed []string) bool {
 		return false
 	}
 	return loop && IsLoopback(u.Hostname())
+}
+
+// bearerToken returns the credentials of an Authorization header that uses
+// the Bearer scheme. The scheme name is matched case-insensitively, as RFC
+// 9110 section 11.1 requires of authentication schemes; surrounding blanks
+// are ignored.
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
 }

@@ -140,6 +140,9 @@ func TestHTTPRefusals(t *testing.T) {
 	}{
 		{"no token", map[string]string{"Authorization": ""}, initBody, 401, 0},
 		{"wrong token", map[string]string{"Authorization": "Bearer nope"}, initBody, 401, 0},
+		{"empty bearer", map[string]string{"Authorization": "Bearer "}, initBody, 401, 0},
+		{"other scheme", map[string]string{"Authorization": "Basic secret"}, initBody, 401, 0},
+		{"token without scheme", map[string]string{"Authorization": "secret"}, initBody, 401, 0},
 		{"foreign Origin", map[string]string{"Origin": "https://evil.example"}, initBody, 403, 0},
 		{"rebound Host", map[string]string{"Host": "evil.example:" + strings.Split(addr, ":")[1]}, initBody, 403, 0},
 		{"oversized", nil, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"` + strings.Repeat("1", 100<<10) + `"}}}`, 413, 0},
@@ -242,5 +245,18 @@ func TestHTTPConcurrencyLimit(t *testing.T) {
 	<-slow
 	if code, _, msgs := raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); code != 200 || len(msgs) != 1 {
 		t.Fatalf("after the slow call: HTTP %d %v", code, msgs)
+	}
+}
+
+// The bearer scheme name is case-insensitive (RFC 9110 section 11.1): a
+// client that writes "bearer" or "BEARER" with the right token is served.
+func TestHTTPBearerSchemeCase(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	url, _ := serveHTTP(t, s, "secret")
+	for _, h := range []string{"bearer secret", "BEARER secret", "Bearer  secret "} {
+		code, _, _ := raw(t, url, "", map[string]string{"Authorization": h}, initBody)
+		if code != 200 {
+			t.Errorf("Authorization %q: HTTP %d, want 200", h, code)
+		}
 	}
 }

@@ -144,3 +144,16 @@ func TestEvalHTTPTool(t *testing.T) {
 		}
 	}
 }
+
+// glovebox version names the image and the engine, not only "(devel)".
+func TestVersionNamesImageAndEngine(t *testing.T) {
+	out, _, code := run(t, "", "version")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"glovebox ", "@ruby/4.0-wasm-wasi@", "wasmtime-go v", "go1."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/image"
 )
 
 func setupCmd() *cobra.Command {
@@ -44,14 +47,45 @@ func setupCmd() *cobra.Command {
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print glovebox's version",
+		Short: "Print glovebox's version, the Ruby image and the wasmtime it runs on",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			fmt.Println("glovebox", v)
+			fmt.Fprint(cmd.OutOrStdout(), versionText())
 		},
 	}
+}
+
+// versionText names this build (the module version, else the VCS revision
+// the go tool stamped, else "(devel)"), the Go toolchain, the pinned Ruby
+// image and the wasmtime-go module linked in: the facts a bug report needs.
+func versionText() string {
+	v, goV, wasmtime := "(devel)", runtime.Version(), "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		} else {
+			var rev, modified string
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					modified = s.Value
+				}
+			}
+			if rev != "" {
+				v = "(devel) " + rev[:min(12, len(rev))]
+				if modified == "true" {
+					v += "+dirty"
+				}
+			}
+		}
+		for _, d := range bi.Deps {
+			if strings.HasPrefix(d.Path, "github.com/bytecodealliance/wasmtime-go") {
+				wasmtime = d.Version
+			}
+		}
+	}
+	return fmt.Sprintf("glovebox %s\n  go:        %s\n  image:     %s@%s (Ruby 4.0, wasm32-wasi)\n  wasmtime:  wasmtime-go %s\n",
+		v, goV, image.Package, image.Version, wasmtime)
 }
