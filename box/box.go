@@ -146,6 +146,28 @@ type Network struct {
 	// through an egress proxy applying httptool's rules; empty means no
 	// network at all (an empty network namespace: no route, no DNS).
 	Allow []string
+	// Credentials is the credentials proxy mode: headers the egress
+	// proxy adds to the command's requests for one allowed host, so the
+	// command never holds the secret (not in its environment, files or
+	// memory). Each Host must be in Allow. See [HostCredential].
+	Credentials []HostCredential
+}
+
+// HostCredential is a secret the egress proxy adds as a header to every
+// request for Host that goes through it. The command asks for
+// http://Host/… (plain HTTP to the proxy, inside the sandbox); with TLS
+// set the proxy speaks HTTPS to Host (port 443 unless the URL names one),
+// so the secret crosses the network encrypted. CONNECT to Host is refused
+// with 403, since a header cannot be added inside the guest's own TLS. The
+// value is resolved when the run starts and, like Command.Credentials,
+// never written to a Result, an error or a log line.
+type HostCredential struct {
+	Host   string // an entry of Network.Allow, exactly (no patterns)
+	Header string // the header; empty means "Authorization"
+	// Value returns the header's value, such as "Bearer " + token. Its
+	// error fails the run with the host's name only.
+	Value func(context.Context) (string, error)
+	TLS   bool // the proxy speaks HTTPS to Host
 }
 
 // Limits bound one run. Zero fields take the default named beside them.
@@ -234,6 +256,20 @@ func (c *Command) Validate() error {
 	for _, h := range c.Network.Allow {
 		if h == "" || strings.ContainsAny(h, "/ :@") {
 			return bad("allowlist entry %q is not a host name", h)
+		}
+	}
+	for _, hc := range c.Network.Credentials {
+		found := false
+		for _, h := range c.Network.Allow {
+			found = found || strings.EqualFold(h, hc.Host)
+		}
+		switch {
+		case !found:
+			return bad("a credential for %q, which is not in Network.Allow", hc.Host)
+		case hc.Value == nil:
+			return bad("the credential for %q has no Value", hc.Host)
+		case strings.ContainsAny(hc.Header, " :\r\n\x00"):
+			return bad("credential header name %q", hc.Header)
 		}
 	}
 	return nil

@@ -167,7 +167,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 			return nil, fmt.Errorf("box: egress proxy: %w", err)
 		}
 		defer release()
-		eg = &egressRun{dial: dial}
+		creds, err := sbx.ProxyCreds(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		eg = &egressRun{dial: dial, creds: creds}
 		args = append(args, "--info-fd", "4", "--block-fd", "5")
 		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
 		enforced = append(enforced, "network:egress-proxy")

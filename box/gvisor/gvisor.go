@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,18 @@ type Config struct {
 	ReadOnly []string
 	// UID and GID run the command; zero means 65534.
 	UID, GID int
+	// Egress makes the dialer of one run's egress proxy from the
+	// Command's allowlist (egress.HTTPTool gives httptool's rules, the
+	// same policy the bwrap box and the wasm guest's HTTP functions
+	// apply); nil means a Command with Network.Allow is refused with
+	// ErrUnsupported. See the package comment for how the proxy is the
+	// sandbox's only way out.
+	Egress EgressFunc
 }
+
+// EgressFunc returns the dialer for a run allowing hosts, and a function
+// releasing it (the same shape as bwrap.EgressFunc).
+type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
 
 // Box is a gVisor box; make it with [New].
 type Box struct {
@@ -131,8 +143,8 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if len(c.Network.Allow) > 0 {
-		return nil, fmt.Errorf("%w: the gVisor box has no egress proxy yet", box.ErrUnsupported)
+	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
+		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
 	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
@@ -170,11 +182,43 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		defer stop()
 		extraEnv = tenv
 	}
+	var netns *sbx.Netns
+	if len(c.Network.Allow) > 0 {
+		dial, release, err := b.cfg.Egress(c.Network.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy: %w", err)
+		}
+		defer release()
+		creds, err := sbx.ProxyCreds(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		ns, ln, err := sbx.NewNetns("127.0.0.1:3128")
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
+		}
+		defer ns.Close()
+		defer sbx.ServeProxy(ctx, ln, dial, creds)()
+		netns = ns
+		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
+	}
 	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
 		return nil, err
 	}
 	specMap := b.Spec(&c, env, w.Work, etc)
+	if netns != nil {
+		// The sandbox joins the namespace holding the proxy and uses
+		// it through the host kernel's sockets (--network=host): its
+		// only interface is that namespace's loopback.
+		lin := specMap["linux"].(map[string]any)
+		nss := lin["namespaces"].([]any)
+		for i, n := range nss {
+			if n.(map[string]any)["type"] == "network" {
+				nss[i] = map[string]any{"type": "network", "path": netns.Path}
+			}
+		}
+	}
 	if run != "" {
 		specMap["mounts"] = append(specMap["mounts"].([]any), map[string]any{"destination": sbx.GuestRun, "type": "bind", "source": run, "options": []string{"rbind", "ro"}})
 	}
@@ -189,6 +233,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
 	global := []string{"--root", state, "--network=none"}
+	if netns != nil {
+		global[2] = "--network=host"
+	}
 	if run != "" {
 		// The tool socket is a host unix socket: let the sandbox open
 		// (connect to) it, and nothing more.
@@ -206,6 +253,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	kill()
 	res.Posture = b.Posture()
 	res.Enforced = []string{"memory:oci", "pids:oci", "network:none", "rootfs:ro"}
+	if netns != nil {
+		res.Enforced[2] = "network:egress-proxy"
+	}
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
 	if c.Tools != nil {
 		res.ToolCalls = c.Tools.Transcript()
