@@ -176,8 +176,6 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
 		enforced = append(enforced, "network:egress-proxy")
 	}
-	args = append(args, "--")
-	args = append(args, c.ArgvOrShell()...)
 
 	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
@@ -198,8 +196,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		enforced = append(enforced, "memory:rlimit-as")
 	}
 	script.WriteString(`exec "$@"` + "\n")
-	argv := append([]string{"-c", script.String(), "sh", b.bwrap}, args...)
-	cmd := exec.Command("/bin/sh", argv...)
+	// bwrap's options (host paths of the run's directories among them)
+	// travel through a pipe (--args), so the sandbox's /proc/1/cmdline
+	// reads "bwrap --args N -- ARGV" and names nothing of the host.
+	cmd := exec.Command("/bin/sh", "-c", script.String(), "sh", b.bwrap)
 	cmd.Env = env
 	filterR, wr, err := os.Pipe()
 	if err != nil {
@@ -216,6 +216,21 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		defer eg.close()
 		p.AfterStart = func() error { return eg.start(ctx) }
 	}
+	argsR, argsW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer argsR.Close()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, argsR)
+	cmd.Args = append(cmd.Args, "--args", strconv.Itoa(2+len(cmd.ExtraFiles)), "--")
+	cmd.Args = append(cmd.Args, c.ArgvOrShell()...)
+	go func() {
+		for _, a := range args {
+			argsW.WriteString(a)
+			argsW.Write([]byte{0})
+		}
+		argsW.Close()
+	}()
 	if gerr == nil {
 		p.Kill, p.OOM = group.Kill, group.OOMKilled
 	}

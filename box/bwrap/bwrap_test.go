@@ -327,3 +327,13 @@ func TestToolCLIInside(t *testing.T) {
 		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 }
+
+// TestProcHidesHostPaths: no process the guest can see names the run's
+// host directories (bwrap's own arguments come through a pipe).
+func TestProcHidesHostPaths(t *testing.T) {
+	b := requiresBwrap(t)
+	res := run(t, b, box.Command{Shell: `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done`})
+	if res.ExitStatus != 0 || !strings.Contains(res.Stdout, "bwrap --args") || strings.Contains(res.Stdout, os.TempDir()) || strings.Contains(res.Stdout, "glovebox-run-") {
+		t.Errorf("exit %d\n%s\nstderr %s", res.ExitStatus, res.Stdout, res.Stderr)
+	}
+}
