@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 )
 
@@ -119,6 +120,11 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 				map[string]any{"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
 				map[string]any{"type": "RLIMIT_FSIZE", "hard": l.Disk, "soft": l.Disk},
 				map[string]any{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
+				// The sentry enforces RLIMIT_NPROC itself: fork and clone
+				// fail with EAGAIN past it, as on Linux. All of the
+				// command's processes run as one uid in a fresh sandbox,
+				// so this is the run's process (task) limit.
+				map[string]any{"type": "RLIMIT_NPROC", "hard": l.Pids, "soft": l.Pids},
 			},
 		},
 		"root":     map[string]any{"path": "rootfs", "readonly": true},
@@ -131,11 +137,20 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 			},
 			"resources": map[string]any{
 				"memory": map[string]any{"limit": l.Memory},
-				"pids":   map[string]any{"limit": l.Pids},
+				"pids":   map[string]any{"limit": HostPids(l.Pids)},
 			},
 		},
 	}
 }
+
+// HostPids is the host cgroup's pids.max for a sandbox whose command may
+// have pids processes: a backstop on the host threads and processes runsc
+// uses (the sentry's ~40 threads, the gofer, and under the ptrace
+// platform a stub process per address space and a host thread per guest
+// thread), 4×pids+256. The guest's own limit is RLIMIT_NPROC, which the
+// sentry enforces; hitting the host ceiling instead would end the whole
+// sandbox (the sentry's Go runtime cannot make a thread and exits).
+func HostPids(pids int) int { return 4*pids + 256 }
 
 // Run runs c in a fresh gVisor sandbox. See [box.Box].
 func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
@@ -207,6 +222,27 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		return nil, err
 	}
 	specMap := b.Spec(&c, env, w.Work, etc)
+	// A cgroup made here and named in the spec: runsc joins a group that
+	// already exists without owning it (it sets no limits there and does
+	// not delete it), so its memory.oom_control / memory.events can be
+	// read after the sandbox ended, to tell a memory kill.
+	group, gerr := cgroup.New(filepath.Base(w.Root), cgroup.Limits{Memory: l.Memory, Pids: HostPids(l.Pids), CPUs: l.CPUs})
+	enforced := []string{"pids:rlimit-nproc", "network:none", "rootfs:ro"}
+	if gerr == nil {
+		defer group.Remove()
+		specMap["linux"].(map[string]any)["cgroupsPath"] = group.Path()
+		for _, e := range group.Enforced {
+			if e == "pids:cgroup" {
+				e = "pids:cgroup-backstop"
+			}
+			enforced = append(enforced, e)
+		}
+	} else {
+		// runsc makes its own group from the spec's resources; it
+		// removes it when the sandbox ends, so a memory kill cannot be
+		// told from another SIGKILL.
+		enforced = append(enforced, "memory:oci", "pids:oci-backstop")
+	}
 	if netns != nil {
 		// The sandbox joins the namespace holding the proxy and uses
 		// it through the host kernel's sockets (--network=host): its
@@ -249,13 +285,17 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
 		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
 	}
-	res := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
+	p := &sbx.Proc{Cmd: cmd, Kill: kill}
+	if gerr == nil {
+		p.OOM = group.OOMKilled
+	}
+	res := sbx.Run(ctx, &c, p, start)
 	kill()
 	res.Posture = b.Posture()
-	res.Enforced = []string{"memory:oci", "pids:oci", "network:none", "rootfs:ro"}
 	if netns != nil {
-		res.Enforced[2] = "network:egress-proxy"
+		enforced[1] = "network:egress-proxy"
 	}
+	res.Enforced = enforced
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
 	if c.Tools != nil {
 		res.ToolCalls = c.Tools.Transcript()
