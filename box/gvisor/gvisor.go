@@ -2,10 +2,35 @@
 // between the command and the host. Each run gets an OCI bundle generated
 // from the Command: a read-only root file system holding the host's /usr
 // read-only, a private /tmp (tmpfs) and working directory, no
-// capabilities, no-new-privileges, a non-root user, no network
-// (--network=none), and the memory and pids limits in the spec's
-// resources. With Command.Tools, the tool socket is bound read-only at
-// /run/glovebox and runsc may open (connect to) host unix sockets only. The timeout kills the sandbox (runsc kill, then delete).
+// capabilities, no-new-privileges, a non-root user, and no network
+// (--network=none). With Command.Tools, the tool socket is bound read-only
+// at /run/glovebox and runsc may open (connect to) host unix sockets only.
+// The timeout kills the sandbox (runsc kill, then delete).
+//
+// # Limits
+//
+// The process limit is the sentry's RLIMIT_NPROC: fork and clone fail with
+// EAGAIN past Limits.Pids, as on Linux. Memory is a host cgroup made for
+// the run and named in the spec (linux.cgroupsPath); runsc joins it
+// without owning it, so after the run its OOM-kill count (memory.events,
+// or memory.oom_control on cgroup v1) tells a memory kill: Result has
+// KilledForMemory and exit status 137. The same group holds a host pids
+// ceiling ([HostPids]) as a backstop. Where this process cannot make a
+// cgroup, runsc makes its own from the spec's resources and removes it
+// with the sandbox: the limit holds but a kill is not told apart
+// (Result.Enforced says "memory:oci" instead of "memory:cgroup").
+//
+// # Network allowlist
+//
+// With Command.Network.Allow (and Config.Egress), the run gets a fresh
+// network namespace made by this process, holding only loopback and the
+// egress proxy on 127.0.0.1:3128, which applies httptool's policy. The
+// sandbox joins that namespace and uses it through the host kernel's
+// sockets (runsc --network=host): its only interface is that loopback,
+// there is no DNS, and HTTP_PROXY/HTTPS_PROXY point at the proxy. This
+// needs CAP_SYS_ADMIN (root), as runsc itself does here. The cost: the
+// guest's socket calls reach the host kernel (hostinet) instead of
+// gVisor's netstack, for this run only.
 package gvisor
 
 import (
@@ -144,13 +169,15 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 }
 
 // HostPids is the host cgroup's pids.max for a sandbox whose command may
-// have pids processes: a backstop on the host threads and processes runsc
-// uses (the sentry's ~40 threads, the gofer, and under the ptrace
-// platform a stub process per address space and a host thread per guest
-// thread), 4×pids+256. The guest's own limit is RLIMIT_NPROC, which the
-// sentry enforces; hitting the host ceiling instead would end the whole
-// sandbox (the sentry's Go runtime cannot make a thread and exits).
-func HostPids(pids int) int { return 4*pids + 256 }
+// have pids processes: a backstop on the host tasks runsc uses (the
+// sentry's ~40 threads, the gofer, and under the ptrace platform stub
+// processes and threads per guest address space and sentry thread),
+// 32×pids+512. Measured here (runsc 2022-12, ptrace): a shell fork bomb
+// held to 64 guest processes peaked at 1515 host tasks, to 128 at 2607.
+// The guest's own limit is RLIMIT_NPROC, which the sentry enforces;
+// hitting the host ceiling instead ends the whole sandbox (the sentry's Go
+// runtime cannot make a thread and exits).
+func HostPids(pids int) int { return 32*pids + 512 }
 
 // Run runs c in a fresh gVisor sandbox. See [box.Box].
 func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {

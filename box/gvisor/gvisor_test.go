@@ -110,3 +110,53 @@ func TestGVisorToolsFromPython(t *testing.T) {
 		t.Errorf("stdout %q stderr %q calls %s", res.Stdout, res.Stderr, res.ToolCalls)
 	}
 }
+
+// TestGVisorPidsLimit: fork fails with EAGAIN at the process limit (the
+// sentry's RLIMIT_NPROC), and a shell fork bomb leaves the sandbox alive
+// to finish its script, with nothing left behind on the host.
+func TestGVisorPidsLimit(t *testing.T) {
+	b := requiresRunsc(t)
+	res := run(t, b, box.Command{Argv: []string{"python3", "-c", `
+import os, errno
+kids = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            import time; time.sleep(30); os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    print(errno.errorcode[e.errno], len(kids))
+for k in kids: os.kill(k, 9)
+for k in kids: os.waitpid(k, 0)
+`}, Limits: box.Limits{Pids: 32}, Timeout: 60 * time.Second})
+	if res.Stdout != "EAGAIN 31\n" || res.ExitStatus != 0 {
+		t.Errorf("fork loop: %+v", res)
+	}
+	res = run(t, b, box.Command{Shell: `(f(){ f|f& }; f) 2>/dev/null; sleep 2; echo survived`, Limits: box.Limits{Pids: 64}, Timeout: 60 * time.Second})
+	if res.Stdout != "survived\n" || res.ExitStatus != 0 || res.TimedOut {
+		t.Errorf("fork bomb: %+v", res)
+	}
+	if !strings.Contains(strings.Join(res.Enforced, ","), "pids:rlimit-nproc") {
+		t.Errorf("enforced %v", res.Enforced)
+	}
+}
+
+// TestGVisorMemoryKill: a memory hog past Limits.Memory is killed and
+// reported as killed for memory (the run's cgroup counted an OOM kill);
+// the same program under a larger limit runs.
+func TestGVisorMemoryKill(t *testing.T) {
+	b := requiresRunsc(t)
+	hog := `x = bytearray(400 << 20); x[::4096] = b"a" * len(x[::4096]); print("alive")`
+	res := run(t, b, box.Command{Argv: []string{"python3", "-c", hog}, Limits: box.Limits{Memory: 128 << 20}})
+	if !strings.Contains(strings.Join(res.Enforced, ","), "memory:cgroup") {
+		t.Skipf("no cgroup for the sandbox here (enforced %v): a memory kill cannot be told", res.Enforced)
+	}
+	if !res.KilledForMemory || res.ExitStatus != 137 || res.Stdout != "" {
+		t.Errorf("hog: %+v", res)
+	}
+	res = run(t, b, box.Command{Argv: []string{"python3", "-c", hog}, Limits: box.Limits{Memory: 1 << 30}})
+	if res.KilledForMemory || res.Stdout != "alive\n" {
+		t.Errorf("under 1 GiB: %+v", res)
+	}
+}
