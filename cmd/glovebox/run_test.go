@@ -55,10 +55,10 @@ func TestRunProfileBox(t *testing.T) {
 		t.Fatalf("eval rejects a profile with a box section: %d %q", code, eval)
 	}
 	for body, want := range map[string]string{
-		"box:\n  memory: 512\n":     "box.memory \"512\" is 512 bytes, under the minimum",
-		"box:\n  timeout: 0s\n":     "box.timeout \"0s\": the limit must be more than zero",
+		"box:\n  memory: 512\n":      "box.memory \"512\" is 512 bytes, under the minimum",
+		"box:\n  timeout: 0s\n":      "box.timeout \"0s\": the limit must be more than zero",
 		"box:\n  files: {a: nope}\n": "box.files a=",
-		"box:\n  backnd: bwrap\n":   "unknown key backnd",
+		"box:\n  backnd: bwrap\n":    "unknown key backnd",
 		"box:\n  network: [a.test]\n  credentials: [{host: b.test, env: HOME}]\n": "b.test is not a --network allow: host",
 	} {
 		os.WriteFile(prof, []byte(body), 0o644)
