@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
@@ -74,8 +75,11 @@ except OSError: print("direct refused")
 func TestCredentialsProxyMode(t *testing.T) {
 	requiresBwrap(t)
 	const canary = "cred-proxy-3c9a5d"
+	var mu sync.Mutex
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
 		seen = append(seen, r.Host+" "+r.Header.Get("Authorization"))
 		fmt.Fprint(w, "ok")
 	}))
@@ -133,8 +137,11 @@ print("found", found)
 		t.Errorf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	}
 	w := fmt.Sprintf("api.test:%d Bearer %s", port, canary)
-	if len(seen) != 3 || seen[0] != w || seen[1] != w || seen[2] != fmt.Sprintf("plain.test:%d ", port) {
-		t.Errorf("the server saw %q", seen)
+	mu.Lock()
+	got := append([]string(nil), seen...)
+	mu.Unlock()
+	if len(got) != 3 || got[0] != w || got[1] != w || got[2] != fmt.Sprintf("plain.test:%d ", port) {
+		t.Errorf("the server saw %q", got)
 	}
 	if j, _ := json.Marshal(res); strings.Contains(string(j), canary) {
 		t.Errorf("result holds the canary: %s", j)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
@@ -33,8 +34,11 @@ func (f fakeDNS) LookupNetIP(ctx context.Context, network, host string) ([]netip
 func TestGVisorEgressAllowlist(t *testing.T) {
 	requiresRunsc(t)
 	const canary = "canary-gv-7f3e19"
+	var mu sync.Mutex
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
 		seen = append(seen, r.Host+" "+r.Header.Get("Authorization"))
 		fmt.Fprint(w, "hello from host")
 	}))
@@ -93,8 +97,11 @@ print(open("/proc/self/environ").read().count(%[2]q))
 		lines[3] != want[0] || lines[4] != want[1] || lines[5] != "direct refused" || lines[6] != "dns failed" || lines[7] != "0" {
 		t.Errorf("stdout:\n%s\nstderr:\n%s\nwant refusals:\n%s", res.Stdout, res.Stderr, strings.Join(want, "\n"))
 	}
-	if len(seen) != 2 || seen[0] != fmt.Sprintf("allowed.test:%d ", port) || seen[1] != fmt.Sprintf("api.test:%d Bearer %s", port, canary) {
-		t.Errorf("the server saw %q", seen)
+	mu.Lock()
+	got := append([]string(nil), seen...)
+	mu.Unlock()
+	if len(got) != 2 || got[0] != fmt.Sprintf("allowed.test:%d ", port) || got[1] != fmt.Sprintf("api.test:%d Bearer %s", port, canary) {
+		t.Errorf("the server saw %q", got)
 	}
 	if !strings.Contains(strings.Join(res.Enforced, ","), "network:egress-proxy") {
 		t.Errorf("enforced %v", res.Enforced)
