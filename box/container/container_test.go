@@ -103,7 +103,7 @@ func TestEgressArgv(t *testing.T) {
 			// Stand in for the engine: ask the proxy in the namespace.
 			i := slices.Index(a, "--network")
 			ns := strings.TrimPrefix(a[i+1], "ns:")
-			return exec.Command("nsenter", "--net="+ns, "sh", "-c", `printf 'GET http://other.test/ HTTP/1.0\r\n\r\n' | python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1",3128)); s.sendall(sys.stdin.buffer.read()); print(s.recv(4096).decode().splitlines()[-1])'`)
+			return exec.Command("nsenter", "--net="+ns, "sh", "-c", `printf 'GET http://other.test/ HTTP/1.0\r\n\r\n' | python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1",3128)); s.sendall(sys.stdin.buffer.read()); print(s.makefile("rb").read().decode().splitlines()[-1])'`)
 		}})
 	res, err := b.Run(context.Background(), box.Command{Argv: []string{"x"}, Network: box.Network{Allow: []string{"allowed.test"}}})
 	if err != nil {
