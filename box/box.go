@@ -112,6 +112,9 @@ type Command struct {
 	// run: name (a relative slash path, no "..") to content. Directories
 	// are made as needed.
 	Files map[string][]byte
+	// Mounts are host directories bound into the sandbox (read-only
+	// unless Writable). See [Mount] for the guest paths allowed.
+	Mounts []Mount
 	// Stdin is the command's standard input; nil means empty.
 	Stdin []byte
 	// Env is the command's whole environment besides PATH, HOME, TMPDIR
@@ -140,6 +143,22 @@ type Command struct {
 	Stream func(stream int, p []byte)
 }
 
+// Mount is a host directory bound into the sandbox.
+type Mount struct {
+	// HostPath is an absolute path to an existing directory; a backend
+	// refuses the run (ErrInvalidCommand) when it is not one.
+	HostPath string `json:"host_path"`
+	// GuestPath is where the command sees it: absolute and clean, not
+	// "/" and not on or under the paths the box provides (/bin, /dev,
+	// /etc, /lib*, /proc, /run, /sbin, /sys, /tmp, /usr, /work), such as
+	// /data or /mnt/in.
+	GuestPath string `json:"guest_path"`
+	Writable  bool   `json:"writable,omitempty"` // the command may write; default read-only
+}
+
+// reservedGuest are the guest paths a Mount may not be on or under.
+var reservedGuest = []string{"/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr", "/work"}
+
 // Network is a run's network access.
 type Network struct {
 	// Allow lists the host names the command may reach over HTTP(S),
@@ -166,8 +185,8 @@ type HostCredential struct {
 	Header string // the header; empty means "Authorization"
 	// Value returns the header's value, such as "Bearer " + token. Its
 	// error fails the run with the host's name only.
-	Value func(context.Context) (string, error)
-	TLS   bool // the proxy speaks HTTPS to Host
+	Value func(context.Context) (string, error) `json:"-"`
+	TLS   bool                                   // the proxy speaks HTTPS to Host
 }
 
 // Limits bound one run. Zero fields take the default named beside them.
@@ -234,6 +253,20 @@ func (c *Command) Validate() error {
 	for name := range c.Files {
 		if err := ValidFileName(name); err != nil {
 			return err
+		}
+	}
+	for _, m := range c.Mounts {
+		if !path.IsAbs(m.HostPath) || strings.IndexByte(m.HostPath, 0) >= 0 {
+			return bad("mount host path %q is not absolute", m.HostPath)
+		}
+		g := m.GuestPath
+		if !path.IsAbs(g) || path.Clean(g) != g || g == "/" || strings.IndexByte(g, 0) >= 0 {
+			return bad("mount guest path %q: want an absolute, clean path such as /data", g)
+		}
+		for _, r := range reservedGuest {
+			if g == r || strings.HasPrefix(g, r+"/") {
+				return bad("mount guest path %q is on the box's own %s", g, r)
+			}
 		}
 	}
 	for k, v := range c.Env {

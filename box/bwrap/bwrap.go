@@ -99,6 +99,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
 		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
 	}
+	if err := sbx.CheckMounts(&c); err != nil {
+		return nil, err
+	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
 	if err != nil {
@@ -134,6 +137,13 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		"--proc", "/proc", "--dev", "/dev",
 		"--bind", w.Work, sbx.GuestWork, "--chdir", sbx.GuestWork,
 	)
+	for _, m := range c.Mounts {
+		op := "--ro-bind"
+		if m.Writable {
+			op = "--bind"
+		}
+		args = append(args, op, m.HostPath, m.GuestPath)
+	}
 	var extraEnv []string
 	var stops []func()
 	defer func() {

@@ -111,6 +111,13 @@ func (b *Box) ArgsNetns(c *box.Command, name, work string, envNames []string, ne
 		"-v", work+":"+sbx.GuestWork+":rw",
 		"-w", sbx.GuestWork,
 	)
+	for _, m := range c.Mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		a = append(a, "-v", m.HostPath+":"+m.GuestPath+":"+mode)
+	}
 	if l.CPUs > 0 {
 		a = append(a, "--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64))
 	}

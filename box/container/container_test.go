@@ -124,3 +124,11 @@ func TestEgressArgv(t *testing.T) {
 		t.Errorf("docker with an allowlist: %v", err)
 	}
 }
+
+func TestMountArgs(t *testing.T) {
+	b, _ := container.New(container.Config{Image: "img"})
+	a := strings.Join(b.Args(&box.Command{Argv: []string{"x"}, Mounts: []box.Mount{{HostPath: "/srv/in", GuestPath: "/data"}, {HostPath: "/srv/out", GuestPath: "/out", Writable: true}}}, "n", "/w", nil), " ")
+	if !strings.Contains(a, "-v /srv/in:/data:ro -v /srv/out:/out:rw") {
+		t.Errorf("argv %s", a)
+	}
+}

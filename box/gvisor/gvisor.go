@@ -131,6 +131,13 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 	for _, f := range []string{"passwd", "group", "hosts"} {
 		mounts = append(mounts, map[string]any{"destination": "/etc/" + f, "type": "bind", "source": filepath.Join(etc, f), "options": []string{"bind", "ro"}})
 	}
+	for _, m := range c.Mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode}})
+	}
 	return map[string]any{
 		"ociVersion": "1.0.2",
 		"process": map[string]any{
@@ -188,6 +195,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
 		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
 	}
+	if err := sbx.CheckMounts(&c); err != nil {
+		return nil, err
+	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
 	if err != nil {
@@ -198,6 +208,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, d := range []string{"usr", "etc", "tmp", "proc", "dev", "work", "run"} {
 		os.MkdirAll(filepath.Join(rootfs, d), 0o755)
+	}
+	for _, m := range c.Mounts {
+		os.MkdirAll(filepath.Join(rootfs, filepath.FromSlash(m.GuestPath)), 0o755)
 	}
 	for _, ln := range []string{"/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"} {
 		if t, err := os.Readlink(ln); err == nil && strings.HasPrefix(filepath.Clean(filepath.Join("/", t)), "/usr/") {

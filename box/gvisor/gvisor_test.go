@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,30 @@ func TestGVisorMemoryKill(t *testing.T) {
 	res = run(t, b, box.Command{Argv: []string{"python3", "-c", hog}, Limits: box.Limits{Memory: 1 << 30}})
 	if res.KilledForMemory || res.Stdout != "alive\n" {
 		t.Errorf("under 1 GiB: %+v", res)
+	}
+}
+
+// TestMounts: a read-only mount is readable and refuses writes; a
+// writable one takes them, on the host; a missing host directory is an
+// invalid command.
+func TestMounts(t *testing.T) {
+	b := requiresRunsc(t)
+	in, out := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(in, "data.txt"), []byte("mounted\n"), 0o644)
+	os.Chmod(out, 0o777)
+	res := run(t, b, box.Command{Shell: `cat /data/data.txt; (echo x > /data/new) 2>/dev/null || echo ro; echo w > /mnt/out/new.txt && echo wrote`,
+		Mounts: []box.Mount{{HostPath: in, GuestPath: "/data"}, {HostPath: out, GuestPath: "/mnt/out", Writable: true}}})
+	if res.Stdout != "mounted\nro\nwrote\n" {
+		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "new.txt")); string(b) != "w\n" {
+		t.Errorf("the host sees %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(in, "new")); err == nil {
+		t.Error("a write went through the read-only mount")
+	}
+	_, err := b.Run(context.Background(), box.Command{Argv: []string{"true"}, Mounts: []box.Mount{{HostPath: filepath.Join(in, "none"), GuestPath: "/data"}}})
+	if !errors.Is(err, box.ErrInvalidCommand) {
+		t.Errorf("missing host dir: %v", err)
 	}
 }
