@@ -186,7 +186,7 @@ type HostCredential struct {
 	// Value returns the header's value, such as "Bearer " + token. Its
 	// error fails the run with the host's name only.
 	Value func(context.Context) (string, error) `json:"-"`
-	TLS   bool                                   // the proxy speaks HTTPS to Host
+	TLS   bool                                  // the proxy speaks HTTPS to Host
 }
 
 // Limits bound one run. Zero fields take the default named beside them.
