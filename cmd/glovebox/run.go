@@ -31,16 +31,21 @@ import (
 // flag; a flag given replaces the key (env, files and credentials add to
 // the profile's, a flag winning for the same name).
 type boxProfile struct {
-	Backend     string            `yaml:"backend"`
-	Network     []string          `yaml:"network"`
-	Timeout     string            `yaml:"timeout"`
-	Memory      string            `yaml:"memory"`
-	Pids        string            `yaml:"pids"`
-	CPUs        string            `yaml:"cpus"`
-	Disk        string            `yaml:"disk"`
-	Output      string            `yaml:"output"`
-	Env         map[string]string `yaml:"env"`
-	Files       map[string]string `yaml:"files"`
+	Backend string            `yaml:"backend"`
+	Network []string          `yaml:"network"`
+	Timeout string            `yaml:"timeout"`
+	Memory  string            `yaml:"memory"`
+	Pids    string            `yaml:"pids"`
+	CPUs    string            `yaml:"cpus"`
+	Disk    string            `yaml:"disk"`
+	Output  string            `yaml:"output"`
+	Env     map[string]string `yaml:"env"`
+	Files   map[string]string `yaml:"files"`
+	Mounts  []struct {
+		Host     string `yaml:"host"`
+		Guest    string `yaml:"guest"`
+		Writable bool   `yaml:"writable"`
+	} `yaml:"mounts"`
 	Credentials []struct {
 		Host   string `yaml:"host"`
 		Env    string `yaml:"env"`
@@ -61,6 +66,9 @@ var boxProfileKeys = []struct{ key, flag, doc string }{
 	{"box.output", "--output-limit", "run's stdout and stderr bytes kept, each (1MiB)"},
 	{"box.env", "--env", "run's environment (map; nothing else is passed)"},
 	{"box.files", "--file", "files put in run's working directory: NAME: host path (map; relative to the profile file)"},
+	{"box.mounts[].host", "--mount HOST:", "host directory bound into run's sandbox (relative to the profile file)"},
+	{"box.mounts[].guest", "--mount :GUEST", "where the command sees it, such as /data (not /usr, /etc, /tmp, /work, ...)"},
+	{"box.mounts[].writable", "--mount ::rw", "the command may write (false)"},
 	{"box.credentials[].host", "--credential HOST=", "a box.network host whose requests get a header from the proxy"},
 	{"box.credentials[].env", "--credential =VAR", "glovebox's environment variable holding the header's value"},
 	{"box.credentials[].header", "", "the header (Authorization)"},
@@ -85,7 +93,7 @@ func newBox(name string, base httptool.Config) (box.Box, error) {
 // runFlags are glovebox run's flags.
 type runFlags struct {
 	boxName, network, timeout, memory, pids, cpus, disk, output string
-	files, envs, creds                                          []string
+	files, envs, creds, mounts                                  []string
 	asJSON                                                      bool
 	outputsDir, profile                                         string
 	http                                                        httpFlags
@@ -143,6 +151,7 @@ enforced).`,
 	f.SetInterspersed(false)
 	f.StringVar(&r.boxName, "box", "bwrap", "the sandbox: bwrap, gvisor or null")
 	f.StringArrayVar(&r.files, "file", nil, "NAME=PATH: put the host file PATH in the working directory as NAME (repeatable)")
+	f.StringArrayVar(&r.mounts, "mount", nil, "HOST:GUEST[:rw]: bind a host directory at GUEST, such as ./data:/data (read-only unless :rw; repeatable)")
 	f.StringArrayVar(&r.envs, "env", nil, "K=V: set an environment variable (repeatable; nothing else is passed)")
 	f.StringVar(&r.network, "network", "none", "none, or allow:HOST[,HOST] for HTTP(S) through the egress proxy")
 	f.StringArrayVar(&r.creds, "credential", nil, "[http://]HOST=VAR: the egress proxy adds \"Authorization: $VAR\" to requests for HOST (a --network host); the command never holds it (repeatable)")
@@ -158,14 +167,7 @@ enforced).`,
 	r.http.add(f)
 	r.mcp.add(f)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "--mount"):
-			msg += " (run has no --mount: copy a file in with --file NAME=PATH, take files out with --outputs-dir)"
-		default:
-			msg += " (glovebox run's flags go before the command; put the command after --: glovebox run [flags] -- ARGV...)"
-		}
-		return usageError{errors.New(msg)}
+		return usageError{fmt.Errorf("%v (glovebox run's flags go before the command; put the command after --: glovebox run [flags] -- ARGV...)", err)}
 	})
 	return cmd
 }
@@ -244,6 +246,48 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 			return usageError{fmt.Errorf("--file %q: want NAME=PATH, such as data.csv=./data.csv", spec)}
 		}
 		if err := addFile("--file", name, path); err != nil {
+			return err
+		}
+	}
+	addMount := func(what string, m box.Mount) error {
+		if err := checkHostDir(m.HostPath); err != nil {
+			return usageError{fmt.Errorf("%s: %w", what, err)}
+		}
+		if err := (&box.Command{Argv: []string{"true"}, Mounts: []box.Mount{m}}).Validate(); err != nil {
+			return usageError{fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), box.ErrInvalidCommand.Error()+": "))}
+		}
+		// A flag replaces the profile's mount at the same guest path.
+		for i, o := range c.Mounts {
+			if o.GuestPath == m.GuestPath {
+				c.Mounts = append(c.Mounts[:i], c.Mounts[i+1:]...)
+				break
+			}
+		}
+		c.Mounts = append(c.Mounts, m)
+		return nil
+	}
+	for i, pm := range bp.Mounts {
+		what := fmt.Sprintf("--profile %s: box.mounts[%d]", r.profile, i)
+		if pm.Host == "" || pm.Guest == "" {
+			return usageError{fmt.Errorf("%s needs host and guest", what)}
+		}
+		host := pm.Host
+		if !filepath.IsAbs(host) {
+			host = filepath.Join(filepath.Dir(r.profile), host)
+		}
+		if abs, err := filepath.Abs(host); err == nil {
+			host = abs
+		}
+		if err := addMount(what, box.Mount{HostPath: host, GuestPath: pm.Guest, Writable: pm.Writable}); err != nil {
+			return err
+		}
+	}
+	for _, spec := range r.mounts {
+		m, err := parseMount(spec)
+		if err != nil {
+			return usageError{err}
+		}
+		if err := addMount(fmt.Sprintf("--mount %q", spec), box.Mount{HostPath: m.HostPath, GuestPath: m.GuestPath, Writable: m.Writable}); err != nil {
 			return err
 		}
 	}

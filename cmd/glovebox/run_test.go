@@ -40,10 +40,10 @@ func TestRunProfileBox(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "in.txt"), []byte("from the profile\n"), 0o644)
 	prof := filepath.Join(dir, "p.yaml")
-	os.WriteFile(prof, []byte("box:\n  backend: bwrap\n  env: {MODE: batch, KEEP: k}\n  files: {data/in.txt: ./in.txt}\n  timeout: 1s\n  pids: 16\n"), 0o644)
-	out, errOut, code := run(t, "", "run", "--profile", prof, "--json", "--", "sh", "-c", `cat data/in.txt; echo "$MODE $KEEP"; sleep 5`)
+	os.WriteFile(prof, []byte("box:\n  backend: bwrap\n  env: {MODE: batch, KEEP: k}\n  files: {data/in.txt: ./in.txt}\n  mounts: [{host: ., guest: /ref}]\n  timeout: 1s\n  pids: 16\n"), 0o644)
+	out, errOut, code := run(t, "", "run", "--profile", prof, "--json", "--", "sh", "-c", `cat data/in.txt /ref/in.txt; echo "$MODE $KEEP"; sleep 5`)
 	j := runResult(t, out)
-	if code != 124 || j["stdout"] != "from the profile\nbatch k\n" || j["timed_out"] != true || j["backend"] != "bwrap" {
+	if code != 124 || j["stdout"] != "from the profile\nfrom the profile\nbatch k\n" || j["timed_out"] != true || j["backend"] != "bwrap" {
 		t.Fatalf("code %d stderr %q result %v", code, errOut, j)
 	}
 	out, _, code = run(t, "", "run", "--profile", prof, "--timeout", "20s", "--env", "MODE=flag", "--json", "--", "sh", "-c", `echo "$MODE $KEEP"`)
@@ -81,7 +81,9 @@ func TestRunMessages(t *testing.T) {
 		{[]string{"--memory", "512", "--", "true"}, `--memory "512" is 512 bytes, under the minimum of 1.0 MiB: write a unit, such as 256MiB`},
 		{[]string{"--timeout", "0s", "--", "true"}, `--timeout "0s": the limit must be more than zero`},
 		{[]string{"--pids", "0", "--", "true"}, `--pids "0": at least 1`},
-		{[]string{"--mount", "./d:d", "--", "true"}, "run has no --mount: copy a file in with --file NAME=PATH"},
+		{[]string{"--mount", "./d:d", "--", "true"}, `--mount "./d:d": host directory`},
+		{[]string{"--mount", dir + ":d", "--", "true"}, `--mount "` + dir + `:d": mount guest path "d": want an absolute, clean path such as /data`},
+		{[]string{"--mount", dir + ":/etc", "--", "true"}, `--mount "` + dir + `:/etc": mount guest path "/etc" is on the box's own /etc`},
 		{[]string{"--file", "data.csv", "--", "true"}, `--file "data.csv": want NAME=PATH`},
 		{[]string{"--file", "d=" + filepath.Join(dir, "none"), "--", "true"}, "--file d=" + filepath.Join(dir, "none") + ": no such file"},
 		{[]string{"--file", "../x=/etc/hostname", "--", "true"}, `--file "../x": NAME must be a relative path`},
