@@ -28,7 +28,8 @@
 // # Commands
 //
 // A [Command] is an argv (no shell) or a shell string (/bin/sh -c), files
-// written into a fresh working directory (/work), stdin, an environment
+// written into a fresh working directory (/work), host directories bound
+// in ([Mount], read-only unless writable), stdin, an environment
 // that holds only what is listed (default deny), credentials resolved
 // when the run starts and never written anywhere else, no network by
 // default, a host-enforced timeout (exit status 124, TimedOut), and

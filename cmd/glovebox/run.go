@@ -110,8 +110,9 @@ shell); use "sh -c '...'" for shell syntax. Flags go before the command:
 everything from the first argument that is not a flag (or after --) is
 the command's. The command sees only the environment given with --env, no
 network unless --network allow:HOST, a read-only /usr, a private /tmp and
-a fresh working directory holding the --file files; files it leaves in
-./outputs are listed (and kept with --outputs-dir).
+a fresh working directory holding the --file files, and the --mount
+directories (read-only unless :rw); files it leaves in ./outputs are
+listed (and kept with --outputs-dir).
 
 Tools: --http-allow gives the command the HTTP tool and --mcp-server /
 --mcp-url the tools of MCP servers, as for eval; from inside, Python calls
