@@ -179,7 +179,9 @@ type Network struct {
 // so the secret crosses the network encrypted. CONNECT to Host is refused
 // with 403, since a header cannot be added inside the guest's own TLS. The
 // value is resolved when the run starts and, like Command.Credentials,
-// never written to a Result, an error or a log line.
+// never written to a Result, an error or a log line. Requests for other
+// hosts (a redirect elsewhere included) never get it; a server that
+// echoes request headers back does hand it to the command.
 type HostCredential struct {
 	Host   string // an entry of Network.Allow, exactly (no patterns)
 	Header string // the header; empty means "Authorization"
