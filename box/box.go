@@ -112,6 +112,9 @@ type Command struct {
 	// run: name (a relative slash path, no "..") to content. Directories
 	// are made as needed.
 	Files map[string][]byte
+	// Mounts are host directories bound into the sandbox (read-only
+	// unless Writable). See [Mount] for the guest paths allowed.
+	Mounts []Mount
 	// Stdin is the command's standard input; nil means empty.
 	Stdin []byte
 	// Env is the command's whole environment besides PATH, HOME, TMPDIR
@@ -140,12 +143,52 @@ type Command struct {
 	Stream func(stream int, p []byte)
 }
 
+// Mount is a host directory bound into the sandbox.
+type Mount struct {
+	// HostPath is an absolute path to an existing directory; a backend
+	// refuses the run (ErrInvalidCommand) when it is not one.
+	HostPath string `json:"host_path"`
+	// GuestPath is where the command sees it: absolute and clean, not
+	// "/" and not on or under the paths the box provides (/bin, /dev,
+	// /etc, /lib*, /proc, /run, /sbin, /sys, /tmp, /usr, /work), such as
+	// /data or /mnt/in.
+	GuestPath string `json:"guest_path"`
+	Writable  bool   `json:"writable,omitempty"` // the command may write; default read-only
+}
+
+// reservedGuest are the guest paths a Mount may not be on or under.
+var reservedGuest = []string{"/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr", "/work"}
+
 // Network is a run's network access.
 type Network struct {
 	// Allow lists the host names the command may reach over HTTP(S),
 	// through an egress proxy applying httptool's rules; empty means no
 	// network at all (an empty network namespace: no route, no DNS).
 	Allow []string
+	// Credentials is the credentials proxy mode: headers the egress
+	// proxy adds to the command's requests for one allowed host, so the
+	// command never holds the secret (not in its environment, files or
+	// memory). Each Host must be in Allow. See [HostCredential].
+	Credentials []HostCredential
+}
+
+// HostCredential is a secret the egress proxy adds as a header to every
+// request for Host that goes through it. The command asks for
+// http://Host/… (plain HTTP to the proxy, inside the sandbox); with TLS
+// set the proxy speaks HTTPS to Host (port 443 unless the URL names one),
+// so the secret crosses the network encrypted. CONNECT to Host is refused
+// with 403, since a header cannot be added inside the guest's own TLS. The
+// value is resolved when the run starts and, like Command.Credentials,
+// never written to a Result, an error or a log line. Requests for other
+// hosts (a redirect elsewhere included) never get it; a server that
+// echoes request headers back does hand it to the command.
+type HostCredential struct {
+	Host   string // an entry of Network.Allow, exactly (no patterns)
+	Header string // the header; empty means "Authorization"
+	// Value returns the header's value, such as "Bearer " + token. Its
+	// error fails the run with the host's name only.
+	Value func(context.Context) (string, error) `json:"-"`
+	TLS   bool                                  // the proxy speaks HTTPS to Host
 }
 
 // Limits bound one run. Zero fields take the default named beside them.
@@ -214,6 +257,20 @@ func (c *Command) Validate() error {
 			return err
 		}
 	}
+	for _, m := range c.Mounts {
+		if !path.IsAbs(m.HostPath) || strings.IndexByte(m.HostPath, 0) >= 0 {
+			return bad("mount host path %q is not absolute", m.HostPath)
+		}
+		g := m.GuestPath
+		if !path.IsAbs(g) || path.Clean(g) != g || g == "/" || strings.IndexByte(g, 0) >= 0 {
+			return bad("mount guest path %q: want an absolute, clean path such as /data", g)
+		}
+		for _, r := range reservedGuest {
+			if g == r || strings.HasPrefix(g, r+"/") {
+				return bad("mount guest path %q is on the box's own %s", g, r)
+			}
+		}
+	}
 	for k, v := range c.Env {
 		if err := validEnv(k); err != nil {
 			return err
@@ -234,6 +291,20 @@ func (c *Command) Validate() error {
 	for _, h := range c.Network.Allow {
 		if h == "" || strings.ContainsAny(h, "/ :@") {
 			return bad("allowlist entry %q is not a host name", h)
+		}
+	}
+	for _, hc := range c.Network.Credentials {
+		found := false
+		for _, h := range c.Network.Allow {
+			found = found || strings.EqualFold(h, hc.Host)
+		}
+		switch {
+		case !found:
+			return bad("a credential for %q, which is not in Network.Allow", hc.Host)
+		case hc.Value == nil:
+			return bad("the credential for %q has no Value", hc.Host)
+		case strings.ContainsAny(hc.Header, " :\r\n\x00"):
+			return bad("credential header name %q", hc.Header)
 		}
 	}
 	return nil

@@ -85,3 +85,25 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("outputs: %s", b)
 	}
 }
+
+func TestMountValidation(t *testing.T) {
+	for _, m := range []box.Mount{
+		{HostPath: "rel", GuestPath: "/data"},
+		{HostPath: "/srv", GuestPath: "data"},
+		{HostPath: "/srv", GuestPath: "/"},
+		{HostPath: "/srv", GuestPath: "/data/../etc"},
+		{HostPath: "/srv", GuestPath: "/etc"},
+		{HostPath: "/srv", GuestPath: "/usr/local/x"},
+		{HostPath: "/srv", GuestPath: "/work"},
+		{HostPath: "/srv", GuestPath: "/run/glovebox"},
+	} {
+		c := box.Command{Argv: []string{"true"}, Mounts: []box.Mount{m}}
+		if err := c.Validate(); !errors.Is(err, box.ErrInvalidCommand) {
+			t.Errorf("%+v: %v", m, err)
+		}
+	}
+	c := box.Command{Argv: []string{"true"}, Mounts: []box.Mount{{HostPath: "/srv", GuestPath: "/data"}, {HostPath: "/srv", GuestPath: "/mnt/in", Writable: true}}}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}

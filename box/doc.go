@@ -19,17 +19,32 @@
 //
 //   - [Null]: disabled; every run fails with [ErrDisabled].
 //   - box/bwrap: bubblewrap (namespaces, seccomp, cgroup or rlimit limits).
-//   - box/gvisor: gVisor's runsc with a generated OCI bundle.
+//   - box/gvisor: gVisor's runsc with a generated OCI bundle (the
+//     sentry's RLIMIT_NPROC, a cgroup for memory and OOM reporting).
+//   - box/container: hardened Docker or Podman argv, an injectable runner.
+//   - box/microvm, box/e2b, box/remote: Firecracker builders, E2B's API,
+//     the executor's interface.
 //
 // # Commands
 //
 // A [Command] is an argv (no shell) or a shell string (/bin/sh -c), files
-// written into a fresh working directory (/work), stdin, an environment
+// written into a fresh working directory (/work), host directories bound
+// in ([Mount], read-only unless writable), stdin, an environment
 // that holds only what is listed (default deny), credentials resolved
 // when the run starts and never written anywhere else, no network by
 // default, a host-enforced timeout (exit status 124, TimedOut), and
 // [Limits]. Files the command leaves in /work/outputs come back in
 // Result.Outputs.
+//
+// # Network
+//
+// Network.Allow gives the command an HTTP(S) proxy (HTTP_PROXY and
+// HTTPS_PROXY point at 127.0.0.1:3128 in a network namespace that has no
+// other way out) which dials through httptool's rules (box/egress): one
+// policy for the wasm guest's HTTP functions and every OS box.
+// Network.Credentials is the credentials proxy mode: the proxy adds a
+// header to the command's http://HOST/… requests for one allowed host
+// (and may speak HTTPS to it), so the command never holds the secret.
 //
 // # The tool socket
 //

@@ -99,6 +99,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
 		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
 	}
+	if err := sbx.CheckMounts(&c); err != nil {
+		return nil, err
+	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
 	if err != nil {
@@ -134,6 +137,13 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		"--proc", "/proc", "--dev", "/dev",
 		"--bind", w.Work, sbx.GuestWork, "--chdir", sbx.GuestWork,
 	)
+	for _, m := range c.Mounts {
+		op := "--ro-bind"
+		if m.Writable {
+			op = "--bind"
+		}
+		args = append(args, op, m.HostPath, m.GuestPath)
+	}
 	var extraEnv []string
 	var stops []func()
 	defer func() {
@@ -167,13 +177,15 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 			return nil, fmt.Errorf("box: egress proxy: %w", err)
 		}
 		defer release()
-		eg = &egressRun{dial: dial}
+		creds, err := sbx.ProxyCreds(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		eg = &egressRun{dial: dial, creds: creds}
 		args = append(args, "--info-fd", "4", "--block-fd", "5")
 		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
 		enforced = append(enforced, "network:egress-proxy")
 	}
-	args = append(args, "--")
-	args = append(args, c.ArgvOrShell()...)
 
 	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
@@ -194,8 +206,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		enforced = append(enforced, "memory:rlimit-as")
 	}
 	script.WriteString(`exec "$@"` + "\n")
-	argv := append([]string{"-c", script.String(), "sh", b.bwrap}, args...)
-	cmd := exec.Command("/bin/sh", argv...)
+	// bwrap's options (host paths of the run's directories among them)
+	// travel through a pipe (--args), so the sandbox's /proc/1/cmdline
+	// reads "bwrap --args N -- ARGV" and names nothing of the host.
+	cmd := exec.Command("/bin/sh", "-c", script.String(), "sh", b.bwrap)
 	cmd.Env = env
 	filterR, wr, err := os.Pipe()
 	if err != nil {
@@ -212,6 +226,21 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		defer eg.close()
 		p.AfterStart = func() error { return eg.start(ctx) }
 	}
+	argsR, argsW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer argsR.Close()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, argsR)
+	cmd.Args = append(cmd.Args, "--args", strconv.Itoa(2+len(cmd.ExtraFiles)), "--")
+	cmd.Args = append(cmd.Args, c.ArgvOrShell()...)
+	go func() {
+		for _, a := range args {
+			argsW.WriteString(a)
+			argsW.Write([]byte{0})
+		}
+		argsW.Close()
+	}()
 	if gerr == nil {
 		p.Kill, p.OOM = group.Kill, group.OOMKilled
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,40 @@ func TestToolCLIInside(t *testing.T) {
 		Shell: dir + `/glovebox tool orders --json 7 --kw '{"status":"open"}'; ` + dir + `/glovebox tool nope; echo "exit $?"`})
 	if res.Stdout != "[7,\"open\"]\nexit 1\n" || !strings.Contains(res.Stderr, "UnknownToolError") {
 		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
+
+// TestProcHidesHostPaths: no process the guest can see names the run's
+// host directories (bwrap's own arguments come through a pipe).
+func TestProcHidesHostPaths(t *testing.T) {
+	b := requiresBwrap(t)
+	res := run(t, b, box.Command{Shell: `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done`})
+	if res.ExitStatus != 0 || !strings.Contains(res.Stdout, "bwrap --args") || strings.Contains(res.Stdout, os.TempDir()) || strings.Contains(res.Stdout, "glovebox-run-") {
+		t.Errorf("exit %d\n%s\nstderr %s", res.ExitStatus, res.Stdout, res.Stderr)
+	}
+}
+
+// TestMounts: a read-only mount is readable and refuses writes; a
+// writable one takes them, on the host; a missing host directory is an
+// invalid command.
+func TestMounts(t *testing.T) {
+	b := requiresBwrap(t)
+	in, out := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(in, "data.txt"), []byte("mounted\n"), 0o644)
+	os.Chmod(out, 0o777)
+	res := run(t, b, box.Command{Shell: `cat /data/data.txt; (echo x > /data/new) 2>/dev/null || echo ro; echo w > /mnt/out/new.txt && echo wrote`,
+		Mounts: []box.Mount{{HostPath: in, GuestPath: "/data"}, {HostPath: out, GuestPath: "/mnt/out", Writable: true}}})
+	if res.Stdout != "mounted\nro\nwrote\n" {
+		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "new.txt")); string(b) != "w\n" {
+		t.Errorf("the host sees %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(in, "new")); err == nil {
+		t.Error("a write went through the read-only mount")
+	}
+	_, err := b.Run(context.Background(), box.Command{Argv: []string{"true"}, Mounts: []box.Mount{{HostPath: filepath.Join(in, "none"), GuestPath: "/data"}}})
+	if !errors.Is(err, box.ErrInvalidCommand) {
+		t.Errorf("missing host dir: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 // inside the child's network namespace and serves the proxy on it.
 type egressRun struct {
 	dial           sbx.DialFunc
+	creds          map[string]sbx.HeaderCred
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
 	stop           func()
@@ -65,7 +66,7 @@ func (e *egressRun) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("box: egress proxy listener: %w", err)
 	}
-	e.stop = sbx.ServeProxy(ctx, ln, e.dial)
+	e.stop = sbx.ServeProxy(ctx, ln, e.dial, e.creds)
 	_, err = e.blockW.Write([]byte{1})
 	return err
 }

@@ -1,7 +1,8 @@
 // Package container runs commands in hardened Docker or Podman containers
 // through the engine's CLI: read-only root, every capability dropped,
 // no-new-privileges, the engine's default seccomp profile (or a given
-// one), no network, pids/memory/CPU limits, a non-root user and a tmpfs
+// one), no network (or, on podman, a namespace whose only way out is the
+// egress proxy), pids/memory/CPU limits, a non-root user and a tmpfs
 // /tmp. [Args] builds the exact argv; the engine is reached through an
 // injectable [Runner], so the builder is tested without an engine.
 package container
@@ -9,6 +10,7 @@ package container
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -31,6 +33,15 @@ type Config struct {
 	SeccompProfile string
 	// Runner runs the engine CLI; nil means os/exec.
 	Runner Runner
+	// Egress makes the dialer of one run's egress proxy from the
+	// Command's allowlist (egress.HTTPTool: httptool's policy, as in the
+	// bwrap and gVisor boxes). Podman only: the container joins a fresh
+	// network namespace holding only loopback and the proxy
+	// (--network ns:PATH), with HTTP(S)_PROXY pointing there. Docker's CLI
+	// cannot join a namespace by path, so an allowlist on docker is
+	// refused with ErrUnsupported (a proxy container on an --internal
+	// network would be the way there). nil: every allowlist is refused.
+	Egress func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
 }
 
 // Runner starts the engine's CLI with argv (argv[0] is the engine) and
@@ -68,7 +79,18 @@ func (b *Box) Posture() box.Posture {
 // work the host working directory and envNames the variables passed by
 // name (their values travel in the engine's environment, never in argv).
 func (b *Box) Args(c *box.Command, name, work string, envNames []string) []string {
+	return b.ArgsNetns(c, name, work, envNames, "")
+}
+
+// ArgsNetns is Args with the container joining the network namespace at
+// netns (podman's --network ns:PATH) instead of --network none; empty
+// netns is Args.
+func (b *Box) ArgsNetns(c *box.Command, name, work string, envNames []string, netns string) []string {
 	l := c.Limits.WithDefaults()
+	network := "none"
+	if netns != "" {
+		network = "ns:" + netns
+	}
 	a := []string{b.cfg.Engine, "run", "--rm", "-i", "--name", name,
 		"--read-only",
 		"--cap-drop", "ALL",
@@ -78,7 +100,7 @@ func (b *Box) Args(c *box.Command, name, work string, envNames []string) []strin
 		a = append(a, "--security-opt", "seccomp="+b.cfg.SeccompProfile)
 	}
 	a = append(a,
-		"--network", "none",
+		"--network", network,
 		"--pids-limit", strconv.Itoa(l.Pids),
 		"--memory", strconv.FormatInt(l.Memory, 10),
 		"--memory-swap", strconv.FormatInt(l.Memory, 10),
@@ -89,6 +111,13 @@ func (b *Box) Args(c *box.Command, name, work string, envNames []string) []strin
 		"-v", work+":"+sbx.GuestWork+":rw",
 		"-w", sbx.GuestWork,
 	)
+	for _, m := range c.Mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		a = append(a, "-v", m.HostPath+":"+m.GuestPath+":"+mode)
+	}
 	if l.CPUs > 0 {
 		a = append(a, "--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64))
 	}
@@ -109,8 +138,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if len(c.Network.Allow) > 0 || c.Tools != nil {
-		return nil, fmt.Errorf("%w: the container box has no egress proxy or tool socket yet", box.ErrUnsupported)
+	if c.Tools != nil {
+		return nil, fmt.Errorf("%w: the container box has no tool socket yet", box.ErrUnsupported)
+	}
+	if len(c.Network.Allow) > 0 && (b.cfg.Egress == nil || b.cfg.Engine != "podman") {
+		return nil, fmt.Errorf("%w: a network allowlist needs Config.Egress and podman (docker's CLI cannot join the proxy's network namespace)", box.ErrUnsupported)
 	}
 	run := b.cfg.Runner
 	if run == nil {
@@ -125,7 +157,28 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		return nil, err
 	}
 	defer w.Remove()
-	env, err := sbx.Env(ctx, &c)
+	var extraEnv []string
+	netns := ""
+	if len(c.Network.Allow) > 0 {
+		dial, release, err := b.cfg.Egress(c.Network.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy: %w", err)
+		}
+		defer release()
+		creds, err := sbx.ProxyCreds(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		ns, ln, err := sbx.NewNetns("127.0.0.1:3128")
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
+		}
+		defer ns.Close()
+		defer sbx.ServeProxy(ctx, ln, dial, creds)()
+		netns = ns.Path
+		extraEnv = sbx.ProxyEnv()
+	}
+	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +192,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		}
 	}
 	name := "glovebox-" + time.Now().Format("150405") + "-" + strconv.Itoa(int(start.UnixNano()%1e6))
-	cmd := run(ctx, b.Args(&c, name, w.Work, names))
+	cmd := run(ctx, b.ArgsNetns(&c, name, w.Work, names, netns))
 	cmd.Env = env
 	kill := func() { run(context.Background(), []string{b.cfg.Engine, "rm", "-f", name}).Run() }
 	res := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)

@@ -2,6 +2,8 @@ package container_test
 
 import (
 	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/container"
+	"github.com/gloveboxhq/glovebox/box/egress"
+	"github.com/gloveboxhq/glovebox/httptool"
 )
 
 func TestArgsGolden(t *testing.T) {
@@ -76,5 +80,55 @@ func TestRunnerContract(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(argv, " "), "v-91") || !slices.Contains(argv, "SECRET_NAME") {
 		t.Errorf("env value in argv: %v", argv)
+	}
+}
+
+// TestEgressArgv: with an allowlist, podman's argv joins the proxy's
+// network namespace instead of none and the proxy variables travel by
+// name; the proxy in that namespace answers with httptool's refusal for a
+// host not allowed; docker refuses the allowlist, saying why.
+func TestEgressArgv(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace needs root")
+	}
+	var argv []string
+	var refusal string
+	b, _ := container.New(container.Config{Engine: "podman", Image: "img",
+		Egress: egress.HTTPTool(httptool.Config{}),
+		Runner: func(ctx context.Context, a []string) *exec.Cmd {
+			if a[1] == "rm" {
+				return exec.Command("true")
+			}
+			argv = a
+			// Stand in for the engine: ask the proxy in the namespace.
+			i := slices.Index(a, "--network")
+			ns := strings.TrimPrefix(a[i+1], "ns:")
+			return exec.Command("nsenter", "--net="+ns, "sh", "-c", `printf 'GET http://other.test/ HTTP/1.0\r\n\r\n' | python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1",3128)); s.sendall(sys.stdin.buffer.read()); print(s.makefile("rb").read().decode().splitlines()[-1])'`)
+		}})
+	res, err := b.Run(context.Background(), box.Command{Argv: []string{"x"}, Network: box.Network{Allow: []string{"allowed.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(argv, "--network")
+	if i < 0 || !strings.HasPrefix(argv[i+1], "ns:/proc/") || !slices.Contains(argv, "HTTPS_PROXY") || !slices.Contains(argv, "HTTP_PROXY") {
+		t.Errorf("argv %v", argv)
+	}
+	ht, _ := httptool.New(httptool.Config{AllowHosts: []string{"allowed.test"}})
+	_, derr := ht.DialURL(context.Background(), "http://other.test/")
+	refusal = "egress proxy: " + derr.Error()
+	if strings.TrimSpace(res.Stdout) != refusal {
+		t.Errorf("proxy said %q (stderr %q), want %q", res.Stdout, res.Stderr, refusal)
+	}
+	d, _ := container.New(container.Config{Image: "img", Egress: egress.HTTPTool(httptool.Config{})})
+	if _, err := d.Run(context.Background(), box.Command{Argv: []string{"x"}, Network: box.Network{Allow: []string{"a.test"}}}); !errors.Is(err, box.ErrUnsupported) || !strings.Contains(err.Error(), "docker") {
+		t.Errorf("docker with an allowlist: %v", err)
+	}
+}
+
+func TestMountArgs(t *testing.T) {
+	b, _ := container.New(container.Config{Image: "img"})
+	a := strings.Join(b.Args(&box.Command{Argv: []string{"x"}, Mounts: []box.Mount{{HostPath: "/srv/in", GuestPath: "/data"}, {HostPath: "/srv/out", GuestPath: "/out", Writable: true}}}, "n", "/w", nil), " ")
+	if !strings.Contains(a, "-v /srv/in:/data:ro -v /srv/out:/out:rw") {
+		t.Errorf("argv %s", a)
 	}
 }

@@ -81,8 +81,8 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Stdin != nil || c.Tools != nil || len(c.Network.Allow) > 0 {
-		return nil, fmt.Errorf("%w: the e2b box has no stdin, tool socket or egress allowlist yet", box.ErrUnsupported)
+	if c.Stdin != nil || c.Tools != nil || len(c.Network.Allow) > 0 || len(c.Mounts) > 0 {
+		return nil, fmt.Errorf("%w: the e2b box has no stdin, tool socket, egress allowlist or host mounts yet", box.ErrUnsupported)
 	}
 	timeout := c.Timeout
 	if timeout == 0 {

@@ -2,16 +2,42 @@
 // between the command and the host. Each run gets an OCI bundle generated
 // from the Command: a read-only root file system holding the host's /usr
 // read-only, a private /tmp (tmpfs) and working directory, no
-// capabilities, no-new-privileges, a non-root user, no network
-// (--network=none), and the memory and pids limits in the spec's
-// resources. With Command.Tools, the tool socket is bound read-only at
-// /run/glovebox and runsc may open (connect to) host unix sockets only. The timeout kills the sandbox (runsc kill, then delete).
+// capabilities, no-new-privileges, a non-root user, and no network
+// (--network=none). With Command.Tools, the tool socket is bound read-only
+// at /run/glovebox and runsc may open (connect to) host unix sockets only.
+// The timeout kills the sandbox (runsc kill, then delete).
+//
+// # Limits
+//
+// The process limit is the sentry's RLIMIT_NPROC: fork and clone fail with
+// EAGAIN past Limits.Pids, as on Linux. Memory is a host cgroup made for
+// the run and named in the spec (linux.cgroupsPath); runsc joins it
+// without owning it, so after the run its OOM-kill count (memory.events,
+// or memory.oom_control on cgroup v1) tells a memory kill: Result has
+// KilledForMemory and exit status 137. The same group holds a host pids
+// ceiling ([HostPids]) as a backstop. Where this process cannot make a
+// cgroup, runsc makes its own from the spec's resources and removes it
+// with the sandbox: the limit holds but a kill is not told apart
+// (Result.Enforced says "memory:oci" instead of "memory:cgroup").
+//
+// # Network allowlist
+//
+// With Command.Network.Allow (and Config.Egress), the run gets a fresh
+// network namespace made by this process, holding only loopback and the
+// egress proxy on 127.0.0.1:3128, which applies httptool's policy. The
+// sandbox joins that namespace and uses it through the host kernel's
+// sockets (runsc --network=host): its only interface is that loopback,
+// there is no DNS, and HTTP_PROXY/HTTPS_PROXY point at the proxy. This
+// needs CAP_SYS_ADMIN (root), as runsc itself does here. The cost: the
+// guest's socket calls reach the host kernel (hostinet) instead of
+// gVisor's netstack, for this run only.
 package gvisor
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +45,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 )
 
@@ -35,7 +62,18 @@ type Config struct {
 	ReadOnly []string
 	// UID and GID run the command; zero means 65534.
 	UID, GID int
+	// Egress makes the dialer of one run's egress proxy from the
+	// Command's allowlist (egress.HTTPTool gives httptool's rules, the
+	// same policy the bwrap box and the wasm guest's HTTP functions
+	// apply); nil means a Command with Network.Allow is refused with
+	// ErrUnsupported. See the package comment for how the proxy is the
+	// sandbox's only way out.
+	Egress EgressFunc
 }
+
+// EgressFunc returns the dialer for a run allowing hosts, and a function
+// releasing it (the same shape as bwrap.EgressFunc).
+type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
 
 // Box is a gVisor box; make it with [New].
 type Box struct {
@@ -93,6 +131,13 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 	for _, f := range []string{"passwd", "group", "hosts"} {
 		mounts = append(mounts, map[string]any{"destination": "/etc/" + f, "type": "bind", "source": filepath.Join(etc, f), "options": []string{"bind", "ro"}})
 	}
+	for _, m := range c.Mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode}})
+	}
 	return map[string]any{
 		"ociVersion": "1.0.2",
 		"process": map[string]any{
@@ -107,6 +152,11 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 				map[string]any{"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
 				map[string]any{"type": "RLIMIT_FSIZE", "hard": l.Disk, "soft": l.Disk},
 				map[string]any{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
+				// The sentry enforces RLIMIT_NPROC itself: fork and clone
+				// fail with EAGAIN past it, as on Linux. All of the
+				// command's processes run as one uid in a fresh sandbox,
+				// so this is the run's process (task) limit.
+				map[string]any{"type": "RLIMIT_NPROC", "hard": l.Pids, "soft": l.Pids},
 			},
 		},
 		"root":     map[string]any{"path": "rootfs", "readonly": true},
@@ -119,11 +169,22 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 			},
 			"resources": map[string]any{
 				"memory": map[string]any{"limit": l.Memory},
-				"pids":   map[string]any{"limit": l.Pids},
+				"pids":   map[string]any{"limit": HostPids(l.Pids)},
 			},
 		},
 	}
 }
+
+// HostPids is the host cgroup's pids.max for a sandbox whose command may
+// have pids processes: a backstop on the host tasks runsc uses (the
+// sentry's ~40 threads, the gofer, and under the ptrace platform stub
+// processes and threads per guest address space and sentry thread),
+// 32×pids+512. Measured here (runsc 2022-12, ptrace): a shell fork bomb
+// held to 64 guest processes peaked at 1515 host tasks, to 128 at 2607.
+// The guest's own limit is RLIMIT_NPROC, which the sentry enforces;
+// hitting the host ceiling instead ends the whole sandbox (the sentry's Go
+// runtime cannot make a thread and exits).
+func HostPids(pids int) int { return 32*pids + 512 }
 
 // Run runs c in a fresh gVisor sandbox. See [box.Box].
 func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
@@ -131,8 +192,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if len(c.Network.Allow) > 0 {
-		return nil, fmt.Errorf("%w: the gVisor box has no egress proxy yet", box.ErrUnsupported)
+	if len(c.Network.Allow) > 0 && b.cfg.Egress == nil {
+		return nil, fmt.Errorf("%w: network allowlist without an egress proxy", box.ErrUnsupported)
+	}
+	if err := sbx.CheckMounts(&c); err != nil {
+		return nil, err
 	}
 	l := c.Limits.WithDefaults()
 	w, err := sbx.Prepare(&c)
@@ -144,6 +208,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, d := range []string{"usr", "etc", "tmp", "proc", "dev", "work", "run"} {
 		os.MkdirAll(filepath.Join(rootfs, d), 0o755)
+	}
+	for _, m := range c.Mounts {
+		os.MkdirAll(filepath.Join(rootfs, filepath.FromSlash(m.GuestPath)), 0o755)
 	}
 	for _, ln := range []string{"/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"} {
 		if t, err := os.Readlink(ln); err == nil && strings.HasPrefix(filepath.Clean(filepath.Join("/", t)), "/usr/") {
@@ -170,11 +237,64 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		defer stop()
 		extraEnv = tenv
 	}
+	var netns *sbx.Netns
+	if len(c.Network.Allow) > 0 {
+		dial, release, err := b.cfg.Egress(c.Network.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy: %w", err)
+		}
+		defer release()
+		creds, err := sbx.ProxyCreds(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		ns, ln, err := sbx.NewNetns("127.0.0.1:3128")
+		if err != nil {
+			return nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
+		}
+		defer ns.Close()
+		defer sbx.ServeProxy(ctx, ln, dial, creds)()
+		netns = ns
+		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
+	}
 	env, err := sbx.Env(ctx, &c, extraEnv...)
 	if err != nil {
 		return nil, err
 	}
 	specMap := b.Spec(&c, env, w.Work, etc)
+	// A cgroup made here and named in the spec: runsc joins a group that
+	// already exists without owning it (it sets no limits there and does
+	// not delete it), so its memory.oom_control / memory.events can be
+	// read after the sandbox ended, to tell a memory kill.
+	group, gerr := cgroup.New(filepath.Base(w.Root), cgroup.Limits{Memory: l.Memory, Pids: HostPids(l.Pids), CPUs: l.CPUs})
+	enforced := []string{"pids:rlimit-nproc", "network:none", "rootfs:ro"}
+	if gerr == nil {
+		defer group.Remove()
+		specMap["linux"].(map[string]any)["cgroupsPath"] = group.Path()
+		for _, e := range group.Enforced {
+			if e == "pids:cgroup" {
+				e = "pids:cgroup-backstop"
+			}
+			enforced = append(enforced, e)
+		}
+	} else {
+		// runsc makes its own group from the spec's resources; it
+		// removes it when the sandbox ends, so a memory kill cannot be
+		// told from another SIGKILL.
+		enforced = append(enforced, "memory:oci", "pids:oci-backstop")
+	}
+	if netns != nil {
+		// The sandbox joins the namespace holding the proxy and uses
+		// it through the host kernel's sockets (--network=host): its
+		// only interface is that namespace's loopback.
+		lin := specMap["linux"].(map[string]any)
+		nss := lin["namespaces"].([]any)
+		for i, n := range nss {
+			if n.(map[string]any)["type"] == "network" {
+				nss[i] = map[string]any{"type": "network", "path": netns.Path}
+			}
+		}
+	}
 	if run != "" {
 		specMap["mounts"] = append(specMap["mounts"].([]any), map[string]any{"destination": sbx.GuestRun, "type": "bind", "source": run, "options": []string{"rbind", "ro"}})
 	}
@@ -189,6 +309,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
 	global := []string{"--root", state, "--network=none"}
+	if netns != nil {
+		global[2] = "--network=host"
+	}
 	if run != "" {
 		// The tool socket is a host unix socket: let the sandbox open
 		// (connect to) it, and nothing more.
@@ -202,10 +325,17 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
 		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
 	}
-	res := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
+	p := &sbx.Proc{Cmd: cmd, Kill: kill}
+	if gerr == nil {
+		p.OOM = group.OOMKilled
+	}
+	res := sbx.Run(ctx, &c, p, start)
 	kill()
 	res.Posture = b.Posture()
-	res.Enforced = []string{"memory:oci", "pids:oci", "network:none", "rootfs:ro"}
+	if netns != nil {
+		enforced[1] = "network:egress-proxy"
+	}
+	res.Enforced = enforced
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
 	if c.Tools != nil {
 		res.ToolCalls = c.Tools.Transcript()

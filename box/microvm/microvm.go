@@ -124,8 +124,8 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if len(c.Network.Allow) > 0 || c.Tools != nil || len(c.Files) > 0 {
-		return nil, fmt.Errorf("%w: the microVM box has no network, tool socket or file transfer yet", box.ErrUnsupported)
+	if len(c.Network.Allow) > 0 || c.Tools != nil || len(c.Files) > 0 || len(c.Mounts) > 0 {
+		return nil, fmt.Errorf("%w: the microVM box has no network, tool socket, file transfer or host mounts yet", box.ErrUnsupported)
 	}
 	if b.cfg.Runner == nil {
 		return nil, fmt.Errorf("%w: no microVM runner (no verified boot path on this host; inject Config.Runner)", box.ErrUnavailable)

@@ -126,7 +126,7 @@ func TestProfileKeysDocumented(t *testing.T) {
 	var inReadme []string
 	for _, line := range strings.Split(string(readme), "\n") {
 		if rest, ok := strings.CutPrefix(line, "| `"); ok {
-			if key, _, ok := strings.Cut(rest, "`"); ok && (strings.HasPrefix(key, "limits.") || strings.HasPrefix(key, "http.") || strings.HasPrefix(key, "mounts[].") || key == "mcp_servers") {
+			if key, _, ok := strings.Cut(rest, "`"); ok && (strings.HasPrefix(key, "limits.") || strings.HasPrefix(key, "http.") || strings.HasPrefix(key, "mounts[].") || key == "mcp_servers" || strings.HasPrefix(key, "box.")) {
 				inReadme = append(inReadme, key)
 			}
 		}

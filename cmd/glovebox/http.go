@@ -56,20 +56,9 @@ func (h httpFlags) tools() (*glovebox.Toolset, error) {
 		}
 		return nil, nil
 	}
-	cfg := httptool.Config{AllowHosts: h.allow, AnyHost: h.anyHost, AllowIPLiterals: h.ipLiterals}
-	for _, p := range h.ports {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 || n > 65535 {
-			return nil, usageError{fmt.Errorf("--http-port %q (or http.ports in the profile) is not a port number from 1 to 65535", p)}
-		}
-		cfg.Ports = append(cfg.Ports, n)
-	}
-	for _, t := range h.trust {
-		p, err := netip.ParsePrefix(t)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--http-trust %q (or http.trust in the profile) is not a CIDR prefix such as 127.0.0.1/32 or 10.1.0.0/16", t)}
-		}
-		cfg.TrustedPrefixes = append(cfg.TrustedPrefixes, p)
+	cfg, err := h.config()
+	if err != nil {
+		return nil, err
 	}
 	tool, err := httptool.New(cfg)
 	if err != nil {
@@ -80,4 +69,26 @@ func (h httpFlags) tools() (*glovebox.Toolset, error) {
 		return nil, err
 	}
 	return &ts, nil
+}
+
+// config is the httptool.Config the flags give (glovebox run's egress
+// proxy uses its ports, trusted prefixes and IP-literal switch). A bad
+// port or prefix is a usage error.
+func (h httpFlags) config() (httptool.Config, error) {
+	cfg := httptool.Config{AllowHosts: h.allow, AnyHost: h.anyHost, AllowIPLiterals: h.ipLiterals}
+	for _, p := range h.ports {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 || n > 65535 {
+			return cfg, usageError{fmt.Errorf("--http-port %q (or http.ports in the profile) is not a port number from 1 to 65535", p)}
+		}
+		cfg.Ports = append(cfg.Ports, n)
+	}
+	for _, t := range h.trust {
+		p, err := netip.ParsePrefix(t)
+		if err != nil {
+			return cfg, usageError{fmt.Errorf("--http-trust %q (or http.trust in the profile) is not a CIDR prefix such as 127.0.0.1/32 or 10.1.0.0/16", t)}
+		}
+		cfg.TrustedPrefixes = append(cfg.TrustedPrefixes, p)
+	}
+	return cfg, nil
 }

@@ -252,12 +252,13 @@ type profileFile struct {
 		Writable    bool   `yaml:"writable"`
 		Description string `yaml:"description"`
 	} `yaml:"mounts"`
-	MCPServers yaml.Node `yaml:"mcp_servers"` // read by mcpflags.go
+	MCPServers yaml.Node  `yaml:"mcp_servers"` // read by mcpflags.go
+	Box        boxProfile `yaml:"box"`         // read by glovebox run (run.go)
 }
 
 // profileKeys are the profile's keys, as README's table and eval --help
 // list them: key, flag, meaning.
-var profileKeys = []struct{ key, flag, doc string }{
+var profileKeys = append([]struct{ key, flag, doc string }{
 	{"limits.timeout", "--timeout", "wall-clock limit per eval (10s)"},
 	{"limits.fuel", "--fuel", "CPU budget in fuel units (none)"},
 	{"limits.memory", "--memory", "linear memory (512MiB; 320MiB to 4GiB)"},
@@ -280,7 +281,7 @@ var profileKeys = []struct{ key, flag, doc string }{
 	{"mounts[].writable", "--mount ::rw", "the guest may write (false)"},
 	{"mounts[].description", "", "what the directory holds, for tool descriptions"},
 	{"mcp_servers", "--mcp-server / --mcp-url", "MCP servers whose tools the guest may call (see README)"},
-}
+}, boxProfileKeys...) // glovebox run's box section (run.go)
 
 // profileHelp lists the profile keys for eval --help.
 var profileHelp = func() string {

@@ -31,8 +31,13 @@ type Group struct {
 	dirs     []string // one per hierarchy (v1), or one (v2)
 	v2       bool
 	memDir   string
+	path     string   // the group's path below each hierarchy's root
 	Enforced []string // "memory:cgroup", "pids:cgroup", "cpu:cgroup"
 }
+
+// Path is the group's path below the hierarchy's root ("/glovebox/NAME"
+// on v1, "/OWN/NAME" on v2), as an OCI spec's linux.cgroupsPath names it.
+func (g *Group) Path() string { return g.path }
 
 // ErrUnavailable: no hierarchy lets this process make a group.
 var ErrUnavailable = errors.New("cgroup: cannot create a control group here")
@@ -69,7 +74,7 @@ func newV2(name string, l Limits) (*Group, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, ErrUnavailable
 	}
-	g := &Group{dirs: []string{dir}, v2: true, memDir: dir}
+	g := &Group{dirs: []string{dir}, v2: true, memDir: dir, path: filepath.Join("/", own, name)}
 	if l.Memory > 0 && write(dir, "memory.max", strconv.FormatInt(l.Memory, 10)) == nil {
 		write(dir, "memory.swap.max", "0")
 		g.Enforced = append(g.Enforced, "memory:cgroup")
@@ -97,7 +102,7 @@ func ownV2() string {
 }
 
 func newV1(name string, l Limits) (*Group, error) {
-	g := &Group{}
+	g := &Group{path: "/glovebox/" + name}
 	mk := func(ctrl string) (string, bool) {
 		dir := filepath.Join(Root, ctrl, "glovebox", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {

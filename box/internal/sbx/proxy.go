@@ -3,23 +3,41 @@ package sbx
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
 )
 
 // DialFunc connects to the host and port of a URL, or refuses.
 type DialFunc func(ctx context.Context, rawURL string) (net.Conn, error)
 
+// HeaderCred is a header the egress proxy adds to the guest's plain
+// http:// requests for one host (the credentials proxy mode): the guest
+// never holds the value.
+type HeaderCred struct {
+	Header, Value string
+	// TLS, when set, makes the proxy speak HTTPS to the host: the guest
+	// asks for http://host/… and the proxy dials https://host:443/ (or the
+	// URL's port) and wraps the connection in TLS with this config.
+	TLS *tls.Config
+}
+
 // ServeProxy is the egress proxy: an HTTP proxy on ln whose only way out
 // is dial. CONNECT host:port is dialled as https://host:port/; a plain
 // request for http://… is dialled as its URL and forwarded (one request per
-// connection). A refusal answers 403 with dial's message. It returns a
-// stop function that closes ln and every open connection.
-func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc) (stop func()) {
+// connection). A refusal answers 403 with dial's message. creds, keyed by
+// lower-case host name, adds a header to plain requests for that host
+// (replacing any the guest sent); CONNECT to such a host is refused, since
+// the header could not be added inside TLS. It returns a stop function
+// that closes ln and every open connection.
+func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[string]HeaderCred) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -46,7 +64,7 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc) (stop func(
 			go func() {
 				defer wg.Done()
 				defer track(c, false)
-				proxyConn(ctx, c, dial, track)
+				proxyConn(ctx, c, dial, creds, track)
 			}()
 		}
 	}()
@@ -65,7 +83,7 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc) (stop func(
 	}
 }
 
-func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, track func(net.Conn, bool)) {
+func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]HeaderCred, track func(net.Conn, bool)) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReader(c)
@@ -80,16 +98,38 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, track func(net.Co
 		resp.Write(c)
 	}
 	var target string
+	var cred *HeaderCred
 	if req.Method == http.MethodConnect {
+		host, _, _ := net.SplitHostPort(req.Host)
+		if _, ok := creds[strings.ToLower(host)]; ok {
+			refuse(http.StatusForbidden, "egress proxy: "+host+" gets its credential from the proxy: ask for http://"+host+"/... (the proxy speaks HTTPS to it)")
+			return
+		}
 		target = "https://" + req.Host + "/"
 	} else if req.URL.Scheme == "http" {
 		target = req.URL.String()
+		if cr, ok := creds[strings.ToLower(req.URL.Hostname())]; ok {
+			cred = &cr
+			if cr.TLS != nil {
+				u := *req.URL
+				u.Scheme = "https"
+				target = u.String()
+			}
+		}
 	} else {
 		refuse(http.StatusBadRequest, "egress proxy: want CONNECT or an absolute http:// URL")
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	up, err := dial(dctx, target)
+	if err == nil && cred != nil && cred.TLS != nil {
+		tc := tls.Client(up, cred.TLS)
+		if err = tc.HandshakeContext(dctx); err != nil {
+			up.Close()
+			err = fmt.Errorf("TLS to %s: %w", req.URL.Hostname(), err)
+		}
+		up = tc
+	}
 	cancel()
 	if err != nil {
 		refuse(http.StatusForbidden, "egress proxy: "+err.Error())
@@ -103,6 +143,9 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, track func(net.Co
 	} else {
 		req.Header.Del("Proxy-Connection")
 		req.Header.Del("Proxy-Authorization")
+		if cred != nil {
+			req.Header.Set(cred.Header, cred.Value)
+		}
 		req.Close = true
 		req.RequestURI = ""
 		if err := req.Write(up); err != nil {
@@ -123,4 +166,33 @@ func closeWrite(c net.Conn) {
 	if x, ok := c.(cw); ok {
 		x.CloseWrite()
 	}
+}
+
+// ProxyCreds resolves c's Network.Credentials for ServeProxy, keyed by
+// lower-case host. A Value error names the host only: it may hold the
+// secret.
+func ProxyCreds(ctx context.Context, c *box.Command) (map[string]HeaderCred, error) {
+	if len(c.Network.Credentials) == 0 {
+		return nil, nil
+	}
+	out := map[string]HeaderCred{}
+	for _, hc := range c.Network.Credentials {
+		v, err := hc.Value(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("box: the credential for %s could not be resolved", hc.Host)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return nil, fmt.Errorf("box: the credential for %s holds a line break or NUL", hc.Host)
+		}
+		h := hc.Header
+		if h == "" {
+			h = "Authorization"
+		}
+		cr := HeaderCred{Header: h, Value: v}
+		if hc.TLS {
+			cr.TLS = &tls.Config{ServerName: hc.Host, MinVersion: tls.VersionTLS12}
+		}
+		out[strings.ToLower(hc.Host)] = cr
+	}
+	return out, nil
 }

@@ -61,6 +61,18 @@ func Prepare(c *box.Command) (*Workdir, error) {
 	return w, nil
 }
 
+// CheckMounts reports a Mount whose host path is not a directory, with an
+// error wrapping box.ErrInvalidCommand.
+func CheckMounts(c *box.Command) error {
+	for _, m := range c.Mounts {
+		fi, err := os.Stat(m.HostPath)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: mount host path %s is not a directory", box.ErrInvalidCommand, m.HostPath)
+		}
+	}
+	return nil
+}
+
 // Remove deletes the tree.
 func (w *Workdir) Remove() { os.RemoveAll(w.Root) }
 
