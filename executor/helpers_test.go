@@ -236,7 +236,7 @@ func (s *procSetup) start(t testing.TB) *proc {
 			line := sc.Text()
 			p.stderr.Write([]byte(line + "\n"))
 			if a, ok := strings.CutPrefix(line, "glovebox executor: listening on "); ok {
-				addr <- strings.Fields(a)[0]
+				addr <- strings.TrimPrefix(strings.Fields(a)[0], "https://")
 			}
 		}
 	}()
