@@ -44,6 +44,10 @@ type job struct {
 	ready    chan struct{}
 	existing *entry
 	failed   *wire.Error // the store failed at begin
+
+	ctx    context.Context // the job's; cancel ends it (DELETE, shutdown)
+	cancel context.CancelFunc
+	done   chan struct{} // closed once final is set
 }
 
 // emit appends an event and wakes the streams following the job.
@@ -64,6 +68,7 @@ func (j *job) setState(s string) {
 func (j *job) finish(rec *wire.Record) {
 	j.mu.Lock()
 	j.final = rec
+	close(j.done)
 	close(j.changed)
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
@@ -109,7 +114,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
 		return
 	}
-	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued}
+	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{})}
+	j.ctx, j.cancel = context.WithCancel(s.base)
 	s.active[id] = j
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -117,6 +123,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	now := time.Now()
 	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash, State: wire.StateQueued, Created: now})
 	if err != nil || !created {
+		j.cancel()
 		if err != nil {
 			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
 		}
@@ -135,6 +142,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		return
 	}
 	close(j.ready)
+	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key)
 	s.m.queued.WithLabelValues(spec.kind).Inc()
 	go s.execute(j, id, now)
 	s.follow(w, r, j, false)
@@ -220,16 +228,18 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		case s.slots <- struct{}{}:
 			got++
 		case <-expire:
-		case <-s.base.Done():
+		case <-j.ctx.Done():
 		}
 	case <-expire:
-	case <-s.base.Done():
+	case <-j.ctx.Done():
 	}
 	s.m.queued.WithLabelValues(kind).Dec()
 	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
 	switch {
 	case got < 2 && s.base.Err() != nil:
 		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeUnavailable, "the executor shut down before the %s started; it did not run", kind)}
+	case got < 2 && j.ctx.Err() != nil:
+		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeCanceled, "cancelled before it started; it did not run")}
 	case got < 2:
 		rec = &wire.Record{State: wire.StateExpired, Error: wire.Errorf(wire.CodeRunExpired, "still queued at its expires_at; it did not run")}
 	default:
@@ -271,10 +281,23 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
 	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
 	j.finish(rec)
+	j.cancel()
 	s.mu.Lock()
 	delete(s.active, id)
 	s.mu.Unlock()
 	t.release()
+}
+
+// liveJob is the tenant's job under key that has not finished yet, or
+// nil. Evals use it to route tool results to the waiting eval.
+func (s *Server) liveJob(tenant, key string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.active[tenant+"\x00"+key]
+	if j == nil || j.existing != nil || j.failed != nil {
+		return nil
+	}
+	return j
 }
 
 // safeWork runs the job's work; a panic in it fails the job instead of
@@ -286,7 +309,7 @@ func (s *Server) safeWork(j *job) (rec *wire.Record) {
 			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the executor failed while running it")}
 		}
 	}()
-	rec = j.spec.work(s.base, j)
+	rec = j.spec.work(j.ctx, j)
 	if rec == nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "no record")}
 	}

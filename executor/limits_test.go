@@ -129,3 +129,32 @@ func get(t *testing.T, p *inproc, path, tok string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestCancel: DELETE kills a running command (no process survives) and the
+// run's own stream gets the canceled result.
+func TestCancel(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	c := p.client(t, p.toks.a)
+	ctx := context.Background()
+	const marker = "27.1828"
+	done := make(chan *box.Result, 1)
+	go func() {
+		res, err := c.Run(ctx, remote.Request{IdempotencyKey: "c1", Command: box.Command{Shell: "sleep " + marker}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitFor(t, func() bool { return sleeping(marker) })
+	st, err := c.Cancel(ctx, "c1")
+	if err != nil || st != "completed" {
+		t.Fatalf("cancel: %s %v", st, err)
+	}
+	res := <-done
+	if res == nil || !res.Canceled || res.ExitStatus != 137 || sleeping(marker) {
+		t.Errorf("cancelled run: %+v, still sleeping %v", res, sleeping(marker))
+	}
+	if _, err := c.Cancel(ctx, "never"); err == nil {
+		t.Error("cancelling an unknown key succeeded")
+	}
+}

@@ -27,6 +27,9 @@ type store interface {
 	// recover marks every queued or running entry lost and returns how
 	// many there were. Called once at start, before serving.
 	recover(ctx context.Context, now time.Time) (int, error)
+	// purge deletes the final entries last updated before t and
+	// returns how many.
+	purge(ctx context.Context, before time.Time) (int, error)
 	ping(ctx context.Context) error
 	close() error
 }
@@ -110,6 +113,15 @@ func (s *sqliteStore) get(ctx context.Context, tenant, key string) (*entry, erro
 
 func (s *sqliteStore) recover(ctx context.Context, now time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = 'lost', updated = ? WHERE state IN ('queued', 'running')`, now.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+func (s *sqliteStore) purge(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state NOT IN ('queued', 'running') AND updated < ?`, before.UnixNano())
 	if err != nil {
 		return 0, err
 	}
