@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/gvisor"
 	"github.com/gloveboxhq/glovebox/box/remote"
 	"github.com/gloveboxhq/glovebox/executor"
 	"github.com/gloveboxhq/glovebox/executor/client"
@@ -156,5 +157,29 @@ func TestCancel(t *testing.T) {
 	}
 	if _, err := c.Cancel(ctx, "never"); err == nil {
 		t.Error("cancelling an unknown key succeeded")
+	}
+}
+
+// TestGVisorBackend: the same contract over the gVisor backend; the
+// client learns its isolation from /v1/info.
+func TestGVisorBackend(t *testing.T) {
+	g, err := gvisor.New(gvisor.Config{})
+	if err != nil {
+		t.Skipf("runsc is not installed: %v", err)
+	}
+	p := startInproc(t, 1, func(c *executor.Config) { c.Backend = g })
+	c := p.client(t, p.toks.a)
+	if c.Isolation() != box.IsolationGVisor || c.Backend() != "gvisor" {
+		t.Errorf("info: %s %s", c.Backend(), c.Isolation())
+	}
+	var streamed strings.Builder
+	res, err := remote.New(c, nil).Run(context.Background(), box.Command{Shell: "echo in-gvisor; uname -r >&2",
+		Stream: func(s int, p []byte) {
+			if s == 1 {
+				streamed.Write(p)
+			}
+		}})
+	if err != nil || res.Stdout != "in-gvisor\n" || streamed.String() != res.Stdout || res.Isolation != box.IsolationGVisor || !res.OffHost() {
+		t.Fatalf("%+v %v", res, err)
 	}
 }
