@@ -72,7 +72,8 @@ type Server struct {
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
 	draining atomic.Bool
-	wg       sync.WaitGroup // running jobs
+	wg       sync.WaitGroup // jobs admitted and not finished
+	bg       sync.WaitGroup // the purge loop
 
 	mu     sync.Mutex
 	active map[string]*job // tenant "\x00" key → job not yet finished in the store
@@ -124,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
 		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
-	s.wg.Add(1)
+	s.bg.Add(1)
 	go s.purgeLoop()
 	if n > 0 {
 		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
@@ -188,7 +189,11 @@ func (s *Server) Handler() http.Handler {
 // and waits until the running ones finish or ctx ends; then it cancels
 // what still runs (those end Canceled) and waits for their records.
 func (s *Server) Drain(ctx context.Context) {
+	// Under mu: serveJob admits a job (wg.Add) under mu after checking
+	// draining, so from here on no job is added.
+	s.mu.Lock()
 	s.draining.Store(true)
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -202,16 +207,19 @@ func (s *Server) Drain(ctx context.Context) {
 // Close cancels running jobs, waits for their records and closes the
 // store.
 func (s *Server) Close() error {
+	s.mu.Lock()
 	s.draining.Store(true)
+	s.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
+	s.bg.Wait()
 	return s.store.close()
 }
 
 // purgeLoop deletes records older than the retention, at start and then
 // every tenth of it (at least every second, at most every hour).
 func (s *Server) purgeLoop() {
-	defer s.wg.Done()
+	defer s.bg.Done()
 	every := max(min(s.cfg.Retention/10, time.Hour), time.Second)
 	for {
 		if n, err := s.store.purge(s.base, time.Now().Add(-s.cfg.Retention)); err != nil {
