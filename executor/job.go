@@ -45,6 +45,10 @@ type job struct {
 	existing *entry
 	failed   *wire.Error // the store failed at begin
 
+	// slots is 2 when the job took its tenant's and the server's slot at
+	// admission (it was recorded running: no queue, one write less).
+	slots int
+
 	ctx    context.Context // the job's; cancel ends it (DELETE, shutdown)
 	cancel context.CancelFunc
 	done   chan struct{} // closed once final is set
@@ -120,9 +124,27 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	s.wg.Add(1)
 	s.mu.Unlock()
 
+	// With free slots the job is recorded running at once (one durable
+	// write before the backend sees it); else queued, and running later.
+	state := wire.StateQueued
+	select {
+	case t.slot <- struct{}{}:
+		select {
+		case s.slots <- struct{}{}:
+			j.slots, state = 2, wire.StateRunning
+		default:
+			<-t.slot
+		}
+	default:
+	}
 	now := time.Now()
-	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash, State: wire.StateQueued, Created: now})
+	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash,
+		State: state, Started: state == wire.StateRunning, Created: now})
 	if err != nil || !created {
+		if j.slots == 2 {
+			<-s.slots
+			<-t.slot
+		}
 		j.cancel()
 		if err != nil {
 			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
@@ -141,9 +163,12 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.answerStored(w, r, old, spec)
 		return
 	}
+	j.state = state
 	close(j.ready)
-	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key)
-	s.m.queued.WithLabelValues(spec.kind).Inc()
+	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key, "state", state)
+	if j.slots < 2 {
+		s.m.queued.WithLabelValues(spec.kind).Inc()
+	}
 	go s.execute(j, id, now)
 	s.follow(w, r, j, false)
 }
@@ -220,20 +245,22 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		defer tm.Stop()
 		expire = tm.C
 	}
-	got := 0
-	select {
-	case t.slot <- struct{}{}:
-		got++
+	got := j.slots
+	if got < 2 {
 		select {
-		case s.slots <- struct{}{}:
+		case t.slot <- struct{}{}:
 			got++
+			select {
+			case s.slots <- struct{}{}:
+				got++
+			case <-expire:
+			case <-j.ctx.Done():
+			}
 		case <-expire:
 		case <-j.ctx.Done():
 		}
-	case <-expire:
-	case <-j.ctx.Done():
+		s.m.queued.WithLabelValues(kind).Dec()
 	}
-	s.m.queued.WithLabelValues(kind).Dec()
 	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
 	switch {
 	case got < 2 && s.base.Err() != nil:
@@ -246,9 +273,12 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		// The state is durable before the backend sees the command: a
 		// crash from here on leaves "running", which the next start
 		// reports as lost, never runs again.
-		if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
-			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
-			break
+		// (A job that had its slots at admission was recorded running then.)
+		if j.slots < 2 {
+			if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
+				rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
+				break
+			}
 		}
 		started = true
 		j.setState(wire.StateRunning)
@@ -265,14 +295,10 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		<-t.slot
 	}
 	now := time.Now()
-	rec.Key, rec.Backend, rec.Started, rec.Finished = j.spec.key, backend, started, &now
-	e, _ := s.store.get(s.base, t.Name, j.spec.key)
-	if e != nil {
-		rec.Created = e.Created
-	}
+	rec.Key, rec.Backend, rec.Started, rec.Finished, rec.Created = j.spec.key, backend, started, &now, queuedAt
 	data, err := json.Marshal(rec)
 	if err == nil {
-		err = s.store.update(context.Background(), t.Name, j.spec.key, rec.State, started, data)
+		err = s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data)
 	}
 	if err != nil {
 		// The record stays "running": the next start reports it lost.
