@@ -256,7 +256,11 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, t *Tenant) {
 // refuse answers with e and counts it.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	s.m.refused.WithLabelValues(string(e.Code)).Inc()
-	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "code", e.Code)
+	tenant := ""
+	if t := tenantOf(r); t != nil {
+		tenant = t.Name
+	}
+	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "tenant", tenant, "code", e.Code)
 	writeError(w, e)
 }
 
