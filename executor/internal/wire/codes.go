@@ -107,8 +107,6 @@ type Record struct {
 	Finished *time.Time `json:"finished,omitempty"`
 	Result   *Result    `json:"result,omitempty"`
 	Error    *Error     `json:"error,omitempty"`
-	// Extra is a job kind's own outcome (an eval's result), JSON.
-	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // Result is box.Result's wire form; stdout, stderr and outputs are bytes
