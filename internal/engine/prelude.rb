@@ -429,6 +429,98 @@ module Glovebox
 end
 ENV.singleton_class.prepend(Glovebox::TZWarning)
 
+
+# A process environment for programs that expect one, with nothing of
+# the host's in it (ENV stays empty unless the guest sets a variable):
+#
+# - a home directory: Dir.home and "~" in File.expand_path name the
+#   scratch directory, /tmp, while HOME is unset (as the password
+#   database would on a system; WASI has none). A HOME the guest sets
+#   wins, as in CRuby.
+# - a umask: File.umask starts at 0o022 and keeps what the guest sets
+#   (WASI has no umask, and its stat reports no permission bits, so
+#   nothing in the guest can observe it otherwise; files the guest makes
+#   on the host get the host process's default modes).
+# - io/nonblock: the image does not include the extension; the same
+#   methods, on fcntl's O_NONBLOCK, which WASI supports.
+module Glovebox
+  HOME = "/tmp"
+
+  def self.__home(path)
+    path = path.to_path if !path.is_a?(String) && path.respond_to?(:to_path)
+    return path unless path.is_a?(String) && path.start_with?("~") && (path.size == 1 || path[1] == "/")
+    HOME + path[1..]
+  end
+  private_class_method :__home
+
+  module Home
+    def home(*args)
+      return super if !args.empty? && !args[0].nil? || ENV.key?("HOME")
+      HOME.dup
+    end
+  end
+
+  module ExpandHome
+    def expand_path(path, *rest)
+      unless ENV.key?("HOME")
+        path = Glovebox.send(:__home, path)
+        rest[0] = Glovebox.send(:__home, rest[0]) if rest.size == 1 && !rest[0].nil?
+      end
+      super
+    end
+  end
+
+  module Umask
+    @mask = 0o022
+    class << self
+      attr_accessor :mask
+    end
+
+    def umask(*args)
+      raise ArgumentError, "wrong number of arguments (given #{args.size}, expected 0..1)" if args.size > 1
+      old = Umask.mask
+      unless args.empty?
+        m = args[0]
+        m = m.to_int if !m.is_a?(Integer) && m.respond_to?(:to_int)
+        raise TypeError, "no implicit conversion of #{args[0].class} into Integer" unless m.is_a?(Integer)
+        raise RangeError, "integer #{m} too big to convert to 'unsigned int'" if m > 0xFFFF_FFFF
+        raise RangeError, "integer #{m} too small to convert to 'unsigned int'" if m < -0x8000_0000
+        Umask.mask = m & 0o777
+      end
+      old
+    end
+  end
+end
+Dir.singleton_class.prepend(Glovebox::Home)
+File.singleton_class.prepend(Glovebox::ExpandHome)
+File.singleton_class.prepend(Glovebox::Umask)
+
+class IO
+  F_GETFL_ = 3 # Fcntl::F_GETFL and F_SETFL in wasi-libc
+  F_SETFL_ = 4
+  private_constant :F_GETFL_, :F_SETFL_
+
+  def nonblock?
+    fcntl(F_GETFL_).anybits?(File::NONBLOCK)
+  end
+
+  def nonblock=(nb)
+    flags = fcntl(F_GETFL_)
+    fcntl(F_SETFL_, nb ? flags | File::NONBLOCK : flags & ~File::NONBLOCK)
+  end
+
+  def nonblock(nb = true)
+    old = nonblock?
+    self.nonblock = nb
+    begin
+      yield self
+    ensure
+      self.nonblock = old
+    end
+  end
+end
+$LOADED_FEATURES << "io/nonblock.so"
+
 Object.send(:remove_const, :JS)
 
 # Each eval's input (the host's stdin and argument options): $stdin and
