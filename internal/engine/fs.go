@@ -139,7 +139,7 @@ type fsGuard struct {
 	limits  FSLimits
 	kinds   map[uint64]fsKind     // allocation behaviour by device
 	links   map[fileID]linkRecord // symbolic links made with absolute targets
-	orig    [numShadowed]wt.Func // the trampoline's exports
+	orig    [numShadowed]wt.Func  // the trampoline's exports
 	// stdioGone marks stdout and stderr once the guest closed or
 	// replaced them: their writes then go to wasmtime like any other.
 	stdioGone [3]bool
