@@ -281,12 +281,12 @@ func TestScratchIsPrivateAndWiped(t *testing.T) {
 func TestFileQuotas(t *testing.T) {
 	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20, FileCreates: 10})
 	for name, code := range map[string]string{
-		"bytes scratch":  `File.open("/tmp/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
-		"bytes mount":    `File.open("/rw/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
-		"sparse filled":  `File.open("/tmp/sparse", "w") { |io| io.truncate(1 << 30); 3.times { |i| io.pwrite("x" * 512 * 1024, i << 20) } }`,
-		"files":          `20.times { |i| File.write("/tmp/f#{i}", "") }`,
-		"dirs":           `20.times { |i| Dir.mkdir("/rw/d#{i}") }`,
-		"links":          `File.write("/tmp/t", ""); 20.times { |i| File.symlink("t", "/tmp/l#{i}") }`,
+		"bytes scratch": `File.open("/tmp/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"bytes mount":   `File.open("/rw/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"sparse filled": `File.open("/tmp/sparse", "w") { |io| io.truncate(1 << 30); 3.times { |i| io.pwrite("x" * 512 * 1024, i << 20) } }`,
+		"files":         `20.times { |i| File.write("/tmp/f#{i}", "") }`,
+		"dirs":          `20.times { |i| Dir.mkdir("/rw/d#{i}") }`,
+		"links":         `File.write("/tmp/t", ""); 20.times { |i| File.symlink("t", "/tmp/l#{i}") }`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := eval(t, f.r, attempt(code))
