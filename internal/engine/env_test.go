@@ -106,3 +106,23 @@ func TestImageExtensionsRequire(t *testing.T) {
 	}
 	t.Logf("%d extensions load: %v", len(names), names)
 }
+
+// The prelude's wrappers keep the signatures of what they wrap.
+func TestPreludeWrappersKeepSignatures(t *testing.T) {
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 10}
+	for _, c := range []struct{ code, want string }{
+		{`f = File.open("/tmp/x", "w"); io = IO.new(f.fileno, mode: "w", autoclose: false); [io.autoclose?, io.fileno == f.fileno].inspect`, "[false, true]"},
+		{`f = File.open("/tmp/y", "w"); IO.new(f.fileno, "w", path: "/tmp/y", autoclose: false).path`, "/tmp/y"},
+		{`IO.open(File.open("/tmp/z", "w").fileno, "w", binmode: true) { |io| io.binmode?.to_s }`, "true"},
+		{`(ENV.method(:store) == ENV.method(:[]=)).to_s`, "true"},
+	} {
+		out, err := testEngine.Eval(context.Background(), &Request{Limits: lim, Code: c.code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Status != StatusOK || fmt.Sprint(out.Value) != c.want {
+			t.Errorf("%s: %s %v %+v, want %q", c.code, out.Status, out.Value, out.Error, c.want)
+		}
+	}
+}

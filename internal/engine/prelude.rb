@@ -233,7 +233,7 @@ end
 module Glovebox
   OUTPUTS = ObjectSpace::WeakMap.new
   module TrackOutput
-    def initialize(*)
+    def initialize(...) # keyword options (mode:, autoclose:, encoding: ...) pass through
       super
       OUTPUTS[self] = true if (fileno rescue nil)&.between?(1, 2)
     end
@@ -424,7 +424,7 @@ module Glovebox
       super
     end
 
-    def store(name, value) = (self[name] = value)
+    alias_method :store, :[]= # an alias, as in ENV itself
   end
 end
 ENV.singleton_class.prepend(Glovebox::TZWarning)
