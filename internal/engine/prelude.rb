@@ -277,22 +277,21 @@ module Glovebox
   }.freeze
 
   # Kernel#require with a reason for a library the sandbox cannot load.
-  module RequireHint
-    private
-
-    def require(feature)
-      super
-    rescue LoadError => e
-      why = UNAVAILABLE[e.path.to_s]
-      raise unless why && !e.message.include?("glovebox")
-      what = e.path.to_s == feature.to_s ? feature.to_s : "#{feature} (it needs #{e.path})"
-      err = LoadError.new("cannot load such file -- #{what}: #{why} [glovebox]")
-      err.instance_variable_set(:@path, e.path)
-      raise err, cause: nil
-    end
+  # Kernel#require, wrapped in place rather than by a prepended module,
+  # so that Kernel's and Object's ancestors stay CRuby's.
+  orig_require = Kernel.instance_method(:require)
+  Kernel.send(:define_method, :require) do |feature|
+    orig_require.bind_call(self, feature)
+  rescue LoadError => e
+    why = UNAVAILABLE[e.path.to_s]
+    raise unless why && !e.message.include?("glovebox")
+    what = e.path.to_s == feature.to_s ? feature.to_s : "#{feature} (it needs #{e.path})"
+    err = LoadError.new("cannot load such file -- #{what}: #{why} [glovebox]")
+    err.instance_variable_set(:@path, e.path)
+    raise err, cause: nil
   end
+  Kernel.send(:private, :require)
 end
-Kernel.prepend(Glovebox::RequireHint)
 
 # There is one Ruby thread and no scheduler: say so, and what to do
 # instead, rather than Ruby's "initialize() function is unimplemented".
@@ -376,25 +375,23 @@ module Glovebox
     end
   end
 
-  # sleep inside a timeout block wakes at the deadline.
-  module DeadlineSleep
-    private
-
-    def sleep(*args)
-      left = Deadlines.remaining
-      return super if left.nil?
-      d = args.first
-      if d.nil? || d > left
-        super(left)
-        Deadlines.check
-        return super(*args) if d.nil? # a deadline fired elsewhere: keep going
-        return d.round
-      end
-      super
+  # sleep inside a timeout block wakes at the deadline (wrapped in
+  # place, as require is).
+  orig_sleep = Kernel.instance_method(:sleep)
+  Kernel.send(:define_method, :sleep) do |*args|
+    left = Deadlines.remaining
+    return orig_sleep.bind_call(self, *args) if left.nil?
+    d = args.first
+    if d.nil? || d > left
+      orig_sleep.bind_call(self, left)
+      Deadlines.check
+      return orig_sleep.bind_call(self, *args) if d.nil? # a deadline fired elsewhere: keep going
+      return d.round
     end
+    orig_sleep.bind_call(self, *args)
   end
+  Kernel.send(:private, :sleep)
 end
-Kernel.prepend(Glovebox::DeadlineSleep)
 
 module Timeout
   # Runs the block and raises Timeout::Error (or klass, with message) if
