@@ -126,3 +126,24 @@ func TestPreludeWrappersKeepSignatures(t *testing.T) {
 		}
 	}
 }
+
+// With no input, STDIN is the process's own standard input (an IO at end
+// of file), as in CRuby; with input, it reads the input.
+func TestGuestStdinIsIO(t *testing.T) {
+	out := evalOut(t, `[STDIN.class, STDIN.read, $stdin.equal?(STDIN), File.directory?(STDIN), STDIN.sync, STDIN.gets].inspect`, 10*time.Second)
+	if out.Status != StatusOK || out.Value != `[IO, "", true, false, false, nil]` {
+		t.Fatalf("%s %v %+v", out.Status, out.Value, out.Error)
+	}
+	lim := testLimits
+	out, err := testEngine.Eval(context.Background(), &Request{Limits: lim, Stdin: []byte("a\nb\n"), Code: `[STDIN.gets, $stdin.read].inspect`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusOK || out.Value != `["a\n", "b\n"]` {
+		t.Fatalf("with input: %s %v %+v", out.Status, out.Value, out.Error)
+	}
+	out = evalOut(t, `STDIN.read.inspect`, 10*time.Second) // the next VM: no input again
+	if out.Status != StatusOK || out.Value != `""` {
+		t.Fatalf("after input: %s %v %+v", out.Status, out.Value, out.Error)
+	}
+}

@@ -521,14 +521,22 @@ $LOADED_FEATURES << "io/nonblock.so"
 Object.send(:remove_const, :JS)
 
 # Each eval's input (the host's stdin and argument options): $stdin and
-# STDIN read the bytes the host gave (none: at end of file at once), ARGV
-# holds its arguments. Both are set afresh for every eval, so in a session
-# one eval's input never reaches the next.
+# STDIN read the bytes the host gave, ARGV holds its arguments. Both are
+# set afresh for every eval, so in a session one eval's input never
+# reaches the next. With no input they are the process's own standard
+# input, an IO at end of file at once (the VM's fd 0 has nothing behind
+# it), as in CRuby; with input, a StringIO holding it.
 require "stringio"
 module Glovebox
+  STDIN_IO = STDIN
+
   def self.__input(req)
-    data = (req["stdin"] || "").unpack1("m0").force_encoding(Encoding.default_external).freeze
-    io = StringIO.new(data)
+    raw = req["stdin"]
+    io = if (raw.nil? || raw.empty?) && !STDIN_IO.closed?
+           STDIN_IO
+         else
+           StringIO.new((raw || "").unpack1("m0").force_encoding(Encoding.default_external).freeze)
+         end
     $stdin = io
     Object.send(:remove_const, :STDIN)
     Object.const_set(:STDIN, io)
