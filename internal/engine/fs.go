@@ -48,8 +48,11 @@ const ScratchGuest = "/tmp"
 // Beyond those, fd_readdir is answered here too (wasmtime's re-reads the
 // whole directory on every call: quadratic, inside host calls no deadline
 // reaches), path_open refuses FIFOs and device nodes (opening one can
-// block the host thread), and writes, creations and open files are
-// counted against the eval's quotas and a process-wide descriptor budget.
+// block the host thread), writes, truncations, creations and removals are
+// accounted against the eval's quotas on space and names in use (see
+// quota.go), path_symlink and path_readlink let links inside a mount have
+// absolute targets (see symlink.go), and open files count against a
+// process-wide descriptor budget.
 //
 // To answer stat calls the guard keeps, for every file descriptor the guest
 // has open in a mount, a host O_PATH descriptor of the same file
