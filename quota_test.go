@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gloveboxhq/glovebox"
 )
@@ -111,5 +112,36 @@ func TestQuotaInUseSession(t *testing.T) {
 	res := sessionEval(t, s, attempt(`20.times { |i| File.write("/tmp/g#{i}", "s" * 150_000) }; "no quota"`))
 	if res.Value != "Errno::EDQUOT" {
 		t.Fatalf("got %v, want Errno::EDQUOT", res.Value)
+	}
+}
+
+// A file with no name left still holds its space while any guest of the
+// process has it open: another session keeping open a file this eval
+// wrote must not let it delete the file and write the space again.
+func TestAttackQuotaHeldByOtherSession(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20, Timeout: 20 * time.Second})
+	writer, holder := newSession(t, f.r), newSession(t, f.r)
+	done := make(chan *glovebox.Result)
+	go func() {
+		done <- sessionEval(t, holder, `t0 = Time.now
+			sleep 0.01 until File.exist?("/rw/big") && File.size("/rw/big") == 900_000 || Time.now - t0 > 10
+			$held = File.open("/rw/big"); File.write("/rw/marker", ""); "holding"`)
+	}()
+	res := sessionEval(t, writer, attempt(`File.write("/rw/big", "b" * 900_000)
+		t0 = Time.now
+		sleep 0.01 until File.exist?("/rw/marker") || Time.now - t0 > 10
+		File.delete("/rw/big")
+		File.write("/rw/again", "a" * 900_000); "no quota"`))
+	if h := <-done; h.Value != "holding" {
+		t.Fatalf("holder: %v %+v", h.Value, h.Error)
+	}
+	if res.Value != "Errno::EDQUOT" {
+		t.Fatalf("got %v, want Errno::EDQUOT: the deleted file is still held open by another session", res.Value)
+	}
+	// Once the holder lets go, the space comes back.
+	wantStatus(t, sessionEval(t, holder, `$held.close; 1`), glovebox.StatusOK)
+	res = sessionEval(t, writer, attempt(`File.write("/rw/big", "b" * 900_000); io = File.open("/rw/big"); File.delete("/rw/big"); io.close; File.write("/rw/again", "a" * 900_000); "fits"`))
+	if res.Value != "fits" {
+		t.Fatalf("after the file was closed: got %v", res.Value)
 	}
 }
