@@ -42,7 +42,7 @@ type Config struct {
 	// on the development machine's ext4 disk, creating and removing one
 	// took a millisecond), else the host's temporary directory. Files the
 	// guest writes there use that file system's space (memory, for
-	// tmpfs), at most Limits.FileWrite bytes per eval. The directories go
+	// tmpfs), at most Limits.FileWrite bytes in use per eval. The directories go
 	// in ScratchDir/glovebox-<uid>, made with mode 0700; when that exists
 	// as a symbolic link, a non-directory, another user's directory or one
 	// open to other users, New fails (or, with PoolSize -1, Eval does)

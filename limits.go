@@ -58,15 +58,30 @@ type Limits struct {
 	// result back. Zero means DefaultToolPayload.
 	ToolPayload int
 
-	// FileWrite is the most bytes one eval may write to files, in the
-	// scratch directory and writable mounts together (growing a file
-	// with truncate counts too). Past it, writes fail in the guest with
-	// Errno::EDQUOT. Zero means DefaultFileWrite.
+	// FileWrite is a quota, in bytes, on the disk space in use by the
+	// files one eval wrote, in the scratch directory and writable mounts
+	// together, counted as a file system counts it (st_blocks): a sparse
+	// file counts for the blocks it allocates, not for its size, and
+	// deleting a file (once nothing holds it open), truncating it or
+	// rewriting it gives its space back, so a program may write and
+	// remove temporary files for as long as it likes. Each write, and
+	// each truncate that could allocate, is bounded before it runs by
+	// what it can allocate (the blocks it touches that the file does not
+	// hold yet, and one block of file-system metadata), and fails with
+	// Errno::EDQUOT when that does not fit, so the space in use never
+	// passes the quota (by more than a file system's own speculative
+	// preallocation). Shrinking or deleting a file the eval did not
+	// write frees nothing for it. Zero means DefaultFileWrite.
 	FileWrite int64
 
-	// FileCreates is the most files, directories and links one eval may
-	// create. Past it, creation fails with Errno::EDQUOT. Zero means
-	// DefaultFileCreates.
+	// FileCreates is a quota on the names (files, directories, symbolic
+	// and hard links) one eval made that still exist; removing one, or
+	// renaming another over it, gives it back. Past it, creation fails
+	// with Errno::EDQUOT. Zero means DefaultFileCreates.
+	//
+	// Both file quotas are per eval: a session's scratch directory is
+	// wiped after each eval, and what earlier evals left in a mount
+	// belongs to the host from then on.
 	FileCreates int
 
 	// Stdin is the most bytes of standard input one eval may be given
@@ -92,8 +107,8 @@ const (
 	DefaultToolCalls   = 1000
 	DefaultToolPayload = 1 << 20
 	// DefaultFileWrite and DefaultFileCreates bound file floods: 64 MiB
-	// and 1,000 entries are far above what an analysis script writes and
-	// far below what would trouble the host's disk.
+	// in use and 1,000 existing entries are far above what an analysis
+	// script keeps and far below what would trouble the host's disk.
 	DefaultFileWrite   = 64 << 20
 	DefaultFileCreates = 1000
 	// DefaultStdin matches DefaultStdout: the input is held in the

@@ -281,12 +281,12 @@ func TestScratchIsPrivateAndWiped(t *testing.T) {
 func TestFileQuotas(t *testing.T) {
 	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20, FileCreates: 10})
 	for name, code := range map[string]string{
-		"bytes scratch":  `File.open("/tmp/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
-		"bytes mount":    `File.open("/rw/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
-		"sparse":         `File.open("/tmp/sparse", "w") { |io| io.truncate(1 << 30) }`,
-		"files":          `20.times { |i| File.write("/tmp/f#{i}", "") }`,
-		"dirs":           `20.times { |i| Dir.mkdir("/rw/d#{i}") }`,
-		"rewrites count": `1.upto(20) { |i| File.write("/tmp/same", "x") }; File.write("/tmp/n", ""); 12.times { |i| File.write("/tmp/g#{i}", "") }`,
+		"bytes scratch": `File.open("/tmp/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"bytes mount":   `File.open("/rw/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"sparse filled": `File.open("/tmp/sparse", "w") { |io| io.truncate(1 << 30); 3.times { |i| io.pwrite("x" * 512 * 1024, i << 20) } }`,
+		"files":         `20.times { |i| File.write("/tmp/f#{i}", "") }`,
+		"dirs":          `20.times { |i| Dir.mkdir("/rw/d#{i}") }`,
+		"links":         `File.write("/tmp/t", ""); 20.times { |i| File.symlink("t", "/tmp/l#{i}") }`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := eval(t, f.r, attempt(code))
@@ -296,8 +296,9 @@ func TestFileQuotas(t *testing.T) {
 			}
 		})
 	}
-	// Rewriting one file is not a flood of creations.
-	res := eval(t, f.r, attempt(`30.times { File.write("/tmp/same", "x") }; "fine"`))
+	// The quotas bound what is in use: rewriting one file, or making and
+	// removing files, takes nothing for good.
+	res := eval(t, f.r, attempt(`30.times { File.write("/tmp/same", "x" * 600_000) }; 30.times { |i| File.write("/rw/n#{i}", "y"); File.delete("/rw/n#{i}") }; "fine"`))
 	if res.Value != "fine" {
 		t.Errorf("rewriting one file: %v", res.Value)
 	}

@@ -48,8 +48,11 @@ const ScratchGuest = "/tmp"
 // Beyond those, fd_readdir is answered here too (wasmtime's re-reads the
 // whole directory on every call: quadratic, inside host calls no deadline
 // reaches), path_open refuses FIFOs and device nodes (opening one can
-// block the host thread), and writes, creations and open files are
-// counted against the eval's quotas and a process-wide descriptor budget.
+// block the host thread), writes, truncations, creations and removals are
+// accounted against the eval's quotas on space and names in use (see
+// quota.go), path_symlink and path_readlink let links inside a mount have
+// absolute targets (see symlink.go), and open files count against a
+// process-wide descriptor budget.
 //
 // To answer stat calls the guard keeps, for every file descriptor the guest
 // has open in a mount, a host O_PATH descriptor of the same file
@@ -119,13 +122,14 @@ func dropMirror(f *guestFD) {
 		unix.Close(f.mirror)
 		f.mirror = -1
 		guestFiles.Add(-2)
+		releaseInode(f.id)
 	}
 }
 
-// FSLimits bound what one eval may do to the file system.
+// FSLimits bound what one eval's files may hold at once (see usage).
 type FSLimits struct {
-	Write   int64 // bytes written to files (scratch and writable mounts)
-	Creates int   // files, directories and links created
+	Write   int64 // bytes allocated by the files it wrote (scratch and writable mounts)
+	Creates int   // names (files, directories, links) it made that exist
 }
 
 // fsGuard is one VM's file-system state: its domains (0 is the scratch
@@ -134,10 +138,11 @@ type FSLimits struct {
 type fsGuard struct {
 	domains []domain
 	fds     map[uint32]*guestFD
-	written int64
-	created int
+	use     usage
 	limits  FSLimits
-	orig    [numShadowed]wt.Func // the trampoline's exports
+	kinds   map[uint64]fsKind     // allocation behaviour by device
+	links   map[fileID]linkRecord // symbolic links made with absolute targets
+	orig    [numShadowed]wt.Func  // the trampoline's exports
 	// stdioGone marks stdout and stderr once the guest closed or
 	// replaced them: their writes then go to wasmtime like any other.
 	stdioGone [3]bool
@@ -151,13 +156,14 @@ type domain struct {
 type guestFD struct {
 	domain int
 	mirror int    // O_PATH descriptor of the same file
+	id     fileID // the mirror's inode
 	dirPos dirPos // where the guest's listing of it stopped
 }
 
 // newFSGuard opens the mirrors of scratch and mounts. A mount whose host
 // path is missing or not a directory is an error naming it.
 func newFSGuard(scratch string, mounts []Mount) (*fsGuard, error) {
-	g := &fsGuard{fds: map[uint32]*guestFD{}}
+	g := &fsGuard{fds: map[uint32]*guestFD{}, use: newUsage()}
 	all := append([]Mount{{Host: scratch, Guest: ScratchGuest, Write: true}}, mounts...)
 	for i, m := range all {
 		fd, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -214,7 +220,7 @@ func (g *fsGuard) emptyScratchFiles() error {
 }
 
 // reset starts a new eval's quotas.
-func (g *fsGuard) reset(l FSLimits) { g.limits, g.written, g.created = l, 0, 0 }
+func (g *fsGuard) reset(l FSLimits) { g.limits, g.use = l, newUsage() }
 
 // dirOf returns the host directory descriptor behind a guest descriptor.
 func (g *fsGuard) dirOf(f *guestFD) int {
@@ -236,6 +242,9 @@ const (
 	shFdSetSize
 	shPathMkdir
 	shPathSymlink
+	shPathUnlink
+	shPathRmdir
+	shPathReadlink
 	shFdSeek // not shadowed: the guard calls it to learn a write's offset
 	numShadowed
 )
@@ -243,7 +252,8 @@ const (
 var shadowNames = [numShadowed]string{
 	"path_open", "fd_close", "fd_renumber", "path_link", "path_rename",
 	"fd_write", "fd_pwrite", "fd_filestat_set_size",
-	"path_create_directory", "path_symlink", "fd_seek",
+	"path_create_directory", "path_symlink", "path_unlink_file",
+	"path_remove_directory", "path_readlink", "fd_seek",
 }
 
 // original calls wasmtime's own implementation of shadowed import i,
@@ -274,6 +284,9 @@ var fsHostFuncs = map[string]wt.HostFunc{
 	"fd_readdir":            hostFdReaddir,
 	"path_create_directory": hostPathMkdir,
 	"path_symlink":          hostPathSymlink,
+	"path_unlink_file":      hostPathUnlink,
+	"path_remove_directory": hostPathRmdir,
+	"path_readlink":         hostPathReadlink,
 }
 
 func ret(vals wt.Vals, errno uint32) error {
@@ -342,6 +355,20 @@ func wasiErrno(err error) uint32 {
 		return errnoMfile
 	case unix.EINVAL:
 		return errnoInval
+	case unix.EEXIST:
+		return errnoExist
+	case unix.EISDIR:
+		return 31
+	case unix.ENOTEMPTY:
+		return 55
+	case unix.ENOSPC:
+		return 51
+	case unix.EDQUOT:
+		return errnoDquot
+	case unix.EROFS:
+		return errnoRofs
+	case unix.EFBIG:
+		return 22
 	}
 	return errnoIO
 }
@@ -393,14 +420,14 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	// the host inside wasmtime's open, and a missing name is a creation.
 	follow := dirflags&lookupFollow != 0
 	pre, pe := resolve(g.dirOf(parent), path, follow)
+	var preSt unix.Stat_t // what the name held before: a truncation frees its blocks
 	if pre >= 0 {
-		var st unix.Stat_t
-		err := unix.Fstat(pre, &st)
+		err := unix.Fstat(pre, &preSt)
 		unix.Close(pre)
 		if err != nil {
 			return ret(vals, wasiErrno(err))
 		}
-		if !openable(st.Mode) {
+		if !openable(preSt.Mode) {
 			return ret(vals, errnoAcces)
 		}
 	}
@@ -414,7 +441,7 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 			return ret(vals, errnoExist)
 		case pe == errnoSuccess:
 			oflags &^= oflagCreat
-		case g.created >= g.limits.Creates:
+		case !g.entryRoom():
 			return ret(vals, errnoDquot)
 		default:
 			creating = true
@@ -423,7 +450,7 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	e, err := open(oflags)
 	if err == nil && e == errnoNoent && oflags != asked {
 		// It vanished after the check: make it, if the quota allows.
-		if g.created >= g.limits.Creates {
+		if !g.entryRoom() {
 			return ret(vals, errnoDquot)
 		}
 		creating = true
@@ -432,23 +459,39 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	if err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
 	}
-	if creating {
-		g.created++
-	}
 	b, ok := v.guest(c.Context(), retptr, 4)
 	if !ok {
+		if creating {
+			g.use.entries++
+		}
 		return ret(vals, errnoInval)
 	}
 	newfd := binary.LittleEndian.Uint32(b)
 	mirror, me := resolve(g.dirOf(parent), path, follow)
+	var st unix.Stat_t
+	if me == errnoSuccess && unix.Fstat(mirror, &st) != nil {
+		unix.Close(mirror)
+		me = errnoIO
+	}
 	if me != errnoSuccess {
 		// The file changed between wasmtime's open and ours: give up on it.
+		if creating {
+			g.use.entries++ // what it made is not known: it stays counted
+		}
 		v.original(c, shFdClose, uint64(newfd))
 		return ret(vals, me)
 	}
+	id := idOf(&st)
+	if creating {
+		g.made(&st)
+	}
+	if oflags&oflagTrunc != 0 && d.Write && pe == errnoSuccess && idOf(&preSt) == id && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		g.account(id, allocated(&preSt), allocated(&st))
+	}
 	dropMirror(g.fds[newfd])
 	guestFiles.Add(2)
-	g.fds[newfd] = &guestFD{domain: parent.domain, mirror: mirror}
+	holdInode(id)
+	g.fds[newfd] = &guestFD{domain: parent.domain, mirror: mirror, id: id}
 	return ret(vals, errnoSuccess)
 }
 
@@ -538,7 +581,7 @@ func hostPathLink(c *wt.Caller, vals wt.Vals) error {
 	if !v.fs.domains[v.fs.fds[vals.U32(4)].domain].Write {
 		return ret(vals, errnoRofs)
 	}
-	return v.create(c, vals, vals.U32(4), shPathLink, 7)
+	return v.create(c, vals, vals.U32(4), shPathLink, 7, 5)
 }
 
 func hostPathRename(c *wt.Caller, vals wt.Vals) error {
@@ -549,29 +592,84 @@ func hostPathRename(c *wt.Caller, vals wt.Vals) error {
 	if !v.fs.domains[v.fs.fds[vals.U32(0)].domain].Write {
 		return ret(vals, errnoRofs)
 	}
-	e, err := v.original(c, shPathRename, vals.Raw(6)...)
-	return firstErr(err, ret(vals, e))
+	// Renaming over a name removes it.
+	return v.remove(c, vals, vals.U32(3), shPathRename, 6, 4)
 }
 
 func hostPathMkdir(c *wt.Caller, vals wt.Vals) error {
-	return vmOf(c).create(c, vals, vals.U32(0), shPathMkdir, 3)
+	return vmOf(c).create(c, vals, vals.U32(0), shPathMkdir, 3, 1)
 }
 
-func hostPathSymlink(c *wt.Caller, vals wt.Vals) error {
-	return vmOf(c).create(c, vals, vals.U32(2), shPathSymlink, 5)
+func hostPathUnlink(c *wt.Caller, vals wt.Vals) error {
+	return vmOf(c).remove(c, vals, vals.U32(0), shPathUnlink, 3, 1)
+}
+
+func hostPathRmdir(c *wt.Caller, vals wt.Vals) error {
+	return vmOf(c).remove(c, vals, vals.U32(0), shPathRmdir, 3, 1)
 }
 
 // create runs shadowed call i (with its first nargs arguments), which
-// makes one entry in the directory fd, under the FileCreates quota: in a
-// writable mount or the scratch directory a call past the quota gets
-// EDQUOT, and each one that succeeds counts.
-func (v *VM) create(c *wt.Caller, vals wt.Vals, fd uint32, i, nargs int) error {
-	if f := v.fs.fds[fd]; f != nil && v.fs.domains[f.domain].Write && v.fs.created >= v.fs.limits.Creates {
+// makes one entry, named by the path at arguments pathArg and pathArg+1,
+// in the directory fd, under the FileCreates quota: in a writable mount
+// or the scratch directory a call past the quota gets EDQUOT, and each
+// one that succeeds counts until its name is removed.
+func (v *VM) create(c *wt.Caller, vals wt.Vals, fd uint32, i, nargs, pathArg int) error {
+	g := v.fs
+	f := g.fds[fd]
+	w := f != nil && g.domains[f.domain].Write
+	if w && !g.entryRoom() {
 		return ret(vals, errnoDquot)
 	}
 	e, err := v.original(c, i, vals.Raw(nargs)...)
-	if err == nil && e == errnoSuccess {
-		v.fs.created++
+	if err == nil && e == errnoSuccess && w {
+		g.madeAt(c, v, f, vals.U32(pathArg), vals.U32(pathArg+1))
+	}
+	return firstErr(err, ret(vals, e))
+}
+
+// madeAt counts the entry just made at the guest path (ptr, n) in f.
+func (g *fsGuard) madeAt(c *wt.Caller, v *VM, f *guestFD, ptr, n uint32) {
+	if path, ok := v.guestPath(c, ptr, n); ok {
+		if h, e := resolve(g.dirOf(f), path, false); e == errnoSuccess {
+			var st unix.Stat_t
+			err := unix.Fstat(h, &st)
+			unix.Close(h)
+			if err == nil {
+				g.made(&st)
+				return
+			}
+		}
+	}
+	g.use.entries++ // moved away already: it stays counted
+}
+
+// remove runs shadowed call i (with its first nargs arguments), which
+// removes the name at the path at arguments pathArg and pathArg+1 in the
+// directory fd (unlink, rmdir, or rename over it), and gives back what
+// the name held: the inode is pinned first, so what the call removed is
+// known whatever else renames meanwhile.
+func (v *VM) remove(c *wt.Caller, vals wt.Vals, fd uint32, i, nargs, pathArg int) error {
+	g := v.fs
+	pin := -1
+	var before unix.Stat_t
+	if f := g.fds[fd]; f != nil && g.domains[f.domain].Write {
+		if path, ok := v.guestPath(c, vals.U32(pathArg), vals.U32(pathArg+1)); ok {
+			if h, e := resolve(g.dirOf(f), path, false); e == errnoSuccess {
+				if unix.Fstat(h, &before) == nil {
+					pin = h
+				} else {
+					unix.Close(h)
+				}
+			}
+		}
+	}
+	e, err := v.original(c, i, vals.Raw(nargs)...)
+	if pin >= 0 {
+		var after unix.Stat_t
+		if err == nil && e == errnoSuccess && unix.Fstat(pin, &after) == nil && idOf(&after) == idOf(&before) {
+			g.unnamed(uint64(before.Nlink), &after)
+		}
+		unix.Close(pin)
 	}
 	return firstErr(err, ret(vals, e))
 }
@@ -696,19 +794,6 @@ func direntType(t uint8) uint8 {
 	return 0
 }
 
-// charge counts n more bytes written to a file; over the quota it
-// answers EDQUOT.
-func (g *fsGuard) charge(fd uint32, n int64) uint32 {
-	if _, ok := g.fds[fd]; !ok {
-		return errnoSuccess // stdout and stderr have their own limits
-	}
-	if n < 0 || n > g.limits.Write-g.written { // never g.written+n: it could wrap around
-		return errnoDquot
-	}
-	g.written += n
-	return errnoSuccess
-}
-
 // iovecBytes sums the lengths of an iovec array in guest memory.
 func (v *VM) iovecBytes(c *wt.Caller, ptr, n uint32) (int64, bool) {
 	if n > 1024 {
@@ -731,52 +816,83 @@ func hostFdWrite(c *wt.Caller, vals wt.Vals) error {
 	if (fd == 1 || fd == 2) && !v.fs.stdioGone[fd] {
 		return ret(vals, v.writeStdio(c, fd, vals.U32(1), vals.U32(2), vals.U32(3)))
 	}
-	if e, err := v.chargeWrite(c, fd, vals.U32(1), vals.U32(2), 0, false); err != nil || e != errnoSuccess {
+	f, st, e, err := v.boundWrite(c, fd, vals.U32(1), vals.U32(2), 0, false)
+	if err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
 	}
-	e, err := v.original(c, shFdWrite, vals.Raw(4)...)
+	e, err = v.original(c, shFdWrite, vals.Raw(4)...)
+	v.fs.measure(f, &st)
 	return firstErr(err, ret(vals, e))
 }
 
 func hostFdPwrite(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
-	if e, err := v.chargeWrite(c, vals.U32(0), vals.U32(1), vals.U32(2), uint64(vals.I64(3)), true); err != nil || e != errnoSuccess {
+	f, st, e, err := v.boundWrite(c, vals.U32(0), vals.U32(1), vals.U32(2), uint64(vals.I64(3)), true)
+	if err != nil || e != errnoSuccess {
 		return firstErr(err, ret(vals, e))
 	}
-	e, err := v.original(c, shFdPwrite, vals.Raw(5)...)
+	e, err = v.original(c, shFdPwrite, vals.Raw(5)...)
+	v.fs.measure(f, &st)
 	return firstErr(err, ret(vals, e))
 }
 
-// chargeWrite charges a write of the iovec array iovs (n entries) to fd
-// at offset off (at is false: at the descriptor's position): its bytes,
-// and the gap when it starts past the end of the file, which a sparse
-// file would otherwise grow by for free.
-func (v *VM) chargeWrite(c *wt.Caller, fd, iovs, n uint32, off uint64, at bool) (uint32, error) {
-	f, ok := v.fs.fds[fd]
+// accounted returns the guest descriptor fd when what is written through
+// it counts against the quota (a regular file in the scratch directory
+// or a writable mount), with the file as it is now.
+func (g *fsGuard) accounted(fd uint32) (*guestFD, unix.Stat_t, bool) {
+	var st unix.Stat_t
+	f, ok := g.fds[fd]
+	if !ok || f.mirror < 0 || !g.domains[f.domain].Write || unix.Fstat(f.mirror, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, st, false
+	}
+	return f, st, true
+}
+
+// boundWrite checks, before a write of the iovec array iovs (n entries)
+// to fd at offset off (at false: at the descriptor's position, or at the
+// end in append mode), that what it can allocate fits in the quota. It
+// returns the file to measure afterwards (nil: nothing to measure) and
+// how it was.
+func (v *VM) boundWrite(c *wt.Caller, fd, iovs, n uint32, off uint64, at bool) (*guestFD, unix.Stat_t, uint32, error) {
+	g := v.fs
+	f, st, ok := g.accounted(fd)
 	if !ok {
-		return errnoSuccess, nil // stdout and stderr have their own limits
+		return nil, st, errnoSuccess, nil // stdout and stderr have their own limits
 	}
 	total, ok := v.iovecBytes(c, iovs, n)
 	if !ok {
-		return errnoInval, nil
+		return nil, st, errnoInval, nil
 	}
-	if total > 0 && f.mirror >= 0 && v.fs.domains[f.domain].Write {
-		if !at {
-			pos, ok, err := v.tell(c, fd, iovs)
-			if err != nil || !ok {
-				return errnoSuccess, err // not seekable: no gap
-			}
-			off = pos
+	k := g.kindOf(f.mirror, st.Dev)
+	var need uint64
+	if at {
+		need = allocBound(&st, k, off, uint64(total))
+	} else {
+		need = allocBound(&st, k, uint64(max(st.Size, 0)), uint64(total)) // append mode writes at the end
+		pos, ok, err := v.tell(c, fd, iovs)
+		if err != nil {
+			return nil, st, errnoSuccess, err
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(f.mirror, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && off > uint64(st.Size) {
-			if off-uint64(st.Size) > math.MaxInt64-uint64(total) {
-				return errnoDquot, nil
-			}
-			total += int64(off - uint64(st.Size))
+		if ok {
+			need = max(need, allocBound(&st, k, pos, uint64(total)))
 		}
 	}
-	return v.fs.charge(fd, total), nil
+	if need > math.MaxInt64 || !g.room(int64(need)) {
+		return nil, st, errnoDquot, nil
+	}
+	return f, st, errnoSuccess, nil
+}
+
+// measure charges what the file f (nil: none) allocates now beyond what
+// it did as before.
+func (g *fsGuard) measure(f *guestFD, before *unix.Stat_t) {
+	if f == nil || f.mirror < 0 {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(f.mirror, &st) == nil && idOf(&st) == idOf(before) {
+		g.account(idOf(&st), allocated(before), allocated(&st))
+	}
 }
 
 // tell returns fd's position, asking wasmtime's fd_seek; its answer is
@@ -826,29 +942,19 @@ func (v *VM) writeStdio(c *wt.Caller, fd, iovs, n, nwritten uint32) uint32 {
 	return errnoSuccess
 }
 
-// growth charges a file's growth to size: extending a file (even a sparse
-// one) counts against the write quota.
-func (v *VM) growth(fd uint32, size int64) uint32 {
-	f := v.fs.fds[fd]
-	if f == nil || f.mirror < 0 {
-		return errnoSuccess
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(f.mirror, &st); err != nil {
-		return wasiErrno(err)
-	}
-	if size > st.Size {
-		return v.fs.charge(fd, size-st.Size)
-	}
-	return errnoSuccess
-}
-
 func hostFdSetSize(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
-	if e := v.growth(vals.U32(0), vals.I64(1)); e != errnoSuccess {
-		return ret(vals, e)
+	f, st, ok := v.fs.accounted(vals.U32(0))
+	if ok && vals.I64(1) > 0 {
+		need := growBound(&st, v.fs.kindOf(f.mirror, st.Dev), uint64(vals.I64(1)))
+		if need > math.MaxInt64 || !v.fs.room(int64(need)) {
+			return ret(vals, errnoDquot)
+		}
 	}
 	e, err := v.original(c, shFdSetSize, vals.Raw(2)...)
+	if ok {
+		v.fs.measure(f, &st)
+	}
 	return firstErr(err, ret(vals, e))
 }
 
@@ -889,6 +995,9 @@ func hostPathFilestatGet(c *wt.Caller, vals wt.Vals) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(h, &st); err != nil {
 		return ret(vals, wasiErrno(err))
+	}
+	if r, ok := v.fs.linkRecordOf(h, &st); ok {
+		st.Size = int64(len(r.guest)) // a link's size is its target's length, as the guest gave it
 	}
 	return ret(vals, v.putFilestat(c, buf, &st))
 }

@@ -233,7 +233,7 @@ end
 module Glovebox
   OUTPUTS = ObjectSpace::WeakMap.new
   module TrackOutput
-    def initialize(*)
+    def initialize(...) # keyword options (mode:, autoclose:, encoding: ...) pass through
       super
       OUTPUTS[self] = true if (fileno rescue nil)&.between?(1, 2)
     end
@@ -277,22 +277,21 @@ module Glovebox
   }.freeze
 
   # Kernel#require with a reason for a library the sandbox cannot load.
-  module RequireHint
-    private
-
-    def require(feature)
-      super
-    rescue LoadError => e
-      why = UNAVAILABLE[e.path.to_s]
-      raise unless why && !e.message.include?("glovebox")
-      what = e.path.to_s == feature.to_s ? feature.to_s : "#{feature} (it needs #{e.path})"
-      err = LoadError.new("cannot load such file -- #{what}: #{why} [glovebox]")
-      err.instance_variable_set(:@path, e.path)
-      raise err, cause: nil
-    end
+  # Kernel#require, wrapped in place rather than by a prepended module,
+  # so that Kernel's and Object's ancestors stay CRuby's.
+  orig_require = Kernel.instance_method(:require)
+  Kernel.send(:define_method, :require) do |feature|
+    orig_require.bind_call(self, feature)
+  rescue LoadError => e
+    why = UNAVAILABLE[e.path.to_s]
+    raise unless why && !e.message.include?("glovebox")
+    what = e.path.to_s == feature.to_s ? feature.to_s : "#{feature} (it needs #{e.path})"
+    err = LoadError.new("cannot load such file -- #{what}: #{why} [glovebox]")
+    err.instance_variable_set(:@path, e.path)
+    raise err, cause: nil
   end
+  Kernel.send(:private, :require)
 end
-Kernel.prepend(Glovebox::RequireHint)
 
 # There is one Ruby thread and no scheduler: say so, and what to do
 # instead, rather than Ruby's "initialize() function is unimplemented".
@@ -376,25 +375,23 @@ module Glovebox
     end
   end
 
-  # sleep inside a timeout block wakes at the deadline.
-  module DeadlineSleep
-    private
-
-    def sleep(*args)
-      left = Deadlines.remaining
-      return super if left.nil?
-      d = args.first
-      if d.nil? || d > left
-        super(left)
-        Deadlines.check
-        return super(*args) if d.nil? # a deadline fired elsewhere: keep going
-        return d.round
-      end
-      super
+  # sleep inside a timeout block wakes at the deadline (wrapped in
+  # place, as require is).
+  orig_sleep = Kernel.instance_method(:sleep)
+  Kernel.send(:define_method, :sleep) do |*args|
+    left = Deadlines.remaining
+    return orig_sleep.bind_call(self, *args) if left.nil?
+    d = args.first
+    if d.nil? || d > left
+      orig_sleep.bind_call(self, left)
+      Deadlines.check
+      return orig_sleep.bind_call(self, *args) if d.nil? # a deadline fired elsewhere: keep going
+      return d.round
     end
+    orig_sleep.bind_call(self, *args)
   end
+  Kernel.send(:private, :sleep)
 end
-Kernel.prepend(Glovebox::DeadlineSleep)
 
 module Timeout
   # Runs the block and raises Timeout::Error (or klass, with message) if
@@ -424,22 +421,122 @@ module Glovebox
       super
     end
 
-    def store(name, value) = (self[name] = value)
+    alias_method :store, :[]= # an alias, as in ENV itself
   end
 end
 ENV.singleton_class.prepend(Glovebox::TZWarning)
 
+
+# A process environment for programs that expect one, with nothing of
+# the host's in it (ENV stays empty unless the guest sets a variable):
+#
+# - a home directory: Dir.home and "~" in File.expand_path name the
+#   scratch directory, /tmp, while HOME is unset (as the password
+#   database would on a system; WASI has none). A HOME the guest sets
+#   wins, as in CRuby.
+# - a umask: File.umask starts at 0o022 and keeps what the guest sets
+#   (WASI has no umask, and its stat reports no permission bits, so
+#   nothing in the guest can observe it otherwise; files the guest makes
+#   on the host get the host process's default modes).
+# - io/nonblock: the image does not include the extension; the same
+#   methods, on fcntl's O_NONBLOCK, which WASI supports.
+module Glovebox
+  HOME = "/tmp"
+
+  def self.__home(path)
+    path = path.to_path if !path.is_a?(String) && path.respond_to?(:to_path)
+    return path unless path.is_a?(String) && path.start_with?("~") && (path.size == 1 || path[1] == "/")
+    HOME + path[1..]
+  end
+  private_class_method :__home
+
+  module Home
+    def home(*args)
+      return super if !args.empty? && !args[0].nil? || ENV.key?("HOME")
+      HOME.dup
+    end
+  end
+
+  module ExpandHome
+    def expand_path(path, *rest)
+      unless ENV.key?("HOME")
+        path = Glovebox.send(:__home, path)
+        rest[0] = Glovebox.send(:__home, rest[0]) if rest.size == 1 && !rest[0].nil?
+      end
+      super
+    end
+  end
+
+  module Umask
+    @mask = 0o022
+    class << self
+      attr_accessor :mask
+    end
+
+    def umask(*args)
+      raise ArgumentError, "wrong number of arguments (given #{args.size}, expected 0..1)" if args.size > 1
+      old = Umask.mask
+      unless args.empty?
+        m = args[0]
+        m = m.to_int if !m.is_a?(Integer) && m.respond_to?(:to_int)
+        raise TypeError, "no implicit conversion of #{args[0].class} into Integer" unless m.is_a?(Integer)
+        raise RangeError, "integer #{m} too big to convert to 'unsigned int'" if m > 0xFFFF_FFFF
+        raise RangeError, "integer #{m} too small to convert to 'unsigned int'" if m < -0x8000_0000
+        Umask.mask = m & 0o777
+      end
+      old
+    end
+  end
+end
+Dir.singleton_class.prepend(Glovebox::Home)
+File.singleton_class.prepend(Glovebox::ExpandHome)
+File.singleton_class.prepend(Glovebox::Umask)
+
+class IO
+  F_GETFL_ = 3 # Fcntl::F_GETFL and F_SETFL in wasi-libc
+  F_SETFL_ = 4
+  private_constant :F_GETFL_, :F_SETFL_
+
+  def nonblock?
+    fcntl(F_GETFL_).anybits?(File::NONBLOCK)
+  end
+
+  def nonblock=(nb)
+    flags = fcntl(F_GETFL_)
+    fcntl(F_SETFL_, nb ? flags | File::NONBLOCK : flags & ~File::NONBLOCK)
+  end
+
+  def nonblock(nb = true)
+    old = nonblock?
+    self.nonblock = nb
+    begin
+      yield self
+    ensure
+      self.nonblock = old
+    end
+  end
+end
+$LOADED_FEATURES << "io/nonblock.so"
+
 Object.send(:remove_const, :JS)
 
 # Each eval's input (the host's stdin and argument options): $stdin and
-# STDIN read the bytes the host gave (none: at end of file at once), ARGV
-# holds its arguments. Both are set afresh for every eval, so in a session
-# one eval's input never reaches the next.
+# STDIN read the bytes the host gave, ARGV holds its arguments. Both are
+# set afresh for every eval, so in a session one eval's input never
+# reaches the next. With no input they are the process's own standard
+# input, an IO at end of file at once (the VM's fd 0 has nothing behind
+# it), as in CRuby; with input, a StringIO holding it.
 require "stringio"
 module Glovebox
+  STDIN_IO = STDIN
+
   def self.__input(req)
-    data = (req["stdin"] || "").unpack1("m0").force_encoding(Encoding.default_external).freeze
-    io = StringIO.new(data)
+    raw = req["stdin"]
+    io = if (raw.nil? || raw.empty?) && !STDIN_IO.closed?
+           STDIN_IO
+         else
+           StringIO.new((raw || "").unpack1("m0").force_encoding(Encoding.default_external).freeze)
+         end
     $stdin = io
     Object.send(:remove_const, :STDIN)
     Object.const_set(:STDIN, io)

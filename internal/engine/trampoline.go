@@ -16,7 +16,7 @@ import (
 
 // trampolineVersion names the trampoline's layout (the shadowed imports
 // and their order) in its cache file name; change it with shadowNames.
-const trampolineVersion = "1"
+const trampolineVersion = "2"
 
 // trampolineModule builds the trampoline for the shadowed imports, with
 // the signatures the guest image declares for them.
