@@ -1,0 +1,492 @@
+// Command conformance runs ruby/spec (mspec, in one Ruby process per
+// shard) inside glovebox and on a baseline — the same Ruby image under
+// wasmtime's own WASI, without glovebox's prelude, wrappers or quotas —
+// prints a table per spec directory, and fails when glovebox fails an
+// example the baseline passes, unless the accepted-differences file lists
+// it with a reason. `make rubyspec` runs it.
+//
+// The suite is a directory holding ruby/spec as spec/ and mspec as mspec/:
+// -suite, else $GLOVEBOX_RUBYSPEC, else ../shared/rubyspec. Without one it
+// says how to get them and exits 0.
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+//go:embed bootstrap.rb
+var bootstrap string
+
+// EnvSuite names the environment variable that points at the suite.
+const EnvSuite = "GLOVEBOX_RUBYSPEC"
+
+type options struct {
+	suite    string
+	dirs     []string
+	match    *regexp.Regexp
+	jobs     int
+	shard    int
+	fileTime time.Duration
+	accepted string
+	sides    string
+	report   string
+	diffsOut string
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	var o options
+	var dirs, match string
+	fl.StringVar(&o.suite, "suite", "", "directory holding ruby/spec as spec/ and mspec as mspec/ (default $"+EnvSuite+", else ../shared/rubyspec)")
+	fl.StringVar(&dirs, "dirs", "core,language,library", "comma-separated spec directories (or files) under spec/ to run")
+	fl.StringVar(&match, "match", "", "run only spec files whose path (under spec/) matches this regular expression")
+	fl.IntVar(&o.jobs, "jobs", 2, "shards run at once")
+	fl.IntVar(&o.shard, "shard", 16, "spec files per shard (one Ruby process each side)")
+	fl.DurationVar(&o.fileTime, "file-timeout", 30*time.Second, "deadline per spec file; a shard's deadline is this times its files, and a file still running then is recorded as an error")
+	fl.StringVar(&o.accepted, "accepted", "conformance/accepted-differences.txt", "accepted-differences file (\"SPEC -- REASON\" per line)")
+	fl.StringVar(&o.sides, "sides", "both", "both, glovebox or baseline (one side: no comparison)")
+	fl.StringVar(&o.report, "json", "", "write every record of both sides to this JSON file")
+	fl.StringVar(&o.diffsOut, "diffs", "", "write the differences (markdown) to this file")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	o.dirs = strings.Split(dirs, ",")
+	if match != "" {
+		re, err := regexp.Compile(match)
+		if err != nil {
+			fmt.Fprintln(stderr, "conformance: -match:", err)
+			return 2
+		}
+		o.match = re
+	}
+	if o.jobs < 1 || o.shard < 1 || o.fileTime <= 0 {
+		fmt.Fprintln(stderr, "conformance: -jobs, -shard and -file-timeout must be positive")
+		return 2
+	}
+	suite, ok := findSuite(o.suite)
+	if !ok {
+		fmt.Fprintf(stdout, "rubyspec: skipped: no suite found (-suite, $%s, ../shared/rubyspec).\n"+
+			"Get it with:\n"+
+			"  git clone https://github.com/ruby/spec.git  DIR/spec\n"+
+			"  git clone https://github.com/ruby/mspec.git DIR/mspec\n"+
+			"then run: %s=DIR make rubyspec\n", EnvSuite, EnvSuite)
+		return 0
+	}
+	o.suite = suite
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	code, err := conform(ctx, o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "conformance:", err)
+		return 1
+	}
+	return code
+}
+
+func findSuite(flagVal string) (string, bool) {
+	for _, c := range []string{flagVal, os.Getenv(EnvSuite), "../shared/rubyspec"} {
+		if c == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(c, "spec", "default.mspec")); err != nil || st.IsDir() {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(c, "mspec", "lib", "mspec.rb")); err != nil || st.IsDir() {
+			continue
+		}
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			continue
+		}
+		return abs, true
+	}
+	return "", false
+}
+
+// specFiles lists the *_spec.rb files under the given directories of
+// spec/, relative to it, sorted.
+func specFiles(o options) ([]string, error) {
+	root := filepath.Join(o.suite, "spec")
+	var files []string
+	for _, d := range o.dirs {
+		d = strings.Trim(strings.TrimSpace(d), "/")
+		if d == "" {
+			continue
+		}
+		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() || !strings.HasSuffix(p, "_spec.rb") {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, p)
+			rel = filepath.ToSlash(rel)
+			if o.match == nil || o.match.MatchString(rel) {
+				files = append(files, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(files)
+	return slicesCompact(files), nil
+}
+
+func slicesCompact(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// bootstrapCode is the program both sides run for files (paths under
+// spec/): bootstrap.rb with the guest paths filled in as single-quoted
+// Ruby strings, exact for any byte.
+func bootstrapCode(files []string) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, f := range files {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		g := guestSpec + "/" + f
+		g = strings.ReplaceAll(g, `\`, `\\`)
+		g = strings.ReplaceAll(g, `'`, `\'`)
+		b.WriteString("'" + g + "'")
+	}
+	b.WriteString("]")
+	return strings.Replace(bootstrap, "GB_FILES", b.String(), 1)
+}
+
+// runShard runs files on one side until each has ended or been recorded
+// as aborted: a run that stops early (deadline, memory, trap) leaves a
+// record on the file it was in, and the files after it run again in a
+// fresh process.
+func runShard(ctx context.Context, s side, files []string, fileTime time.Duration) ([]Record, error) {
+	var recs []Record
+	rest := files
+	for len(rest) > 0 {
+		timeout := fileTime * time.Duration(len(rest))
+		out, abnormal, err := s.run(ctx, bootstrapCode(rest), timeout)
+		if err != nil {
+			return recs, fmt.Errorf("%s: %w", s.name(), err)
+		}
+		if ctx.Err() != nil {
+			return recs, ctx.Err()
+		}
+		p := parseOutput(out, guestSpec+"/")
+		recs = append(recs, p.Records...)
+		n := len(p.Ended)
+		if p.Done && n >= len(rest) {
+			break
+		}
+		if n >= len(rest) {
+			n = len(rest) - 1
+		}
+		if abnormal == "" {
+			abnormal = "the run ended before the file did"
+		}
+		recs = append(recs, Record{File: rest[n], Desc: "(the file did not finish)", Outcome: Aborted, Message: abnormal})
+		rest = rest[n+1:]
+	}
+	return recs, nil
+}
+
+func conform(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
+	acc, err := loadAccepted(o.accepted)
+	if err != nil {
+		return 0, err
+	}
+	files, err := specFiles(o)
+	if err != nil {
+		return 0, err
+	}
+	if len(files) == 0 {
+		return 0, errors.New("no spec files selected")
+	}
+	progress := func(s string) { fmt.Fprintln(stderr, "conformance:", s) }
+	var sides []side
+	if o.sides == "both" || o.sides == "glovebox" {
+		g, err := newGloveboxSide(ctx, o.suite, o.jobs)
+		if err != nil {
+			return 0, err
+		}
+		defer g.close()
+		sides = append(sides, g)
+	}
+	if o.sides == "both" || o.sides == "baseline" {
+		b, err := newBaselineSide(ctx, o.suite, progress)
+		if err != nil {
+			return 0, err
+		}
+		defer b.close()
+		sides = append(sides, b)
+	}
+	if len(sides) == 0 {
+		return 0, fmt.Errorf("-sides %q: want both, glovebox or baseline", o.sides)
+	}
+
+	// Shards: consecutive files, so a directory's files share processes.
+	var shards [][]string
+	for i := 0; i < len(files); i += o.shard {
+		shards = append(shards, files[i:min(i+o.shard, len(files))])
+	}
+	type task struct {
+		side  int
+		shard int
+	}
+	tasks := make(chan task)
+	results := make([][][]Record, len(sides))
+	for i := range results {
+		results[i] = make([][]Record, len(shards))
+	}
+	var (
+		wg       sync.WaitGroup
+		done     atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+	)
+	start := time.Now()
+	total := len(shards) * len(sides)
+	for w := 0; w < o.jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range tasks {
+				recs, err := runShard(ctx, sides[t.side], shards[t.shard], o.fileTime)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+				}
+				results[t.side][t.shard] = recs
+				n := done.Add(1)
+				fmt.Fprintf(stderr, "conformance: %d/%d shards (%s, %s…) %s\n", n, total, sides[t.side].name(),
+					shards[t.shard][0], time.Since(start).Round(time.Second))
+			}
+		}()
+	}
+feed:
+	for sh := range shards {
+		for si := range sides {
+			select {
+			case tasks <- task{si, sh}:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+	}
+	close(tasks)
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	elapsed := time.Since(start)
+
+	res := make([]*SideResult, len(sides))
+	for i, s := range sides {
+		r := &SideResult{Name: s.name()}
+		for _, recs := range results[i] {
+			r.Records = append(r.Records, recs...)
+		}
+		numberDuplicates(r.Records)
+		res[i] = r
+	}
+	var diffs []Diff
+	if len(res) == 2 {
+		diffs = compare(res[0], res[1], acc)
+	}
+	printTable(stdout, files, res, diffs)
+	fmt.Fprintf(stdout, "\n%d spec files, %d shards of up to %d files, %d at once, %s wall time\n",
+		len(files), len(shards), o.shard, o.jobs, elapsed.Round(time.Second))
+	if o.report != "" {
+		if err := writeJSON(o.report, res, diffs); err != nil {
+			return 0, err
+		}
+	}
+	if o.diffsOut != "" {
+		if err := os.WriteFile(o.diffsOut, []byte(diffsMarkdown(diffs)), 0o644); err != nil {
+			return 0, err
+		}
+	}
+	if len(res) < 2 {
+		return 0, nil
+	}
+	var open []Diff
+	accepted := 0
+	for _, d := range diffs {
+		if d.Reason == "" {
+			open = append(open, d)
+		} else {
+			accepted++
+		}
+	}
+	fmt.Fprintf(stdout, "%d examples the baseline passes and glovebox does not: %d accepted (%s), %d not\n",
+		len(diffs), accepted, o.accepted, len(open))
+	if o.match == nil && len(o.dirs) == 3 {
+		for _, u := range acc.unused() {
+			fmt.Fprintf(stdout, "note: accepted difference no longer seen: %s\n", u)
+		}
+	}
+	if len(open) > 0 {
+		fmt.Fprintln(stdout, "\nNot accepted (file: description — what glovebox reported):")
+		for _, d := range open {
+			fmt.Fprintf(stdout, "  %s — %s\n", d.Key(), d.what())
+		}
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func (d Diff) what() string {
+	switch d.Outcome {
+	case Fail:
+		return "failed: " + d.Message
+	case Error:
+		return "error: " + d.Message
+	case 0:
+		return "not run: " + d.FileNote
+	}
+	return string(d.Outcome) + " " + d.Message
+}
+
+func printTable(w io.Writer, files []string, res []*SideResult, diffs []Diff) {
+	groups := map[string][]Tally{}
+	var order []string
+	filesPer := map[string]int{}
+	for _, f := range files {
+		g := group(f)
+		if _, ok := groups[g]; !ok {
+			groups[g] = make([]Tally, len(res))
+			order = append(order, g)
+		}
+		filesPer[g]++
+	}
+	for i, r := range res {
+		for _, rec := range r.Records {
+			t := groups[group(rec.File)]
+			if t == nil {
+				continue
+			}
+			t[i].add(rec)
+		}
+	}
+	diffPer, accPer := map[string]int{}, map[string]int{}
+	for _, d := range diffs {
+		if d.Reason == "" {
+			diffPer[group(d.File)]++
+		} else {
+			accPer[group(d.File)]++
+		}
+	}
+	sort.Strings(order)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+	head := "directory\tfiles\t"
+	for _, r := range res {
+		head += r.Name + " examples\tfailures\terrors\t"
+	}
+	if len(res) == 2 {
+		head += "differences\taccepted\t"
+	}
+	fmt.Fprintln(tw, head)
+	totals := make([]Tally, len(res))
+	nfiles, ndiff, nacc := 0, 0, 0
+	line := func(name string, nf int, ts []Tally, nd, na int) {
+		s := name + "\t" + fmt.Sprint(nf) + "\t"
+		for _, t := range ts {
+			s += fmt.Sprintf("%d\t%d\t%d\t", t.Examples, t.Failures, t.Errors)
+		}
+		if len(ts) == 2 {
+			s += fmt.Sprintf("%d\t%d\t", nd, na)
+		}
+		fmt.Fprintln(tw, s)
+	}
+	for _, g := range order {
+		ts := groups[g]
+		line(g, filesPer[g], ts, diffPer[g], accPer[g])
+		for i := range ts {
+			totals[i].Examples += ts[i].Examples
+			totals[i].Failures += ts[i].Failures
+			totals[i].Errors += ts[i].Errors
+		}
+		nfiles += filesPer[g]
+		ndiff += diffPer[g]
+		nacc += accPer[g]
+	}
+	line("total", nfiles, totals, ndiff, nacc)
+	tw.Flush()
+}
+
+func writeJSON(path string, res []*SideResult, diffs []Diff) error {
+	type rec struct {
+		File    string `json:"file"`
+		Desc    string `json:"desc"`
+		Outcome string `json:"outcome"`
+		Message string `json:"message,omitempty"`
+	}
+	out := map[string]any{}
+	for _, r := range res {
+		var rs []rec
+		for _, x := range r.Records {
+			rs = append(rs, rec{x.File, x.Desc, string(x.Outcome), x.Message})
+		}
+		out[r.Name] = rs
+	}
+	var ds []map[string]string
+	for _, d := range diffs {
+		ds = append(ds, map[string]string{"file": d.File, "desc": d.Desc, "glovebox": d.what(), "accepted": d.Reason})
+	}
+	out["differences"] = ds
+	b, err := json.MarshalIndent(out, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// diffsMarkdown lists the differences by file, accepted ones marked.
+func diffsMarkdown(diffs []Diff) string {
+	var b strings.Builder
+	file := ""
+	for _, d := range diffs {
+		if d.File != file {
+			file = d.File
+			fmt.Fprintf(&b, "\n### %s\n", file)
+		}
+		acc := ""
+		if d.Reason != "" {
+			acc = " (accepted: " + d.Reason + ")"
+		}
+		fmt.Fprintf(&b, "- %s — %s%s\n", d.Desc, d.what(), acc)
+	}
+	return b.String()
+}
