@@ -40,18 +40,15 @@ RUBY_EXE = "/ruby"
 require "mspec/commands/mspec-run"
 require "mspec/runner/formatters/base"
 
+# What an exception said: mspec's message (the class first, for errors),
+# its first lines, at most 400 bytes.
 gb_message = lambda do |exc|
   msg = begin
     exc.message.to_s
   rescue Exception
     "(message unavailable)"
   end
-  cls = begin
-    exc.exception.class.name.to_s
-  rescue Exception
-    "?"
-  end
-  "#{cls}: #{msg.b.lines.first.to_s.chomp[0, 300]}"
+  msg.b.lines.first(4).map(&:chomp).join(" | ")[0, 400]
 end
 
 gb_formatter = Class.new(BaseFormatter) do

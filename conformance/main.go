@@ -374,7 +374,7 @@ func (d Diff) what() string {
 	case Error:
 		return "error: " + d.Message
 	case 0:
-		return "not run: " + d.FileNote
+		return "not run in glovebox: " + d.FileNote
 	}
 	return string(d.Outcome) + " " + d.Message
 }

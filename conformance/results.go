@@ -249,7 +249,7 @@ func (s *SideResult) fileNote(file string) string {
 		}
 	}
 	if len(notes) == 0 {
-		return "not reported"
+		return "no record (a guard left it out, or the file stopped early)"
 	}
 	return strings.Join(notes, "; ")
 }
