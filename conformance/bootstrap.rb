@@ -34,6 +34,16 @@ if File.umask == 0
   end)
 end
 $LOAD_PATH.unshift("/mspec/lib")
+# Without RubyGems, the image's bundled gems (csv, matrix, prime, ...) are
+# not on the load path. glovebox adds their lib directories at boot; this
+# adds the same list where it is missing (so on the baseline only), so the
+# library specs for them compare like for like.
+$LOAD_PATH.concat(
+  (Dir.glob("/usr/local/lib/ruby/gems/*/gems/*/lib") -
+   Dir.glob("/usr/local/lib/ruby/gems/*/specifications/default/*.gemspec").map do |s|
+     s.sub(%r{/specifications/default/([^/]+)\.gemspec\z}) { "/gems/#{$1}/lib" }
+   end).sort - $LOAD_PATH
+)
 # There is no ruby executable in either sandbox; the specs that need one
 # guard themselves on WASI.
 RUBY_EXE = "/ruby"

@@ -194,3 +194,101 @@ func TestNoSuiteSkipsWithInstructions(t *testing.T) {
 		t.Fatalf("output %q", out.String())
 	}
 }
+
+// TestBothSidesOnATinySuite runs the real bootstrap and mspec on both real
+// sides over a suite of three files written here: examples that pass, fail
+// and raise on both, one glovebox fails on purpose (it sees the sandbox's
+// Glovebox module), and a file that never ends, which must cost only its
+// own record, not the files after it.
+func TestBothSidesOnATinySuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: compiles the image for the baseline on first use (about a minute)")
+	}
+	shared, ok := findSuite("")
+	if !ok {
+		shared, ok = findSuite("../../shared/rubyspec") // ../shared/rubyspec from the module root
+	}
+	if !ok {
+		t.Skip("no ruby/spec and mspec at $" + EnvSuite + " or ../shared/rubyspec (the README's Conformance section says how to get them)")
+	}
+	suite := t.TempDir()
+	if err := os.CopyFS(filepath.Join(suite, "mspec"), os.DirFS(filepath.Join(shared, "mspec"))); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"spec/default.mspec": "class MSpecScript\n  set :target, 'ruby'\nend\n",
+		"spec/x/a_spec.rb": `describe "A" do
+  it "passes" do 1.should == 1 end
+  it "fails" do 1.should == 2 end
+  it "raises" do raise "boom" end
+  it "passes" do 2.should == 2 end
+  it "has no Glovebox module" do defined?(Glovebox).should == nil end
+  it "writes a temp file" do
+    path = tmp("t.txt")
+    File.write(path, "x")
+    File.read(path).should == "x"
+    File.delete(path)
+  end
+end
+`,
+		"spec/x/b_spec.rb": `describe "B" do
+  it "starts" do true.should == true end
+  it "never ends" do loop {} end
+end
+`,
+		"spec/x/c_spec.rb": `describe "C" do
+  it "runs after a file that hung" do true.should == true end
+end
+`,
+		"accepted.txt": "",
+	}
+	for name, body := range files {
+		p := filepath.Join(suite, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// mspec's tmp helper comes with spec_helper in ruby/spec; here the
+	// files load it themselves.
+	for _, f := range []string{"a_spec.rb", "b_spec.rb", "c_spec.rb"} {
+		p := filepath.Join(suite, "spec/x", f)
+		b, _ := os.ReadFile(p)
+		os.WriteFile(p, append([]byte("require 'mspec/helpers/tmp'\n"), b...), 0o644)
+	}
+	o := options{suite: suite, dirs: []string{"x"}, jobs: 2, shard: 16, fileTime: 4 * time.Second,
+		accepted: filepath.Join(suite, "accepted.txt"), sides: "both", report: filepath.Join(t.TempDir(), "r.json")}
+	var out, errb strings.Builder
+	code, err := conform(context.Background(), o, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (one difference not accepted)\n%s", code, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"1 examples the baseline passes and glovebox does not: 0 accepted",
+		"x/a_spec.rb: A has no Glovebox module — failed: Expected \"constant\" == nil",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// Per side: 9 examples (a: 6, b: 2 with the one cut off, c: 1) — no,
+	// the cut-off example reports nothing; so 8 examples, 1 failure
+	// (2 in glovebox), and 2 errors (the raise and the hung file).
+	table := regexp.MustCompile(`(?m)^\s*x\s+3\s+8\s+2\s+2\s+8\s+1\s+2\s+1\s+0\s*$`)
+	if !table.MatchString(text) {
+		t.Errorf("table row for x not as expected:\n%s", text)
+		b, _ := os.ReadFile(o.report)
+		t.Logf("records:\n%s", b)
+	}
+
+	// Accepting the example by its description makes the run pass.
+	os.WriteFile(o.accepted, []byte("x/a_spec.rb: A has no Glovebox module -- the test's own deliberate difference\n"), 0o644)
+	out.Reset()
+	if code, err := conform(context.Background(), o, &out, &errb); err != nil || code != 0 {
+		t.Fatalf("with the difference accepted: exit %d, %v\n%s", code, err, out.String())
+	}
+}
