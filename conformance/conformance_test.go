@@ -256,7 +256,9 @@ end
 		b, _ := os.ReadFile(p)
 		os.WriteFile(p, append([]byte("require 'mspec/helpers/tmp'\n"), b...), 0o644)
 	}
-	o := options{suite: suite, dirs: []string{"x"}, jobs: 2, shard: 16, fileTime: 4 * time.Second,
+	defer func(b time.Duration) { runBase = b }(runBase)
+	runBase = 2 * time.Second
+	o := options{suite: suite, dirs: []string{"x"}, jobs: 2, shard: 16, fileTime: 2 * time.Second,
 		accepted: filepath.Join(suite, "accepted.txt"), sides: "both", report: filepath.Join(t.TempDir(), "r.json")}
 	var out, errb strings.Builder
 	code, err := conform(context.Background(), o, &out, &errb)
@@ -290,5 +292,30 @@ end
 	out.Reset()
 	if code, err := conform(context.Background(), o, &out, &errb); err != nil || code != 0 {
 		t.Fatalf("with the difference accepted: exit %d, %v\n%s", code, err, out.String())
+	}
+}
+
+func TestPrintTableMarkdownSummarisesByTopDirectory(t *testing.T) {
+	files := []string{"core/array/a_spec.rb", "core/io/b_spec.rb", "language/c_spec.rb"}
+	gb := &SideResult{Name: "glovebox", Records: []Record{
+		{"core/array/a_spec.rb", "a", Pass, ""}, {"core/io/b_spec.rb", "b", Fail, ""},
+		{"core/io/b_spec.rb", "(the file did not finish)", Aborted, "timeout"}, {"language/c_spec.rb", "c", Error, ""},
+	}}
+	base := &SideResult{Name: "baseline", Records: []Record{
+		{"core/array/a_spec.rb", "a", Pass, ""}, {"core/io/b_spec.rb", "b", Pass, ""}, {"language/c_spec.rb", "c", Pass, ""},
+	}}
+	diffs := []Diff{{Record: Record{File: "core/io/b_spec.rb", Desc: "b"}}, {Record: Record{File: "language/c_spec.rb", Desc: "c"}, Reason: "r"}}
+	var b strings.Builder
+	printTable(&b, files, []*SideResult{gb, base}, diffs, true)
+	for _, want := range []string{
+		"| directory | files | glovebox examples | failures | errors | baseline examples | failures | errors | differences | accepted |",
+		"| core | 2 | 2 | 1 | 1 | 2 | 0 | 0 | 1 | 0 |",
+		"| language | 1 | 1 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |",
+		"| core/io | 1 | 1 | 1 | 1 | 1 | 0 | 0 | 1 | 0 |",
+		"| **total** | 3 | 3 | 1 | 2 | 3 | 0 | 0 | 1 | 1 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

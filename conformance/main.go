@@ -48,6 +48,7 @@ type options struct {
 	sides    string
 	report   string
 	diffsOut string
+	markdown bool
 }
 
 func main() {
@@ -64,11 +65,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&match, "match", "", "run only spec files whose path (under spec/) matches this regular expression")
 	fl.IntVar(&o.jobs, "jobs", 2, "shards run at once")
 	fl.IntVar(&o.shard, "shard", 16, "spec files per shard (one Ruby process each side)")
-	fl.DurationVar(&o.fileTime, "file-timeout", 30*time.Second, "deadline per spec file; a shard's deadline is this times its files, and a file still running then is recorded as an error")
+	fl.DurationVar(&o.fileTime, "file-timeout", 10*time.Second, "a run's deadline is 60s plus this per spec file in it; the file still running then is recorded as an error and the files after it run again")
 	fl.StringVar(&o.accepted, "accepted", "conformance/accepted-differences.txt", "accepted-differences file (\"SPEC -- REASON\" per line)")
 	fl.StringVar(&o.sides, "sides", "both", "both, glovebox or baseline (one side: no comparison)")
 	fl.StringVar(&o.report, "json", "", "write every record of both sides to this JSON file")
 	fl.StringVar(&o.diffsOut, "diffs", "", "write the differences (markdown) to this file")
+	fl.BoolVar(&o.markdown, "markdown", false, "print the table as markdown (for the README), with a summary by top directory first")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -186,6 +188,10 @@ func bootstrapCode(files []string) string {
 	return strings.Replace(bootstrap, "GB_FILES", b.String(), 1)
 }
 
+// runBase is the part of a run's deadline that does not depend on how many
+// files it runs (booting Ruby and mspec takes well under a second).
+var runBase = 60 * time.Second
+
 // runShard runs files on one side until each has ended or been recorded
 // as aborted: a run that stops early (deadline, memory, trap) leaves a
 // record on the file it was in, and the files after it run again in a
@@ -194,7 +200,7 @@ func runShard(ctx context.Context, s side, files []string, fileTime time.Duratio
 	var recs []Record
 	rest := files
 	for len(rest) > 0 {
-		timeout := fileTime * time.Duration(len(rest))
+		timeout := runBase + fileTime*time.Duration(len(rest))
 		out, abnormal, err := s.run(ctx, bootstrapCode(rest), timeout)
 		if err != nil {
 			return recs, fmt.Errorf("%s: %w", s.name(), err)
@@ -325,7 +331,7 @@ feed:
 	if len(res) == 2 {
 		diffs = compare(res[0], res[1], acc)
 	}
-	printTable(stdout, files, res, diffs)
+	printTable(stdout, files, res, diffs, o.markdown)
 	fmt.Fprintf(stdout, "\n%d spec files, %d shards of up to %d files, %d at once, %s wall time\n",
 		len(files), len(shards), o.shard, o.jobs, elapsed.Round(time.Second))
 	if o.report != "" {
@@ -379,70 +385,108 @@ func (d Diff) what() string {
 	return string(d.Outcome) + " " + d.Message
 }
 
-func printTable(w io.Writer, files []string, res []*SideResult, diffs []Diff) {
-	groups := map[string][]Tally{}
-	var order []string
-	filesPer := map[string]int{}
-	for _, f := range files {
-		g := group(f)
-		if _, ok := groups[g]; !ok {
-			groups[g] = make([]Tally, len(res))
-			order = append(order, g)
+// printTable prints one row per directory (see group) and a total: files,
+// then examples, failures and errors per side, then the differences not
+// accepted and accepted. With markdown, a summary by top directory (core,
+// language, library) comes first.
+func printTable(w io.Writer, files []string, res []*SideResult, diffs []Diff, markdown bool) {
+	type row struct {
+		files     int
+		ts        []Tally
+		open, acc int
+	}
+	rows := map[string]*row{}
+	tops := map[string]*row{}
+	get := func(m map[string]*row, k string) *row {
+		r := m[k]
+		if r == nil {
+			r = &row{ts: make([]Tally, len(res))}
+			m[k] = r
 		}
-		filesPer[g]++
+		return r
+	}
+	top := func(g string) string { t, _, _ := strings.Cut(g, "/"); return t }
+	for _, f := range files {
+		get(rows, group(f)).files++
+		get(tops, top(group(f))).files++
 	}
 	for i, r := range res {
 		for _, rec := range r.Records {
-			t := groups[group(rec.File)]
-			if t == nil {
+			g := group(rec.File)
+			if rows[g] == nil {
 				continue
 			}
-			t[i].add(rec)
+			rows[g].ts[i].add(rec)
+			tops[top(g)].ts[i].add(rec)
 		}
 	}
-	diffPer, accPer := map[string]int{}, map[string]int{}
 	for _, d := range diffs {
+		g := group(d.File)
 		if d.Reason == "" {
-			diffPer[group(d.File)]++
+			get(rows, g).open++
+			get(tops, top(g)).open++
 		} else {
-			accPer[group(d.File)]++
+			get(rows, g).acc++
+			get(tops, top(g)).acc++
 		}
 	}
-	sort.Strings(order)
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
-	head := "directory\tfiles\t"
+	total := &row{ts: make([]Tally, len(res))}
+	for _, r := range tops {
+		total.files += r.files
+		total.open += r.open
+		total.acc += r.acc
+		for i, t := range r.ts {
+			total.ts[i].Examples += t.Examples
+			total.ts[i].Failures += t.Failures
+			total.ts[i].Errors += t.Errors
+		}
+	}
+	cols := []string{"directory", "files"}
 	for _, r := range res {
-		head += r.Name + " examples\tfailures\terrors\t"
+		cols = append(cols, r.Name+" examples", "failures", "errors")
 	}
 	if len(res) == 2 {
-		head += "differences\taccepted\t"
+		cols = append(cols, "differences", "accepted")
 	}
-	fmt.Fprintln(tw, head)
-	totals := make([]Tally, len(res))
-	nfiles, ndiff, nacc := 0, 0, 0
-	line := func(name string, nf int, ts []Tally, nd, na int) {
-		s := name + "\t" + fmt.Sprint(nf) + "\t"
-		for _, t := range ts {
-			s += fmt.Sprintf("%d\t%d\t%d\t", t.Examples, t.Failures, t.Errors)
+	cells := func(name string, r *row) []string {
+		c := []string{name, fmt.Sprint(r.files)}
+		for _, t := range r.ts {
+			c = append(c, fmt.Sprint(t.Examples), fmt.Sprint(t.Failures), fmt.Sprint(t.Errors))
 		}
-		if len(ts) == 2 {
-			s += fmt.Sprintf("%d\t%d\t", nd, na)
+		if len(res) == 2 {
+			c = append(c, fmt.Sprint(r.open), fmt.Sprint(r.acc))
 		}
-		fmt.Fprintln(tw, s)
+		return c
 	}
-	for _, g := range order {
-		ts := groups[g]
-		line(g, filesPer[g], ts, diffPer[g], accPer[g])
-		for i := range ts {
-			totals[i].Examples += ts[i].Examples
-			totals[i].Failures += ts[i].Failures
-			totals[i].Errors += ts[i].Errors
+	sorted := func(m map[string]*row) []string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
 		}
-		nfiles += filesPer[g]
-		ndiff += diffPer[g]
-		nacc += accPer[g]
+		sort.Strings(ks)
+		return ks
 	}
-	line("total", nfiles, totals, ndiff, nacc)
+	if markdown {
+		table := func(keys []string, m map[string]*row) {
+			fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+			for _, k := range keys {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(cells(k, m[k]), " | "))
+			}
+			c := cells("total", total)
+			c[0] = "**total**"
+			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+		}
+		table(sorted(tops), tops)
+		fmt.Fprintln(w)
+		table(sorted(rows), rows)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	for _, k := range sorted(rows) {
+		fmt.Fprintln(tw, strings.Join(cells(k, rows[k]), "\t")+"\t")
+	}
+	fmt.Fprintln(tw, strings.Join(cells("total", total), "\t")+"\t")
 	tw.Flush()
 }
 

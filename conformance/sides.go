@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -269,12 +270,12 @@ func (b *baselineSide) run(ctx context.Context, code string, timeout time.Durati
 				}
 				break
 			}
-			abnormal = "error: " + werr.Error()
+			abnormal = "error: " + trapReason(werr.Error())
 		case errors.As(runErr, &trap):
 			if c := trap.Code(); c != nil && *c == wasmtime.Interrupt {
 				abnormal = "timeout"
 			} else {
-				abnormal = "trap: " + firstLine(trap.Message())
+				abnormal = "trap: " + trapReason(trap.Message())
 			}
 		default:
 			abnormal = "error: " + firstLine(runErr.Error())
@@ -378,4 +379,17 @@ func (b *baselineSide) boot(store *wasmtime.Store, inst *wasmtime.Instance, code
 		return fmt.Errorf("an exception escaped the bootstrap (state %d)", state)
 	}
 	return nil
+}
+
+// trapReason shortens wasmtime's multi-line trap text (a first line, the
+// wasm backtrace, then the cause) to its first and last lines.
+func trapReason(msg string) string {
+	// With RUST_BACKTRACE set, wasmtime appends the host's stack.
+	msg, _, _ = strings.Cut(msg, "\nStack backtrace:")
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	first, last := strings.TrimSpace(lines[0]), strings.TrimSpace(lines[len(lines)-1])
+	if len(lines) == 1 || first == last {
+		return firstLine(first)
+	}
+	return firstLine(first) + " … " + firstLine(last)
 }
