@@ -87,7 +87,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "conformance: -jobs, -shard and -file-timeout must be positive")
 		return 2
 	}
-	suite, ok := findSuite(o.suite)
+	suite, ok, err := findSuite(o.suite)
+	if err != nil {
+		fmt.Fprintln(stderr, "conformance:", err)
+		return 2
+	}
 	if !ok {
 		fmt.Fprintf(stdout, "rubyspec: skipped: no suite found (-suite, $%s, ../shared/rubyspec).\n"+
 			"Get it with:\n"+
@@ -107,24 +111,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func findSuite(flagVal string) (string, bool) {
-	for _, c := range []string{flagVal, os.Getenv(EnvSuite), "../shared/rubyspec"} {
-		if c == "" {
+// findSuite returns the suite directory: the flag's, else $GLOVEBOX_RUBYSPEC,
+// else ../shared/rubyspec. A directory named by the flag or the variable
+// that does not hold spec/default.mspec and mspec/lib/mspec.rb is an
+// error; a missing default is not (found false).
+func findSuite(flagVal string) (dir string, found bool, err error) {
+	for _, c := range []struct{ dir, from string }{{flagVal, "-suite"}, {os.Getenv(EnvSuite), "$" + EnvSuite}} {
+		if c.dir == "" {
 			continue
 		}
-		if st, err := os.Stat(filepath.Join(c, "spec", "default.mspec")); err != nil || st.IsDir() {
-			continue
+		if !isSuite(c.dir) {
+			return "", false, fmt.Errorf("%s %s: want ruby/spec in spec/ (spec/default.mspec) and mspec in mspec/ (mspec/lib/mspec.rb)", c.from, c.dir)
 		}
-		if st, err := os.Stat(filepath.Join(c, "mspec", "lib", "mspec.rb")); err != nil || st.IsDir() {
-			continue
-		}
-		abs, err := filepath.Abs(c)
-		if err != nil {
-			continue
-		}
-		return abs, true
+		abs, err := filepath.Abs(c.dir)
+		return abs, err == nil, err
 	}
-	return "", false
+	if !isSuite("../shared/rubyspec") {
+		return "", false, nil
+	}
+	abs, err := filepath.Abs("../shared/rubyspec")
+	return abs, err == nil, err
+}
+
+func isSuite(dir string) bool {
+	for _, f := range []string{"spec/default.mspec", "mspec/lib/mspec.rb"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // specFiles lists the *_spec.rb files under the given directories of
