@@ -208,3 +208,140 @@ func TestANamedSuiteThatIsNotOneIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestBothSidesOnATinySuite runs the real bootstrap and mspec on both real
+// sides over a suite of three files written here: examples that pass, fail
+// and raise on both, one glovebox fails on purpose (it sees the sandbox's
+// Glovebox module), and a file that never ends, which must cost only its
+// own record, not the files after it.
+func TestBothSidesOnATinySuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: compiles the image for the baseline on first use (about a minute)")
+	}
+	shared, ok, err := findSuite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok && isSuite("../../shared/rubyspec") { // ../shared/rubyspec from the module root
+		shared, ok = "../../shared/rubyspec", true
+	}
+	if !ok {
+		t.Skip("no ruby/spec and mspec at $" + EnvSuite + " or ../shared/rubyspec (the README's Conformance section says how to get them)")
+	}
+	suite := t.TempDir()
+	if err := os.CopyFS(filepath.Join(suite, "mspec"), os.DirFS(filepath.Join(shared, "mspec"))); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"spec/default.mspec": "class MSpecScript\n  set :target, 'ruby'\nend\n",
+		"spec/x/a_spec.rb": `describe "A" do
+  it "passes" do 1.should == 1 end
+  it "fails" do 1.should == 2 end
+  it "raises" do raise "boom" end
+  it "passes" do 2.should == 2 end
+  it "has no Glovebox module" do defined?(Glovebox).should == nil end
+  it "writes a temp file" do
+    path = tmp("t.txt")
+    File.write(path, "x")
+    File.read(path).should == "x"
+    File.delete(path)
+  end
+end
+`,
+		"spec/x/b_spec.rb": `describe "B" do
+  it "starts" do true.should == true end
+  it "never ends" do loop {} end
+end
+`,
+		"spec/x/bb_spec.rb": `describe "BB" do
+  it "sleeps" do sleep 600 end
+end
+`,
+		"spec/x/c_spec.rb": `describe "C" do
+  it "runs after a file that hung" do true.should == true end
+end
+`,
+		"accepted.txt": "",
+	}
+	for name, body := range files {
+		p := filepath.Join(suite, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// mspec's tmp helper comes with spec_helper in ruby/spec; here the
+	// files load it themselves.
+	for _, f := range []string{"a_spec.rb", "b_spec.rb", "bb_spec.rb", "c_spec.rb"} {
+		p := filepath.Join(suite, "spec/x", f)
+		b, _ := os.ReadFile(p)
+		os.WriteFile(p, append([]byte("require 'mspec/helpers/tmp'\n"), b...), 0o644)
+	}
+	defer func(b time.Duration) { runBase = b }(runBase)
+	runBase = 2 * time.Second
+	defer func(g time.Duration) { hostCallGrace = g }(hostCallGrace)
+	hostCallGrace = time.Second
+	o := options{suite: suite, dirs: []string{"x"}, jobs: 2, shard: 16, fileTime: 2 * time.Second,
+		accepted: filepath.Join(suite, "accepted.txt"), sides: "both", report: filepath.Join(t.TempDir(), "r.json")}
+	var out, errb strings.Builder
+	code, err := conform(context.Background(), o, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (one difference not accepted)\n%s", code, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"1 examples the baseline passes and glovebox does not: 0 accepted",
+		"x/a_spec.rb: A has no Glovebox module — failed: Expected \"constant\" == nil",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// Per side: 8 examples (a: 6, b: 1 before the one that never ends, c:
+	// 1; a cut-off example reports nothing), 1 failure (2 in glovebox),
+	// and 3 errors (the raise, the hung file, the sleeping file: glovebox
+	// ends the eval at its deadline, the baseline abandons the run).
+	table := regexp.MustCompile(`(?m)^\s*x\s+4\s+8\s+2\s+3\s+8\s+1\s+3\s+1\s+0\s*$`)
+	if !table.MatchString(text) {
+		t.Errorf("table row for x not as expected:\n%s", text)
+		b, _ := os.ReadFile(o.report)
+		t.Logf("records:\n%s", b)
+	}
+
+	// Accepting the example by its description makes the run pass (a_spec
+	// alone this time: the hung files have had their test).
+	o.match = regexp.MustCompile(`a_spec`)
+	os.WriteFile(o.accepted, []byte("x/a_spec.rb: A has no Glovebox module -- the test's own deliberate difference\n"), 0o644)
+	out.Reset()
+	if code, err := conform(context.Background(), o, &out, &errb); err != nil || code != 0 {
+		t.Fatalf("with the difference accepted: exit %d, %v\n%s", code, err, out.String())
+	}
+}
+
+func TestPrintTableMarkdownSummarisesByTopDirectory(t *testing.T) {
+	files := []string{"core/array/a_spec.rb", "core/io/b_spec.rb", "language/c_spec.rb"}
+	gb := &SideResult{Name: "glovebox", Records: []Record{
+		{"core/array/a_spec.rb", "a", Pass, ""}, {"core/io/b_spec.rb", "b", Fail, ""},
+		{"core/io/b_spec.rb", "(the file did not finish)", Aborted, "timeout"}, {"language/c_spec.rb", "c", Error, ""},
+	}}
+	base := &SideResult{Name: "baseline", Records: []Record{
+		{"core/array/a_spec.rb", "a", Pass, ""}, {"core/io/b_spec.rb", "b", Pass, ""}, {"language/c_spec.rb", "c", Pass, ""},
+	}}
+	diffs := []Diff{{Record: Record{File: "core/io/b_spec.rb", Desc: "b"}}, {Record: Record{File: "language/c_spec.rb", Desc: "c"}, Reason: "r"}}
+	var b strings.Builder
+	printTable(&b, files, []*SideResult{gb, base}, diffs, true)
+	for _, want := range []string{
+		"| directory | files | glovebox examples | failures | errors | baseline examples | failures | errors | differences | accepted |",
+		"| core | 2 | 2 | 1 | 1 | 2 | 0 | 0 | 1 | 0 |",
+		"| language | 1 | 1 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |",
+		"| core/io | 1 | 1 | 1 | 1 | 1 | 0 | 0 | 1 | 0 |",
+		"| **total** | 3 | 3 | 1 | 2 | 3 | 0 | 0 | 1 | 1 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
