@@ -16,6 +16,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/image"
 )
 
@@ -100,11 +101,11 @@ type baselineSide struct {
 	once   sync.Once
 }
 
-// baselineArgs is the argv glovebox boots Ruby with (internal/engine's
-// rubyArgs): ruby-init parses it (the -e program is compiled, not run),
-// and the program is then evaluated through the image's eval export, as
-// any embedder of this image does.
-var baselineArgs = []string{"ruby", "--disable-gems", "-EUTF-8", "-e_=0"}
+// baselineArgs is the argv glovebox boots Ruby with: ruby-init parses it
+// (its -e program is compiled, not run), and the bootstrap is then
+// evaluated through the image's eval export, as any embedder of this
+// image does.
+var baselineArgs = engine.BootArgs()
 
 // epochTick is how often the baseline's epoch advances: its deadline's
 // granularity.
