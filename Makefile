@@ -49,7 +49,7 @@ fuzz:
 # run inside glovebox and on the baseline (the same image under wasmtime's
 # own WASI), a table per directory; fails when glovebox fails an example
 # the baseline passes that conformance/accepted-differences.txt does not
-# list. The suite comes from $$GLOVEBOX_RUBYSPEC or ../shared/rubyspec
+# list. The suite comes from $GLOVEBOX_RUBYSPEC or ../shared/rubyspec
 # (spec/ and mspec/); without it the target says how to get it and skips.
 rubyspec:
 	$(GO) run ./conformance
