@@ -256,7 +256,7 @@ func conform(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	progress := func(s string) { fmt.Fprintln(stderr, "conformance:", s) }
 	var sides []side
 	if o.sides == "both" || o.sides == "glovebox" {
-		g, err := newGloveboxSide(ctx, o.suite, o.jobs)
+		g, err := newGloveboxSide(ctx, o.suite, o.jobs, progress)
 		if err != nil {
 			return 0, err
 		}

@@ -41,7 +41,7 @@ type side interface {
 // room for the records on stdout.
 type gloveboxSide struct{ rt *glovebox.Runtime }
 
-func newGloveboxSide(ctx context.Context, suite string, jobs int) (*gloveboxSide, error) {
+func newGloveboxSide(ctx context.Context, suite string, jobs int, progress func(string)) (*gloveboxSide, error) {
 	rt, err := glovebox.New(ctx, glovebox.Config{
 		Mounts: []glovebox.Mount{
 			{HostPath: filepath.Join(suite, "spec"), GuestPath: guestSpec},
@@ -49,6 +49,12 @@ func newGloveboxSide(ctx context.Context, suite string, jobs int) (*gloveboxSide
 		},
 		PoolSize: jobs,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// A first run fetches and compiles the image and builds a snapshot
+		// for this mount layout (minutes): say so.
+		Progress: func(step string) func() {
+			progress("glovebox: " + step)
+			return func() {}
+		},
 	})
 	if err != nil {
 		return nil, err
