@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench fuzz
+.PHONY: demo test race check bench fuzz rubyspec
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -45,3 +45,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 60s ./box/internal/sbx
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire
+
+# ruby/spec conformance (README, "Conformance"): core, language and library
+# run inside glovebox and on the baseline (the same image under wasmtime's
+# own WASI), a table per directory; fails when glovebox fails an example
+# the baseline passes that conformance/accepted-differences.txt does not
+# list. The suite comes from $GLOVEBOX_RUBYSPEC or ../shared/rubyspec
+# (spec/ and mspec/); without it the target says how to get it and skips.
+rubyspec:
+	$(GO) run ./conformance
