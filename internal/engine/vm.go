@@ -680,7 +680,7 @@ func trapReason(we *wt.Error) string {
 		return "out-of-bounds memory access"
 	}
 	// wasmtime puts the cause after "Caused by:"; otherwise use the last line.
-	msg := we.Message
+	msg := trapText(we.Message)
 	if i := strings.LastIndex(msg, "Caused by:"); i >= 0 {
 		msg = msg[i+len("Caused by:"):]
 	}
