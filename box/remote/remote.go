@@ -1,6 +1,6 @@
 // Package remote is the interface a remote executor (a dedicated sandbox
-// host, the executor daemon of a later issue) implements, and the Box that
-// wraps one. Code run through it is off-host: its Trust is TrustRemote
+// host: glovebox's executor, whose client is executor/client) implements,
+// and the Box that wraps one. Code run through it is off-host: its Trust is TrustRemote
 // whatever isolation the executor uses.
 package remote
 
@@ -35,6 +35,10 @@ type Request struct {
 	// hash of the command without credentials), so the executor can
 	// answer a deliberate retry from its record.
 	IdempotencyKey string
+	// Stream, when set, gets the command's stdout (1) and stderr (2) as
+	// the executor relays them, in order, from one goroutine: the
+	// Command's own Stream, which does not travel.
+	Stream func(stream int, p []byte)
 }
 
 // ErrInDoubt marks an error after which the command may have run.
@@ -76,6 +80,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if b.key != nil {
 		req.IdempotencyKey = b.key(&c)
 	}
+	req.Stream = c.Stream
 	c.Credentials, c.Stream = nil, nil
 	req.Command = c
 	res, err := b.x.Run(ctx, req)

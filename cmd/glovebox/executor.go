@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/bwrap"
+	"github.com/gloveboxhq/glovebox/box/egress"
+	"github.com/gloveboxhq/glovebox/box/gvisor"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/httptool"
+)
+
+// executorFile is the executor's configuration file (YAML, strict).
+type executorFile struct {
+	Tenants    []executor.Tenant `yaml:"tenants"`
+	MaxRuns    int               `yaml:"max_runs"`
+	MaxOutput  int               `yaml:"max_output"`
+	MaxTimeout string            `yaml:"max_timeout"`
+	// Egress is the proxy rule base for commands with a network
+	// allowlist (httptool's rules; the allowlist comes from the command).
+	Egress struct {
+		TrustedPrefixes []string `yaml:"trusted_prefixes"`
+		AllowIPLiterals bool     `yaml:"allow_ip_literals"`
+		Ports           []int    `yaml:"ports"`
+	} `yaml:"egress"`
+}
+
+func executorCmd() *cobra.Command {
+	var listen, configPath, storePath, backend, certFile, keyFile, drain string
+	cmd := &cobra.Command{
+		Use:   "executor --config FILE --store FILE --tls-cert FILE --tls-key FILE",
+		Short: "Serve runs for remote callers over HTTPS (a dedicated sandbox host)",
+		Long: `Serve the executor wire contract (EXECUTOR.md) over HTTPS: callers holding a
+tenant's bearer token send commands, which run on this host's --backend
+(bwrap or gvisor) with their output streamed back. Every request has an
+idempotency key recorded in the --store (SQLite) before work starts: a
+retry never runs a command twice, and runs in progress when a previous
+executor process died are reported as lost.
+
+The --config file (YAML) lists the tenants with the SHA-256 of their
+tokens (make one with 'glovebox executor token') and their limits:
+
+  tenants:
+    - name: app
+      token_sha256: 64 hex digits
+      max_concurrent_runs: 4    # default 4
+      max_queued_runs: 16       # default 16
+      max_request_bytes: 8388608
+  max_runs: 8                   # across tenants; default 8
+  egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
+
+SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
+ones get --drain to finish, then are cancelled. Endpoints besides /v1:
+/healthz, /readyz, /metrics (Prometheus).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath == "" || storePath == "" || certFile == "" || keyFile == "" {
+				return usageError{errors.New("executor: --config, --store, --tls-cert and --tls-key are required")}
+			}
+			fc, err := readExecutorFile(configPath)
+			if err != nil {
+				return err
+			}
+			b, err := executorBackend(backend, fc)
+			if err != nil {
+				return err
+			}
+			drainFor, err := parseDuration("--drain", drain)
+			if err != nil {
+				return usageError{err}
+			}
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return fmt.Errorf("executor: TLS certificate: %w", err)
+			}
+			cfg := executor.Config{Backend: b, StorePath: storePath, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
+				Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+			if fc.MaxTimeout != "" {
+				if cfg.MaxTimeout, err = parseDuration("max_timeout", fc.MaxTimeout); err != nil {
+					return usageError{err}
+				}
+			}
+			srv, err := executor.New(cfg)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				srv.Close()
+				return err
+			}
+			hs := &http.Server{
+				Handler:           srv.Handler(),
+				TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+				ReadHeaderTimeout: 10 * time.Second,
+				IdleTimeout:       2 * time.Minute,
+				ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+			}
+			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s)\n", ln.Addr(), b.Posture().Backend)
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+			served := make(chan error, 1)
+			go func() { served <- hs.ServeTLS(ln, "", "") }()
+			select {
+			case err = <-served:
+			case <-sig:
+				ctx, cancel := context.WithTimeout(context.Background(), drainFor)
+				srv.Drain(ctx)
+				cancel()
+				ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+				hs.Shutdown(ctx) // the drained streams have sent their records
+				cancel()
+				err = nil
+			}
+			if cerr := srv.Close(); err == nil {
+				err = cerr
+			}
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8443", "address to listen on (host:port)")
+	f.StringVar(&configPath, "config", "", "tenants and limits (YAML; see above)")
+	f.StringVar(&storePath, "store", "", "the idempotency store (an SQLite file, made when missing)")
+	f.StringVar(&backend, "backend", "bwrap", "where commands run: bwrap or gvisor")
+	f.StringVar(&certFile, "tls-cert", "", "the server certificate (PEM; 'glovebox executor devcert' makes one for localhost)")
+	f.StringVar(&keyFile, "tls-key", "", "the certificate's private key (PEM)")
+	f.StringVar(&drain, "drain", "30s", "on SIGTERM, how long running commands get to finish")
+	cmd.AddCommand(executorDevCertCmd(), executorTokenCmd())
+	return cmd
+}
+
+func readExecutorFile(path string) (*executorFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	var fc executorFile
+	if err := dec.Decode(&fc); err != nil {
+		return nil, fmt.Errorf("executor: %s: %w", path, err)
+	}
+	return &fc, nil
+}
+
+func executorBackend(name string, fc *executorFile) (box.Box, error) {
+	switch name {
+	case "bwrap", "bubblewrap":
+		base := httptool.Config{AllowIPLiterals: fc.Egress.AllowIPLiterals, Ports: fc.Egress.Ports}
+		for _, p := range fc.Egress.TrustedPrefixes {
+			pf, err := netip.ParsePrefix(p)
+			if err != nil {
+				return nil, usageError{fmt.Errorf("executor: egress.trusted_prefixes: %v", err)}
+			}
+			base.TrustedPrefixes = append(base.TrustedPrefixes, pf)
+		}
+		return bwrap.New(bwrap.Config{Egress: egress.HTTPTool(base)})
+	case "gvisor", "runsc":
+		return gvisor.New(gvisor.Config{})
+	}
+	return nil, usageError{fmt.Errorf("executor: unknown --backend %q (bwrap, gvisor)", name)}
+}
+
+func executorDevCertCmd() *cobra.Command {
+	var out string
+	var hosts []string
+	cmd := &cobra.Command{
+		Use:   "devcert --out DIR",
+		Short: "Make a self-signed development certificate (cert.pem, key.pem) for localhost",
+		Long: `Write DIR/cert.pem and DIR/key.pem: a self-signed ECDSA P-256 certificate,
+valid 30 days, for localhost, 127.0.0.1 and ::1 (or the --host names). Give
+cert.pem to clients as their root. For development only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usageError{errors.New("devcert: --out DIR is required")}
+			}
+			certPEM, keyPEM, err := executor.DevCert(hosts, 0)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(out, "cert.pem"), certPEM, 0o644); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(out, "key.pem"), keyPEM, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote %s and %s\n", filepath.Join(out, "cert.pem"), filepath.Join(out, "key.pem"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "directory to write cert.pem and key.pem into")
+	cmd.Flags().StringArrayVar(&hosts, "host", nil, "a DNS name or IP address the certificate is for (repeatable)")
+	return cmd
+}
+
+func executorTokenCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "token [--tenant NAME]",
+		Short: "Mint a tenant bearer token; prints the token, and its hash for the config",
+		Long: `Print a new random bearer token (256 bits) on stdout and, on stderr, the
+tenants entry holding its SHA-256 for the executor's --config. The executor
+stores only the hash; keep the token where the client resolves it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, sum, err := executor.MintToken()
+			if err != nil {
+				return err
+			}
+			fmt.Println(tok)
+			fmt.Fprintf(os.Stderr, "tenants:\n  - name: %s\n    token_sha256: %s\n", tenant, sum)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "app", "the tenant name to print in the config entry")
+	return cmd
+}

@@ -1,0 +1,323 @@
+// Package client talks to a glovebox executor (package executor, the
+// wire contract in EXECUTOR.md). A [*Client] is a box/remote Executor, so
+//
+//	c, err := client.Dial(ctx, client.Config{URL: "https://exec:8443", Token: tok, RootCAs: pool})
+//	b := remote.New(c, nil) // a box.Box with trust remote: OffHost() is true
+//	res, err := b.Run(ctx, box.Command{Argv: []string{"python3", "-c", "print(1)"}})
+//
+// runs the command on the executor, its output streamed to the Command's
+// Stream as it is written.
+//
+// # Failures, idempotency and retries
+//
+// Every request carries an idempotency key: the caller's, or [Key] of the
+// command (credentials excluded), so running the same command again is a
+// retry of the same logical run. The executor records the key before it
+// starts work and answers a repeat from its record (or attaches to the run
+// in progress): it never runs a key twice. The client never retries on its
+// own. An error is an [*Error]:
+//
+//   - InDoubt() true (it wraps remote.ErrInDoubt): the transport failed
+//     after the request may have reached the executor; the command may be
+//     running or done. Retry deliberately with the same key (Error.Key) to
+//     get its outcome.
+//   - InDoubt() false: the executor provably did not start it (connection
+//     refused, a refusal such as queue_full), or gave a definite outcome
+//     (lost, failed, run_expired). Code says which.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/remote"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+)
+
+// Config says where the executor is and how to reach it.
+type Config struct {
+	// URL is the executor's base URL, "https://host:port".
+	URL string
+	// Token is the tenant's bearer token (glovebox executor token).
+	Token string
+	// RootCAs verifies the executor's certificate; nil means the
+	// system's roots.
+	RootCAs *x509.CertPool
+	// HTTPClient, when set, is used as is (RootCAs is then ignored).
+	// Its Timeout should be zero: a run's stream lasts as long as the run.
+	HTTPClient *http.Client
+}
+
+// Client is a connection to one executor for one tenant. It is safe for
+// concurrent use.
+type Client struct {
+	base, token string
+	hc          *http.Client
+	info        wire.Info
+}
+
+var _ remote.Executor = (*Client)(nil)
+
+// Dial checks the executor and the token (GET /v1/info) and returns a
+// Client. Errors are *Error (unauthenticated, a transport failure).
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+		tr.ForceAttemptHTTP2 = true
+		hc = &http.Client{Transport: tr}
+	}
+	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, hc: hc}
+	body, err := c.get(ctx, wire.PathInfo)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(body, &c.info); err != nil {
+		return nil, &Error{Code: "bad_response", Message: "GET /v1/info: " + err.Error()}
+	}
+	return c, nil
+}
+
+// Isolation is the executor backend's isolation (from GET /v1/info).
+func (c *Client) Isolation() box.Isolation { return box.Isolation(c.info.Isolation) }
+
+// Backend is the executor's backend name ("bwrap", "gvisor").
+func (c *Client) Backend() string { return c.info.Backend }
+
+// Key is the idempotency key the client and the executor derive for a
+// command when the caller gives none: "h-" and 32 hex digits of the
+// SHA-256 of its wire form (local functions and credentials excluded).
+func Key(cmd *box.Command) string {
+	w := wire.FromBox(cmd)
+	return wire.DeriveKey(&w)
+}
+
+// Error is every error the client returns.
+type Error struct {
+	// Code is the executor's error code (EXECUTOR.md), or "transport"
+	// when no answer came, or "bad_response".
+	Code string
+	// Status is the HTTP status of a refusal; 0 otherwise.
+	Status int
+	// Message explains; it never holds a credential or the token.
+	Message string
+	// Key is the idempotency key of the run; retry with it.
+	Key     string
+	inDoubt bool
+	err     error
+}
+
+func (e *Error) Error() string {
+	msg := "executor: " + e.Code + ": " + e.Message
+	if e.inDoubt {
+		msg += fmt.Sprintf(" (in doubt: the run may have happened; retry with idempotency key %s to learn its outcome)", e.Key)
+	}
+	return msg
+}
+
+// InDoubt reports whether the command may have run (or may be running)
+// although no outcome arrived.
+func (e *Error) InDoubt() bool { return e.inDoubt }
+
+// Unwrap gives remote.ErrInDoubt when in doubt, and the transport error.
+func (e *Error) Unwrap() []error {
+	var out []error
+	if e.inDoubt {
+		out = append(out, remote.ErrInDoubt)
+	}
+	if e.err != nil {
+		out = append(out, e.err)
+	}
+	return out
+}
+
+// Run runs req.Command on the executor under req.IdempotencyKey (or [Key]
+// of the command) and returns its Result; stdout and stderr go to
+// req.Stream as they arrive. A deadline on ctx becomes the request's
+// expires_at: the executor refuses it, or does not start it, after then.
+// Errors are *Error; see the package doc for InDoubt.
+func (c *Client) Run(ctx context.Context, req remote.Request) (*box.Result, error) {
+	wr := wire.RunRequest{Command: wire.FromBox(&req.Command), IdempotencyKey: req.IdempotencyKey, Credentials: req.Credentials}
+	if wr.IdempotencyKey == "" {
+		wr.IdempotencyKey = wire.DeriveKey(&wr.Command)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		wr.ExpiresAt = &d
+	}
+	key := wr.IdempotencyKey
+	body, err := json.Marshal(&wr)
+	if err != nil {
+		return nil, &Error{Code: "bad_request", Message: err.Error(), Key: key}
+	}
+	var rec *wire.Record
+	err = c.stream(ctx, wire.PathRuns, body, key, func(ev *wire.Event) error {
+		switch ev.Type {
+		case wire.EventStdout, wire.EventStderr:
+			if req.Stream != nil {
+				n := 1
+				if ev.Type == wire.EventStderr {
+					n = 2
+				}
+				req.Stream(n, ev.Data)
+			}
+		case wire.EventResult:
+			rec = ev.Record
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.result(rec, key)
+}
+
+// result turns a final record into a Result or an *Error.
+func (c *Client) result(rec *wire.Record, key string) (*box.Result, error) {
+	if rec == nil {
+		return nil, &Error{Code: "bad_response", Message: "the stream ended without a record", Key: key, inDoubt: true}
+	}
+	if rec.State != wire.StateCompleted || rec.Result == nil {
+		e := &Error{Code: string(wire.CodeInternal), Message: "run ended in state " + rec.State, Key: key}
+		if rec.Error != nil {
+			e.Code, e.Message = string(rec.Error.Code), rec.Error.Message
+		}
+		return nil, e
+	}
+	r := rec.Result
+	return &box.Result{
+		Stdout: string(r.Stdout), Stderr: string(r.Stderr), StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
+		ExitStatus: r.ExitStatus, TimedOut: r.TimedOut, KilledForMemory: r.KilledForMemory, Canceled: r.Canceled,
+		Duration: time.Duration(r.DurationMS * float64(time.Millisecond)),
+		Posture:  box.Posture{Backend: "remote", Isolation: box.Isolation(r.Isolation), Trust: box.TrustRemote},
+		Outputs:  r.Outputs, OutputsTruncated: r.OutputsTruncated, Enforced: r.Enforced,
+	}, nil
+}
+
+// Output reads one file a finished run left in its outputs directory
+// (GET /v1/runs/{key}/outputs/{path}). Errors are *Error (not_found for
+// another tenant's key, a key never used, or a file not there).
+func (c *Client) Output(ctx context.Context, key, path string) ([]byte, error) {
+	return c.get(ctx, wire.PathRuns+"/"+key+"/outputs/"+path)
+}
+
+// State returns the executor's record of a run as JSON-friendly fields:
+// its state ("queued", "running", "completed", "failed", "lost",
+// "expired") and, when it ended without a result, the error code.
+func (c *Client) State(ctx context.Context, key string) (state, code string, err error) {
+	body, err := c.get(ctx, wire.PathRuns+"/"+key)
+	if err != nil {
+		return "", "", err
+	}
+	var rec wire.Record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return "", "", &Error{Code: "bad_response", Message: err.Error(), Key: key}
+	}
+	if rec.Error != nil {
+		code = string(rec.Error.Code)
+	}
+	return rec.State, code, nil
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, &Error{Code: "bad_request", Message: err.Error()}
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return nil, &Error{Code: "transport", Message: scrub(err), err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, &Error{Code: "transport", Message: scrub(err), err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, refusal(resp.StatusCode, body, "")
+	}
+	return body, nil
+}
+
+// stream POSTs body to path and hands each event of the NDJSON answer to
+// on until the final "result" event. It tracks whether the request may
+// have reached the executor, to set InDoubt on a transport failure.
+func (c *Client) stream(ctx context.Context, path string, body []byte, key string, on func(*wire.Event) error) error {
+	var connected, writeFailed atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err != nil {
+				writeFailed.Store(true)
+			}
+		},
+	}
+	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return &Error{Code: "bad_request", Message: err.Error(), Key: key}
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	hr.Header.Set("Content-Type", "application/json")
+	transport := func(err error) error {
+		// Before a connection nothing was sent; a failed write means
+		// the executor never had the whole body, which it needs to
+		// start. Anything else may have reached it.
+		doubt := connected.Load() && !writeFailed.Load()
+		return &Error{Code: "transport", Message: scrub(err), Key: key, inDoubt: doubt, err: err}
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return transport(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), wire.ContentTypeNDJSON) {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return refusal(resp.StatusCode, b, key)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev wire.Event
+		if err := dec.Decode(&ev); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return transport(fmt.Errorf("the event stream broke before the result: %w", err))
+		}
+		if ev.Type == wire.EventError && ev.Error != nil {
+			return &Error{Code: string(ev.Error.Code), Message: ev.Error.Message, Key: key}
+		}
+		if err := on(&ev); err != nil {
+			return err
+		}
+		if ev.Type == wire.EventResult {
+			return nil
+		}
+	}
+}
+
+// refusal decodes an error response. One not in the executor's shape
+// (a proxy's 502 after it forwarded the request) is in doubt.
+func refusal(status int, body []byte, key string) error {
+	var eb wire.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Error == nil || eb.Error.Code == "" {
+		return &Error{Code: "bad_response", Status: status, Key: key, inDoubt: key != "",
+			Message: fmt.Sprintf("HTTP %d without an executor error body", status)}
+	}
+	return &Error{Code: string(eb.Error.Code), Status: status, Message: eb.Error.Message, Key: key}
+}
+
+// scrub is a transport error's text; net/http errors quote the URL, which
+// holds no secret (the token is a header, credentials are in the body).
+func scrub(err error) string { return err.Error() }

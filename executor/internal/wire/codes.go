@@ -1,0 +1,165 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Code is a documented error code (EXECUTOR.md, "Error codes").
+type Code string
+
+// The error codes a response or a final event carries.
+const (
+	CodeUnauthenticated  Code = "unauthenticated"    // 401: no bearer token, or one no tenant holds
+	CodeRequestTooLarge  Code = "request_too_large"  // 413: body over the tenant's max_request_bytes
+	CodeBadRequest       Code = "bad_request"        // 400: not one JSON object of the documented shape, or a bad key
+	CodeInvalidCommand   Code = "invalid_command"    // 422: the command breaks box.Command's rules
+	CodeExpired          Code = "expired"            // 408: the request arrived after its expires_at
+	CodeKeyConflict      Code = "key_conflict"       // 409: the key names a different request of this tenant
+	CodeQueueFull        Code = "queue_full"         // 429: the tenant's running and queued runs are at their limits
+	CodeNotFound         Code = "not_found"          // 404: no such route, or no run with this key for this tenant
+	CodeMethodNotAllowed Code = "method_not_allowed" // 405
+	CodeUnavailable      Code = "unavailable"        // 503: draining, or the store is not usable
+	CodeInternal         Code = "internal"           // 500: the store failed; nothing was started
+
+	// Codes of a run that ended without a result (the "error" of a
+	// final record; the HTTP status of the stream was already 200).
+	CodeBackend     Code = "backend_error" // the backend could not run the command (box.ErrUnavailable, set-up failure)
+	CodeUnsupported Code = "unsupported"   // the backend cannot honour a part of the command (box.ErrUnsupported)
+	CodeLost        Code = "lost"          // the executor stopped while the run was queued or running; it is never re-run
+	CodeRunExpired  Code = "run_expired"   // the run was still queued at its expires_at and never started
+)
+
+// HTTPStatus is the status a response refused with c carries.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodeRequestTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeInvalidCommand, CodeUnsupported:
+		return http.StatusUnprocessableEntity
+	case CodeExpired:
+		return http.StatusRequestTimeout
+	case CodeKeyConflict:
+		return http.StatusConflict
+	case CodeQueueFull:
+		return http.StatusTooManyRequests
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is an error response's body ({"error": {...}}) and the error
+// value both sides use.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf makes an *Error.
+func Errorf(c Code, format string, a ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, a...)}
+}
+
+// ErrorBody is the JSON body of a refused request.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Run states, in a record and in the final event.
+const (
+	StateQueued    = "queued"    // recorded, waiting for a slot
+	StateRunning   = "running"   // started on the backend
+	StateCompleted = "completed" // ran; Result holds what it did (any exit status)
+	StateFailed    = "failed"    // could not be run; Error says why; nothing ran
+	StateLost      = "lost"      // the executor stopped while it was queued or running
+	StateExpired   = "expired"   // still queued at expires_at; never started
+)
+
+// Final reports whether state is one a run ends in.
+func Final(state string) bool {
+	return state == StateCompleted || state == StateFailed || state == StateLost || state == StateExpired
+}
+
+// Record is a run's durable record: GET /v1/runs/{key} returns it, and
+// the final "result" event carries it.
+type Record struct {
+	Key     string    `json:"key"`
+	State   string    `json:"state"`
+	Backend string    `json:"backend"`
+	Created time.Time `json:"created"`
+	// Started says the command was handed to the backend (for a lost
+	// run: it may have partly run).
+	Started  bool       `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Result   *Result    `json:"result,omitempty"`
+	Error    *Error     `json:"error,omitempty"`
+}
+
+// Result is box.Result's wire form; stdout, stderr and outputs are bytes
+// (base64) so nothing is lost to UTF-8 repair.
+type Result struct {
+	Stdout           []byte            `json:"stdout"`
+	Stderr           []byte            `json:"stderr"`
+	StdoutTruncated  bool              `json:"stdout_truncated,omitempty"`
+	StderrTruncated  bool              `json:"stderr_truncated,omitempty"`
+	ExitStatus       int               `json:"exit_status"`
+	TimedOut         bool              `json:"timed_out,omitempty"`
+	KilledForMemory  bool              `json:"killed_for_memory,omitempty"`
+	Canceled         bool              `json:"canceled,omitempty"`
+	DurationMS       float64           `json:"duration_ms"`
+	Isolation        string            `json:"isolation"`
+	Outputs          map[string][]byte `json:"outputs,omitempty"`
+	OutputsTruncated bool              `json:"outputs_truncated,omitempty"`
+	Enforced         []string          `json:"enforced,omitempty"`
+}
+
+// Event is one line of an NDJSON event stream. Type says which fields are
+// set:
+//
+//	accepted  Key, Attached (a run with this key was in progress or done), State
+//	stdout    Data (bytes as the command wrote them, in order)
+//	stderr    Data
+//	result    Record (final state; the last event of a run stream)
+//	error     Error (the stream ended without a record; see Code)
+//
+// Evals (executor/eval*.go) add their own types on the same stream.
+type Event struct {
+	Type     string          `json:"type"`
+	Key      string          `json:"key,omitempty"`
+	Attached bool            `json:"attached,omitempty"`
+	State    string          `json:"state,omitempty"`
+	Data     []byte          `json:"data,omitempty"`
+	Record   *Record         `json:"record,omitempty"`
+	Error    *Error          `json:"error,omitempty"`
+	Extra    json.RawMessage `json:"extra,omitempty"` // type-specific payload of extension events
+}
+
+// Event types.
+const (
+	EventAccepted = "accepted"
+	EventStdout   = "stdout"
+	EventStderr   = "stderr"
+	EventResult   = "result"
+	EventError    = "error"
+)
+
+// Info is GET /v1/info's body.
+type Info struct {
+	Version   string `json:"version"`   // "v1"
+	Backend   string `json:"backend"`   // "bwrap", "gvisor"
+	Isolation string `json:"isolation"` // box.Isolation of the backend
+	Tenant    string `json:"tenant"`    // the caller's tenant name
+}

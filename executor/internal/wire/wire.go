@@ -1,0 +1,170 @@
+// Package wire is the executor's wire contract (EXECUTOR.md): the JSON
+// shapes of requests, events and errors, the error codes with their HTTP
+// statuses, the strict request decoder and the idempotency key derivation.
+// The server (package executor) and its client (executor/client) both use
+// it, so the two sides cannot drift apart.
+package wire
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
+)
+
+// Version is the path prefix of every API route.
+const Version = "/v1"
+
+// Routes.
+const (
+	PathRuns   = Version + "/runs" // POST: start or attach to a run; GET /v1/runs/{key}: its record
+	PathInfo   = Version + "/info" // GET: backend, isolation, tenant
+	PathHealth = "/healthz"        // GET: 200 while the process serves
+	PathReady  = "/readyz"         // GET: 200 when the store and backend are usable and not draining
+	PathMetric = "/metrics"        // GET: Prometheus text format
+)
+
+// ContentTypeNDJSON is the media type of an event stream: one JSON object
+// per line, flushed as it is written.
+const ContentTypeNDJSON = "application/x-ndjson"
+
+// Command is box.Command's wire form: everything but the local functions
+// (Credentials, Stream, Tools). Byte fields are base64 in JSON.
+type Command struct {
+	Argv      []string          `json:"argv,omitempty"`
+	Shell     string            `json:"shell,omitempty"`
+	Files     map[string][]byte `json:"files,omitempty"`
+	Stdin     []byte            `json:"stdin,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Network   Network           `json:"network"`
+	TimeoutMS int64             `json:"timeout_ms,omitempty"` // 0: box.DefaultTimeout
+	Limits    Limits            `json:"limits"`
+}
+
+// Network is box.Network.
+type Network struct {
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Limits is box.Limits; zero fields take box's defaults.
+type Limits struct {
+	Memory      int64   `json:"memory,omitempty"` // bytes
+	CPUs        float64 `json:"cpus,omitempty"`   // cores
+	Pids        int     `json:"pids,omitempty"`
+	Output      int     `json:"output,omitempty"` // bytes of stdout and of stderr each
+	Disk        int64   `json:"disk,omitempty"`   // bytes
+	OutputFiles int64   `json:"output_files,omitempty"`
+}
+
+// FromBox converts a box.Command (its local functions are dropped).
+func FromBox(c *box.Command) Command {
+	return Command{
+		Argv: c.Argv, Shell: c.Shell, Files: c.Files, Stdin: c.Stdin, Env: c.Env,
+		Network:   Network{Allow: c.Network.Allow},
+		TimeoutMS: c.Timeout.Milliseconds(),
+		Limits: Limits{Memory: c.Limits.Memory, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids,
+			Output: c.Limits.Output, Disk: c.Limits.Disk, OutputFiles: c.Limits.OutputFiles},
+	}
+}
+
+// Box converts back to a box.Command without local functions.
+func (c *Command) Box() box.Command {
+	return box.Command{
+		Argv: c.Argv, Shell: c.Shell, Files: c.Files, Stdin: c.Stdin, Env: c.Env,
+		Network: box.Network{Allow: c.Network.Allow},
+		Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+		Limits: box.Limits{Memory: c.Limits.Memory, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids,
+			Output: c.Limits.Output, Disk: c.Limits.Disk, OutputFiles: c.Limits.OutputFiles},
+	}
+}
+
+// RunRequest is the body of POST /v1/runs.
+type RunRequest struct {
+	// IdempotencyKey names the logical run within the tenant; empty
+	// means the executor derives it with [DeriveKey].
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ExpiresAt, when set, is the instant after which the caller no
+	// longer wants the run: a request arriving later is refused with
+	// CodeExpired, and a queued run not started by then ends in state
+	// "expired" without running. Not part of the request hash.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Command   Command    `json:"command"`
+	// Credentials are environment values resolved by the client; they
+	// go into the command's environment only, and are never logged,
+	// stored, hashed or echoed.
+	Credentials map[string]string `json:"credentials,omitempty"`
+}
+
+var keyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidKey checks an idempotency key: 1 to 128 bytes of [A-Za-z0-9._:-].
+func ValidKey(k string) bool { return keyRE.MatchString(k) }
+
+// Hash is the request's fingerprint: SHA-256 (hex) of the command's
+// canonical JSON (encoding/json, map keys sorted). Credentials, key and
+// expiry are not part of it.
+func Hash(c *Command) string {
+	b, err := json.Marshal(c)
+	if err != nil { // cannot happen: the types marshal
+		panic(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// DeriveKey is the idempotency key of a command whose caller gives none:
+// "h-" and the first 32 hex digits (128 bits) of [Hash].
+func DeriveKey(c *Command) string { return "h-" + Hash(c)[:32] }
+
+// DecodeRunRequest parses a POST /v1/runs body strictly: one JSON
+// object, no unknown fields, no trailing data, a valid key when given,
+// and a Command that box.Command.Validate accepts. Errors are *Error
+// with CodeBadRequest or CodeInvalidCommand; their messages never quote
+// credential values.
+func DecodeRunRequest(data []byte) (*RunRequest, error) {
+	var r RunRequest
+	if err := Strict(data, &r); err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey != "" && !ValidKey(r.IdempotencyKey) {
+		return nil, Errorf(CodeBadRequest, "idempotency_key: want 1 to 128 bytes of A-Z a-z 0-9 . _ : -")
+	}
+	if r.Command.TimeoutMS < 0 {
+		return nil, Errorf(CodeInvalidCommand, "timeout_ms is negative")
+	}
+	bc := r.Command.Box()
+	if len(r.Credentials) > 0 {
+		bc.Credentials = map[string]func(context.Context) (string, error){}
+		for k, v := range r.Credentials {
+			bc.Credentials[k] = nil
+			if strings.IndexByte(v, 0) >= 0 {
+				return nil, Errorf(CodeInvalidCommand, "credential %q holds a NUL byte", k)
+			}
+		}
+	}
+	if err := bc.Validate(); err != nil {
+		return nil, Errorf(CodeInvalidCommand, "%v", err)
+	}
+	return &r, nil
+}
+
+// Strict decodes one JSON value into v: unknown fields and trailing data
+// are refused with CodeBadRequest.
+func Strict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Errorf(CodeBadRequest, "request body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(CodeBadRequest, "request body: data after the JSON object")
+	}
+	return nil
+}

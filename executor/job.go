@@ -1,0 +1,294 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+)
+
+// jobSpec is one idempotent unit of work (a run; an eval reuses it with
+// its own kind and work): the per-tenant key, the request hash compared
+// on reuse, an optional expiry and the work itself. work runs under the
+// server's context (not the request's: a client that goes away does not
+// stop it) and returns the final record; it streams events with j.emit.
+type jobSpec struct {
+	kind, key, hash string
+	expires         *time.Time
+	work            func(ctx context.Context, j *job) *wire.Record
+	// attach, when set, is called for each request served by the job's
+	// stream (the first and every attached one) after the accepted
+	// event; evals use it to hand tool calls to whichever client holds
+	// the stream. Nil for runs.
+	attach func(j *job, st *eventStream)
+}
+
+// job is a job in memory from admission until its final record is
+// stored: its events so far (so an attaching request replays them in
+// order) and its end.
+type job struct {
+	spec   jobSpec
+	tenant *tenant
+
+	mu      sync.Mutex
+	events  []wire.Event
+	changed chan struct{} // closed and replaced at each emit and at the end
+	final   *wire.Record  // set once, at the end
+	state   string
+	// ready is closed once the store said whether this key was new
+	// (existing is then nil) or already recorded (existing is that
+	// entry, and the job never runs).
+	ready    chan struct{}
+	existing *entry
+	failed   *wire.Error // the store failed at begin
+}
+
+// emit appends an event and wakes the streams following the job.
+func (j *job) emit(ev wire.Event) {
+	j.mu.Lock()
+	j.events = append(j.events, ev)
+	close(j.changed)
+	j.changed = make(chan struct{})
+	j.mu.Unlock()
+}
+
+func (j *job) setState(s string) {
+	j.mu.Lock()
+	j.state = s
+	j.mu.Unlock()
+}
+
+func (j *job) finish(rec *wire.Record) {
+	j.mu.Lock()
+	j.final = rec
+	close(j.changed)
+	j.changed = make(chan struct{})
+	j.mu.Unlock()
+}
+
+// serveJob is the idempotency core shared by runs and evals: it attaches
+// to the tenant's live job with this key, answers from the stored record,
+// or records a new job and starts it; then it streams the job's events to
+// w until its final record.
+func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spec jobSpec) {
+	id := t.Name + "\x00" + spec.key
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the executor is draining"))
+		return
+	}
+	if j, ok := s.active[id]; ok {
+		s.mu.Unlock()
+		<-j.ready
+		if j.failed != nil {
+			s.refuse(w, r, j.failed)
+			return
+		}
+		if j.existing != nil {
+			s.answerStored(w, r, j.existing, spec)
+			return
+		}
+		if j.spec.hash != spec.hash || j.spec.kind != spec.kind {
+			s.refuse(w, r, conflict(spec.key))
+			return
+		}
+		s.follow(w, r, j, true)
+		return
+	}
+	if !t.reserve() {
+		s.mu.Unlock()
+		// A retry of a finished job is answered even at the limit.
+		if e, err := s.store.get(r.Context(), t.Name, spec.key); err == nil {
+			s.answerStored(w, r, e, spec)
+			return
+		}
+		s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
+		return
+	}
+	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued}
+	s.active[id] = j
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	now := time.Now()
+	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash, State: wire.StateQueued, Created: now})
+	if err != nil || !created {
+		if err != nil {
+			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
+		}
+		j.existing = old
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		t.release()
+		s.wg.Done()
+		close(j.ready)
+		if j.failed != nil {
+			s.refuse(w, r, j.failed)
+			return
+		}
+		s.answerStored(w, r, old, spec)
+		return
+	}
+	close(j.ready)
+	s.m.queued.WithLabelValues(spec.kind).Inc()
+	go s.execute(j, id, now)
+	s.follow(w, r, j, false)
+}
+
+func conflict(key string) *wire.Error {
+	return wire.Errorf(wire.CodeKeyConflict, "idempotency key %s was used for a different request", key)
+}
+
+// answerStored answers a request whose key is already recorded (by an
+// earlier process, or a job that ended): the record if the request is the
+// same, key_conflict if not.
+func (s *Server) answerStored(w http.ResponseWriter, r *http.Request, e *entry, spec jobSpec) {
+	if e.Hash != spec.hash || e.Kind != spec.kind {
+		s.refuse(w, r, conflict(spec.key))
+		return
+	}
+	rec := recordOf(e)
+	st := newEventStream(w)
+	st.send(&wire.Event{Type: wire.EventAccepted, Key: e.Key, Attached: true, State: rec.State})
+	if !wire.Final(rec.State) { // cannot happen: recover marks these lost at start
+		rec.State, rec.Error = wire.StateLost, wire.Errorf(wire.CodeLost, "the record of %s is in state %s with no job", e.Key, e.State)
+	}
+	st.send(&wire.Event{Type: wire.EventResult, Record: rec})
+	s.log.Info("answered from the store", "tenant", e.Tenant, "key", e.Key, "state", rec.State)
+}
+
+// follow streams j's events (from the first) to w, then its record. It
+// returns when the job ends or the client goes away; the job goes on.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached bool) {
+	st := newEventStream(w)
+	j.mu.Lock()
+	state := j.state
+	j.mu.Unlock()
+	if st.send(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) != nil {
+		return
+	}
+	if j.spec.attach != nil {
+		j.spec.attach(j, st)
+	}
+	for i := 0; ; {
+		j.mu.Lock()
+		evs, final, changed := j.events[i:], j.final, j.changed
+		j.mu.Unlock()
+		for k := range evs {
+			if st.send(&evs[k]) != nil {
+				return
+			}
+		}
+		i += len(evs)
+		if final != nil && len(evs) == 0 {
+			st.send(&wire.Event{Type: wire.EventResult, Record: final})
+			return
+		}
+		if final != nil {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// execute waits for a slot, runs the job and stores its final record.
+func (s *Server) execute(j *job, id string, queuedAt time.Time) {
+	defer s.wg.Done()
+	t, kind := j.tenant, j.spec.kind
+	backend := s.posture.Backend
+	started, rec := false, (*wire.Record)(nil)
+	var expire <-chan time.Time
+	if j.spec.expires != nil {
+		tm := time.NewTimer(time.Until(*j.spec.expires))
+		defer tm.Stop()
+		expire = tm.C
+	}
+	got := 0
+	select {
+	case t.slot <- struct{}{}:
+		got++
+		select {
+		case s.slots <- struct{}{}:
+			got++
+		case <-expire:
+		case <-s.base.Done():
+		}
+	case <-expire:
+	case <-s.base.Done():
+	}
+	s.m.queued.WithLabelValues(kind).Dec()
+	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
+	switch {
+	case got < 2 && s.base.Err() != nil:
+		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeUnavailable, "the executor shut down before the %s started; it did not run", kind)}
+	case got < 2:
+		rec = &wire.Record{State: wire.StateExpired, Error: wire.Errorf(wire.CodeRunExpired, "still queued at its expires_at; it did not run")}
+	default:
+		// The state is durable before the backend sees the command: a
+		// crash from here on leaves "running", which the next start
+		// reports as lost, never runs again.
+		if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
+			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
+			break
+		}
+		started = true
+		j.setState(wire.StateRunning)
+		s.m.running.WithLabelValues(kind).Inc()
+		t0 := time.Now()
+		rec = s.safeWork(j)
+		s.m.duration.WithLabelValues(kind, backend).Observe(time.Since(t0).Seconds())
+		s.m.running.WithLabelValues(kind).Dec()
+	}
+	if got >= 2 {
+		<-s.slots
+	}
+	if got >= 1 {
+		<-t.slot
+	}
+	now := time.Now()
+	rec.Key, rec.Backend, rec.Started, rec.Finished = j.spec.key, backend, started, &now
+	e, _ := s.store.get(s.base, t.Name, j.spec.key)
+	if e != nil {
+		rec.Created = e.Created
+	}
+	data, err := json.Marshal(rec)
+	if err == nil {
+		err = s.store.update(context.Background(), t.Name, j.spec.key, rec.State, started, data)
+	}
+	if err != nil {
+		// The record stays "running": the next start reports it lost.
+		s.log.Error("storing a final record failed", "tenant", t.Name, "key", j.spec.key, "err", err)
+	}
+	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
+	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
+	j.finish(rec)
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
+	t.release()
+}
+
+// safeWork runs the job's work; a panic in it fails the job instead of
+// the process.
+func (s *Server) safeWork(j *job) (rec *wire.Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("job panicked", "kind", j.spec.kind, "key", j.spec.key, "panic", p)
+			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the executor failed while running it")}
+		}
+	}()
+	rec = j.spec.work(s.base, j)
+	if rec == nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "no record")}
+	}
+	return rec
+}

@@ -1,0 +1,368 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+)
+
+// Config is an executor's set-up. Backend, StorePath and at least one
+// Tenant are required; other zero fields take the defaults beside them.
+type Config struct {
+	// Backend runs the commands (a *bwrap.Box or *gvisor.Box).
+	Backend box.Box
+	// StorePath is the SQLite file of the idempotency store; it is made
+	// when missing. Runs in progress when a previous process on it died
+	// are marked lost when New opens it.
+	StorePath string
+	// Tenants are the callers and their limits.
+	Tenants []Tenant
+	// MaxRuns bounds the jobs executing at once across all tenants;
+	// zero means DefaultMaxRuns.
+	MaxRuns int
+	// MaxOutput caps a command's Limits.Output (bytes of stdout and of
+	// stderr each); zero means DefaultMaxOutput.
+	MaxOutput int
+	// MaxTimeout caps a command's Timeout; zero means DefaultMaxTimeout.
+	MaxTimeout time.Duration
+	// Logger gets one line per request and per finished job (never a
+	// body, a credential or a token); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server defaults: our choices for the 2-core machine this was measured on.
+const (
+	DefaultMaxRuns    = 8
+	DefaultMaxOutput  = 4 << 20
+	DefaultMaxTimeout = 10 * time.Minute
+)
+
+// Server is an executor: an http.Handler serving the /v1 wire contract
+// (EXECUTOR.md) over a backend box, with a durable idempotency store.
+// Make it with [New]; serve [Server.Handler] over TLS; [Server.Close] it.
+type Server struct {
+	cfg     Config
+	backend box.Box
+	posture box.Posture
+	tenants []*tenant
+	store   store
+	m       *metrics
+	log     *slog.Logger
+	mux     *http.ServeMux
+	slots   chan struct{} // MaxRuns
+
+	base     context.Context // jobs run under it, not under their request
+	stop     context.CancelFunc
+	draining atomic.Bool
+	wg       sync.WaitGroup // running jobs
+
+	mu     sync.Mutex
+	active map[string]*job // tenant "\x00" key → job not yet finished in the store
+}
+
+// New opens the store (marking runs a dead process left lost), checks the
+// configuration and returns a Server. Errors: a missing Backend or
+// StorePath, a bad tenant, a store that cannot be opened.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil || cfg.StorePath == "" {
+		return nil, errors.New("executor: Config needs a Backend and a StorePath")
+	}
+	if len(cfg.Tenants) == 0 {
+		return nil, errors.New("executor: no tenants configured")
+	}
+	ts, err := newTenants(cfg.Tenants)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := openStore(cfg.StorePath)
+	if err != nil {
+		return nil, err
+	}
+	n, err := st.recover(context.Background(), time.Now())
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("executor: store %s: %w", cfg.StorePath, err)
+	}
+	base, stop := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), tenants: ts, store: st,
+		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
+		base: base, stop: stop, active: map[string]*job{},
+	}
+	if n > 0 {
+		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
+	}
+	s.mux.HandleFunc("GET "+wire.PathHealth, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET "+wire.PathReady, s.ready)
+	s.mux.Handle("GET "+wire.PathMetric, promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	s.Handle("GET "+wire.PathInfo, s.info)
+	s.Handle("POST "+wire.PathRuns, s.postRun)
+	s.Handle("GET "+wire.PathRuns+"/{key}", s.getRun)
+	s.Handle("GET "+wire.PathRuns+"/{key}/outputs/{path...}", s.getOutput)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, wire.Errorf(wire.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return s, nil
+}
+
+// HandlerFunc is an authenticated route's handler: t is the caller's
+// tenant (its name is t.Name; its limits already applied to the body).
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, t *Tenant)
+
+// Handle registers an authenticated route (a net/http ServeMux pattern
+// such as "POST /v1/evals"): the bearer token is checked and the body
+// capped at the tenant's MaxRequestBytes before h runs. This is how evals
+// and other extensions add routes; call it before serving.
+func (s *Server) Handle(pattern string, h HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		t := authenticate(s.tenants, r)
+		if t == nil {
+			s.refuse(w, r, wire.Errorf(wire.CodeUnauthenticated, "a valid bearer token is required"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, t.MaxRequestBytes)
+		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+		h(w, r, &t.Tenant)
+	})
+}
+
+type tenantKey struct{}
+
+func tenantOf(r *http.Request) *tenant { t, _ := r.Context().Value(tenantKey{}).(*tenant); return t }
+
+// Handler is the executor's http.Handler.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Drain makes the server refuse new jobs (unavailable, and /readyz 503)
+// and waits until the running ones finish or ctx ends; then it cancels
+// what still runs (those end Canceled) and waits for their records.
+func (s *Server) Drain(ctx context.Context) {
+	s.draining.Store(true)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.stop()
+		<-done
+	}
+}
+
+// Close cancels running jobs, waits for their records and closes the
+// store.
+func (s *Server) Close() error {
+	s.draining.Store(true)
+	s.stop()
+	s.wg.Wait()
+	return s.store.close()
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if s.draining.Load() {
+		writeError(w, wire.Errorf(wire.CodeUnavailable, "draining"))
+		return
+	}
+	if err := s.store.ping(ctx); err != nil {
+		writeError(w, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
+		return
+	}
+	io.WriteString(w, "ready\n")
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	writeJSON(w, wire.Info{Version: "v1", Backend: s.posture.Backend, Isolation: string(s.posture.Isolation), Tenant: t.Name})
+}
+
+// refuse answers with e and counts it.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
+	s.m.refused.WithLabelValues(string(e.Code)).Inc()
+	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "code", e.Code)
+	writeError(w, e)
+}
+
+// readBody reads the capped body; a body over the tenant's limit is
+// request_too_large.
+func readBody(r *http.Request) ([]byte, *wire.Error) {
+	b, err := io.ReadAll(r.Body)
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return nil, wire.Errorf(wire.CodeRequestTooLarge, "request body over %d bytes", mb.Limit)
+	}
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBadRequest, "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+func (s *Server) postRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	t := tenantOf(r)
+	body, werr := readBody(r)
+	if werr != nil {
+		s.refuse(w, r, werr)
+		return
+	}
+	req, err := wire.DecodeRunRequest(body)
+	if err != nil {
+		s.refuse(w, r, err.(*wire.Error))
+		return
+	}
+	if req.ExpiresAt != nil && time.Now().After(*req.ExpiresAt) {
+		s.refuse(w, r, wire.Errorf(wire.CodeExpired, "the request expired at %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano)))
+		return
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		key = wire.DeriveKey(&req.Command)
+	}
+	c := req.Command.Box()
+	creds := req.Credentials
+	s.serveJob(w, r, t, jobSpec{
+		kind: "run", key: key, hash: wire.Hash(&req.Command), expires: req.ExpiresAt,
+		work: func(ctx context.Context, j *job) *wire.Record { return s.runCommand(ctx, j, c, creds) },
+	})
+}
+
+// runCommand runs c on the backend, streaming its output into j.
+func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds map[string]string) *wire.Record {
+	if c.Limits.Output == 0 || c.Limits.Output > s.cfg.MaxOutput {
+		c.Limits.Output = min(box.DefaultOutput, s.cfg.MaxOutput)
+		if c.Limits.Output == 0 {
+			c.Limits.Output = s.cfg.MaxOutput
+		}
+	}
+	if c.Timeout == 0 || c.Timeout > s.cfg.MaxTimeout {
+		c.Timeout = min(box.DefaultTimeout, s.cfg.MaxTimeout)
+	}
+	if len(creds) > 0 {
+		c.Credentials = map[string]func(context.Context) (string, error){}
+		for k, v := range creds {
+			c.Credentials[k] = func(context.Context) (string, error) { return v, nil }
+		}
+	}
+	c.Stream = func(stream int, p []byte) {
+		typ := wire.EventStdout
+		if stream == 2 {
+			typ = wire.EventStderr
+		}
+		j.emit(wire.Event{Type: typ, Data: append([]byte(nil), p...)})
+	}
+	res, err := s.backend.Run(ctx, c)
+	rec := &wire.Record{}
+	if err != nil {
+		code := wire.CodeBackend
+		switch {
+		case errors.Is(err, box.ErrInvalidCommand):
+			code = wire.CodeInvalidCommand
+		case errors.Is(err, box.ErrUnsupported):
+			code = wire.CodeUnsupported
+		}
+		rec.State, rec.Error = wire.StateFailed, wire.Errorf(code, "%v", err)
+		return rec
+	}
+	rec.State = wire.StateCompleted
+	rec.Result = &wire.Result{
+		Stdout: []byte(res.Stdout), Stderr: []byte(res.Stderr),
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+		ExitStatus: res.ExitStatus, TimedOut: res.TimedOut, KilledForMemory: res.KilledForMemory, Canceled: res.Canceled,
+		DurationMS: float64(res.Duration.Microseconds()) / 1000, Isolation: string(s.posture.Isolation),
+		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
+	}
+	return rec
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	rec, e := s.lookup(r)
+	if e != nil {
+		s.refuse(w, r, e)
+		return
+	}
+	writeJSON(w, rec)
+}
+
+// getOutput serves one file of a completed run's outputs directory.
+func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	rec, e := s.lookup(r)
+	if e != nil {
+		s.refuse(w, r, e)
+		return
+	}
+	var data []byte
+	ok := false
+	if rec.Result != nil {
+		data, ok = rec.Result.Outputs[r.PathValue("path")]
+	}
+	if !ok {
+		s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "no output file %q in run %s", r.PathValue("path"), rec.Key))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(data)
+}
+
+// lookup finds the caller's record for the {key} path value: the live
+// job's state, else the stored record. Another tenant's key is not_found,
+// the same answer as a key never used.
+func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
+	t := tenantOf(r)
+	key := r.PathValue("key")
+	if !wire.ValidKey(key) {
+		return nil, wire.Errorf(wire.CodeBadRequest, "malformed idempotency key")
+	}
+	e, err := s.store.get(r.Context(), t.Name, key)
+	if errors.Is(err, errNoEntry) {
+		return nil, wire.Errorf(wire.CodeNotFound, "no run with key %s", key)
+	}
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
+	}
+	return recordOf(e), nil
+}
+
+// recordOf is an entry's record: the stored final one, or one made from
+// its state (queued, running, or lost by recover).
+func recordOf(e *entry) *wire.Record {
+	rec := &wire.Record{}
+	if len(e.Record) > 0 && json.Unmarshal(e.Record, rec) == nil && wire.Final(rec.State) {
+		return rec
+	}
+	rec = &wire.Record{Key: e.Key, State: e.State, Started: e.Started, Created: e.Created}
+	if e.State == wire.StateLost {
+		if e.Started {
+			rec.Error = wire.Errorf(wire.CodeLost, "the executor stopped while the %s ran: it may have partly run, and is never run again under this key", e.Kind)
+		} else {
+			rec.Error = wire.Errorf(wire.CodeLost, "the executor stopped before the %s started: it did not run, and is never run under this key", e.Kind)
+		}
+	}
+	return rec
+}

@@ -1,0 +1,125 @@
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// store is the durable idempotency record: (tenant, key) → request hash,
+// state and final record. Every job is recorded (begin) before any work
+// starts, and its state is written before each step, so a restart finds
+// every run that was in progress and reports it as lost (recover) rather
+// than running it again. Evals share it with kind "eval".
+type store interface {
+	// begin records a new entry in state queued, unless the tenant
+	// already has one under e.Key: then it returns that one and false.
+	begin(ctx context.Context, e *entry) (existing *entry, created bool, err error)
+	// update sets an entry's state, started flag and record (JSON; nil
+	// keeps the stored one).
+	update(ctx context.Context, tenant, key, state string, started bool, record []byte) error
+	// get returns the tenant's entry for key, or errNoEntry.
+	get(ctx context.Context, tenant, key string) (*entry, error)
+	// recover marks every queued or running entry lost and returns how
+	// many there were. Called once at start, before serving.
+	recover(ctx context.Context, now time.Time) (int, error)
+	ping(ctx context.Context) error
+	close() error
+}
+
+// entry is one stored job. Record is the JSON of a wire.Record.
+type entry struct {
+	Tenant, Key, Kind, Hash, State string
+	Started                        bool
+	Created                        time.Time
+	Record                         []byte
+}
+
+var errNoEntry = errors.New("executor: no such entry")
+
+// sqliteStore is the store in one SQLite file (modernc.org/sqlite, the
+// driver the support-desk example uses), in WAL mode with synchronous=FULL
+// so a committed state survives the process being killed and the machine
+// losing power. One connection: writes are serialized by SQLite anyway,
+// and one connection never sees SQLITE_BUSY.
+type sqliteStore struct{ db *sql.DB }
+
+func openStore(path string) (*sqliteStore, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS jobs (
+		tenant  TEXT NOT NULL,
+		key     TEXT NOT NULL,
+		kind    TEXT NOT NULL,
+		hash    TEXT NOT NULL,
+		state   TEXT NOT NULL,
+		started INTEGER NOT NULL DEFAULT 0,
+		created INTEGER NOT NULL,
+		updated INTEGER NOT NULL,
+		record  BLOB,
+		PRIMARY KEY (tenant, key)
+	)`)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("executor: store %s: %w", path, err)
+	}
+	return &sqliteStore{db: db}, nil
+}
+
+func (s *sqliteStore) begin(ctx context.Context, e *entry) (*entry, bool, error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO jobs (tenant, key, kind, hash, state, created, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
+		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Created.UnixNano(), e.Created.UnixNano())
+	if err != nil {
+		return nil, false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil, true, nil
+	}
+	old, err := s.get(ctx, e.Tenant, e.Key)
+	return old, false, err
+}
+
+func (s *sqliteStore) update(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
+		WHERE tenant = ? AND key = ?`, state, started, time.Now().UnixNano(), record, tenant, key)
+	return err
+}
+
+func (s *sqliteStore) get(ctx context.Context, tenant, key string) (*entry, error) {
+	e := &entry{Tenant: tenant, Key: key}
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT kind, hash, state, started, created, record FROM jobs WHERE tenant = ? AND key = ?`,
+		tenant, key).Scan(&e.Kind, &e.Hash, &e.State, &e.Started, &created, &e.Record)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoEntry
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.Created = time.Unix(0, created)
+	return e, nil
+}
+
+func (s *sqliteStore) recover(ctx context.Context, now time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = 'lost', updated = ? WHERE state IN ('queued', 'running')`, now.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+func (s *sqliteStore) ping(ctx context.Context) error {
+	var one int
+	return s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+}
+
+func (s *sqliteStore) close() error { return s.db.Close() }

@@ -1,0 +1,62 @@
+package executor
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+)
+
+// eventStream writes an NDJSON event stream: status 200, one JSON object
+// per line, flushed after each event so the client sees output as the
+// command writes it. Evals use it for their own event types.
+type eventStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	enc *json.Encoder
+	err error
+}
+
+func newEventStream(w http.ResponseWriter) *eventStream {
+	w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &eventStream{w: w, rc: http.NewResponseController(w), enc: enc}
+}
+
+// send writes ev and flushes. After the first failure (the client went
+// away) it does nothing and returns that error.
+func (s *eventStream) send(ev *wire.Event) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.err = s.enc.Encode(ev); s.err == nil {
+		s.err = s.rc.Flush()
+	}
+	return s.err
+}
+
+// writeError refuses a request with code's HTTP status and the
+// {"error": {...}} body.
+func writeError(w http.ResponseWriter, e *wire.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if e.Code == wire.CodeQueueFull || e.Code == wire.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if e.Code == wire.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="glovebox-executor"`)
+	}
+	w.WriteHeader(e.Code.HTTPStatus())
+	json.NewEncoder(w).Encode(wire.ErrorBody{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
