@@ -44,3 +44,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 60s ./codemode
 	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 60s ./box/internal/sbx
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire

@@ -102,7 +102,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	if !t.reserve() {
 		s.mu.Unlock()
 		// A retry of a finished job is answered even at the limit.
-		if e, err := s.store.get(r.Context(), t.Name, spec.key); err == nil {
+		if e, err := s.store.get(r.Context(), t.Name, spec.key); err == nil && wire.Final(e.State) {
 			s.answerStored(w, r, e, spec)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	active map[string]*job // tenant "\x00" key → job not yet finished in the store
+
+	paths map[string]bool // paths given a 405 fallback by Handle
 }
 
 // New opens the store (marking runs a dead process left lost), checks the
@@ -111,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), tenants: ts, store: st,
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
-		base: base, stop: stop, active: map[string]*job{},
+		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
 	if n > 0 {
 		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
@@ -138,6 +141,14 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request, t *Tenant)
 // capped at the tenant's MaxRequestBytes before h runs. This is how evals
 // and other extensions add routes; call it before serving.
 func (s *Server) Handle(pattern string, h HandlerFunc) {
+	if method, path, ok := strings.Cut(pattern, " "); ok && !s.paths[path] {
+		// The same path with another method: a 405 in the documented shape
+		// (the ServeMux's own would be plain text).
+		s.paths[path] = true
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			s.refuse(w, r, wire.Errorf(wire.CodeMethodNotAllowed, "%s %s: method not allowed (want %s)", r.Method, r.URL.Path, method))
+		})
+	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		t := authenticate(s.tenants, r)
 		if t == nil {
@@ -211,9 +222,16 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	writeError(w, e)
 }
 
-// readBody reads the capped body; a body over the tenant's limit is
-// request_too_large.
-func readBody(r *http.Request) ([]byte, *wire.Error) {
+// bodyTimeout is how long a request body may take to arrive (a client
+// trickling bytes holds a connection, not a run).
+const bodyTimeout = 30 * time.Second
+
+// readBody reads the capped body within bodyTimeout; a body over the
+// tenant's limit is request_too_large.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *wire.Error) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	defer rc.SetReadDeadline(time.Time{})
 	b, err := io.ReadAll(r.Body)
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
@@ -227,7 +245,7 @@ func readBody(r *http.Request) ([]byte, *wire.Error) {
 
 func (s *Server) postRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	t := tenantOf(r)
-	body, werr := readBody(r)
+	body, werr := readBody(w, r)
 	if werr != nil {
 		s.refuse(w, r, werr)
 		return

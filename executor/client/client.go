@@ -32,6 +32,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -321,3 +322,16 @@ func refusal(status int, body []byte, key string) error {
 // scrub is a transport error's text; net/http errors quote the URL, which
 // holds no secret (the token is a header, credentials are in the body).
 func scrub(err error) string { return err.Error() }
+
+// Retry runs req again under the idempotency key of err, the *Error an
+// earlier Run of the same request returned: the executor attaches to that
+// run or answers its recorded outcome, and never runs it a second time.
+// An err without a key (Dial's) is returned as is.
+func (c *Client) Retry(ctx context.Context, req remote.Request, err error) (*box.Result, error) {
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key == "" {
+		return nil, err
+	}
+	req.IdempotencyKey = ce.Key
+	return c.Run(ctx, req)
+}

@@ -11,6 +11,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -161,10 +163,29 @@ func Strict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return Errorf(CodeBadRequest, "request body: %v", err)
+		return Errorf(CodeBadRequest, "request body: %s", describe(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Errorf(CodeBadRequest, "request body: data after the JSON object")
 	}
 	return nil
+}
+
+// describe says what is wrong with a body without quoting any of it (a
+// value could be a credential): the offset of a syntax error, the field
+// of a type error, the name of an unknown field.
+func describe(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q: want a JSON %s, not %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the JSON ends early"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return err.Error()[len("json: "):]
+	}
+	return "a value has the wrong form (expires_at: RFC 3339; bytes: base64)"
 }

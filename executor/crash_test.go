@@ -1,0 +1,69 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/remote"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// TestCrashMidRunIsLost: a real executor process is SIGKILLed while a run
+// executes; the client's error is in doubt; a new process on the same
+// store answers the retry with the same key "lost" without running it
+// again (the host counter stays at 1), and no sandbox process survives.
+func TestCrashMidRunIsLost(t *testing.T) {
+	cnt := newCounter(t)
+	setup := newProcSetup(t, cnt.port)
+	p1 := setup.start(t)
+	c1 := setup.client(t, "https://"+p1.url, setup.toks.a)
+	const marker = "31.4159"
+	req := remote.Request{IdempotencyKey: "crash-1", Command: box.Command{
+		Shell:   cnt.hitShell("crash") + " && sleep " + marker,
+		Network: box.Network{Allow: []string{"127.0.0.1"}}}}
+	done := make(chan error, 1)
+	go func() { _, err := c1.Run(context.Background(), req); done <- err }()
+	waitFor(t, func() bool { return cnt.n.Load() == 1 })
+	p1.kill()
+	err := <-done
+	var ce *client.Error
+	if !errors.As(err, &ce) || !ce.InDoubt() {
+		t.Fatalf("the killed executor's run: want in doubt, got %v", err)
+	}
+	waitFor(t, func() bool { return !sleeping(marker) })
+
+	p2 := setup.start(t)
+	c2 := setup.client(t, "https://"+p2.url, setup.toks.a)
+	_, err = c2.Run(context.Background(), req)
+	if !errors.As(err, &ce) || ce.Code != "lost" || ce.InDoubt() || !strings.Contains(ce.Message, "may have partly run") {
+		t.Fatalf("retry after restart: want lost, got %v", err)
+	}
+	if st, code, err := c2.State(context.Background(), "crash-1"); st != "lost" || code != "lost" || err != nil {
+		t.Errorf("record: %s %s %v", st, code, err)
+	}
+	if n := cnt.n.Load(); n != 1 {
+		t.Errorf("the command ran %d times", n)
+	}
+	// The restarted executor still runs new keys.
+	res, err := c2.Run(context.Background(), remote.Request{IdempotencyKey: "crash-2", Command: box.Command{Shell: "echo alive"}})
+	if err != nil || res.Stdout != "alive\n" {
+		t.Fatalf("after restart: %v %v", res, err)
+	}
+}
+
+// sleeping reports whether a process with "sleep marker" in its command
+// line is alive.
+func sleeping(marker string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), "sleep\x00"+marker) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzDecodeRequest: any body either decodes to a request that
+// re-encodes and decodes to the same hash, or is refused with a
+// documented code; the decoder never panics, and an error never quotes a
+// credential value.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"command":{"argv":["true"]}}`,
+		`{"idempotency_key":"k-1","expires_at":"2030-01-01T00:00:00Z","command":{"shell":"echo hi","files":{"a/b.txt":"aGk="},"env":{"A":"1"},"network":{"allow":["example.com"]},"timeout_ms":1000,"limits":{"memory":1048576,"output":10}},"credentials":{"TOK":"secret-canary"}}`,
+		`{"command":{"argv":[""]}}`,
+		`{"command":{"files":{"../x":""},"argv":["x"]}}`,
+		`{"command":{"argv":["x"]}} {}`,
+		`{"command":{"argv":["x"]},"credentials":{"A=B":"secret-canary"}}`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeRunRequest(data)
+		if err != nil {
+			e, ok := err.(*Error)
+			if !ok || (e.Code != CodeBadRequest && e.Code != CodeInvalidCommand) {
+				t.Fatalf("undocumented error %T %v", err, err)
+			}
+			if strings.Contains(e.Message, "secret-canary") {
+				t.Fatalf("error quotes a credential: %v", e)
+			}
+			return
+		}
+		if r.IdempotencyKey != "" && !ValidKey(r.IdempotencyKey) {
+			t.Fatalf("bad key accepted: %q", r.IdempotencyKey)
+		}
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := DecodeRunRequest(again)
+		if err != nil {
+			t.Fatalf("re-encoded request refused: %v\n%s", err, again)
+		}
+		if Hash(&r.Command) != Hash(&r2.Command) {
+			t.Fatalf("hash changed over a round trip:\n%s", again)
+		}
+	})
+}
+
+func TestHashExcludesCredentialsAndExpiry(t *testing.T) {
+	a, _ := DecodeRunRequest([]byte(`{"command":{"argv":["x"]},"credentials":{"T":"one"}}`))
+	now := time.Now()
+	b := &RunRequest{Command: a.Command, Credentials: map[string]string{"T": "two"}, ExpiresAt: &now}
+	if Hash(&a.Command) != Hash(&b.Command) || DeriveKey(&a.Command) != DeriveKey(&b.Command) || !ValidKey(DeriveKey(&a.Command)) {
+		t.Error("credentials or expiry changed the hash")
+	}
+	c, _ := DecodeRunRequest([]byte(`{"command":{"argv":["y"]}}`))
+	if Hash(&a.Command) == Hash(&c.Command) {
+		t.Error("different commands share a hash")
+	}
+}
