@@ -69,6 +69,8 @@ type Server struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // running jobs
 
+	evals *evals // nil until EnableEvals (eval.go)
+
 	mu     sync.Mutex
 	active map[string]*job // tenant "\x00" key → job not yet finished in the store
 

@@ -100,6 +100,10 @@ ones get --drain to finish, then are cancelled. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
+			if err := enableExecutorEvals(srv); err != nil { // executor_evals.go
+				srv.Close()
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				srv.Close()
@@ -145,6 +149,7 @@ ones get --drain to finish, then are cancelled. Endpoints besides /v1:
 	f.StringVar(&certFile, "tls-cert", "", "the server certificate (PEM; 'glovebox executor devcert' makes one for localhost)")
 	f.StringVar(&keyFile, "tls-key", "", "the certificate's private key (PEM)")
 	f.StringVar(&drain, "drain", "30s", "on SIGTERM, how long running commands get to finish")
+	addExecutorEvalFlags(f) // executor_evals.go
 	cmd.AddCommand(executorDevCertCmd(), executorTokenCmd())
 	return cmd
 }
