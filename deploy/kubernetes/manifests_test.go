@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -467,6 +468,19 @@ func checkPod(t *testing.T, ss *appsv1.StatefulSet) {
 	}
 	if mounts["scratch"].MountPath != "/tmp" {
 		t.Error("scratch is not /tmp: with a read-only root filesystem runs have nowhere to write")
+	}
+	if v := volumes["shm"]; v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory || mounts["shm"].MountPath != "/dev/shm" {
+		t.Errorf("/dev/shm (evals' scratch) is not a size-limited memory emptyDir: %+v", v)
+	}
+	// The drain the executor gets on SIGTERM, plus 5 s to close its
+	// streams, must end before the kubelet's SIGKILL.
+	for _, a := range ex.Args {
+		if d, ok := strings.CutPrefix(a, "--drain="); ok {
+			dur, err := time.ParseDuration(d)
+			if err != nil || dur+5*time.Second >= time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second {
+				t.Errorf("--drain=%s does not end before the grace period of %ds", d, *spec.TerminationGracePeriodSeconds)
+			}
+		}
 	}
 	args := strings.Join(ex.Args, " ")
 	for _, want := range []string{mounts["tls"].MountPath, mounts["tenants"].MountPath, mounts["store"].MountPath} {
