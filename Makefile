@@ -51,3 +51,5 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 60s ./box/internal/sbx
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzDecodeEvalRequest -fuzztime 60s ./executor/internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzDecodeReply -fuzztime 60s ./executor
