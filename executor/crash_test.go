@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/remote"
@@ -66,4 +68,32 @@ func sleeping(marker string) bool {
 		}
 	}
 	return false
+}
+
+// TestSIGTERMDrains: SIGTERM lets the running command finish and send its
+// result, refuses new runs meanwhile, and the process exits 0.
+func TestSIGTERMDrains(t *testing.T) {
+	cnt := newCounter(t)
+	setup := newProcSetup(t, cnt.port)
+	p := setup.start(t)
+	c := setup.client(t, "https://"+p.url, setup.toks.a)
+	done := make(chan error, 1)
+	var res *box.Result
+	go func() {
+		var err error
+		res, err = c.Run(context.Background(), remote.Request{Command: box.Command{
+			Shell: cnt.hitShell("drain") + " && sleep 1 && echo drained", Network: box.Network{Allow: []string{"127.0.0.1"}}}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return cnt.n.Load() == 1 })
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-done; err != nil || res.Stdout != "drained\n" {
+		t.Fatalf("the draining run: %v %v", res, err)
+	}
+	t0 := time.Now()
+	<-p.done
+	t.Logf("exit %v after the result", time.Since(t0))
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit %d: %s", code, p.stderr.String())
+	}
 }

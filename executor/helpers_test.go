@@ -191,24 +191,42 @@ type procSetup struct {
 
 func newProcSetup(t testing.TB, port int) *procSetup {
 	requireBwrap(t)
+	gb := glovebox(t)
 	s := &procSetup{dir: t.TempDir()}
 	s.config, s.store = filepath.Join(s.dir, "executor.yaml"), filepath.Join(s.dir, "store.db")
 	s.cert, s.key = filepath.Join(s.dir, "cert.pem"), filepath.Join(s.dir, "key.pem")
-	certPEM, keyPEM, err := executor.DevCert(nil, time.Hour)
+	// The CLI makes the certificate and the tokens, as an operator would.
+	if out, err := exec.Command(gb, "executor", "devcert", "--out", s.dir).CombinedOutput(); err != nil {
+		t.Fatalf("devcert: %v %s", err, out)
+	}
+	certPEM, err := os.ReadFile(s.cert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(s.cert, certPEM, 0o644)
-	os.WriteFile(s.key, keyPEM, 0o600)
 	s.pool = x509.NewCertPool()
 	s.pool.AppendCertsFromPEM(certPEM)
-	var tenants []executor.Tenant
-	s.toks, tenants = mintTenants(t)
 	var y strings.Builder
-	y.WriteString("tenants:\n")
-	for _, tn := range tenants {
-		fmt.Fprintf(&y, "  - name: %s\n    token_sha256: %s\n", tn.Name, tn.TokenSHA256)
+	toks := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		cmd := exec.Command(gb, "executor", "token", "--tenant", name)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("token: %v %s", err, stderr.String())
+		}
+		toks[name] = strings.TrimSpace(string(out))
+		entry := stderr.String()
+		if name == "a" {
+			y.WriteString(entry)
+		} else {
+			y.WriteString(strings.TrimPrefix(entry, "tenants:\n"))
+		}
+		if !strings.Contains(entry, executor.HashToken(toks[name])) {
+			t.Fatalf("token entry %q lacks the token's hash", entry)
+		}
 	}
+	s.toks = tenantTok{toks["a"], toks["b"]}
 	fmt.Fprintf(&y, "egress:\n  trusted_prefixes: [127.0.0.0/8]\n  allow_ip_literals: true\n  ports: [%d]\n", port)
 	os.WriteFile(s.config, []byte(y.String()), 0o644)
 	return s

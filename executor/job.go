@@ -44,6 +44,14 @@ type job struct {
 	ready    chan struct{}
 	existing *entry
 	failed   *wire.Error // the store failed at begin
+
+	// slots is 2 when the job took its tenant's and the server's slot at
+	// admission (it was recorded running: no queue, one write less).
+	slots int
+
+	ctx    context.Context // the job's; cancel ends it (DELETE, shutdown)
+	cancel context.CancelFunc
+	done   chan struct{} // closed once final is set
 }
 
 // emit appends an event and wakes the streams following the job.
@@ -64,6 +72,7 @@ func (j *job) setState(s string) {
 func (j *job) finish(rec *wire.Record) {
 	j.mu.Lock()
 	j.final = rec
+	close(j.done)
 	close(j.changed)
 	j.changed = make(chan struct{})
 	j.mu.Unlock()
@@ -109,14 +118,34 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
 		return
 	}
-	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued}
+	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{})}
+	j.ctx, j.cancel = context.WithCancel(s.base)
 	s.active[id] = j
 	s.wg.Add(1)
 	s.mu.Unlock()
 
+	// With free slots the job is recorded running at once (one durable
+	// write before the backend sees it); else queued, and running later.
+	state := wire.StateQueued
+	select {
+	case t.slot <- struct{}{}:
+		select {
+		case s.slots <- struct{}{}:
+			j.slots, state = 2, wire.StateRunning
+		default:
+			<-t.slot
+		}
+	default:
+	}
 	now := time.Now()
-	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash, State: wire.StateQueued, Created: now})
+	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash,
+		State: state, Started: state == wire.StateRunning, Created: now})
 	if err != nil || !created {
+		if j.slots == 2 {
+			<-s.slots
+			<-t.slot
+		}
+		j.cancel()
 		if err != nil {
 			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
 		}
@@ -134,8 +163,12 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.answerStored(w, r, old, spec)
 		return
 	}
+	j.state = state
 	close(j.ready)
-	s.m.queued.WithLabelValues(spec.kind).Inc()
+	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key, "state", state)
+	if j.slots < 2 {
+		s.m.queued.WithLabelValues(spec.kind).Inc()
+	}
 	go s.execute(j, id, now)
 	s.follow(w, r, j, false)
 }
@@ -212,33 +245,40 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		defer tm.Stop()
 		expire = tm.C
 	}
-	got := 0
-	select {
-	case t.slot <- struct{}{}:
-		got++
+	got := j.slots
+	if got < 2 {
 		select {
-		case s.slots <- struct{}{}:
+		case t.slot <- struct{}{}:
 			got++
+			select {
+			case s.slots <- struct{}{}:
+				got++
+			case <-expire:
+			case <-j.ctx.Done():
+			}
 		case <-expire:
-		case <-s.base.Done():
+		case <-j.ctx.Done():
 		}
-	case <-expire:
-	case <-s.base.Done():
+		s.m.queued.WithLabelValues(kind).Dec()
 	}
-	s.m.queued.WithLabelValues(kind).Dec()
 	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
 	switch {
 	case got < 2 && s.base.Err() != nil:
 		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeUnavailable, "the executor shut down before the %s started; it did not run", kind)}
+	case got < 2 && j.ctx.Err() != nil:
+		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeCanceled, "cancelled before it started; it did not run")}
 	case got < 2:
 		rec = &wire.Record{State: wire.StateExpired, Error: wire.Errorf(wire.CodeRunExpired, "still queued at its expires_at; it did not run")}
 	default:
 		// The state is durable before the backend sees the command: a
 		// crash from here on leaves "running", which the next start
 		// reports as lost, never runs again.
-		if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
-			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
-			break
+		// (A job that had its slots at admission was recorded running then.)
+		if j.slots < 2 {
+			if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
+				rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
+				break
+			}
 		}
 		started = true
 		j.setState(wire.StateRunning)
@@ -255,14 +295,10 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		<-t.slot
 	}
 	now := time.Now()
-	rec.Key, rec.Backend, rec.Started, rec.Finished = j.spec.key, backend, started, &now
-	e, _ := s.store.get(s.base, t.Name, j.spec.key)
-	if e != nil {
-		rec.Created = e.Created
-	}
+	rec.Key, rec.Backend, rec.Started, rec.Finished, rec.Created = j.spec.key, backend, started, &now, queuedAt
 	data, err := json.Marshal(rec)
 	if err == nil {
-		err = s.store.update(context.Background(), t.Name, j.spec.key, rec.State, started, data)
+		err = s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data)
 	}
 	if err != nil {
 		// The record stays "running": the next start reports it lost.
@@ -271,10 +307,23 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
 	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
 	j.finish(rec)
+	j.cancel()
 	s.mu.Lock()
 	delete(s.active, id)
 	s.mu.Unlock()
 	t.release()
+}
+
+// liveJob is the tenant's job under key that has not finished yet, or
+// nil. Evals use it to route tool results to the waiting eval.
+func (s *Server) liveJob(tenant, key string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.active[tenant+"\x00"+key]
+	if j == nil || j.existing != nil || j.failed != nil {
+		return nil
+	}
+	return j
 }
 
 // safeWork runs the job's work; a panic in it fails the job instead of
@@ -286,7 +335,7 @@ func (s *Server) safeWork(j *job) (rec *wire.Record) {
 			rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the executor failed while running it")}
 		}
 	}()
-	rec = j.spec.work(s.base, j)
+	rec = j.spec.work(j.ctx, j)
 	if rec == nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "no record")}
 	}

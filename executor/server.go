@@ -38,6 +38,10 @@ type Config struct {
 	MaxOutput int
 	// MaxTimeout caps a command's Timeout; zero means DefaultMaxTimeout.
 	MaxTimeout time.Duration
+	// Retention is how long a finished record is kept: a repeat of its
+	// key within it gets the record; after it, the key is free and a
+	// repeat runs anew. Zero means DefaultRetention.
+	Retention time.Duration
 	// Logger gets one line per request and per finished job (never a
 	// body, a credential or a token); nil means slog.Default().
 	Logger *slog.Logger
@@ -48,6 +52,7 @@ const (
 	DefaultMaxRuns    = 8
 	DefaultMaxOutput  = 4 << 20
 	DefaultMaxTimeout = 10 * time.Minute
+	DefaultRetention  = 24 * time.Hour // as long as a client may reasonably retry
 )
 
 // Server is an executor: an http.Handler serving the /v1 wire contract
@@ -67,7 +72,8 @@ type Server struct {
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
 	draining atomic.Bool
-	wg       sync.WaitGroup // running jobs
+	wg       sync.WaitGroup // jobs admitted and not finished
+	bg       sync.WaitGroup // the purge loop
 
 	evals *evals // nil until EnableEvals (eval.go)
 
@@ -100,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -118,6 +127,8 @@ func New(cfg Config) (*Server, error) {
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
 		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
+	s.bg.Add(1)
+	go s.purgeLoop()
 	if n > 0 {
 		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
 	}
@@ -127,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("GET "+wire.PathInfo, s.info)
 	s.Handle("POST "+wire.PathRuns, s.postRun)
 	s.Handle("GET "+wire.PathRuns+"/{key}", s.getRun)
+	s.Handle("DELETE "+wire.PathRuns+"/{key}", s.cancelRun)
 	s.Handle("GET "+wire.PathRuns+"/{key}/outputs/{path...}", s.getOutput)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.Errorf(wire.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
@@ -179,7 +191,11 @@ func (s *Server) Handler() http.Handler {
 // and waits until the running ones finish or ctx ends; then it cancels
 // what still runs (those end Canceled) and waits for their records.
 func (s *Server) Drain(ctx context.Context) {
+	// Under mu: serveJob admits a job (wg.Add) under mu after checking
+	// draining, so from here on no job is added.
+	s.mu.Lock()
 	s.draining.Store(true)
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -193,10 +209,32 @@ func (s *Server) Drain(ctx context.Context) {
 // Close cancels running jobs, waits for their records and closes the
 // store.
 func (s *Server) Close() error {
+	s.mu.Lock()
 	s.draining.Store(true)
+	s.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
+	s.bg.Wait()
 	return s.store.close()
+}
+
+// purgeLoop deletes records older than the retention, at start and then
+// every tenth of it (at least every second, at most every hour).
+func (s *Server) purgeLoop() {
+	defer s.bg.Done()
+	every := max(min(s.cfg.Retention/10, time.Hour), time.Second)
+	for {
+		if n, err := s.store.purge(s.base, time.Now().Add(-s.cfg.Retention)); err != nil {
+			s.log.Error("purging old records failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("purged old records", "count", n)
+		}
+		select {
+		case <-s.base.Done():
+			return
+		case <-time.After(every):
+		}
+	}
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +258,11 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, t *Tenant) {
 // refuse answers with e and counts it.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	s.m.refused.WithLabelValues(string(e.Code)).Inc()
-	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "code", e.Code)
+	tenant := ""
+	if t := tenantOf(r); t != nil {
+		tenant = t.Name
+	}
+	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "tenant", tenant, "code", e.Code)
 	writeError(w, e)
 }
 
@@ -319,6 +361,24 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
 	}
 	return rec
+}
+
+// cancelRun cancels the caller's unfinished run under {key}: a queued one
+// ends failed/canceled without running, a running one is killed (its
+// result says canceled, exit 137). It answers the final record once there
+// is one; a finished run's record as it is.
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	key := r.PathValue("key")
+	if j := s.liveJob(t.Name, key); j != nil {
+		<-j.ready
+		j.cancel()
+		select {
+		case <-j.done:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.getRun(w, r, t)
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {

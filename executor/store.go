@@ -16,17 +16,26 @@ import (
 // every run that was in progress and reports it as lost (recover) rather
 // than running it again. Evals share it with kind "eval".
 type store interface {
-	// begin records a new entry in state queued, unless the tenant
-	// already has one under e.Key: then it returns that one and false.
+	// begin records a new entry (state e.State, queued or running),
+	// durably, unless the tenant already has one under e.Key: then it
+	// returns that one and false.
 	begin(ctx context.Context, e *entry) (existing *entry, created bool, err error)
 	// update sets an entry's state, started flag and record (JSON; nil
-	// keeps the stored one).
+	// keeps the stored one), durably.
 	update(ctx context.Context, tenant, key, state string, started bool, record []byte) error
+	// finish is update for a final record, without waiting for the disk:
+	// if the machine loses power before a later durable write, the entry
+	// reverts to "running" and is reported lost, which is still true
+	// (and still never re-run). A process crash loses nothing (WAL).
+	finish(ctx context.Context, tenant, key, state string, started bool, record []byte) error
 	// get returns the tenant's entry for key, or errNoEntry.
 	get(ctx context.Context, tenant, key string) (*entry, error)
 	// recover marks every queued or running entry lost and returns how
 	// many there were. Called once at start, before serving.
 	recover(ctx context.Context, now time.Time) (int, error)
+	// purge deletes the final entries last updated before t and
+	// returns how many.
+	purge(ctx context.Context, before time.Time) (int, error)
 	ping(ctx context.Context) error
 	close() error
 }
@@ -43,8 +52,8 @@ var errNoEntry = errors.New("executor: no such entry")
 
 // sqliteStore is the store in one SQLite file (modernc.org/sqlite, the
 // driver the support-desk example uses), in WAL mode with synchronous=FULL
-// so a committed state survives the process being killed and the machine
-// losing power. One connection: writes are serialized by SQLite anyway,
+// so a committed begin or running state survives the process being killed
+// and the machine losing power (final records: see finish). One connection: writes are serialized by SQLite anyway,
 // and one connection never sees SQLITE_BUSY.
 type sqliteStore struct{ db *sql.DB }
 
@@ -74,9 +83,9 @@ func openStore(path string) (*sqliteStore, error) {
 }
 
 func (s *sqliteStore) begin(ctx context.Context, e *entry) (*entry, bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO jobs (tenant, key, kind, hash, state, created, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
-		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Created.UnixNano(), e.Created.UnixNano())
+	res, err := s.db.ExecContext(ctx, `INSERT INTO jobs (tenant, key, kind, hash, state, started, created, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
+		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), e.Created.UnixNano())
 	if err != nil {
 		return nil, false, err
 	}
@@ -90,6 +99,25 @@ func (s *sqliteStore) begin(ctx context.Context, e *entry) (*entry, bool, error)
 func (s *sqliteStore) update(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
 		WHERE tenant = ? AND key = ?`, state, started, time.Now().UnixNano(), record, tenant, key)
+	return err
+}
+
+func (s *sqliteStore) finish(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
+	// One pinned connection: synchronous=NORMAL for this commit only (in
+	// WAL mode it skips the fsync; the next FULL commit syncs it along).
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
+		WHERE tenant = ? AND key = ?`, state, started, time.Now().UnixNano(), record, tenant, key)
+	if _, rerr := c.ExecContext(context.Background(), `PRAGMA synchronous = FULL`); rerr != nil && err == nil {
+		err = rerr
+	}
 	return err
 }
 
@@ -110,6 +138,15 @@ func (s *sqliteStore) get(ctx context.Context, tenant, key string) (*entry, erro
 
 func (s *sqliteStore) recover(ctx context.Context, now time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = 'lost', updated = ? WHERE state IN ('queued', 'running')`, now.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+func (s *sqliteStore) purge(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state NOT IN ('queued', 'running') AND updated < ?`, before.UnixNano())
 	if err != nil {
 		return 0, err
 	}

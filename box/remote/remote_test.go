@@ -23,13 +23,19 @@ func TestRemoteIsOffHost(t *testing.T) {
 	if err := box.RequireOffHost(b); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.Run(context.Background(), box.Command{Argv: []string{"a"},
+	var streamed string
+	res, err := b.Run(context.Background(), box.Command{Argv: []string{"a"}, Stream: func(_ int, p []byte) { streamed += string(p) },
 		Credentials: map[string]func(context.Context) (string, error){"T": func(context.Context) (string, error) { return "sec-77", nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Trust != box.TrustRemote || res.Isolation != box.IsolationGVisor || !res.OffHost() {
 		t.Errorf("%+v", res.Posture)
+	}
+	if x.got.Stream == nil || x.got.Command.Stream != nil {
+		t.Error("the local Stream should travel in the Request, not the Command")
+	} else if x.got.Stream(1, []byte("out")); streamed != "out" {
+		t.Errorf("streamed %q", streamed)
 	}
 	if x.got.Credentials["T"] != "sec-77" || x.got.Command.Credentials != nil || strings.Contains(x.got.IdempotencyKey, "sec-77") {
 		t.Errorf("request %+v", x.got)

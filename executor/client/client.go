@@ -335,3 +335,31 @@ func (c *Client) Retry(ctx context.Context, req remote.Request, err error) (*box
 	req.IdempotencyKey = ce.Key
 	return c.Run(ctx, req)
 }
+
+// Cancel cancels the run under key (DELETE /v1/runs/{key}) and returns its
+// final state once it has one: a queued run ends "failed" (code canceled)
+// without running; a running one is killed and ends "completed" with
+// Result.Canceled (exit status 137); a finished run keeps its record.
+// Cancelling a Run's context does not do this: the run goes on, so that a
+// retry can learn its outcome.
+func (c *Client) Cancel(ctx context.Context, key string) (state string, err error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.base+wire.PathRuns+"/"+key, nil)
+	if err != nil {
+		return "", &Error{Code: "bad_request", Message: err.Error(), Key: key}
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return "", &Error{Code: "transport", Message: scrub(err), Key: key, err: err}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if resp.StatusCode != http.StatusOK {
+		return "", refusal(resp.StatusCode, body, "")
+	}
+	var rec wire.Record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return "", &Error{Code: "bad_response", Message: err.Error(), Key: key}
+	}
+	return rec.State, nil
+}

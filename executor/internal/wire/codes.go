@@ -30,6 +30,7 @@ const (
 	CodeUnsupported Code = "unsupported"   // the backend cannot honour a part of the command (box.ErrUnsupported)
 	CodeLost        Code = "lost"          // the executor stopped while the run was queued or running; it is never re-run
 	CodeRunExpired  Code = "run_expired"   // the run was still queued at its expires_at and never started
+	CodeCanceled    Code = "canceled"      // DELETE /v1/runs/{key} cancelled it before it started; it did not run
 )
 
 // HTTPStatus is the status a response refused with c carries.
