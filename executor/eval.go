@@ -113,10 +113,20 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	s.Handle("POST "+wire.PathEvals, e.post)
 	s.Handle("GET "+wire.PathEvals+"/{key}", s.getRun)
 	s.Handle("POST "+wire.PathEvals+"/{key}/tool-results", e.toolResult)
+	s.Handle("DELETE "+wire.PathEvals+"/{key}", s.cancelRun)
 	s.Handle("POST "+wire.PathSessions, e.newSession)
 	s.Handle("DELETE "+wire.PathSessions+"/{id}", e.closeSession)
 	go e.janitor()
 	return nil
+}
+
+// backendOf is the backend label of a job's record and metrics: "wasm"
+// for evals, the run backend's name for runs.
+func (s *Server) backendOf(kind string) string {
+	if kind == "eval" {
+		return "wasm"
+	}
+	return s.posture.Backend
 }
 
 // janitor closes idle sessions, and everything when the server stops.
@@ -358,7 +368,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 		}
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(code, "%v", err)}
 	}
-	return &wire.Record{State: wire.StateCompleted, Backend: "wasm", Eval: evalResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
 }
 
 // evalResult is res's wire form.

@@ -460,3 +460,89 @@ func (s *procSetup) startArgs(t testing.TB, extra ...string) *proc {
 	}
 	return p
 }
+
+// rawDo sends one request with tok and returns the status and body.
+func rawDo(t testing.TB, p *inproc, tok, method, path, body string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
+	req, _ := http.NewRequest(method, p.hs.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestEvalRecordAndCancel: an eval's record says it ran in wasm and is
+// the tenant's alone; DELETE cancels a running eval, which ends canceled
+// with its record stored.
+func TestEvalRecordAndCancel(t *testing.T) {
+	p := startEvals(t)
+	a := newApp(t, gb.Limits{})
+	ev := p.client(t, p.toks.a).Evaluator(a.rt)
+	const key = "e-record-test-1"
+	res, err := ev.EvalWith(context.Background(), `add(1, 1)`, client.EvalOptions{Key: key})
+	if err != nil || res.Value != int64(2) {
+		t.Fatal(res, err)
+	}
+	code, body := rawDo(t, p, p.toks.a, "GET", "/v1/evals/"+key, "")
+	if code != 200 || !strings.Contains(body, `"backend":"wasm"`) || !strings.Contains(body, `"value":"2"`) {
+		t.Errorf("record: %d %s", code, body)
+	}
+	if code, body := rawDo(t, p, p.toks.b, "GET", "/v1/evals/"+key, ""); code != 404 || strings.Contains(body, `"value"`) {
+		t.Errorf("tenant b reads a's eval: %d %s", code, body)
+	}
+
+	hits0 := a.hits.Load()
+	type out struct {
+		res *gb.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		r, err := ev.EvalWith(context.Background(), `add(2, 2); loop { }`, client.EvalOptions{Key: "e-cancel-test-1"})
+		done <- out{r, err}
+	}()
+	for a.hits.Load() == hits0 { // the eval is running once its tool call came back
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, body := rawDo(t, p, p.toks.a, "DELETE", "/v1/evals/e-cancel-test-1", ""); code != 200 || !strings.Contains(body, `"status":"canceled"`) {
+		t.Errorf("DELETE: %d %s", code, body)
+	}
+	o := <-done
+	if o.err != nil || o.res.Status != gb.StatusCanceled {
+		t.Errorf("cancelled eval: %+v %v", o.res, o.err)
+	}
+}
+
+// TestEvalSessionIdlesOut: a session unused past SessionIdle is closed
+// by the executor; its next eval is refused with not_found.
+func TestEvalSessionIdlesOut(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, SessionIdle: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, gb.Limits{})
+	s, err := p.client(t, p.toks.a).Evaluator(a.rt).NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Eval(context.Background(), `x = 1`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		time.Sleep(300 * time.Millisecond) // longer than the idle time: polling does not keep it alive
+		_, err := s.Eval(context.Background(), `x`)
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Code == "not_found" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session is still there: %v", err)
+		}
+	}
+}
