@@ -546,3 +546,23 @@ func TestEvalSessionIdlesOut(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalOutputCapped: the guest's output is cut at the client's
+// Limits.Stdout on the executor; what streams back is the kept part only.
+func TestEvalOutputCapped(t *testing.T) {
+	p := startEvals(t)
+	a := newApp(t, gb.Limits{Stdout: 4096})
+	var streamed atomic.Int64
+	w := writerFunc(func(b []byte) (int, error) { streamed.Add(int64(len(b))); return len(b), nil })
+	res, err := p.client(t, p.toks.a).Evaluator(a.rt).EvalWith(context.Background(), `print "x" * 5_000_000; 7`, client.EvalOptions{Stdout: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Value != int64(7) || !res.StdoutTruncated || len(res.Stdout) > 4096+200 || streamed.Load() > 4096 {
+		t.Errorf("value %v, truncated %v, kept %d bytes, streamed %d", res.Value, res.StdoutTruncated, len(res.Stdout), streamed.Load())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
