@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,8 @@ type manifests struct {
 	accounts      []corev1.ServiceAccount
 	services      []corev1.Service
 	statefulsets  []appsv1.StatefulSet
+	deployments   []appsv1.Deployment
+	claims        []corev1.PersistentVolumeClaim
 	policies      []networkingv1.NetworkPolicy
 	pdbs          []policyv1.PodDisruptionBudget
 	hpas          []autoscalingv2.HorizontalPodAutoscaler
@@ -112,6 +115,12 @@ func decodeStrict(doc []byte, m *manifests) error {
 	case "apps/v1 StatefulSet":
 		m.statefulsets = append(m.statefulsets, appsv1.StatefulSet{})
 		return into(&m.statefulsets[len(m.statefulsets)-1])
+	case "apps/v1 Deployment":
+		m.deployments = append(m.deployments, appsv1.Deployment{})
+		return into(&m.deployments[len(m.deployments)-1])
+	case "v1 PersistentVolumeClaim":
+		m.claims = append(m.claims, corev1.PersistentVolumeClaim{})
+		return into(&m.claims[len(m.claims)-1])
 	case "networking.k8s.io/v1 NetworkPolicy":
 		m.policies = append(m.policies, networkingv1.NetworkPolicy{})
 		return into(&m.policies[len(m.policies)-1])
@@ -202,6 +211,43 @@ func load(t *testing.T, dir string) *manifests {
 	return m
 }
 
+// add appends o's objects to m (a kustomization and the bases it names).
+func (m *manifests) add(o *manifests) {
+	m.namespaces = append(m.namespaces, o.namespaces...)
+	m.accounts = append(m.accounts, o.accounts...)
+	m.services = append(m.services, o.services...)
+	m.statefulsets = append(m.statefulsets, o.statefulsets...)
+	m.deployments = append(m.deployments, o.deployments...)
+	m.claims = append(m.claims, o.claims...)
+	m.policies = append(m.policies, o.policies...)
+	m.pdbs = append(m.pdbs, o.pdbs...)
+	m.hpas = append(m.hpas, o.hpas...)
+	m.runtimeClass = append(m.runtimeClass, o.runtimeClass...)
+}
+
+// checkCommon asserts what both variants share (common/).
+func checkCommon(t *testing.T, m *manifests, podSpec *corev1.PodSpec, labels map[string]string) {
+	t.Helper()
+	if len(m.namespaces) != 1 || m.namespaces[0].Name != ns ||
+		m.namespaces[0].Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("want namespace %s enforcing the restricted pod security standard: %+v", ns, m.namespaces)
+	}
+	if len(m.accounts) != 1 || m.accounts[0].Name != podSpec.ServiceAccountName ||
+		m.accounts[0].AutomountServiceAccountToken == nil || *m.accounts[0].AutomountServiceAccountToken {
+		t.Errorf("want the pods' ServiceAccount with automountServiceAccountToken: false: %+v", m.accounts)
+	}
+	checkNetworkPolicies(t, m.policies, labels)
+	for _, s := range m.services {
+		checkNamespaced(t, "Service "+s.Name, s.Namespace)
+		if !matches(s.Spec.Selector, labels) {
+			t.Errorf("Service %s selects %v, not the executor's pods", s.Name, s.Spec.Selector)
+		}
+		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != port || s.Spec.Ports[0].TargetPort.StrVal != "https" {
+			t.Errorf("Service %s ports %+v", s.Name, s.Spec.Ports)
+		}
+	}
+}
+
 func TestStrictDecodeRefusesUnknownFields(t *testing.T) {
 	// The misspelling a reviewer would miss: FileSystem for Filesystem.
 	doc := []byte(`apiVersion: apps/v1
@@ -229,19 +275,16 @@ spec:
 
 func TestBase(t *testing.T) {
 	m := load(t, ".")
+	m.add(load(t, "common"))
 	if m.kustomization.Namespace != ns {
 		t.Errorf("kustomization namespace %q", m.kustomization.Namespace)
 	}
-	if len(m.namespaces) != 1 || m.namespaces[0].Name != ns ||
-		m.namespaces[0].Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-		t.Errorf("want namespace %s enforcing the restricted pod security standard: %+v", ns, m.namespaces)
-	}
-	if len(m.statefulsets) != 1 {
-		t.Fatalf("want one StatefulSet, have %d", len(m.statefulsets))
+	if len(m.statefulsets) != 1 || len(m.deployments) != 0 {
+		t.Fatalf("want one StatefulSet and no Deployment, have %d and %d", len(m.statefulsets), len(m.deployments))
 	}
 	ss := m.statefulsets[0]
 	checkNamespaced(t, "StatefulSet", ss.Namespace)
-	checkPod(t, &ss)
+	checkPod(t, &ss.Spec.Template, true)
 	if ss.Spec.Template.Spec.RuntimeClassName != nil {
 		t.Errorf("the base sets runtimeClassName %q; gVisor is the overlay's choice", *ss.Spec.Template.Spec.RuntimeClassName)
 	}
@@ -256,21 +299,19 @@ func TestBase(t *testing.T) {
 	if len(ss.Spec.VolumeClaimTemplates) != 1 || ss.Spec.VolumeClaimTemplates[0].Name != "store" {
 		t.Errorf("want one volume claim template named store, have %v", ss.Spec.VolumeClaimTemplates)
 	}
+	for _, v := range ss.Spec.Template.Spec.Volumes {
+		if v.Name == "store" {
+			t.Error("the store is a pod volume; it must be the claim template, which outlives the pod")
+		}
+	}
 	if p := ss.Spec.PersistentVolumeClaimRetentionPolicy; p == nil || p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType ||
 		p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
 		t.Errorf("the stores must be retained when pods are scaled away or deleted: %+v", p)
 	}
-
-	// Services: a headless one governs the StatefulSet; both select its pods on 8443.
+	checkCommon(t, m, &ss.Spec.Template.Spec, labels)
+	// A headless Service governs the StatefulSet (per-pod names).
 	var governing bool
 	for _, s := range m.services {
-		checkNamespaced(t, "Service "+s.Name, s.Namespace)
-		if !matches(s.Spec.Selector, labels) {
-			t.Errorf("Service %s selects %v, not the executor's pods", s.Name, s.Spec.Selector)
-		}
-		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != port || s.Spec.Ports[0].TargetPort.StrVal != "https" {
-			t.Errorf("Service %s ports %+v", s.Name, s.Spec.Ports)
-		}
 		if s.Name == ss.Spec.ServiceName {
 			governing = s.Spec.ClusterIP == corev1.ClusterIPNone
 		}
@@ -278,12 +319,6 @@ func TestBase(t *testing.T) {
 	if !governing {
 		t.Errorf("no headless Service named %q governs the StatefulSet", ss.Spec.ServiceName)
 	}
-	if len(m.accounts) != 1 || m.accounts[0].Name != ss.Spec.Template.Spec.ServiceAccountName ||
-		m.accounts[0].AutomountServiceAccountToken == nil || *m.accounts[0].AutomountServiceAccountToken {
-		t.Errorf("want the pods' ServiceAccount with automountServiceAccountToken: false: %+v", m.accounts)
-	}
-
-	checkNetworkPolicies(t, m.policies, labels)
 
 	if len(m.pdbs) != 1 {
 		t.Fatalf("want one PodDisruptionBudget, have %d", len(m.pdbs))
@@ -319,6 +354,45 @@ func TestBase(t *testing.T) {
 	data, _ := os.ReadFile("statefulset.yaml")
 	if !bytes.Contains(data, []byte("# runtimeClassName: gvisor")) {
 		t.Error("statefulset.yaml no longer shows runtimeClassName: gvisor as an option")
+	}
+}
+
+// TestSingle: the one-executor variant is a Deployment held to the same
+// pod hardening, a singleton (one replica, Recreate) whose store is a
+// claim apart from the pod.
+func TestSingle(t *testing.T) {
+	m := load(t, "single")
+	m.add(load(t, "common"))
+	if !slices.Contains(m.kustomization.Resources, "../common") || m.kustomization.Namespace != ns {
+		t.Errorf("single does not build on common: %+v", m.kustomization)
+	}
+	if len(m.deployments) != 1 || len(m.statefulsets) != 0 || len(m.hpas) != 0 {
+		t.Fatalf("want one Deployment, no StatefulSet, no HPA: %d %d %d", len(m.deployments), len(m.statefulsets), len(m.hpas))
+	}
+	d := m.deployments[0]
+	checkNamespaced(t, "Deployment", d.Namespace)
+	checkPod(t, &d.Spec.Template, false)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("the single executor must be one replica, replaced with Recreate (one writer on its store): %v %s", d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	if !matches(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("the Deployment's selector does not select its pods")
+	}
+	var claim string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "store" && v.PersistentVolumeClaim != nil {
+			claim = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	if len(m.claims) != 1 || claim == "" || m.claims[0].Name != claim || !slices.Contains(m.claims[0].Spec.AccessModes, corev1.ReadWriteOnce) {
+		t.Errorf("the store volume %q is not the claim in store.yaml: %+v", claim, m.claims)
+	}
+	checkCommon(t, m, &d.Spec.Template.Spec, d.Spec.Template.Labels)
+	// The same pod as the fleet's, store volume aside.
+	fleet := load(t, ".").statefulsets[0].Spec.Template
+	if !reflect.DeepEqual(fleet.Spec.Containers, d.Spec.Template.Spec.Containers) ||
+		!reflect.DeepEqual(fleet.Spec.SecurityContext, d.Spec.Template.Spec.SecurityContext) {
+		t.Error("the single executor's containers or pod security differ from the fleet's")
 	}
 }
 
@@ -363,10 +437,12 @@ func matches(sel, labels map[string]string) bool {
 	return true
 }
 
-// checkPod asserts the pod hardening README.md lists.
-func checkPod(t *testing.T, ss *appsv1.StatefulSet) {
+// checkPod asserts the pod hardening README.md lists; claimTemplate says
+// the store comes from a StatefulSet's claim template (else from a pod
+// volume).
+func checkPod(t *testing.T, tmpl *corev1.PodTemplateSpec, claimTemplate bool) {
 	t.Helper()
-	spec := ss.Spec.Template.Spec
+	spec := tmpl.Spec
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
 		t.Error("the pod shares a host namespace")
 	}
@@ -458,8 +534,8 @@ func checkPod(t *testing.T, ss *appsv1.StatefulSet) {
 	if m := mounts["store"]; m.MountPath == "" || m.ReadOnly {
 		t.Errorf("the store is not mounted writable: %+v", m)
 	}
-	if _, ok := volumes["store"]; ok {
-		t.Error("the store is a pod volume; it must be the claim template, which outlives the pod")
+	if v, ok := volumes["store"]; ok == claimTemplate || (ok && v.PersistentVolumeClaim == nil) {
+		t.Errorf("the store volume %+v: want a claim that outlives the pod", v)
 	}
 	for _, name := range []string{"scratch", "cache"} {
 		if v := volumes[name]; v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.IsZero() {
