@@ -50,6 +50,11 @@ type EvalConfig struct {
 	// SessionIdle closes a session unused this long; zero means
 	// DefaultSessionIdle.
 	SessionIdle time.Duration
+	// MaxToolBytes bounds the bytes of tool-call arguments one eval
+	// sends back (they stay in the eval's event log, replayed to a
+	// retry, until it ends); past it the eval ends with
+	// tool_budget_exceeded. Zero means DefaultMaxToolBytes.
+	MaxToolBytes int
 }
 
 // Eval defaults: our choices for a 2-core executor (a session holds a VM
@@ -58,6 +63,9 @@ const (
 	DefaultMaxToolSets = 16
 	DefaultMaxSessions = 8
 	DefaultSessionIdle = 10 * time.Minute
+	// DefaultMaxToolBytes is 16 MiB: sixteen calls at glovebox's
+	// largest default payload, DefaultToolPayload.
+	DefaultMaxToolBytes = 16 << 20
 )
 
 // evals is the eval half of a Server.
@@ -101,6 +109,9 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.MaxToolBytes <= 0 {
+		cfg.MaxToolBytes = DefaultMaxToolBytes
 	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
 		PoolSize: cfg.PoolSize, Logger: s.log})
@@ -304,7 +315,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	if key == "" {
 		key = wire.DeriveEvalKey(req)
 	}
-	run := &evalRun{pending: map[uint64]*pendingCall{}}
+	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes}
 	e.s.serveJob(w, r, t, jobSpec{
 		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
 		work: func(ctx context.Context, j *job) *wire.Record {
@@ -434,12 +445,14 @@ func (e *evals) toolResult(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 
 // evalRun is one running eval's tool channel.
 type evalRun struct {
-	mu      sync.Mutex
-	j       *job
-	holder  uint64 // the follower answering tool calls; 0 before the first
-	next    uint64
-	pending map[uint64]*pendingCall
-	done    bool
+	mu       sync.Mutex
+	j        *job
+	holder   uint64 // the follower answering tool calls; 0 before the first
+	next     uint64
+	pending  map[uint64]*pendingCall
+	done     bool
+	sent     int // bytes of arguments sent in tool_call events
+	maxBytes int
 }
 
 type pendingCall struct {
@@ -486,6 +499,11 @@ func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, er
 	if run.done || run.j == nil {
 		run.mu.Unlock()
 		return nil, &engine.GuestError{Class: "ToolError", Message: "the eval's tool channel is closed"}
+	}
+	if run.sent += len(args); run.sent > run.maxBytes {
+		run.mu.Unlock()
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded,
+			Message: fmt.Sprintf("the eval sent over %d bytes of tool arguments, the executor's limit per eval", run.maxBytes)}
 	}
 	run.next++
 	pc := &pendingCall{call: wire.ToolCall{ID: run.next, Holder: run.holder, Name: name, Args: string(args)}, reply: make(chan string, 1)}

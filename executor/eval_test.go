@@ -566,3 +566,26 @@ func TestEvalOutputCapped(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestEvalToolBytesBounded: the tool-call arguments an eval sends back
+// stay in its event log until it ends, so the executor bounds them per
+// eval: past MaxToolBytes the eval ends with tool_budget_exceeded.
+func TestEvalToolBytesBounded(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, MaxToolBytes: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, gb.Limits{})
+	ev := p.client(t, p.toks.a).Evaluator(a.rt)
+	res, err := ev.Eval(context.Background(), `s = "x" * 10_000; 20.times { lookup(s) }; :unreached`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusToolBudgetExceeded)
+	if n := a.hits.Load(); n < 5 || n > 7 {
+		t.Errorf("%d calls reached the client; 64 KiB holds 6 of 10 KB", n)
+	}
+	if !strings.Contains(res.Error.Message, "65536 bytes of tool arguments") {
+		t.Errorf("message %q", res.Error.Message)
+	}
+}
