@@ -672,12 +672,7 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		return
 	}
 	e.mu.Lock()
-	n := 0
-	for _, rs := range e.sessions {
-		if rs.tenant == t.Name {
-			n++
-		}
-	}
+	n := e.countLocked(t.Name)
 	e.mu.Unlock()
 	if n >= e.cfg.MaxSessions {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
@@ -704,10 +699,27 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	rand.Read(b[:])
 	rs := &remoteSession{id: "s-" + hex.EncodeToString(b[:]), tenant: t.Name, gs: gs, release: release, used: time.Now()}
 	e.mu.Lock()
+	if n := e.countLocked(t.Name); n >= e.cfg.MaxSessions { // others opened meanwhile
+		e.mu.Unlock()
+		rs.close(e)
+		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
+		return
+	}
 	e.sessions[rs.id] = rs
 	e.mu.Unlock()
 	e.s.log.Info("session opened", "tenant", t.Name, "tools", len(names))
 	writeJSON(w, wire.SessionInfo{ID: rs.id, IdleTimeoutMS: e.cfg.SessionIdle.Milliseconds()})
+}
+
+// countLocked is how many sessions tenant has open.
+func (e *evals) countLocked(tenant string) int {
+	n := 0
+	for _, rs := range e.sessions {
+		if rs.tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 // closeSession is DELETE /v1/sessions/{id}: it waits for a running eval

@@ -589,3 +589,49 @@ func TestEvalToolBytesBounded(t *testing.T) {
 		t.Errorf("message %q", res.Error.Message)
 	}
 }
+
+// TestEvalSessionCap: a tenant opens at most MaxSessions sessions, even
+// all at once; closing one frees its place. Another tenant has its own.
+func TestEvalSessionCap(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, MaxSessions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, gb.Limits{})
+	ev := p.client(t, p.toks.a).Evaluator(a.rt)
+	var (
+		mu   sync.Mutex
+		open []*client.Session
+		full int
+	)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := ev.NewSession(context.Background())
+			mu.Lock()
+			defer mu.Unlock()
+			var ce *client.Error
+			switch {
+			case err == nil:
+				open = append(open, s)
+			case errors.As(err, &ce) && ce.Code == "queue_full" && ce.Status == 429:
+				full++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(open) != 2 || full != 4 {
+		t.Fatalf("%d opened, %d refused; want 2 and 4", len(open), full)
+	}
+	if _, err := p.client(t, p.toks.b).Evaluator(a.rt).NewSession(context.Background()); err != nil {
+		t.Errorf("tenant b: %v", err)
+	}
+	open[0].Close(context.Background())
+	if _, err := ev.NewSession(context.Background()); err != nil {
+		t.Errorf("after a close: %v", err)
+	}
+}
