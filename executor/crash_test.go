@@ -11,6 +11,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/remote"
+	"github.com/gloveboxhq/glovebox/executor"
 	"github.com/gloveboxhq/glovebox/executor/client"
 )
 
@@ -96,4 +97,48 @@ func TestSIGTERMDrains(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit %d: %s", code, p.stderr.String())
 	}
+}
+
+// TestSIGHUPRotatesTokens: a tenant's token is rotated in the config and
+// SIGHUP makes the running executor take it: the old token is refused,
+// the new one works, and a run admitted under the old one still finishes
+// and stays readable (records are by tenant name, not token).
+func TestSIGHUPRotatesTokens(t *testing.T) {
+	cnt := newCounter(t)
+	setup := newProcSetup(t, cnt.port)
+	p := setup.start(t)
+	url := "https://" + p.url
+	old := setup.client(t, url, setup.toks.a)
+	done := make(chan error, 1)
+	go func() {
+		_, err := old.Run(context.Background(), remote.Request{IdempotencyKey: "rot", Command: box.Command{
+			Shell: cnt.hitShell("rot") + " && sleep 1 && echo survived", Network: box.Network{Allow: []string{"127.0.0.1"}}}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return cnt.n.Load() == 1 })
+
+	tok, sum, err := executor.MintToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(setup.config)
+	rotated := strings.Replace(string(cfg), executor.HashToken(setup.toks.a), sum, 1)
+	if rotated == string(cfg) {
+		t.Fatal("the config does not hold tenant a's hash")
+	}
+	os.WriteFile(setup.config, []byte(rotated), 0o644)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, func() bool {
+		_, err := client.Dial(context.Background(), client.Config{URL: url, Token: setup.toks.a, RootCAs: setup.pool})
+		return err != nil
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("the run admitted before the rotation: %v", err)
+	}
+	fresh := setup.client(t, url, tok)
+	if st, _, err := fresh.State(context.Background(), "rot"); err != nil || st != "completed" {
+		t.Errorf("the tenant's record under its new token: %s %v", st, err)
+	}
+	_, err = client.Dial(context.Background(), client.Config{URL: url, Token: setup.toks.a, RootCAs: setup.pool})
+	wantCode(t, err, "unauthenticated", 401)
 }

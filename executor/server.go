@@ -62,7 +62,7 @@ type Server struct {
 	cfg     Config
 	backend box.Box
 	posture box.Posture
-	tenants []*tenant
+	tenants atomic.Pointer[[]*tenant] // swapped whole by SetTenants
 	store   store
 	m       *metrics
 	log     *slog.Logger
@@ -93,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.Tenants) == 0 {
 		return nil, errors.New("executor: no tenants configured")
 	}
-	ts, err := newTenants(cfg.Tenants)
+	ts, err := newTenants(cfg.Tenants, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -123,10 +123,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), tenants: ts, store: st,
+		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st,
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
 		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
+	s.tenants.Store(&ts)
 	s.bg.Add(1)
 	go s.purgeLoop()
 	if n > 0 {
@@ -144,6 +145,25 @@ func New(cfg Config) (*Server, error) {
 		writeError(w, wire.Errorf(wire.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return s, nil
+}
+
+// SetTenants replaces the tenants (a token rotated, a tenant added or
+// removed, limits changed) without a restart: requests authenticate
+// against the new list from the next one on. A tenant keeps its runs and
+// records (they are by name); one whose limits are unchanged keeps its
+// counters, and one whose limits changed starts new counters, with runs
+// admitted before still running. An error (a bad entry, no tenants)
+// changes nothing.
+func (s *Server) SetTenants(ts []Tenant) error {
+	if len(ts) == 0 {
+		return errors.New("executor: no tenants configured")
+	}
+	nts, err := newTenants(ts, *s.tenants.Load())
+	if err != nil {
+		return err
+	}
+	s.tenants.Store(&nts)
+	return nil
 }
 
 // HandlerFunc is an authenticated route's handler: t is the caller's
@@ -164,7 +184,7 @@ func (s *Server) Handle(pattern string, h HandlerFunc) {
 		})
 	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		t := authenticate(s.tenants, r)
+		t := authenticate(*s.tenants.Load(), r)
 		if t == nil {
 			s.refuse(w, r, wire.Errorf(wire.CodeUnauthenticated, "a valid bearer token is required"))
 			return

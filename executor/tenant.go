@@ -61,13 +61,22 @@ func HashToken(token string) string {
 type tenant struct {
 	Tenant
 	hash [32]byte
+	*limiter
+}
+
+// limiter holds a tenant's slots and queue count. A reload that keeps a
+// tenant's limits keeps its limiter, so runs in flight still count.
+type limiter struct {
 	slot chan struct{} // MaxConcurrentRuns slots
+	max  int           // MaxConcurrentRuns + MaxQueuedRuns
 
 	mu      sync.Mutex
 	pending int // queued + running jobs, guarded by mu
 }
 
-func newTenants(ts []Tenant) ([]*tenant, error) {
+// newTenants checks and completes ts; a tenant of old with the same name
+// and limits keeps its limiter.
+func newTenants(ts []Tenant, old []*tenant) ([]*tenant, error) {
 	var out []*tenant
 	seen := map[string]bool{}
 	for _, t := range ts {
@@ -93,8 +102,16 @@ func newTenants(ts []Tenant) ([]*tenant, error) {
 		if t.MaxRequestBytes == 0 {
 			t.MaxRequestBytes = DefaultMaxRequestBytes
 		}
-		nt := &tenant{Tenant: t, slot: make(chan struct{}, t.MaxConcurrentRuns)}
+		nt := &tenant{Tenant: t}
 		copy(nt.hash[:], h)
+		for _, o := range old {
+			if o.Name == t.Name && o.MaxConcurrentRuns == t.MaxConcurrentRuns && o.MaxQueuedRuns == t.MaxQueuedRuns {
+				nt.limiter = o.limiter
+			}
+		}
+		if nt.limiter == nil {
+			nt.limiter = &limiter{slot: make(chan struct{}, t.MaxConcurrentRuns), max: t.MaxConcurrentRuns + t.MaxQueuedRuns}
+		}
 		out = append(out, nt)
 	}
 	return out, nil
@@ -102,17 +119,17 @@ func newTenants(ts []Tenant) ([]*tenant, error) {
 
 // reserve takes a queue place for one job; false when the tenant's running
 // and queued jobs are at their limits.
-func (t *tenant) reserve() bool {
+func (t *limiter) reserve() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.pending >= t.MaxConcurrentRuns+t.MaxQueuedRuns {
+	if t.pending >= t.max {
 		return false
 	}
 	t.pending++
 	return true
 }
 
-func (t *tenant) release() {
+func (t *limiter) release() {
 	t.mu.Lock()
 	t.pending--
 	t.mu.Unlock()

@@ -66,7 +66,9 @@ tokens (make one with 'glovebox executor token') and their limits:
   egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
 
 SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
-ones get --drain to finish, then are cancelled. Endpoints besides /v1:
+ones get --drain to finish, then are cancelled. SIGHUP re-reads the
+tenants from --config (rotate a token without dropping runs); the other
+settings need a restart. Endpoints besides /v1:
 /healthz, /readyz, /metrics (Prometheus).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,18 +121,26 @@ ones get --drain to finish, then are cancelled. Endpoints besides /v1:
 			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s)\n", ln.Addr(), b.Posture().Backend)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
 			served := make(chan error, 1)
 			go func() { served <- hs.ServeTLS(ln, "", "") }()
-			select {
-			case err = <-served:
-			case <-sig:
-				ctx, cancel := context.WithTimeout(context.Background(), drainFor)
-				srv.Drain(ctx)
-				cancel()
-				ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-				hs.Shutdown(ctx) // the drained streams have sent their records
-				cancel()
-				err = nil
+			for serving := true; serving; {
+				select {
+				case <-hup:
+					reloadExecutorTenants(srv, configPath, cfg.Logger)
+				case err = <-served:
+					serving = false
+				case <-sig:
+					serving = false
+					ctx, cancel := context.WithTimeout(context.Background(), drainFor)
+					srv.Drain(ctx)
+					cancel()
+					ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+					hs.Shutdown(ctx) // the drained streams have sent their records
+					cancel()
+					err = nil
+				}
 			}
 			if cerr := srv.Close(); err == nil {
 				err = cerr
@@ -152,6 +162,20 @@ ones get --drain to finish, then are cancelled. Endpoints besides /v1:
 	addExecutorEvalFlags(f) // executor_evals.go
 	cmd.AddCommand(executorDevCertCmd(), executorTokenCmd())
 	return cmd
+}
+
+// reloadExecutorTenants re-reads the config's tenants on SIGHUP (a token
+// rotated, a tenant added); a bad file is logged and changes nothing.
+func reloadExecutorTenants(srv *executor.Server, path string, log *slog.Logger) {
+	fc, err := readExecutorFile(path)
+	if err == nil {
+		err = srv.SetTenants(fc.Tenants)
+	}
+	if err != nil {
+		log.Error("SIGHUP: tenants not reloaded", "err", err)
+		return
+	}
+	log.Info("SIGHUP: tenants reloaded", "count", len(fc.Tenants))
 }
 
 func readExecutorFile(path string) (*executorFile, error) {

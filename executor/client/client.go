@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -275,7 +276,7 @@ func (c *Client) stream(ctx context.Context, path string, body []byte, key strin
 		// Before a connection nothing was sent; a failed write means
 		// the executor never had the whole body, which it needs to
 		// start. Anything else may have reached it.
-		doubt := connected.Load() && !writeFailed.Load()
+		doubt := connected.Load() && !writeFailed.Load() && !dialFailed(err)
 		return &Error{Code: "transport", Message: scrub(err), Key: key, inDoubt: doubt, err: err}
 	}
 	resp, err := c.hc.Do(hr)
@@ -306,6 +307,17 @@ func (c *Client) stream(ctx context.Context, path string, body []byte, key strin
 			return nil
 		}
 	}
+}
+
+// dialFailed reports whether err is a failure to connect. The transport
+// retries a request on a fresh connection only when it knows the request
+// was not processed on the old one (a pooled connection found dead), so a
+// final dial error means nothing was sent, whatever an earlier attempt's
+// GotConn said.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
 // refusal decodes an error response. One not in the executor's shape
