@@ -558,6 +558,24 @@ func checkPod(t *testing.T, tmpl *corev1.PodTemplateSpec, claimTemplate bool) {
 			}
 		}
 	}
+	// Every flag the pod passes is one `glovebox executor` defines.
+	var src []byte
+	for _, f := range []string{"executor.go", "executor_evals.go"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "cmd", "glovebox", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	if len(ex.Args) == 0 || ex.Args[0] != "executor" {
+		t.Errorf("the container does not run `glovebox executor`: %q", ex.Args)
+	}
+	for _, a := range ex.Args[1:] {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !bytes.Contains(src, []byte(`"`+name+`"`)) {
+			t.Errorf("argument %q is not a flag of glovebox executor", a)
+		}
+	}
 	args := strings.Join(ex.Args, " ")
 	for _, want := range []string{mounts["tls"].MountPath, mounts["tenants"].MountPath, mounts["store"].MountPath} {
 		if !strings.Contains(args, want) {
