@@ -478,13 +478,14 @@ func (run *evalRun) attach(j *job, st *eventStream) {
 		again = append(again, pc.call)
 	}
 	slices.SortFunc(again, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
-	// Sent before follow replays the log: no other writer yet.
-	extra, _ := json.Marshal(wire.Holder{Holder: h})
-	st.send(&wire.Event{Type: wire.EventHolder, Extra: extra})
 	for _, c := range again {
 		j.emit(toolCallEvent(c))
 	}
 	run.mu.Unlock()
+	// Sent before follow replays the log (no other writer yet), and
+	// outside the lock: a slow reader must not hold up the eval.
+	extra, _ := json.Marshal(wire.Holder{Holder: h})
+	st.send(&wire.Event{Type: wire.EventHolder, Extra: extra})
 }
 
 func toolCallEvent(c wire.ToolCall) wire.Event {
