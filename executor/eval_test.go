@@ -1,20 +1,16 @@
 package executor_test
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -242,21 +238,13 @@ func TestEvalSessionAcrossEvals(t *testing.T) {
 		t.Errorf("tools ran %d times, want 2", a.hits.Load())
 	}
 	// Another tenant cannot use or close the session.
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
 	for _, try := range []struct{ method, path, body string }{
 		{"POST", "/v1/evals", `{"code":"total","session":"` + s.ID() + `"}`},
 		{"DELETE", "/v1/sessions/" + s.ID(), ``},
 	} {
-		req, _ := http.NewRequest(try.method, p.hs.URL+try.path, strings.NewReader(try.body))
-		req.Header.Set("Authorization", "Bearer "+p.toks.b)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(body), "not_found") || strings.Contains(string(body), `"eval"`) {
-			t.Errorf("tenant b %s %s: %d %q", try.method, try.path, resp.StatusCode, body)
+		code, body := rawDo(t, p, p.toks.b, try.method, try.path, try.body)
+		if !strings.Contains(body, "not_found") || strings.Contains(body, `"eval"`) {
+			t.Errorf("tenant b %s %s: %d %q", try.method, try.path, code, body)
 		}
 	}
 	if res, err := s.Eval(context.Background(), `total`); err != nil || res.Value != int64(42) {
@@ -401,7 +389,8 @@ func TestEvalCodemodeOffHost(t *testing.T) {
 // loopback, driven by the real client, tools called back.
 func TestEvalRealProcess(t *testing.T) {
 	s := newProcSetup(t, 1)
-	p := s.startArgs(t, "--evals", "--eval-pool", "-1")
+	s.extra = []string{"--evals", "--eval-pool", "-1"}
+	p := s.start(t)
 	a := newApp(t, gb.Limits{})
 	ev := s.client(t, "https://"+p.url, s.toks.a).Evaluator(a.rt)
 	res, err := ev.EvalWith(context.Background(), `puts "hi"; add(20, 22)`, client.EvalOptions{Stdout: a})
@@ -424,50 +413,12 @@ func wantStatus(t testing.TB, res *gb.Result, want gb.Status) {
 	}
 }
 
-// startArgs is procSetup.start with extra executor flags.
-func (s *procSetup) startArgs(t testing.TB, extra ...string) *proc {
-	gb := glovebox(t)
-	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
-	args := append([]string{"executor", "--listen", "127.0.0.1:0", "--config", s.config, "--store", s.store,
-		"--tls-cert", s.cert, "--tls-key", s.key, "--backend", "bwrap"}, extra...)
-	p.cmd = exec.Command(gb, args...)
-	pr, pw := io.Pipe()
-	p.cmd.Stderr = pw
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); pw.Close(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.stderr.Write([]byte(line + "\n"))
-			if a, ok := strings.CutPrefix(line, "glovebox executor: listening on "); ok {
-				addr <- strings.TrimPrefix(strings.Fields(a)[0], "https://")
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		p.url = a
-	case <-p.done:
-		t.Fatalf("executor exited: %s", p.stderr.String())
-	case <-time.After(120 * time.Second):
-		t.Fatalf("executor did not listen: %s", p.stderr.String())
-	}
-	return p
-}
-
 // rawDo sends one request with tok and returns the status and body.
 func rawDo(t testing.TB, p *inproc, tok, method, path, body string) (int, string) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
 	req, _ := http.NewRequest(method, p.hs.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := hc.Do(req)
+	resp, err := p.hs.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
