@@ -45,9 +45,12 @@ FROM debian:${DEBIAN}-slim
 # bubblewrap is the default backend for runs; runsc (gVisor) is optional.
 # Inside Kubernetes, bubblewrap needs user namespaces that the RuntimeDefault
 # seccomp profile may refuse; see deploy/kubernetes/README.md.
+# Runs execute programs from this image's filesystem: add the interpreters
+# your commands need (EXTRA_PACKAGES="python3 nodejs", say).
 ARG WITH_BWRAP=1
 ARG WITH_RUNSC=0
-RUN set -eux; pkgs="ca-certificates"; \
+ARG EXTRA_PACKAGES=""
+RUN set -eux; pkgs="ca-certificates $EXTRA_PACKAGES"; \
     if [ "$WITH_BWRAP" = 1 ]; then pkgs="$pkgs bubblewrap"; fi; \
     if [ "$WITH_RUNSC" = 1 ]; then pkgs="$pkgs runsc"; fi; \
     apt-get update; apt-get install -y --no-install-recommends $pkgs; \
