@@ -586,3 +586,34 @@ func TestEvalSessionCap(t *testing.T) {
 		t.Errorf("after a close: %v", err)
 	}
 }
+
+// TestEvalConcurrentSameKeys: 40 clients at once, 10 keys: every client
+// gets its key's answer, and the executor ran exactly 10 evals.
+func TestEvalConcurrentSameKeys(t *testing.T) {
+	p := startEvals(t)
+	a := newApp(t, gb.Limits{})
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := p.client(t, p.toks.a).Evaluator(a.rt)
+			k := i % 10
+			res, err := ev.EvalWith(context.Background(), fmt.Sprintf("sleep 0.05; %d * 2", k), client.EvalOptions{Key: fmt.Sprintf("e-same-%d", k)})
+			if err != nil || res.Value != int64(k*2) {
+				t.Errorf("client %d: %v %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	_, body := rawDo(t, p, p.toks.a, "GET", "/metrics", "")
+	n := 0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, `glovebox_executor_runs_total{backend="wasm",kind="eval",status="completed"}`) {
+			fmt.Sscan(strings.Fields(line)[1], &n)
+		}
+	}
+	if n != 10 {
+		t.Errorf("%d evals ran for 10 keys", n)
+	}
+}
