@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench fuzz rubyspec
+.PHONY: demo test race check bench fuzz rubyspec loadtest
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -37,6 +37,12 @@ check:
 bench:
 	$(GO) run ./cmd/glovebox bench
 
+# The executor's rows of `glovebox bench` alone: runs/s and evals/s through
+# an executor on loopback with 1 and 2 workers, p50/p99, beside the same
+# work in-process (bounded: under a minute on 2 cores).
+loadtest:
+	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./cmd/glovebox
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzURL -fuzztime 60s ./httptool
@@ -45,6 +51,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEscapeText -fuzztime 60s ./cmd/glovebox
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 60s ./box/internal/sbx
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzDecodeEvalRequest -fuzztime 60s ./executor/internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzDecodeReply -fuzztime 60s ./executor
 
 # ruby/spec conformance (README, "Conformance"): core, language and library
 # run inside glovebox and on the baseline (the same image under wasmtime's

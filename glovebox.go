@@ -527,6 +527,14 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if err := out.err; err != nil {
+		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
+			if ge != nil {
+				finish(ge.Message)
+				return nil, ge
+			}
+			finish(ab.Message)
+			return nil, ab
+		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)

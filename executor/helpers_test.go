@@ -187,6 +187,7 @@ type procSetup struct {
 	dir, config, store, cert, key string
 	toks                          tenantTok
 	pool                          *x509.CertPool
+	extra                         []string // more executor flags (eval_test.go)
 }
 
 func newProcSetup(t testing.TB, port int) *procSetup {
@@ -237,8 +238,8 @@ func newProcSetup(t testing.TB, port int) *procSetup {
 func (s *procSetup) start(t testing.TB) *proc {
 	gb := glovebox(t)
 	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
-	p.cmd = exec.Command(gb, "executor", "--listen", "127.0.0.1:0", "--config", s.config, "--store", s.store,
-		"--tls-cert", s.cert, "--tls-key", s.key, "--backend", "bwrap")
+	p.cmd = exec.Command(gb, append([]string{"executor", "--listen", "127.0.0.1:0", "--config", s.config, "--store", s.store,
+		"--tls-cert", s.cert, "--tls-key", s.key, "--backend", "bwrap"}, s.extra...)...)
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = pw
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -237,7 +237,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached
 func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	defer s.wg.Done()
 	t, kind := j.tenant, j.spec.kind
-	backend := s.posture.Backend
+	backend := s.backendOf(kind) // eval.go: evals run in the wasm engine
 	started, rec := false, (*wire.Record)(nil)
 	var expire <-chan time.Time
 	if j.spec.expires != nil {

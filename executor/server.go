@@ -75,6 +75,8 @@ type Server struct {
 	wg       sync.WaitGroup // jobs admitted and not finished
 	bg       sync.WaitGroup // the purge loop
 
+	evals *evals // nil until EnableEvals (eval.go)
+
 	mu     sync.Mutex
 	active map[string]*job // tenant "\x00" key → job not yet finished in the store
 

@@ -332,6 +332,7 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		fmt.Sprintf("process before %.0f MB", float64(before)/1e6), "-", "≤ 5 MB")
 	eng.Close()
 	benchBoxes(ctx, row) // the OS-level boxes (bench_box.go)
+	benchExecutor(ctx, row)
 	return nil
 }
 

@@ -102,6 +102,10 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
+			if err := enableExecutorEvals(srv); err != nil { // executor_evals.go
+				srv.Close()
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				srv.Close()
@@ -155,6 +159,7 @@ settings need a restart. Endpoints besides /v1:
 	f.StringVar(&certFile, "tls-cert", "", "the server certificate (PEM; 'glovebox executor devcert' makes one for localhost)")
 	f.StringVar(&keyFile, "tls-key", "", "the certificate's private key (PEM)")
 	f.StringVar(&drain, "drain", "30s", "on SIGTERM, how long running commands get to finish")
+	addExecutorEvalFlags(f) // executor_evals.go
 	cmd.AddCommand(executorDevCertCmd(), executorTokenCmd())
 	return cmd
 }

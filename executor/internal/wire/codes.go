@@ -103,10 +103,11 @@ type Record struct {
 	Created time.Time `json:"created"`
 	// Started says the command was handed to the backend (for a lost
 	// run: it may have partly run).
-	Started  bool       `json:"started"`
-	Finished *time.Time `json:"finished,omitempty"`
-	Result   *Result    `json:"result,omitempty"`
-	Error    *Error     `json:"error,omitempty"`
+	Started  bool        `json:"started"`
+	Finished *time.Time  `json:"finished,omitempty"`
+	Result   *Result     `json:"result,omitempty"`
+	Eval     *EvalResult `json:"eval,omitempty"` // an eval's outcome (eval.go)
+	Error    *Error      `json:"error,omitempty"`
 }
 
 // Result is box.Result's wire form; stdout, stderr and outputs are bytes

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestLoadExecutor prints the executor's load rows (`make loadtest`). It
+// measures, so it runs only when asked: GLOVEBOX_LOADTEST=1. It fails
+// when a row could not be measured (a request failed), never on a figure.
+func TestLoadExecutor(t *testing.T) {
+	if os.Getenv("GLOVEBOX_LOADTEST") == "" {
+		t.Skip("a measurement, not a test: set GLOVEBOX_LOADTEST=1 (make loadtest)")
+	}
+	n := 0
+	benchExecutor(context.Background(), func(met string, cols ...string) {
+		n++
+		t.Logf("%s", strings.Join(cols, " | "))
+		if strings.Contains(cols[1], "failed") || strings.Contains(cols[1], "not available") || strings.Contains(cols[1], "skipped") {
+			t.Errorf("row %q: %s", cols[0], strings.Join(cols[1:], " "))
+		}
+	})
+	if n != 6 {
+		t.Errorf("%d rows, want 6 (3 figures × 1 and 2 workers)", n)
+	}
+}

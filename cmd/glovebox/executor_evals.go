@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+)
+
+// executorEvalFlags are `glovebox executor`'s eval options.
+var executorEvalFlags struct {
+	on       bool
+	timeout  time.Duration
+	memory   int64
+	sessions int
+	idle     time.Duration
+	pool     int
+}
+
+// addExecutorEvalFlags registers them (one line in executor.go).
+func addExecutorEvalFlags(f *pflag.FlagSet) {
+	f.BoolVar(&executorEvalFlags.on, "evals", false, "also serve Ruby evals (POST /v1/evals, /v1/sessions): the guest runs here, its tool calls go back to the client")
+	f.DurationVar(&executorEvalFlags.timeout, "eval-timeout", 0, "the longest an eval may ask for (0: glovebox's default, 10s)")
+	f.Int64Var(&executorEvalFlags.memory, "eval-memory", 0, "the most linear memory an eval may ask for, in bytes (0: glovebox's default, 512 MiB)")
+	f.IntVar(&executorEvalFlags.sessions, "eval-sessions", 0, "open sessions per tenant (0: 8)")
+	f.DurationVar(&executorEvalFlags.idle, "eval-session-idle", 0, "close a session unused this long (0: 10m)")
+	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tool set (0: 1; negative: none)")
+}
+
+// enableExecutorEvals turns evals on when --evals was given (one line in
+// executor.go, after executor.New).
+func enableExecutorEvals(srv *executor.Server) error {
+	if !executorEvalFlags.on {
+		return nil
+	}
+	fl := executorEvalFlags
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := srv.EnableEvals(ctx, executor.EvalConfig{
+		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
+		PoolSize: fl.pool, MaxSessions: fl.sessions, SessionIdle: fl.idle,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "glovebox executor: evals on (engine ready in %v)\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,745 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	gwire "github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// EvalConfig turns on Ruby evals ([Server.EnableEvals]): the guest runs
+// in the wasm engine on the executor, and every tool call it makes goes
+// back to the client over the eval's event stream (EXECUTOR.md, "Evals").
+// Zero fields take the defaults beside them.
+type EvalConfig struct {
+	// CacheDir and ImagePath are glovebox.Config's (zero: the defaults,
+	// $GLOVEBOX_CACHE_DIR and $GLOVEBOX_IMAGE).
+	CacheDir, ImagePath string
+	// Limits are the most one eval may ask for; a request's limits are
+	// capped field by field at these, and a zero request field takes
+	// them. Zero fields mean glovebox's defaults (glovebox.DefaultTimeout,
+	// DefaultMemory, …).
+	Limits glovebox.Limits
+	// PoolSize is how many prepared VMs each tool set keeps ready (a VM
+	// has the guest's tool methods defined, so each set of tool names
+	// has its own pool); zero means 1, negative none.
+	PoolSize int
+	// MaxToolSets bounds the tool sets with a pool kept between evals;
+	// the least recently used idle one is closed past it. Zero means
+	// DefaultMaxToolSets.
+	MaxToolSets int
+	// MaxSessions bounds each tenant's open sessions; zero means
+	// DefaultMaxSessions.
+	MaxSessions int
+	// SessionIdle closes a session unused this long; zero means
+	// DefaultSessionIdle.
+	SessionIdle time.Duration
+	// MaxToolBytes bounds the bytes of tool-call arguments one eval
+	// sends back (they stay in the eval's event log, replayed to a
+	// retry, until it ends); past it the eval ends with
+	// tool_budget_exceeded. Zero means DefaultMaxToolBytes.
+	MaxToolBytes int
+}
+
+// Eval defaults: our choices for a 2-core executor (a session holds a VM
+// of about 30–60 MB of private memory while it lives).
+const (
+	DefaultMaxToolSets = 16
+	DefaultMaxSessions = 8
+	DefaultSessionIdle = 10 * time.Minute
+	// DefaultMaxToolBytes is 16 MiB: sixteen calls at glovebox's
+	// largest default payload, DefaultToolPayload.
+	DefaultMaxToolBytes = 16 << 20
+)
+
+// evals is the eval half of a Server.
+type evals struct {
+	s    *Server
+	cfg  EvalConfig
+	base *glovebox.Runtime // no tools: for tool-less evals, and the caps
+	caps glovebox.Limits   // base's limits, defaults filled in
+
+	mu       sync.Mutex
+	sets     map[string]*toolSet       // sorted names joined by "," → runtime
+	live     map[string]*evalRun       // tenant "\x00" key → running eval
+	sessions map[string]*remoteSession // session ID → session
+}
+
+// toolSet is a Runtime whose tools relay to the client, shared by every
+// eval naming the same tools.
+type toolSet struct {
+	rt   *glovebox.Runtime
+	refs int
+	used time.Time
+}
+
+// EnableEvals makes a glovebox Runtime (compiling the guest on first use:
+// about a minute on 2 cores, then tens of milliseconds from the cache)
+// and adds the eval and session routes. Call it once, before serving.
+// Errors: the Runtime could not be made (no image, bad limits), or evals
+// are already on.
+func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
+	if s.evals != nil {
+		return errors.New("executor: evals are already enabled")
+	}
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = 1
+	}
+	if cfg.MaxToolSets <= 0 {
+		cfg.MaxToolSets = DefaultMaxToolSets
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.MaxToolBytes <= 0 {
+		cfg.MaxToolBytes = DefaultMaxToolBytes
+	}
+	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
+		PoolSize: cfg.PoolSize, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("executor: evals: %w", err)
+	}
+	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(),
+		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
+	s.evals = e
+	s.Handle("POST "+wire.PathEvals, e.post)
+	s.Handle("GET "+wire.PathEvals+"/{key}", s.getRun)
+	s.Handle("POST "+wire.PathEvals+"/{key}/tool-results", e.toolResult)
+	s.Handle("DELETE "+wire.PathEvals+"/{key}", s.cancelRun)
+	s.Handle("POST "+wire.PathSessions, e.newSession)
+	s.Handle("DELETE "+wire.PathSessions+"/{id}", e.closeSession)
+	go e.janitor()
+	return nil
+}
+
+// backendOf is the backend label of a job's record and metrics: "wasm"
+// for evals, the run backend's name for runs.
+func (s *Server) backendOf(kind string) string {
+	if kind == "eval" {
+		return "wasm"
+	}
+	return s.posture.Backend
+}
+
+// janitor closes idle sessions, and everything when the server stops.
+func (e *evals) janitor() {
+	t := time.NewTicker(min(e.cfg.SessionIdle/4, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.s.base.Done():
+			e.closeAll()
+			return
+		case now := <-t.C:
+			e.mu.Lock()
+			var idle []*remoteSession
+			for id, rs := range e.sessions {
+				if rs.busy == 0 && now.Sub(rs.used) > e.cfg.SessionIdle {
+					delete(e.sessions, id)
+					idle = append(idle, rs)
+				}
+			}
+			e.mu.Unlock()
+			for _, rs := range idle {
+				e.s.log.Info("session closed after idling", "tenant", rs.tenant, "idle", e.cfg.SessionIdle)
+				rs.close(e)
+			}
+		}
+	}
+}
+
+func (e *evals) closeAll() {
+	e.mu.Lock()
+	ss := e.sessions
+	e.sessions = map[string]*remoteSession{}
+	e.mu.Unlock()
+	for _, rs := range ss {
+		rs.close(e)
+	}
+	e.s.wg.Wait() // running evals end (canceled) before their runtimes close
+	e.mu.Lock()
+	for k, ts := range e.sets {
+		ts.rt.Close()
+		delete(e.sets, k)
+	}
+	e.mu.Unlock()
+	e.base.Close()
+}
+
+// toolSet returns the Runtime for names (sorted, checked) and its release.
+func (e *evals) toolSet(ctx context.Context, names []string) (*glovebox.Runtime, func(), error) {
+	if len(names) == 0 {
+		return e.base, func() {}, nil
+	}
+	key := strings.Join(names, ",")
+	e.mu.Lock()
+	if ts, ok := e.sets[key]; ok {
+		ts.refs++
+		e.mu.Unlock()
+		return ts.rt, func() { e.release(ts) }, nil
+	}
+	e.mu.Unlock()
+	var tools glovebox.Toolset
+	for _, n := range names {
+		if err := tools.Add(n, relay(n)); err != nil {
+			return nil, nil, err
+		}
+	}
+	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
+		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, Logger: e.s.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ts, ok := e.sets[key]; ok { // made meanwhile by another eval
+		ts.refs++
+		go rt.Close()
+		return ts.rt, func() { e.release(ts) }, nil
+	}
+	ts := &toolSet{rt: rt, refs: 1, used: time.Now()}
+	e.sets[key] = ts
+	e.evictLocked()
+	return rt, func() { e.release(ts) }, nil
+}
+
+func (e *evals) release(ts *toolSet) {
+	e.mu.Lock()
+	ts.refs--
+	ts.used = time.Now()
+	e.evictLocked()
+	e.mu.Unlock()
+}
+
+// evictLocked closes the least recently used idle tool sets past
+// MaxToolSets.
+func (e *evals) evictLocked() {
+	for len(e.sets) > e.cfg.MaxToolSets {
+		oldest := ""
+		for k, ts := range e.sets {
+			if ts.refs == 0 && (oldest == "" || ts.used.Before(e.sets[oldest].used)) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			return // all in use; they are closed when released past the bound
+		}
+		go e.sets[oldest].rt.Close()
+		delete(e.sets, oldest)
+	}
+}
+
+// checkNames sorts names and checks each with glovebox.ValidToolName.
+func checkNames(names []string) ([]string, *wire.Error) {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	for _, n := range names {
+		if err := glovebox.ValidToolName(n); err != nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "tools: %v", err)
+		}
+	}
+	return names, nil
+}
+
+// limits turns a request's limits into glovebox.Limits within the caps.
+// Tool budgets stay the client's: here the count is the cap and the tool
+// time is the eval's whole timeout.
+func (e *evals) limits(l wire.EvalLimits) glovebox.Limits {
+	c := e.caps
+	pick := func(v, cap int64) int64 {
+		if v <= 0 || v > cap {
+			return cap
+		}
+		return v
+	}
+	out := c
+	out.Timeout = time.Duration(pick(l.TimeoutMS, c.Timeout.Milliseconds())) * time.Millisecond
+	out.Memory = pick(l.Memory, c.Memory)
+	out.Stdout = int(pick(int64(l.Stdout), int64(c.Stdout)))
+	out.Stderr = int(pick(int64(l.Stderr), int64(c.Stderr)))
+	out.Value = int(pick(int64(l.Value), int64(c.Value)))
+	out.ToolPayload = int(pick(int64(l.ToolPayload), int64(c.ToolPayload)))
+	out.FileWrite = pick(l.FileWrite, c.FileWrite)
+	out.FileCreates = int(pick(int64(l.FileCreates), int64(c.FileCreates)))
+	if c.Fuel > 0 && (l.Fuel == 0 || l.Fuel > c.Fuel) {
+		out.Fuel = c.Fuel
+	} else {
+		out.Fuel = l.Fuel
+	}
+	out.ToolTime = out.Timeout
+	return out
+}
+
+// post is POST /v1/evals.
+func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	t := tenantOf(r)
+	body, werr := readBody(w, r)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	req, err := wire.DecodeEvalRequest(body)
+	if err != nil {
+		e.s.refuse(w, r, err.(*wire.Error))
+		return
+	}
+	if req.ExpiresAt != nil && time.Now().After(*req.ExpiresAt) {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeExpired, "the request expired at %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano)))
+		return
+	}
+	names, werr := checkNames(req.Tools)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		key = wire.DeriveEvalKey(req)
+	}
+	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes}
+	e.s.serveJob(w, r, t, jobSpec{
+		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
+		work: func(ctx context.Context, j *job) *wire.Record {
+			return e.run(ctx, j, t, key, run, req, names)
+		},
+		attach: run.attach,
+	})
+}
+
+// run is an eval's work: the eval itself, under the server's context.
+func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *evalRun, req *wire.EvalRequest, names []string) *wire.Record {
+	run.mu.Lock()
+	run.j = j
+	run.mu.Unlock()
+	id := t.Name + "\x00" + key
+	e.mu.Lock()
+	e.live[id] = run
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.live, id)
+		e.mu.Unlock()
+		run.closeAll()
+	}()
+	ctx = context.WithValue(ctx, evalRunKey{}, run)
+	opts := []glovebox.EvalOption{glovebox.WithOutput(streamWriter{j, wire.EventStdout}, streamWriter{j, wire.EventStderr})}
+	if len(req.Stdin) > 0 {
+		opts = append(opts, glovebox.WithStdin(bytes.NewReader(req.Stdin)))
+	}
+	if len(req.Args) > 0 {
+		opts = append(opts, glovebox.WithArgs(req.Args...))
+	}
+	var res *glovebox.Result
+	var err error
+	if req.Session != "" {
+		rs := e.session(t.Name, req.Session)
+		if rs == nil {
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", req.Session)}
+		}
+		defer e.done(rs)
+		res, err = rs.gs.EvalWith(ctx, req.Code, opts...)
+	} else {
+		rt, release, terr := e.toolSet(ctx, names)
+		if terr != nil {
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the eval did not run", terr)}
+		}
+		defer release()
+		view, lerr := rt.WithLimits(e.limits(req.Limits))
+		if lerr != nil {
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", lerr)}
+		}
+		res, err = view.EvalWith(ctx, req.Code, opts...)
+	}
+	if err != nil {
+		code := wire.CodeInternal
+		switch {
+		case errors.Is(err, glovebox.ErrInvalidInput):
+			code = wire.CodeBadRequest
+		case errors.Is(err, glovebox.ErrClosed):
+			code = wire.CodeUnavailable
+		}
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(code, "%v", err)}
+	}
+	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+}
+
+// evalResult is res's wire form.
+func evalResult(res *glovebox.Result) *wire.EvalResult {
+	v, err := gwire.Encode(nil, res.Value, gwire.MaxDepth)
+	if err != nil {
+		v = []byte("null")
+	}
+	out := &wire.EvalResult{
+		Status: string(res.Status), Value: string(v), Stdout: res.Stdout, Stderr: res.Stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+		FuelUsed: res.FuelUsed, DurationMS: float64(res.Duration.Microseconds()) / 1000, SessionReset: res.SessionReset,
+	}
+	if res.Error != nil {
+		out.Error = &wire.GuestError{Class: res.Error.Class, Message: res.Error.Message, Backtrace: res.Error.Backtrace}
+	}
+	if len(res.ToolCalls) > 0 {
+		if b, err := json.Marshal(res.ToolCalls); err == nil {
+			out.ToolCalls = b
+		}
+	}
+	return out
+}
+
+// streamWriter turns the guest's output into stdout or stderr events.
+type streamWriter struct {
+	j   *job
+	typ string
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.j.emit(wire.Event{Type: w.typ, Data: bytes.Clone(p)})
+	return len(p), nil
+}
+
+// toolResult is POST /v1/evals/{key}/tool-results.
+func (e *evals) toolResult(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	t := tenantOf(r)
+	key := r.PathValue("key")
+	if !wire.ValidKey(key) {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "malformed idempotency key"))
+		return
+	}
+	body, werr := readBody(w, r)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	tr, err := wire.DecodeToolResult(body)
+	if err != nil {
+		e.s.refuse(w, r, err.(*wire.Error))
+		return
+	}
+	e.mu.Lock()
+	run := e.live[t.Name+"\x00"+key]
+	e.mu.Unlock()
+	if run == nil || !run.answer(tr.ID, tr.Reply) {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "eval %s has no tool call %d waiting (answered already, ended, or another tenant's)", key, tr.ID))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// evalRun is one running eval's tool channel.
+type evalRun struct {
+	mu       sync.Mutex
+	j        *job
+	holder   uint64 // the follower answering tool calls; 0 before the first
+	next     uint64
+	pending  map[uint64]*pendingCall
+	done     bool
+	sent     int // bytes of arguments sent in tool_call events
+	maxBytes int
+}
+
+type pendingCall struct {
+	call  wire.ToolCall
+	reply chan string // buffered 1
+}
+
+type evalRunKey struct{}
+
+// attach runs for each request following the eval: it becomes the holder
+// (the one expected to answer), learns its number, and gets the calls
+// still waiting handed to it again.
+func (run *evalRun) attach(j *job, st *eventStream) {
+	run.mu.Lock()
+	run.holder++
+	h := run.holder
+	if run.j == nil {
+		run.j = j
+	}
+	var again []wire.ToolCall
+	for _, pc := range run.pending {
+		pc.call.Holder = h
+		again = append(again, pc.call)
+	}
+	slices.SortFunc(again, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	for _, c := range again {
+		j.emit(toolCallEvent(c))
+	}
+	run.mu.Unlock()
+	// Sent before follow replays the log (no other writer yet), and
+	// outside the lock: a slow reader must not hold up the eval.
+	extra, _ := json.Marshal(wire.Holder{Holder: h})
+	st.send(&wire.Event{Type: wire.EventHolder, Extra: extra})
+}
+
+func toolCallEvent(c wire.ToolCall) wire.Event {
+	extra, _ := json.Marshal(c)
+	return wire.Event{Type: wire.EventToolCall, Extra: extra}
+}
+
+// call hands one tool call to the holder and waits for its answer or the
+// end of ctx (the eval's deadline or cancellation).
+func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, error) {
+	run.mu.Lock()
+	if run.done || run.j == nil {
+		run.mu.Unlock()
+		return nil, &engine.GuestError{Class: "ToolError", Message: "the eval's tool channel is closed"}
+	}
+	if run.sent += len(args); run.sent > run.maxBytes {
+		run.mu.Unlock()
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded,
+			Message: fmt.Sprintf("the eval sent over %d bytes of tool arguments, the executor's limit per eval", run.maxBytes)}
+	}
+	run.next++
+	pc := &pendingCall{call: wire.ToolCall{ID: run.next, Holder: run.holder, Name: name, Args: string(args)}, reply: make(chan string, 1)}
+	run.pending[pc.call.ID] = pc
+	run.j.emit(toolCallEvent(pc.call))
+	run.mu.Unlock()
+	select {
+	case rep := <-pc.reply:
+		return decodeReply(rep)
+	case <-ctx.Done():
+		run.mu.Lock()
+		delete(run.pending, pc.call.ID)
+		run.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// answer delivers a reply to the waiting call id; false when none waits.
+func (run *evalRun) answer(id uint64, reply string) bool {
+	run.mu.Lock()
+	pc := run.pending[id]
+	delete(run.pending, id)
+	run.mu.Unlock()
+	if pc == nil {
+		return false
+	}
+	pc.reply <- reply
+	return true
+}
+
+func (run *evalRun) closeAll() {
+	run.mu.Lock()
+	run.done = true
+	run.pending = map[uint64]*pendingCall{}
+	run.mu.Unlock()
+}
+
+// relay is the executor's stand-in for the client's tool name: it sends
+// the call back over the eval's stream and gives the guest the client's
+// answer exactly (value, exception class, or budget abort).
+func relay(name string) glovebox.ToolFunc {
+	return func(ctx context.Context, a glovebox.Args) (any, error) {
+		run, _ := ctx.Value(evalRunKey{}).(*evalRun)
+		if run == nil {
+			return nil, &engine.GuestError{Class: "ToolError", Message: "no client is attached to this eval"}
+		}
+		pos, kw := a.Positional, a.Keyword
+		if pos == nil {
+			pos = []any{}
+		}
+		if kw == nil {
+			kw = map[string]any{}
+		}
+		args, err := gwire.Encode(nil, []any{pos, kw}, gwire.MaxDepth)
+		if err != nil {
+			return nil, &engine.GuestError{Class: "ArgumentError", Message: fmt.Sprintf("%s: %v", name, err)}
+		}
+		return run.call(ctx, name, args)
+	}
+}
+
+var classRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,63}$`)
+
+// decodeReply turns a client's reply frame into what the relay returns.
+// A malformed frame raises Glovebox::ToolError; it never reaches the
+// guest as data.
+func decodeReply(rep string) (any, error) {
+	bad := &engine.GuestError{Class: "ToolError", Message: "the client sent a malformed tool answer"}
+	head, rest, _ := strings.Cut(rep, "\n")
+	switch head {
+	case "n":
+		if rep == "n" {
+			return nil, nil
+		}
+	case "t", "f":
+		if len(rep) == 1 {
+			return rep == "t", nil
+		}
+	case "s":
+		return rest, nil
+	case "i":
+		if n, err := strconv.ParseInt(rest, 10, 64); err == nil {
+			return n, nil
+		}
+		if len(rest) <= gwire.MaxIntDigits+1 {
+			if b, ok := new(big.Int).SetString(rest, 10); ok {
+				return b, nil
+			}
+		}
+	case "j":
+		v, err := gwire.Decode([]byte(rest))
+		if err == nil {
+			return v, nil
+		}
+	case "err":
+		class, msg, ok := strings.Cut(rest, "\n")
+		if ok && classRE.MatchString(class) {
+			return nil, &engine.GuestError{Class: class, Message: msg}
+		}
+	case "abort":
+		status, msg, ok := strings.Cut(rest, "\n")
+		if ok && (status == string(engine.StatusToolBudgetExceeded) || status == string(engine.StatusTimeout)) {
+			return nil, &engine.Abort{Status: engine.Status(status), Message: msg}
+		}
+	}
+	return nil, bad
+}
+
+// remoteSession is a glovebox.Session held for a tenant between evals.
+type remoteSession struct {
+	id, tenant string
+	gs         *glovebox.Session
+	release    func()
+	used       time.Time
+	busy       int // evals running in it (under evals.mu)
+	once       sync.Once
+}
+
+func (rs *remoteSession) close(e *evals) {
+	rs.once.Do(func() {
+		rs.gs.Close()
+		rs.release()
+	})
+}
+
+// session finds the tenant's session and marks it busy; done unmarks it.
+func (e *evals) session(tenant, id string) *remoteSession {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs := e.sessions[id]
+	if rs == nil || rs.tenant != tenant {
+		return nil
+	}
+	rs.busy++
+	rs.used = time.Now()
+	return rs
+}
+
+func (e *evals) done(rs *remoteSession) {
+	e.mu.Lock()
+	rs.busy--
+	rs.used = time.Now()
+	e.mu.Unlock()
+}
+
+// newSession is POST /v1/sessions.
+func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	t := tenantOf(r)
+	body, werr := readBody(w, r)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	req, err := wire.DecodeSessionRequest(body)
+	if err != nil {
+		e.s.refuse(w, r, err.(*wire.Error))
+		return
+	}
+	names, werr := checkNames(req.Tools)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	if e.s.draining.Load() {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the executor is draining"))
+		return
+	}
+	e.mu.Lock()
+	n := e.countLocked(t.Name)
+	e.mu.Unlock()
+	if n >= e.cfg.MaxSessions {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
+		return
+	}
+	rt, release, terr := e.toolSet(r.Context(), names)
+	if terr != nil {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeInternal, "making the VM: %v", terr))
+		return
+	}
+	view, lerr := rt.WithLimits(e.limits(req.Limits))
+	if lerr != nil {
+		release()
+		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "limits: %v", lerr))
+		return
+	}
+	gs, gerr := view.NewSession()
+	if gerr != nil {
+		release()
+		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "%v", gerr))
+		return
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	rs := &remoteSession{id: "s-" + hex.EncodeToString(b[:]), tenant: t.Name, gs: gs, release: release, used: time.Now()}
+	e.mu.Lock()
+	if n := e.countLocked(t.Name); n >= e.cfg.MaxSessions { // others opened meanwhile
+		e.mu.Unlock()
+		rs.close(e)
+		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
+		return
+	}
+	e.sessions[rs.id] = rs
+	e.mu.Unlock()
+	e.s.log.Info("session opened", "tenant", t.Name, "tools", len(names))
+	writeJSON(w, wire.SessionInfo{ID: rs.id, IdleTimeoutMS: e.cfg.SessionIdle.Milliseconds()})
+}
+
+// countLocked is how many sessions tenant has open.
+func (e *evals) countLocked(tenant string) int {
+	n := 0
+	for _, rs := range e.sessions {
+		if rs.tenant == tenant {
+			n++
+		}
+	}
+	return n
+}
+
+// closeSession is DELETE /v1/sessions/{id}: it waits for a running eval
+// of the session to end.
+func (e *evals) closeSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
+	t := tenantOf(r)
+	id := r.PathValue("id")
+	e.mu.Lock()
+	rs := e.sessions[id]
+	if rs != nil && rs.tenant == t.Name {
+		delete(e.sessions, id)
+	} else {
+		rs = nil
+	}
+	e.mu.Unlock()
+	if rs == nil {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "no session %q", id))
+		return
+	}
+	rs.close(e)
+	w.WriteHeader(http.StatusNoContent)
+}

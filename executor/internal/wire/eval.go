@@ -1,0 +1,260 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Eval routes (EXECUTOR.md, "Evals").
+const (
+	// PathEvals: POST starts or attaches to an eval (an NDJSON event
+	// stream like a run's); POST {PathEvals}/{key}/tool-results answers
+	// one of its tool calls; GET {PathEvals}/{key} returns its record.
+	PathEvals = Version + "/evals"
+	// PathSessions: POST makes a session (a VM kept between evals);
+	// DELETE {PathSessions}/{id} ends it.
+	PathSessions = Version + "/sessions"
+)
+
+// Eval event types, added to a run stream's (accepted, stdout, stderr,
+// result, error).
+const (
+	// EventHolder is sent to each request that follows an eval, right
+	// after "accepted": Extra is a Holder. The request holding the
+	// highest number is the one that answers tool calls.
+	EventHolder = "holder"
+	// EventToolCall: the guest called a tool; Extra is a ToolCall. The
+	// guest waits until a tool result with the same ID arrives.
+	EventToolCall = "tool_call"
+)
+
+// Holder is the Extra of a "holder" event.
+type Holder struct {
+	Holder uint64 `json:"holder"`
+}
+
+// ToolCall is the Extra of a "tool_call" event.
+type ToolCall struct {
+	// ID numbers the eval's calls from 1; a call handed again to a new
+	// holder keeps its ID.
+	ID uint64 `json:"id"`
+	// Holder is the follower that should answer (see EventHolder);
+	// the others ignore the call.
+	Holder uint64 `json:"holder"`
+	Name   string `json:"name"`
+	// Args is the guest's arguments in the glovebox value format (JSON
+	// with NaN and Infinity tokens): a two-element array [positional,
+	// keyword].
+	Args string `json:"args"`
+}
+
+// ToolResult is the body of POST /v1/evals/{key}/tool-results.
+type ToolResult struct {
+	ID uint64 `json:"id"`
+	// Reply is the tool's answer as a glovebox.ToolSession reply frame:
+	// "n", "t", "f", "s\n<string>", "i\n<integer>", "j\n<value>" for a
+	// result, "err\n<Class>\n<message>" for an error raised in the
+	// guest, "abort\n<status>\n<message>" when a client-side budget or
+	// deadline ends the eval.
+	Reply string `json:"reply"`
+}
+
+// EvalLimits bound one eval; zero fields take the executor's defaults
+// and every field is capped at the executor's maximum. Tool-call budgets
+// (count, time) are the client's: its Toolset enforces them.
+type EvalLimits struct {
+	TimeoutMS   int64  `json:"timeout_ms,omitempty"`
+	Fuel        uint64 `json:"fuel,omitempty"`
+	Memory      int64  `json:"memory,omitempty"` // bytes
+	Stdout      int    `json:"stdout,omitempty"` // bytes
+	Stderr      int    `json:"stderr,omitempty"` // bytes
+	Value       int    `json:"value,omitempty"`  // bytes of the encoded value
+	ToolPayload int    `json:"tool_payload,omitempty"`
+	FileWrite   int64  `json:"file_write,omitempty"`
+	FileCreates int    `json:"file_creates,omitempty"`
+}
+
+// EvalRequest is the body of POST /v1/evals.
+type EvalRequest struct {
+	// IdempotencyKey names the logical eval within the tenant; empty
+	// means [DeriveEvalKey]. The Go client sends a fresh random key per
+	// Eval call (the same code asked twice is two evals), and the same
+	// key only for a deliberate retry.
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+	Code           string     `json:"code"`
+	// Tools are the names the guest can call, each a top-level method
+	// that comes back to the client as a tool_call event. Not allowed
+	// with Session (a session's tools are fixed when it is made).
+	Tools  []string   `json:"tools,omitempty"`
+	Limits EvalLimits `json:"limits"`
+	Stdin  []byte     `json:"stdin,omitempty"`
+	Args   []string   `json:"args,omitempty"`
+	// Session, when set, runs the code in that session's VM.
+	Session string `json:"session,omitempty"`
+}
+
+// SessionRequest is the body of POST /v1/sessions.
+type SessionRequest struct {
+	Tools  []string   `json:"tools,omitempty"`
+	Limits EvalLimits `json:"limits"`
+}
+
+// SessionInfo is POST /v1/sessions' answer.
+type SessionInfo struct {
+	ID string `json:"id"`
+	// IdleTimeoutMS is how long the session lives without an eval.
+	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+}
+
+// EvalResult is a glovebox.Result's wire form, the Eval field of an
+// eval's record.
+type EvalResult struct {
+	Status string `json:"status"`
+	// Value is the value in the glovebox value format (JSON with NaN
+	// and Infinity tokens; integers exact at any size); "null" unless ok.
+	Value           string      `json:"value"`
+	Stdout          string      `json:"stdout"`
+	Stderr          string      `json:"stderr"`
+	StdoutTruncated bool        `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool        `json:"stderr_truncated,omitempty"`
+	Error           *GuestError `json:"error,omitempty"`
+	FuelUsed        uint64      `json:"fuel_used"`
+	DurationMS      float64     `json:"duration_ms"`
+	SessionReset    bool        `json:"session_reset,omitempty"`
+	// ToolCalls is the executor's view of the transcript (as
+	// glovebox.ToolCall's JSON): the client keeps its own, with its
+	// hooks' and approvals' verdicts, and uses this one only for an eval
+	// answered from the record.
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// GuestError is glovebox.GuestError.
+type GuestError struct {
+	Class     string   `json:"class"`
+	Message   string   `json:"message"`
+	Backtrace []string `json:"backtrace"`
+}
+
+// Eval request bounds.
+const (
+	MaxEvalTools = 1000 // names per eval or session
+	MaxArgs      = 4096 // glovebox.MaxArgs
+)
+
+var sessionRE = regexp.MustCompile(`^s-[0-9a-f]{32}$`)
+
+// ValidSessionID checks a session ID: "s-" and 32 hex digits.
+func ValidSessionID(id string) bool { return sessionRE.MatchString(id) }
+
+// EvalHash is an eval request's fingerprint: SHA-256 (hex) of the JSON
+// of everything but the key and the expiry.
+func EvalHash(r *EvalRequest) string {
+	c := *r
+	c.IdempotencyKey, c.ExpiresAt = "", nil
+	b, err := json.Marshal(&c)
+	if err != nil { // cannot happen: the types marshal
+		panic(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// DeriveEvalKey is the key of an eval request that carries none: "e-"
+// and the first 32 hex digits of [EvalHash].
+func DeriveEvalKey(r *EvalRequest) string { return "e-" + EvalHash(r)[:32] }
+
+// DecodeEvalRequest parses a POST /v1/evals body strictly (see
+// [Strict]): a valid key when given, code that is UTF-8, tool names
+// that are plausible method names (the executor checks them fully), no
+// tools with a session, non-negative limits. Errors are *Error with
+// CodeBadRequest.
+func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
+	var r EvalRequest
+	if err := Strict(data, &r); err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey != "" && !ValidKey(r.IdempotencyKey) {
+		return nil, Errorf(CodeBadRequest, "idempotency_key: want 1 to 128 bytes of A-Z a-z 0-9 . _ : -")
+	}
+	if !utf8.ValidString(r.Code) || strings.IndexByte(r.Code, 0) >= 0 {
+		return nil, Errorf(CodeBadRequest, "code: not UTF-8 text without NUL bytes")
+	}
+	if r.Session != "" {
+		if !ValidSessionID(r.Session) {
+			return nil, Errorf(CodeBadRequest, "session: want s- and 32 hex digits")
+		}
+		if len(r.Tools) > 0 {
+			return nil, Errorf(CodeBadRequest, "tools: a session's tools are fixed when it is made; send none with session")
+		}
+	}
+	if err := checkTools(r.Tools); err != nil {
+		return nil, err
+	}
+	if err := checkLimits(&r.Limits); err != nil {
+		return nil, err
+	}
+	if len(r.Args) > MaxArgs {
+		return nil, Errorf(CodeBadRequest, "args: %d, over %d", len(r.Args), MaxArgs)
+	}
+	return &r, nil
+}
+
+// DecodeSessionRequest parses a POST /v1/sessions body as strictly.
+func DecodeSessionRequest(data []byte) (*SessionRequest, error) {
+	var r SessionRequest
+	if err := Strict(data, &r); err != nil {
+		return nil, err
+	}
+	if err := checkTools(r.Tools); err != nil {
+		return nil, err
+	}
+	if err := checkLimits(&r.Limits); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DecodeToolResult parses a POST /v1/evals/{key}/tool-results body.
+func DecodeToolResult(data []byte) (*ToolResult, error) {
+	var r ToolResult
+	if err := Strict(data, &r); err != nil {
+		return nil, err
+	}
+	if r.ID == 0 || r.Reply == "" {
+		return nil, Errorf(CodeBadRequest, "tool result: want an id and a reply")
+	}
+	return &r, nil
+}
+
+var toolNameRE = regexp.MustCompile(`^[a-z_][A-Za-z0-9_]{0,127}[?!]?$`)
+
+func checkTools(names []string) error {
+	if len(names) > MaxEvalTools {
+		return Errorf(CodeBadRequest, "tools: %d names, over %d", len(names), MaxEvalTools)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !toolNameRE.MatchString(n) {
+			return Errorf(CodeBadRequest, "tools: %q is not a method name", n)
+		}
+		if seen[n] {
+			return Errorf(CodeBadRequest, "tools: %q twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+func checkLimits(l *EvalLimits) error {
+	if l.TimeoutMS < 0 || l.Memory < 0 || l.Stdout < 0 || l.Stderr < 0 || l.Value < 0 ||
+		l.ToolPayload < 0 || l.FileWrite < 0 || l.FileCreates < 0 {
+		return Errorf(CodeBadRequest, "limits: a limit is negative")
+	}
+	return nil
+}
