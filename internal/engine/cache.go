@@ -28,7 +28,10 @@ import (
 //	trampoline-<v>.cwasm (+ .sum)   the compiled WASI trampoline
 //	boot.mem                        initial linear memory (memory image file)
 //	snap-<key of Version and the prelude>/memory.mem   booted linear memory
+//	snap-<prelude key>/memory.raw   the same, expanded: a sparse file of the
+//	                                memory's size, mapped by every VM
 //	snap-<prelude key>/state.json   captured globals and the hot page list
+//	*.ok                            stamps of files checked (stamp_linux.go)
 //
 // Every file is written to a temporary name and renamed into place, so
 // readers never see a partial file; a lock file serialises builders so
@@ -225,14 +228,20 @@ func loadModule(eng *wt.Engine, path string) (*wt.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, unmap, err := mapFile(path)
+	want := strings.TrimSpace(string(sum))
+	err = checkOnce(path, want, func() error {
+		b, unmap, err := mapFile(path)
+		if err != nil {
+			return err
+		}
+		defer unmap()
+		if fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b)) != want {
+			return fmt.Errorf("%w: compiled module checksum mismatch", errCorrupt)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	got := fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b))
-	unmap()
-	if strings.TrimSpace(string(sum)) != got {
-		return nil, fmt.Errorf("%w: compiled module checksum mismatch", errCorrupt)
 	}
 	return wt.DeserializeFile(eng, path)
 }
@@ -245,7 +254,15 @@ func saveModule(m *wt.Module, path string) error {
 	if err := writeAtomic(path, b); err != nil {
 		return err
 	}
-	return writeAtomic(path+".sum", fmt.Appendf(nil, "%08x %d\n", crc32.Checksum(b, castagnoli), len(b)))
+	sum := fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b))
+	if err := writeAtomic(path+".sum", []byte(sum+"\n")); err != nil {
+		return err
+	}
+	// Written just now from b: the next start need not read it back.
+	if id, err := identity(path); err == nil {
+		writeStamp(path, id, sum)
+	}
+	return nil
 }
 
 // snapshotState is state.json.
@@ -265,7 +282,7 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 	if err := json.Unmarshal(b, &st); err != nil || st.Version != Version {
 		return nil, fmt.Errorf("%w: state.json", errCorrupt)
 	}
-	f, _, err := loadMemImage(filepath.Join(dir, "memory.mem"))
+	f, err := openRawImage(filepath.Join(dir, "memory.mem"), filepath.Join(dir, "memory.raw"))
 	if err != nil {
 		return nil, err
 	}
