@@ -556,7 +556,7 @@ var warmCorpus = []string{
 func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64, error) {
 	dirty := map[uint64]bool{}
 	for _, code := range warmCorpus {
-		v, err := e.prepared(s, mounts, nil, nil)
+		v, err := e.prepared(s, mounts, nil, nil, true)
 		if err != nil {
 			return nil, err
 		}
