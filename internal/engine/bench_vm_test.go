@@ -117,7 +117,8 @@ top = rows.select { |r| r["score"] > 50 }.sort_by { |r| -r["score"] }.first(20)
 { "n" => rows.size, "top" => top.map { |r| r["id"] }, "sum" => rows.sum { |r| r["score"] }, "json" => JSON.generate(top).size }`
 
 // BenchmarkPoolGaps reports p50 and p99 of 1+1 with 10 ms between evals,
-// from a pool of 2 and from VMs made per eval, alternating.
+// from a pool of 2, from VMs made per eval, and in a session's VM that
+// already ran one (the floor), alternating.
 func BenchmarkPoolGaps(b *testing.B) {
 	p, err := testEngine.NewPool(context.Background(), 2, nil, nil, "")
 	if err != nil {
@@ -125,7 +126,16 @@ func BenchmarkPoolGaps(b *testing.B) {
 	}
 	defer p.Close()
 	req := &Request{Code: "1+1", Limits: testLimits}
-	var pooled, fresh []time.Duration
+	var pooled, fresh, floor []time.Duration
+	s, err := p.NewSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	sess := func(ctx context.Context, r *Request) (*Outcome, error) {
+		out, _, err := s.Eval(ctx, r)
+		return out, err
+	}
 	timed := func(eval func(context.Context, *Request) (*Outcome, error)) time.Duration {
 		time.Sleep(10 * time.Millisecond)
 		t := time.Now()
@@ -137,6 +147,7 @@ func BenchmarkPoolGaps(b *testing.B) {
 	for b.Loop() {
 		pooled = append(pooled, timed(p.Eval))
 		fresh = append(fresh, timed(testEngine.Eval))
+		floor = append(floor, timed(sess))
 	}
 	q := func(d []time.Duration, f float64) float64 {
 		slices.Sort(d)
@@ -146,6 +157,48 @@ func BenchmarkPoolGaps(b *testing.B) {
 	b.ReportMetric(q(pooled, 0.99), "pool-p99-µs")
 	b.ReportMetric(q(fresh, 0.5), "fresh-p50-µs")
 	b.ReportMetric(q(fresh, 0.99), "fresh-p99-µs")
+	b.ReportMetric(q(floor, 0.5), "floor-p50-µs")
+	b.ReportMetric(q(floor, 0.99), "floor-p99-µs")
+	h, m := p.Stats()
+	b.ReportMetric(float64(h)/float64(h+m), "hit-rate")
+}
+
+// BenchmarkPoolBackToBack reports p50 and p99 of 1+1 back-to-back from a
+// pool of 2 and from VMs made per eval, alternating rounds of 50, with
+// the memories mapped afresh (not reused) per eval.
+func BenchmarkPoolBackToBack(b *testing.B) {
+	p, err := testEngine.NewPool(context.Background(), 2, nil, nil, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	req := &Request{Code: "1+1", Limits: testLimits}
+	var pooled, fresh []time.Duration
+	before := testEngine.MemoryStats()
+	for b.Loop() {
+		for _, m := range []struct {
+			eval func(context.Context, *Request) (*Outcome, error)
+			d    *[]time.Duration
+		}{{p.Eval, &pooled}, {testEngine.Eval, &fresh}} {
+			for range 50 {
+				t := time.Now()
+				if out, err := m.eval(context.Background(), req); err != nil || out.Status != StatusOK {
+					b.Fatal(err, out)
+				}
+				*m.d = append(*m.d, time.Since(t))
+			}
+		}
+	}
+	after := testEngine.MemoryStats()
+	q := func(d []time.Duration, f float64) float64 {
+		slices.Sort(d)
+		return float64(d[int(f*float64(len(d)-1))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(q(pooled, 0.5), "pool-p50-µs")
+	b.ReportMetric(q(pooled, 0.99), "pool-p99-µs")
+	b.ReportMetric(q(fresh, 0.5), "fresh-p50-µs")
+	b.ReportMetric(q(fresh, 0.99), "fresh-p99-µs")
+	b.ReportMetric(float64(after.Made-before.Made)/float64(len(pooled)+len(fresh)), "mapped/eval")
 	h, m := p.Stats()
 	b.ReportMetric(float64(h)/float64(h+m), "hit-rate")
 }

@@ -26,15 +26,14 @@ type Pool struct {
 	hits    atomic.Uint64
 	misses  atomic.Uint64
 
-	// busy counts the pool's evals running now; the filler prepares VMs
-	// only while it is zero, and kick wakes it when it drops to zero.
-	busy atomic.Int64
-	kick chan struct{}
-	// retired holds used VMs for the filler to free, off the eval's path.
-	// retireMu orders sends with Close's drain (retireDone set).
-	retired    chan *VM
-	retireMu   sync.Mutex
-	retireDone bool
+	// The filler prepares VMs only once the pool has been quiet — none of
+	// its evals running, the last one ended quietAfter ago — so that a
+	// VM is never prepared beside an eval. busy counts running evals,
+	// lastEnd is when the last one ended (UnixNano), and kick wakes the
+	// filler when a ready VM is taken.
+	busy    atomic.Int64
+	lastEnd atomic.Int64
+	kick    chan struct{}
 }
 
 // NewPool starts a pool of size VMs prepared with tools and mounts (0
@@ -51,7 +50,6 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 	if size > 0 {
 		p.ready = make(chan *VM, size)
 		p.kick = make(chan struct{}, 1)
-		p.retired = make(chan *VM, size+2)
 		p.wg.Add(1)
 		go p.fill()
 	}
@@ -63,48 +61,26 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 
 // Eval runs req (whose Tools must be the pool's) in a fresh VM.
 //
-// With a pool kept (size > 0) the VM is freed by the pool's filler after
-// Eval returns, and the filler prepares VMs only while none of the
-// pool's evals runs. Preparing one while an eval ran made that eval
-// slower than making its own VM (the two compete for the CPU, the
-// process's page tables and wasmtime's locks): with 10 ms between
-// evals, 1.0 ms p50 pooled against 0.42 ms made per eval (issue 16).
-// Under steady load from every core the pool so stays empty and each
-// eval makes its VM, which is what the pool would cost anyway.
+// The pool's filler prepares VMs only while the pool is quiet (see
+// quietAfter). Preparing one while an eval ran made that eval slower
+// than making its own VM — the two compete for the CPU, the process's
+// page tables and wasmtime's locks: with 10 ms between evals, 1.0 ms p50
+// pooled against 0.42 ms made per eval (issue 16). Under back-to-back
+// load the pool so stays empty and each eval makes its VM, as it would
+// without a pool.
 func (p *Pool) Eval(ctx context.Context, req *Request) (*Outcome, error) {
-	if p.ready == nil {
-		return p.e.eval(ctx, req, p.get, nil)
-	}
 	p.busy.Add(1)
 	defer func() {
-		if p.busy.Add(-1) == 0 {
-			select {
-			case p.kick <- struct{}{}:
-			default:
-			}
-		}
+		p.lastEnd.Store(time.Now().UnixNano())
+		p.busy.Add(-1)
 	}()
-	return p.e.eval(ctx, req, p.get, func(v *VM, _ *Outcome) bool {
-		p.retire(v)
-		return true // the filler frees it
-	})
+	return p.e.eval(ctx, req, p.get, nil)
 }
 
-// retire hands a used VM to the filler to free, or frees it here when the
-// filler is behind or the pool is closed.
-func (p *Pool) retire(v *VM) {
-	p.retireMu.Lock()
-	if !p.retireDone {
-		select {
-		case p.retired <- v:
-			p.retireMu.Unlock()
-			return
-		default:
-		}
-	}
-	p.retireMu.Unlock()
-	p.e.recycle(v)
-}
+// quietAfter is how long after its last eval ended, with none running, a
+// pool refills. Evals arriving more often than this find the pool empty
+// and make their VMs; with 10 ms between them, each finds one ready.
+const quietAfter = time.Millisecond
 
 // get returns a prepared VM. The mounts' host directories are checked
 // first: one that is gone, or not a directory, is a MountError; one
@@ -116,6 +92,10 @@ func (p *Pool) get() (*VM, error) {
 	}
 	select {
 	case v := <-p.ready:
+		select {
+		case p.kick <- struct{}{}: // there is room now
+		default:
+		}
 		if v != nil {
 			if fresh(v) {
 				p.hits.Add(1)
@@ -129,22 +109,22 @@ func (p *Pool) get() (*VM, error) {
 	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false)
 }
 
-// fill frees retired VMs and, while no eval of the pool runs, keeps the
-// pool full. It is the only sender on p.ready.
+// fill keeps the pool full, preparing VMs only while the pool is quiet.
+// It is the only sender on p.ready.
 func (p *Pool) fill() {
 	defer p.wg.Done()
 	for {
-		select {
-		case v := <-p.retired:
-			p.e.recycle(v)
-			continue
-		default:
-		}
-		if len(p.ready) == cap(p.ready) || p.busy.Load() > 0 {
+		if len(p.ready) == cap(p.ready) {
 			select {
-			case v := <-p.retired:
-				p.e.recycle(v)
 			case <-p.kick:
+			case <-p.closing:
+				return
+			}
+			continue
+		}
+		if wait := quietAfter - time.Duration(time.Now().UnixNano()-p.lastEnd.Load()); p.busy.Load() > 0 || wait > 0 {
+			select {
+			case <-time.After(max(wait, quietAfter)):
 			case <-p.closing:
 				return
 			}
@@ -197,14 +177,6 @@ func (p *Pool) Close() {
 		}
 		close(p.closing)
 		p.wg.Wait()
-		if p.retired != nil {
-			p.retireMu.Lock()
-			p.retireDone = true // evals still running free their own VMs
-			p.retireMu.Unlock()
-			for len(p.retired) > 0 {
-				p.e.recycle(<-p.retired)
-			}
-		}
 		for p.ready != nil {
 			select {
 			case v := <-p.ready:
