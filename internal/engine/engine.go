@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,6 @@ type Engine struct {
 	snapMu   sync.Mutex
 	snaps    map[string]*snapshot // by layoutKey
 	ticker   *ticker
-	evals    atomic.Int64 // evals running now
 	log      *slog.Logger
 
 	// mu is held for reading by every running eval and for writing by
@@ -192,13 +190,6 @@ func cacheKey(parts ...string) string {
 // machine: 471 against 314 µs p50 back-to-back).
 func (e *Engine) recycle(v *VM) { v.close() }
 
-// spareCore reports whether fewer evals run than there are cores, counting
-// the caller's: only then may a pool's filler free a VM without taking a
-// core from an eval.
-func (e *Engine) spareCore() bool {
-	return e.evals.Load() < int64(runtime.GOMAXPROCS(0))
-}
-
 // Eval runs req in a fresh VM.
 //
 // A VM stops by itself at the deadline or when ctx ends: epoch
@@ -237,8 +228,6 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	e.evals.Add(1)
-	defer e.evals.Add(-1)
 	if err := ctx.Err(); err != nil {
 		return &Outcome{Status: StatusCanceled, Error: &ErrorInfo{Class: stopClass[StatusCanceled], Message: "the caller's context ended before the eval started: " + context.Cause(ctx).Error()}}, nil
 	}
