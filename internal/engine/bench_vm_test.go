@@ -11,6 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// processFaults is the process's minor page faults so far.
+func processFaults() int64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return ru.Minflt
+}
+
 // minorFaults is the calling thread's minor page faults so far.
 func minorFaults() int64 {
 	var ru unix.Rusage
@@ -99,20 +106,29 @@ func BenchmarkWorkers(b *testing.B) {
 				return float64(n[0]+n[1]) / 0.3
 			}
 			var r1, r2 float64
+			before, f0, c0 := testEngine.MemoryStats(), processFaults(), 0.0
 			for b.Loop() {
 				r1 += rate(1)
 				r2 += rate(2)
 			}
+			after, f1 := testEngine.MemoryStats(), processFaults()
+			c0 = (r1 + r2) * 0.3 // evals run
 			b.ReportMetric(r1/float64(b.N), "evals/s-1")
 			b.ReportMetric(r2/float64(b.N), "evals/s-2")
 			b.ReportMetric(r2/r1, "ratio")
+			b.ReportMetric(float64(f1-f0)/c0, "faults/eval")
+			b.ReportMetric(float64(after.Dropped-before.Dropped)/c0, "unmapped/eval")
+			b.ReportMetric(float64(after.Made-before.Made)/c0, "mapped/eval")
+			if r := after.Reused - before.Reused; r > 0 {
+				b.ReportMetric(float64(after.Restored-before.Restored)/float64(r), "pages-restored/reuse")
+			}
 		})
 	}
 }
 
-// midEval is a mid-size data eval: builds, filters and summarises 2,000
-// records (about 1 MB of objects) and returns a small hash.
-const midEval = `rows = (1..2000).map { |i| { "id" => i, "name" => "user#{i}", "score" => (i * 37) % 101, "tags" => ["a#{i % 7}", "b#{i % 11}"] } }
+// midEval is the mid-size data eval of glovebox bench: builds, filters
+// and summarises 500 records and returns a small hash.
+const midEval = `rows = (1..500).map { |i| { "id" => i, "name" => "user#{i}", "score" => (i * 37) % 101, "tags" => ["a#{i % 7}", "b#{i % 11}"] } }
 top = rows.select { |r| r["score"] > 50 }.sort_by { |r| -r["score"] }.first(20)
 { "n" => rows.size, "top" => top.map { |r| r["id"] }, "sum" => rows.sum { |r| r["score"] }, "json" => JSON.generate(top).size }`
 
