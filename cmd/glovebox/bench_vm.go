@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
@@ -101,7 +102,18 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 
 	// Throughput, 1 and 2 workers on the default pool, alternating
 	// 1-second rounds.
+	// Each round also records the process's CPU time and the time its
+	// threads spent runnable but waiting for a CPU, so that what bounds
+	// the second worker shows: more CPU per eval is contention inside the
+	// process; time waiting for a CPU is other processes on the machine.
+	type usage struct{ evals, cpu, wait time.Duration }
+	var used [3]usage // by workers
 	rate := func(workers int, code string) (float64, error) {
+		cpu0, wait0 := processCPU(), runQueueWait()
+		defer func() {
+			used[workers].cpu += processCPU() - cpu0
+			used[workers].wait += runQueueWait() - wait0
+		}()
 		var n atomic.Int64
 		var firstErr error
 		var once sync.Once
@@ -119,12 +131,14 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 			})
 		}
 		wg.Wait()
+		used[workers].evals += time.Duration(n.Load())
 		return float64(n.Load()), firstErr
 	}
 	for _, w := range []struct{ name, code string }{{"1+1", "1+1"}, {"a mid-size data eval (500 records)", benchMidEval}} {
 		if _, err := rate(1, w.code); err != nil { // warm up
 			return err
 		}
+		used = [3]usage{}
 		var r1s, r2s []float64
 		for range 5 {
 			r1, err := rate(1, w.code)
@@ -142,6 +156,10 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 		r1, r2 := r1s[len(r1s)/2], r2s[len(r2s)/2]
 		row(yes(r2 >= 1.8*r1), "evals/s, "+w.name+", 2 workers vs 1, default pool (median of 5)", fmt.Sprintf("%.0f/s", r2),
 			fmt.Sprintf("1 worker %.0f/s", r1), fmt.Sprintf("%.2fx", r2/r1), "≥ 1.8x")
+		per := func(u usage, d time.Duration) time.Duration { return d / max(u.evals, 1) }
+		row("-", "  same, process CPU per eval, 2 workers vs 1", us(per(used[2], used[2].cpu)), "1 worker "+us(per(used[1], used[1].cpu)),
+			fmt.Sprintf("%.2fx", float64(per(used[2], used[2].cpu))/float64(per(used[1], used[1].cpu))), "-")
+		row("-", "  same, threads waiting for a CPU per eval, 2 workers vs 1", us(per(used[2], used[2].wait)), "1 worker "+us(per(used[1], used[1].wait)), "-", "-")
 	}
 
 	// Process start to first result, warm cache, beside a bare start of
@@ -221,4 +239,32 @@ func peakRSS(ctx context.Context, argv ...string) (int64, error) {
 		return 0, fmt.Errorf("/usr/bin/time printed %q", b)
 	}
 	return kib << 10, nil
+}
+
+// processCPU is the user and system time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runQueueWait is the time this process's threads have spent runnable
+// but waiting for a CPU (the second field of each thread's
+// /proc/self/task/*/schedstat; 0 where the kernel lacks schedstats).
+func runQueueWait() time.Duration {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(n)
+		}
+	}
+	return total
 }
