@@ -165,16 +165,9 @@ func BenchmarkPoolGaps(b *testing.B) {
 		fresh = append(fresh, timed(testEngine.Eval))
 		floor = append(floor, timed(sess))
 	}
-	q := func(d []time.Duration, f float64) float64 {
-		slices.Sort(d)
-		return float64(d[int(f*float64(len(d)-1))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(q(pooled, 0.5), "pool-p50-µs")
-	b.ReportMetric(q(pooled, 0.99), "pool-p99-µs")
-	b.ReportMetric(q(fresh, 0.5), "fresh-p50-µs")
-	b.ReportMetric(q(fresh, 0.99), "fresh-p99-µs")
-	b.ReportMetric(q(floor, 0.5), "floor-p50-µs")
-	b.ReportMetric(q(floor, 0.99), "floor-p99-µs")
+	reportLatency(b, "pool", pooled)
+	reportLatency(b, "fresh", fresh)
+	reportLatency(b, "floor", floor)
 	h, m := p.Stats()
 	b.ReportMetric(float64(h)/float64(h+m), "hit-rate")
 }
@@ -206,15 +199,18 @@ func BenchmarkPoolBackToBack(b *testing.B) {
 		}
 	}
 	after := testEngine.MemoryStats()
-	q := func(d []time.Duration, f float64) float64 {
-		slices.Sort(d)
-		return float64(d[int(f*float64(len(d)-1))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(q(pooled, 0.5), "pool-p50-µs")
-	b.ReportMetric(q(pooled, 0.99), "pool-p99-µs")
-	b.ReportMetric(q(fresh, 0.5), "fresh-p50-µs")
-	b.ReportMetric(q(fresh, 0.99), "fresh-p99-µs")
+	reportLatency(b, "pool", pooled)
+	reportLatency(b, "fresh", fresh)
 	b.ReportMetric(float64(after.Made-before.Made)/float64(len(pooled)+len(fresh)), "mapped/eval")
 	h, m := p.Stats()
 	b.ReportMetric(float64(h)/float64(h+m), "hit-rate")
+}
+
+// reportLatency reports the p50 and p99 of d in µs as name-p50-µs and
+// name-p99-µs.
+func reportLatency(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	q := func(f float64) float64 { return float64(d[int(f*float64(len(d)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(q(0.5), name+"-p50-µs")
+	b.ReportMetric(q(0.99), name+"-p99-µs")
 }
