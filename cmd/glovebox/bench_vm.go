@@ -68,20 +68,36 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 			}
 		}
 	}
+	// Rounds of ten back-to-back evals each of fresh VMs and of the
+	// floor, then ten each, 10 ms apart, of the pool, fresh VMs and the
+	// floor.
 	var b2b, floor, pool, gapFresh, gapFloor []time.Duration
 	const gap = 10 * time.Millisecond
-	for range samples {
-		for _, m := range []struct {
-			f   func(context.Context, string) (*glovebox.Result, error)
-			d   *[]time.Duration
-			gap time.Duration
-		}{{fresh.Eval, &b2b, 0}, {sess.Eval, &floor, 0}, {pooled.Eval, &pool, gap}, {fresh.Eval, &gapFresh, gap}, {sess.Eval, &gapFloor, gap}} {
-			time.Sleep(m.gap)
-			d, err := eval(m.f, "1+1")
-			if err != nil {
-				return err
+	type mode struct {
+		f   func(context.Context, string) (*glovebox.Result, error)
+		d   *[]time.Duration
+		gap time.Duration
+	}
+	measure := func(m mode) error {
+		time.Sleep(m.gap)
+		d, err := eval(m.f, "1+1")
+		*m.d = append(*m.d, d)
+		return err
+	}
+	for range max(samples/10, 1) {
+		for _, m := range []mode{{fresh.Eval, &b2b, 0}, {sess.Eval, &floor, 0}} {
+			for range 10 {
+				if err := measure(m); err != nil {
+					return err
+				}
 			}
-			*m.d = append(*m.d, d)
+		}
+		for range 10 {
+			for _, m := range []mode{{pooled.Eval, &pool, gap}, {fresh.Eval, &gapFresh, gap}, {sess.Eval, &gapFloor, gap}} {
+				if err := measure(m); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	fl, bb, pl, gf, gfl := summarize(floor), summarize(b2b), summarize(pool), summarize(gapFresh), summarize(gapFloor)
