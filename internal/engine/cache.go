@@ -283,6 +283,12 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 		return nil, fmt.Errorf("%w: state.json", errCorrupt)
 	}
 	f, err := openRawImage(filepath.Join(dir, "memory.mem"), filepath.Join(dir, "memory.raw"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errCorrupt) {
+		// The expansion could not be written (a full disk, say): copy the
+		// image into memory as before instead.
+		e.log.Warn("glovebox: mapping the snapshot from memory instead", "reason", err)
+		f, _, err = loadMemImage(filepath.Join(dir, "memory.mem"))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -163,6 +163,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.ticker = newTicker(e.wt, epochTick)
 	dir := filepath.Join(cfg.CacheDir, key[:24])
 	if err := e.load(ctx, dir); err != nil {
+		// A boot during load started the ticker: stop it before the
+		// wasmtime engine it ticks is freed.
+		e.ticker.close()
 		e.release()
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -429,5 +430,57 @@ func TestCacheChecksOnce(t *testing.T) {
 	os.WriteFile(mods[0], mb, 0o644)
 	if _, err := loadModule(testEngine.wt, mods[0]); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("damaged module loaded: %v", err)
+	}
+}
+
+// TestSnapshotWithoutExpansion: when the expanded memory image cannot be
+// written (here a directory stands in its place, so the rename fails),
+// the engine still opens, copying the image into memory, and evals are
+// right.
+func TestSnapshotWithoutExpansion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a snapshot")
+	}
+	dir := cloneCache(t)
+	openAt(t, dir).Close()
+	raws, _ := filepath.Glob(filepath.Join(dir, "*", "snap-*", "memory.raw"))
+	if len(raws) != 1 {
+		t.Fatalf("expanded images %v", raws)
+	}
+	os.Remove(raws[0])
+	os.Remove(raws[0] + ".ok")
+	if err := os.MkdirAll(filepath.Join(raws[0], "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := openAt(t, dir)
+	defer e.Close()
+	if v := evalValue(t, e, "6 * 7"); v != int64(42) {
+		t.Fatalf("got %v", v)
+	}
+}
+
+// TestFailedOpenStopsTicker: an Open that fails after booting Ruby (here
+// the snapshot cannot be written: a directory stands where it goes)
+// returns an error and leaves no goroutine behind. Its epoch ticker used
+// to run on, ticking the freed wasmtime engine: a crash (seen once, a
+// nil engine in wasmtime_engine_increment_epoch) or a goroutine leaked.
+func TestFailedOpenStopsTicker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots Ruby")
+	}
+	dir := cloneCache(t)
+	snap := filepath.Join(dir, filepath.Base(testEngine.cacheDir), "snap-"+cacheKey(Version, bootVersion, prelude, layoutKey(nil))[:16])
+	if err := os.MkdirAll(filepath.Join(snap, "memory.mem", "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	e, err := Open(context.Background(), Config{ImagePath: testImage, CacheDir: dir})
+	if err == nil {
+		e.Close()
+		t.Fatal("Open succeeded without a place for the snapshot")
+	}
+	time.Sleep(3 * epochTick)
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before the failed Open, %d after", before, after)
 	}
 }
