@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -123,39 +121,13 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		return summarize(d), nil
 	}
 
-	// Fresh VM + 1+1, against booting Ruby per eval.
 	eng, err := openEngine(ctx, cacheDir, false)
 	if err != nil {
 		return err
 	}
-	var boot []time.Duration
-	for range 5 {
-		start := time.Now()
-		out, err := eng.EvalBooted(ctx, &engine.Request{Code: "1+1", Limits: benchLimits})
-		if err != nil {
-			return err
-		}
-		if out.Status != engine.StatusOK {
-			return fmt.Errorf("booted eval ended %s", out.Status)
-		}
-		boot = append(boot, time.Since(start))
-	}
-	bootStat := summarize(boot)
-	timeEvals(rt, 50, 5*time.Millisecond, "1+1") // warm up
-	warm, err := timeEvals(rt, samples, 10*time.Millisecond, "1+1")
-	if err != nil {
+	if err := benchVM(ctx, samples, row); err != nil { // fresh VMs, pool, workers, process start (bench_vm.go)
 		return err
 	}
-	row(yes(warm.p50 <= time.Millisecond && warm.p99 <= 5*time.Millisecond), "fresh VM + eval 1+1, pool warm (p50 / p99)", ms(warm.p50)+" / "+ms(warm.p99),
-		"boot per eval "+ms(bootStat.p50)+" / "+ms(bootStat.p99),
-		fmt.Sprintf("%.0fx faster", float64(bootStat.p50)/float64(warm.p50)), "≤ 1 ms / ≤ 5 ms")
-	b2b, err := timeEvals(rt, samples, 0, "1+1")
-	if err != nil {
-		return err
-	}
-	row("-", "fresh VM + eval 1+1, back-to-back (p50 / p99)", ms(b2b.p50)+" / "+ms(b2b.p99),
-		"boot per eval "+ms(bootStat.p50)+" / "+ms(bootStat.p99),
-		fmt.Sprintf("%.0fx faster", float64(bootStat.p50)/float64(b2b.p50)), "(pool drained: VM made per eval)")
 
 	// One tool-call round trip, against an empty eval.
 	var tools glovebox.Toolset
@@ -242,81 +214,6 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	}
 	row(yes(float64(onS.p50) <= 1.15*float64(offS.p50)), "same loop, fuel metering on (median of 11)", ms(onS.p50), "fuel off "+ms(offS.p50),
 		fmt.Sprintf("%+.1f%%", 100*(float64(onS.p50)/float64(offS.p50)-1)), "≤ +15%")
-
-	// Throughput with 1 and 2 workers (no pool: each worker makes its
-	// VMs), alternating 1-second rounds.
-	nrt, err := glovebox.New(ctx, glovebox.Config{PoolSize: -1})
-	if err != nil {
-		return err
-	}
-	defer nrt.Close()
-	rate := func(workers int) (float64, error) {
-		var n atomic.Int64
-		var firstErr error
-		var once sync.Once
-		deadline := time.Now().Add(time.Second)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					if _, err := evalOK(nrt, "1+1"); err != nil {
-						once.Do(func() { firstErr = err })
-						return
-					}
-					n.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		return float64(n.Load()), firstErr
-	}
-	rate(1) // warm up
-	var r1s, r2s []float64
-	for range 5 {
-		r1, err := rate(1)
-		if err != nil {
-			return err
-		}
-		r2, err := rate(2)
-		if err != nil {
-			return err
-		}
-		r1s, r2s = append(r1s, r1), append(r2s, r2)
-	}
-	slices.Sort(r1s)
-	slices.Sort(r2s)
-	r1, r2 := r1s[len(r1s)/2], r2s[len(r2s)/2]
-	row(yes(r2 >= 1.8*r1), "evals/s (fresh VM + 1+1), 2 workers vs 1 (median of 5)", fmt.Sprintf("%.0f/s", r2), fmt.Sprintf("1 worker %.0f/s", r1),
-		fmt.Sprintf("%.2fx", r2/r1), "≥ 1.8x")
-
-	// Process start to first result, warm cache, against a bare start.
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	procTime := func(args ...string) (stat, error) {
-		var d []time.Duration
-		for range 11 {
-			start := time.Now()
-			if out, err := exec.CommandContext(ctx, self, args...).CombinedOutput(); err != nil {
-				return stat{}, fmt.Errorf("%s %v: %w: %s", self, args, err, out)
-			}
-			d = append(d, time.Since(start))
-		}
-		return summarize(d), nil
-	}
-	first, err := procTime("eval", "-e", "1+1")
-	if err != nil {
-		return err
-	}
-	bare, err := procTime("version")
-	if err != nil {
-		return err
-	}
-	row(yes(first.p50 <= 150*time.Millisecond), "process start → first result, warm cache (median of 11)", ms(first.p50), "`glovebox version` "+ms(bare.p50),
-		fmt.Sprintf("+%s", ms(first.p50-bare.p50)), "≤ 150 ms")
 
 	// Private memory per idle, prepared VM.
 	const idle = 50

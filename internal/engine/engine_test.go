@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,12 @@ func testReusedMemoryIsClean(t *testing.T) {
 		if err != nil || out.Status != StatusOK {
 			t.Fatalf("round %d: %v %+v", round, err, out)
 		}
+		// An ordinary eval leaves its memory to be reset and reused (the
+		// two above are dropped: one wrote too many pages, one grew), so
+		// the next round's VM takes a reused memory.
+		if out, err := testEngine.Eval(context.Background(), &Request{Code: `$g = "SECRET"; 1 + 1`, Limits: testLimits}); err != nil || out.Status != StatusOK {
+			t.Fatalf("round %d: %v %+v", round, err, out)
+		}
 	}
 	if st := testEngine.MemoryStats(); st.Reused == 0 {
 		t.Fatalf("no memory was reused: %+v", st)
@@ -372,3 +379,108 @@ func testReusedMemoryIsClean(t *testing.T) {
 }
 
 func bytesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == string(b) }
+
+// TestCacheChecksOnce: a start whose cache files are unchanged since they
+// were checked does not read them again (the stamps); a file changed in
+// place or replaced since is checked, and a damaged one rebuilt, not run.
+func TestCacheChecksOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rebuilds the snapshot")
+	}
+	dir := cloneCache(t)
+	openAt(t, dir).Close() // checks the module, builds and expands the snapshot
+	before := fullChecks.Load()
+	e := openAt(t, dir)
+	if v := evalValue(t, e, "6 * 7"); v != int64(42) {
+		t.Fatalf("got %v", v)
+	}
+	e.Close()
+	if n := fullChecks.Load() - before; n != 0 {
+		t.Fatalf("an unchanged cache was checked %d times on the second start", n)
+	}
+	raws, _ := filepath.Glob(filepath.Join(dir, "*", "snap-*", "memory.raw"))
+	if len(raws) != 1 {
+		t.Fatalf("expanded images %v", raws)
+	}
+	// The expanded image overwritten in place with other bytes of the same
+	// size: its stamp no longer matches, so it is expanded again.
+	b, err := os.ReadFile(raws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = 0x5A
+	}
+	if err := os.WriteFile(raws[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before = fullChecks.Load()
+	e = openAt(t, dir)
+	if v := evalValue(t, e, `"ok " + (6 * 7).to_s`); v != "ok 42" {
+		t.Fatalf("got %v", v)
+	}
+	e.Close()
+	if fullChecks.Load() == before {
+		t.Fatal("a changed expanded image was used without a check")
+	}
+	// A damaged module that was stamped before is caught: its times changed.
+	mods, _ := filepath.Glob(filepath.Join(dir, "*", "module.cwasm"))
+	mb, _ := os.ReadFile(mods[0])
+	mb[len(mb)/3] ^= 0xFF
+	os.WriteFile(mods[0], mb, 0o644)
+	if _, err := loadModule(testEngine.wt, mods[0]); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("damaged module loaded: %v", err)
+	}
+}
+
+// TestSnapshotWithoutExpansion: when the expanded memory image cannot be
+// written (here a directory stands in its place, so the rename fails),
+// the engine still opens, copying the image into memory, and evals are
+// right.
+func TestSnapshotWithoutExpansion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a snapshot")
+	}
+	dir := cloneCache(t)
+	openAt(t, dir).Close()
+	raws, _ := filepath.Glob(filepath.Join(dir, "*", "snap-*", "memory.raw"))
+	if len(raws) != 1 {
+		t.Fatalf("expanded images %v", raws)
+	}
+	os.Remove(raws[0])
+	os.Remove(raws[0] + ".ok")
+	if err := os.MkdirAll(filepath.Join(raws[0], "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := openAt(t, dir)
+	defer e.Close()
+	if v := evalValue(t, e, "6 * 7"); v != int64(42) {
+		t.Fatalf("got %v", v)
+	}
+}
+
+// TestFailedOpenStopsTicker: an Open that fails after booting Ruby (here
+// the snapshot cannot be written: a directory stands where it goes)
+// returns an error and leaves no goroutine behind. Its epoch ticker used
+// to run on, ticking the freed wasmtime engine: a crash (seen once, a
+// nil engine in wasmtime_engine_increment_epoch) or a goroutine leaked.
+func TestFailedOpenStopsTicker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots Ruby")
+	}
+	dir := cloneCache(t)
+	snap := filepath.Join(dir, filepath.Base(testEngine.cacheDir), "snap-"+cacheKey(Version, bootVersion, prelude, layoutKey(nil))[:16])
+	if err := os.MkdirAll(filepath.Join(snap, "memory.mem", "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	e, err := Open(context.Background(), Config{ImagePath: testImage, CacheDir: dir})
+	if err == nil {
+		e.Close()
+		t.Fatal("Open succeeded without a place for the snapshot")
+	}
+	time.Sleep(3 * epochTick)
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before the failed Open, %d after", before, after)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -128,4 +129,70 @@ func loadMemImage(path string) (*os.File, []memRange, error) {
 		return nil, nil, fmt.Errorf("sealing memory image: %w", err)
 	}
 	return f, ranges, nil
+}
+
+// openRawImage returns the memory image at memPath expanded into rawPath:
+// a sparse file of the memory's size, each range at its offset, zeros as
+// holes. VMs map it directly (private, copy-on-write), so a start neither
+// checks nor copies the image's bytes; the expansion is made, and checked
+// against memPath's checksum, once, and stamped with memPath's identity,
+// so a memPath rebuilt or changed is expanded again.
+//
+// Like every cache file rawPath is only ever replaced by a rename, never
+// written in place, so the inode a process has mapped never changes.
+func openRawImage(memPath, rawPath string) (*os.File, error) {
+	memID, err := identity(memPath)
+	if err != nil {
+		return nil, err
+	}
+	extra := "expanded from " + memID
+	if f, err := os.Open(rawPath); err == nil {
+		if id, err := fileIdentity(f); err == nil && hasStamp(rawPath, id, extra) {
+			return f, nil
+		}
+		f.Close()
+	}
+	fullChecks.Add(1)
+	b, unmap, err := mapFile(memPath)
+	if err != nil {
+		return nil, err
+	}
+	defer unmap()
+	size, ranges, data, err := decodeMemImage(b)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(rawPath), filepath.Base(rawPath)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*os.File, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("glovebox: expanding the memory image: %w", err)
+	}
+	if err := tmp.Truncate(int64(size)); err != nil {
+		return fail(err)
+	}
+	for _, r := range ranges {
+		if _, err := tmp.WriteAt(data[:r.len], int64(r.off)); err != nil {
+			return fail(err)
+		}
+		data = data[r.len:]
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), rawPath); err != nil {
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("glovebox: expanding the memory image: %w", err)
+	}
+	f, err := os.Open(rawPath)
+	if err != nil {
+		return nil, err
+	}
+	if id, err := fileIdentity(f); err == nil {
+		writeStamp(rawPath, id, extra)
+	}
+	return f, nil
 }

@@ -25,6 +25,15 @@ type Pool struct {
 	closed  bool // set by Close; guarded by e.poolsMu
 	hits    atomic.Uint64
 	misses  atomic.Uint64
+
+	// The filler prepares VMs only once the pool has been quiet — none of
+	// its evals running, the last one ended quietAfter ago — so that a
+	// VM is never prepared beside an eval. busy counts running evals,
+	// lastEnd is when the last one ended (UnixNano), and kick wakes the
+	// filler when a ready VM is taken.
+	busy    atomic.Int64
+	lastEnd atomic.Int64
+	kick    chan struct{}
 }
 
 // NewPool starts a pool of size VMs prepared with tools and mounts (0
@@ -40,6 +49,7 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 		closing: make(chan struct{}), scratch: newScratchDirs(scratchBase)}
 	if size > 0 {
 		p.ready = make(chan *VM, size)
+		p.kick = make(chan struct{}, 1)
 		p.wg.Add(1)
 		go p.fill()
 	}
@@ -50,9 +60,27 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 }
 
 // Eval runs req (whose Tools must be the pool's) in a fresh VM.
+//
+// The pool's filler prepares VMs only while the pool is quiet (see
+// quietAfter), so that preparing never takes a core from a running eval.
+// Under back-to-back load the pool so stays empty and each eval makes its
+// VM, as it would without a pool (the filler used to keep preparing on
+// the other core: half the evals found a VM ready, for the same p50 as
+// making one, 401 against 399 µs in one run); with 10 ms between evals
+// each finds one ready.
 func (p *Pool) Eval(ctx context.Context, req *Request) (*Outcome, error) {
+	p.busy.Add(1)
+	defer func() {
+		p.lastEnd.Store(time.Now().UnixNano())
+		p.busy.Add(-1)
+	}()
 	return p.e.eval(ctx, req, p.get, nil)
 }
+
+// quietAfter is how long after its last eval ended, with none running, a
+// pool refills. Evals arriving more often than this find the pool empty
+// and make their VMs; with 10 ms between them, each finds one ready.
+const quietAfter = time.Millisecond
 
 // get returns a prepared VM. The mounts' host directories are checked
 // first: one that is gone, or not a directory, is a MountError; one
@@ -64,6 +92,10 @@ func (p *Pool) get() (*VM, error) {
 	}
 	select {
 	case v := <-p.ready:
+		select {
+		case p.kick <- struct{}{}: // there is room now
+		default:
+		}
 		if v != nil {
 			if fresh(v) {
 				p.hits.Add(1)
@@ -74,14 +106,31 @@ func (p *Pool) get() (*VM, error) {
 	default:
 	}
 	p.misses.Add(1)
-	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch)
+	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false)
 }
 
-// fill keeps the pool full.
+// fill keeps the pool full, preparing VMs only while the pool is quiet.
+// It is the only sender on p.ready.
 func (p *Pool) fill() {
 	defer p.wg.Done()
 	for {
-		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch)
+		if len(p.ready) == cap(p.ready) {
+			select {
+			case <-p.kick:
+			case <-p.closing:
+				return
+			}
+			continue
+		}
+		if wait := quietAfter - time.Duration(time.Now().UnixNano()-p.lastEnd.Load()); p.busy.Load() > 0 || wait > 0 {
+			select {
+			case <-time.After(max(wait, quietAfter)):
+			case <-p.closing:
+				return
+			}
+			continue
+		}
+		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, true)
 		if err != nil {
 			// A missing mount directory is the evals' to report (each
 			// ends with sandbox_error saying so); anything else is news.
@@ -99,7 +148,7 @@ func (p *Pool) fill() {
 			continue
 		}
 		select {
-		case p.ready <- v:
+		case p.ready <- v: // room was checked above, and gets only take
 		case <-p.closing:
 			v.close()
 			return

@@ -536,7 +536,8 @@ type Instance struct {
 // Image is a linear-memory image: a file whose bytes become the start of
 // a new instance's memory through a private copy-on-write mapping. The
 // file must not shrink while images made from it are in use (a mapping
-// past the end of a file faults); glovebox uses sealed memfds.
+// past the end of a file faults); glovebox maps cache files that are only
+// ever replaced by a rename, never written in place, and sealed memfds.
 type Image struct {
 	c *C.gb_image
 }
