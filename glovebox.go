@@ -426,40 +426,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
-	keep := func(n int) {
-		if st.kept += n; st.kept > MaxTranscriptData {
-			entry.Args, entry.Result, entry.Elided = Args{}, nil, true
-		}
-	}
-	keep(c.Size)
-	finish := func(errMsg string) {
-		entry.Error = errMsg
-		st.mu.Lock()
-		st.calls = append(st.calls, entry)
-		st.mu.Unlock()
-		if r.hooks.AfterCall != nil {
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						r.logPanic("AfterCall hook", c.Name, recovered(p))
-					}
-				}()
-				r.hooks.AfterCall(ctx, entry)
-			}()
-		}
-	}
+	st.keep(&entry, c.Size)
 	st.mu.Lock()
 	n := len(st.calls)
 	st.mu.Unlock()
 	if n >= r.limits.ToolCalls {
 		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
 		entry.Args, entry.Elided = Args{}, true
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if c.Err != nil {
 		msg := fmt.Sprintf("malformed call to %q: %v", c.Name, c.Err)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 	}
 	fn, ok := r.tools[c.Name]
@@ -469,19 +448,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
 		}
 		entry.Args, entry.Elided = Args{}, c.Size > 0 // unknown tools' arguments are not kept
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
 	if r.hooks.BeforeCall != nil {
 		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
-			finish(err.Error())
+			st.finish(ctx, &entry, err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
 	if r.approve[c.Name] {
 		if reason, ok := st.approve(ctx, c, args); !ok {
 			entry.Approval = "denied"
-			finish(reason)
+			st.finish(ctx, &entry, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 		}
 		entry.Approval = "approved"
@@ -489,27 +468,28 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
+	start := time.Now()
 	deadline := c.Deadline
-	budgetEnds := time.Now().Add(left)
-	if budgetEnds.Before(deadline) {
+	if budgetEnds := start.Add(left); budgetEnds.Before(deadline) {
 		deadline = budgetEnds
 	}
-	tctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	start := time.Now()
+	// The tool's context ends at the deadline, when ctx ends, or when the
+	// call returns; it makes no timer unless the tool asks for Done.
+	tctx := newToolContext(ctx, deadline)
 	// The tool runs on the VM's goroutine. One that ignores its context
 	// holds the VM, but not the eval: Eval gives up on the VM shortly
 	// after the deadline (see engine.Eval).
 	var out toolOutcome
 	out.value, out.err, out.panic = runTool(tctx, fn, args)
+	tctx.end()
 	entry.Duration = time.Since(start)
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		finish("tool call failed")
+		st.finish(ctx, &entry, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !time.Now().Before(c.Deadline) {
@@ -518,19 +498,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		if ctx.Err() != nil {
 			msg = "the caller's context ended during the call"
 		}
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if err := out.err; err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			finish(msg)
+			st.finish(ctx, &entry, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -539,28 +519,56 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			finish(te.Message)
+			st.finish(ctx, &entry, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
 	b, err := engine.Answer(nil, out.value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
 		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	entry.Result = out.value
-	keep(len(b))
-	finish("")
+	st.keep(&entry, len(b))
+	st.finish(ctx, &entry, "")
 	return b, nil
+}
+
+// keep counts n bytes of a call's data against MaxTranscriptData; past
+// it, the entry drops its arguments and result.
+func (st *evalState) keep(entry *ToolCall, n int) {
+	if st.kept += n; st.kept > MaxTranscriptData {
+		entry.Args, entry.Result, entry.Elided = Args{}, nil, true
+	}
+}
+
+// finish records entry, with the message the guest saw ("" on success),
+// and runs the AfterCall hook.
+func (st *evalState) finish(ctx context.Context, entry *ToolCall, errMsg string) {
+	r := st.r
+	entry.Error = errMsg
+	st.mu.Lock()
+	st.calls = append(st.calls, *entry)
+	st.mu.Unlock()
+	if r.hooks.AfterCall != nil {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.logPanic("AfterCall hook", entry.Name, recovered(p))
+				}
+			}()
+			r.hooks.AfterCall(ctx, *entry)
+		}()
+	}
 }
 
 type toolOutcome struct {
