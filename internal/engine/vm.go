@@ -50,8 +50,8 @@ type Call struct {
 	Name   string
 	Args   []any          // never nil unless Err is set
 	Kwargs map[string]any // nil or empty when the guest passed no keywords
-	Size   int   // bytes of the encoded arguments
-	Err    error // the arguments could not be decoded; Args and Kwargs are nil
+	Size   int            // bytes of the encoded arguments
+	Err    error          // the arguments could not be decoded; Args and Kwargs are nil
 	// Deadline is the eval's wall-clock limit; the tool's context should
 	// end at it (the eval's own context ends with the caller's).
 	Deadline time.Time
