@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,11 @@ type shared struct {
 	pool *engine.Pool
 	key  string
 	once sync.Once
+	// metered is set when eng's code counts fuel (see fuel.go); alt is
+	// the metered engine an unmetered one's views with a fuel budget
+	// use, made on first use.
+	metered bool
+	alt     altEngine
 }
 
 // DefaultCacheDir returns the cache directory used when Config.CacheDir is
@@ -167,10 +173,13 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if pool == 0 {
 		pool = runtime.GOMAXPROCS(0)
 	}
-	sh, err := acquire(ctx, engine.Config{
+	// Code compiled with fuel metering runs slower (see fuel.go): the
+	// engine counts fuel only when the limits set a budget.
+	ecfg := engine.Config{
 		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"),
-		Logger: log, Progress: progress,
-	})
+		Logger: log, Progress: progress, NoFuel: cfg.Limits.Fuel == 0,
+	}
+	sh, err := acquire(ctx, ecfg)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +199,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	sh.alt.cfg, sh.alt.poolSize, sh.alt.names, sh.alt.mounts, sh.alt.scratch = ecfg, max(pool, 0), r.names, engineMounts(r.mounts), cfg.ScratchDir
 	return r, nil
 }
 
@@ -217,12 +227,12 @@ type sharedEngine struct {
 }
 
 func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
-	key := cfg.ImagePath + "\x00" + cfg.CacheDir
+	key := cfg.ImagePath + "\x00" + cfg.CacheDir + "\x00" + strconv.FormatBool(cfg.NoFuel)
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if se, ok := engines[key]; ok {
 		se.refs++
-		sh := &shared{key: key}
+		sh := &shared{key: key, metered: !cfg.NoFuel}
 		sh.eng.Store(se.eng)
 		return sh, nil
 	}
@@ -231,7 +241,7 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 		return nil, err
 	}
 	engines[key] = &sharedEngine{eng: eng, refs: 1}
-	sh := &shared{key: key}
+	sh := &shared{key: key, metered: !cfg.NoFuel}
 	sh.eng.Store(eng)
 	return sh, nil
 }
@@ -240,17 +250,27 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 // using it closes, after its running evals finish. Views made by
 // WithLimits share this one: closing any of them closes all.
 func (r *Runtime) Close() error {
-	r.shared.once.Do(func() {
-		r.shared.eng.Store(nil)
-		if r.shared.pool != nil {
-			r.shared.pool.Close()
+	r.shared.close()
+	return nil
+}
+
+// close releases sh's pool and engine reference, and its alternative
+// engine's.
+func (sh *shared) close() {
+	sh.once.Do(func() {
+		sh.eng.Store(nil)
+		if alt := sh.alt.close(); alt != nil {
+			alt.close()
+		}
+		if sh.pool != nil {
+			sh.pool.Close()
 		}
 		enginesMu.Lock()
-		se := engines[r.shared.key]
+		se := engines[sh.key]
 		last := se != nil && se.refs == 1
 		if se != nil {
 			if se.refs--; last {
-				delete(engines, r.shared.key)
+				delete(engines, sh.key)
 			}
 		}
 		enginesMu.Unlock()
@@ -258,7 +278,6 @@ func (r *Runtime) Close() error {
 			se.eng.Close() // waits for running evals, outside the lock
 		}
 	})
-	return nil
 }
 
 // WithLimits returns a view of r whose evals use l's non-zero fields in
@@ -348,7 +367,11 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, r.limits, opts); err != nil {
 		return nil, err
 	}
-	out, err := r.shared.pool.Eval(ctx, req)
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sh.pool.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
