@@ -190,15 +190,18 @@ func benchLoop(ctx context.Context, row func(met string, cols ...string), yes fu
 	} else {
 		row("?", title, ms(offS.p50), "native ruby: not on PATH", "-", "≤ 10x")
 	}
-	// Ratios of medians, and the median of the per-round ratios.
+	// The overhead is the median of the per-round ratios: each round's
+	// two runs are next to each other in time, so load that comes and
+	// goes hits both (the ratio of the two medians is also shown).
 	ratios := make([]float64, len(on))
 	for i := range on {
 		ratios[i] = float64(on[i]) / float64(off[i])
 	}
 	slices.Sort(ratios)
-	row(yes(float64(onS.p50) <= 1.15*float64(offS.p50)), fmt.Sprintf("same loop with a fuel budget (median of %d, interleaved)", loopRounds),
+	overhead := ratios[len(ratios)/2]
+	row(yes(overhead <= 1.15), fmt.Sprintf("same loop with a fuel budget (median of %d, interleaved)", loopRounds),
 		ms(onS.p50), "no budget (unmetered) "+ms(offS.p50),
-		fmt.Sprintf("%+.1f%% (per-round median %+.1f%%)", 100*(float64(onS.p50)/float64(offS.p50)-1), 100*(ratios[len(ratios)/2]-1)), "≤ +15%")
+		fmt.Sprintf("%+.1f%% per round (medians: %+.1f%%)", 100*(overhead-1), 100*(float64(onS.p50)/float64(offS.p50)-1)), "≤ +15%")
 	return nil
 }
 
