@@ -32,8 +32,9 @@ func benchCmd() *cobra.Command {
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
 		Long: `Measure glovebox on this machine. Every row prints a median (and p99 where
 latency matters) next to a baseline measured in the same run, so a noisy
-machine still yields a ratio. The first run also compiles a second copy of
-the guest without fuel metering (for the fuel row), about a minute.`,
+machine still yields a ratio. The first run may also compile a second copy
+of the guest (evals use the one without fuel metering unless they set a
+fuel budget; the fuel row needs both), about a minute, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), os.Stdout, samples)
