@@ -65,14 +65,18 @@ func (st *evalState) approve(ctx context.Context, c *engine.Call, args Args) (re
 	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	decided := make(chan error, 1)
+	// The goroutine may outlive the call (an Approver that ignores its
+	// context), and the engine reuses c for the VM's next call: it gets
+	// the name, not c.
+	name := c.Name
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				r.log.Error("glovebox: Approver panicked", "tool", c.Name, "panic", p, "stack", string(debug.Stack()))
+				r.log.Error("glovebox: Approver panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
 				decided <- fmt.Errorf("the approver failed")
 			}
 		}()
-		decided <- r.hooks.Approver(actx, c.Name, args)
+		decided <- r.hooks.Approver(actx, name, args)
 	}()
 	var err error
 	got := false

@@ -38,13 +38,14 @@ func BenchmarkEvalParallel(b *testing.B) {
 func BenchmarkToolCall(b *testing.B) {
 	var ts glovebox.Toolset
 	ts.Func("ping", func() int { return 1 })
+	ts.Func("add", func(a, b int) int { return a + b })
 	r, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, Limits: glovebox.Limits{ToolCalls: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
 	const calls = 1000
-	for _, c := range []struct{ name, body string }{{"calls", "ping; "}, {"baseline", ""}} {
+	for _, c := range []struct{ name, body string }{{"calls", "ping; "}, {"add", "add(1, 2); "}, {"baseline", ""}} {
 		b.Run(c.name, func(b *testing.B) {
 			code := fmt.Sprintf("i = 0; while i < %d; %si += 1; end", calls, c.body)
 			var total int64

@@ -20,7 +20,8 @@ func TestStatusOK(t *testing.T) {
 	if res.Value != int64(42) || res.Stdout != "hello\n" || res.Stderr != "warn" || res.Error != nil {
 		t.Fatalf("got %+v", res)
 	}
-	if res.FuelUsed == 0 || res.Duration <= 0 {
+	// No fuel budget: the unmetered guest ran, and counted nothing.
+	if res.FuelUsed != 0 || res.Duration <= 0 {
 		t.Fatalf("fuel %d duration %v", res.FuelUsed, res.Duration)
 	}
 	if res.Err() != nil {
@@ -114,9 +115,40 @@ func TestFuelExhausted(t *testing.T) {
 
 func TestFuelIsDeterministic(t *testing.T) {
 	code := "i = 0; while i < 10_000; i += 1; end; i"
-	a, b := eval(t, rt, code), eval(t, rt, code)
-	if a.FuelUsed != b.FuelUsed {
+	r := withLimits(t, glovebox.Limits{Fuel: 1 << 40})
+	a, b := eval(t, r, code), eval(t, r, code)
+	if a.FuelUsed == 0 || a.FuelUsed != b.FuelUsed {
 		t.Fatalf("fuel %d then %d for the same program", a.FuelUsed, b.FuelUsed)
+	}
+}
+
+// TestFuelBudgetPicksMeteredCode checks that only evals with a fuel
+// budget run the guest compiled with fuel metering: a Runtime without a
+// budget reports no fuel, its view with one counts and enforces it (in
+// evals and sessions), and a Runtime made with a budget counts from the
+// start.
+func TestFuelBudgetPicksMeteredCode(t *testing.T) {
+	const code = "i = 0; while i < 100_000; i += 1; end; i"
+	if res := eval(t, rt, code); res.FuelUsed != 0 {
+		t.Fatalf("no budget: fuel used %d", res.FuelUsed)
+	}
+	view := withLimits(t, glovebox.Limits{Fuel: 50_000_000})
+	if res := eval(t, view, code); res.Status != glovebox.StatusOK || res.FuelUsed == 0 {
+		t.Fatalf("with a budget: %s, fuel used %d", res.Status, res.FuelUsed)
+	}
+	wantStatus(t, eval(t, view, "loop {}"), glovebox.StatusFuelExhausted)
+	s, err := view.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Eval(context.Background(), code)
+	if err != nil || res.FuelUsed == 0 {
+		t.Fatalf("session with a budget: %v, fuel used %d", err, res.FuelUsed)
+	}
+	r := newRuntime(t, glovebox.Config{Limits: glovebox.Limits{Fuel: 50_000_000}})
+	if res := eval(t, r, code); res.FuelUsed == 0 {
+		t.Fatal("a Runtime made with a budget counted no fuel")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,11 @@ type shared struct {
 	pool *engine.Pool
 	key  string
 	once sync.Once
+	// metered is set when eng's code counts fuel (see fuel.go); alt is
+	// the metered engine an unmetered one's views with a fuel budget
+	// use, made on first use.
+	metered bool
+	alt     altEngine
 }
 
 // DefaultCacheDir returns the cache directory used when Config.CacheDir is
@@ -167,10 +173,13 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if pool == 0 {
 		pool = runtime.GOMAXPROCS(0)
 	}
-	sh, err := acquire(ctx, engine.Config{
+	// Code compiled with fuel metering runs slower (see fuel.go): the
+	// engine counts fuel only when the limits set a budget.
+	ecfg := engine.Config{
 		ImagePath: imagePath, CacheDir: filepath.Join(cacheDir, "engine"),
-		Logger: log, Progress: progress,
-	})
+		Logger: log, Progress: progress, NoFuel: cfg.Limits.Fuel == 0,
+	}
+	sh, err := acquire(ctx, ecfg)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +199,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	sh.alt.cfg, sh.alt.poolSize, sh.alt.names, sh.alt.mounts, sh.alt.scratch = ecfg, max(pool, 0), r.names, engineMounts(r.mounts), cfg.ScratchDir
 	return r, nil
 }
 
@@ -217,12 +227,12 @@ type sharedEngine struct {
 }
 
 func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
-	key := cfg.ImagePath + "\x00" + cfg.CacheDir
+	key := cfg.ImagePath + "\x00" + cfg.CacheDir + "\x00" + strconv.FormatBool(cfg.NoFuel)
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if se, ok := engines[key]; ok {
 		se.refs++
-		sh := &shared{key: key}
+		sh := &shared{key: key, metered: !cfg.NoFuel}
 		sh.eng.Store(se.eng)
 		return sh, nil
 	}
@@ -231,7 +241,7 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 		return nil, err
 	}
 	engines[key] = &sharedEngine{eng: eng, refs: 1}
-	sh := &shared{key: key}
+	sh := &shared{key: key, metered: !cfg.NoFuel}
 	sh.eng.Store(eng)
 	return sh, nil
 }
@@ -240,17 +250,27 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 // using it closes, after its running evals finish. Views made by
 // WithLimits share this one: closing any of them closes all.
 func (r *Runtime) Close() error {
-	r.shared.once.Do(func() {
-		r.shared.eng.Store(nil)
-		if r.shared.pool != nil {
-			r.shared.pool.Close()
+	r.shared.close()
+	return nil
+}
+
+// close releases sh's pool and engine reference, and its alternative
+// engine's.
+func (sh *shared) close() {
+	sh.once.Do(func() {
+		sh.eng.Store(nil)
+		if alt := sh.alt.close(); alt != nil {
+			alt.close()
+		}
+		if sh.pool != nil {
+			sh.pool.Close()
 		}
 		enginesMu.Lock()
-		se := engines[r.shared.key]
+		se := engines[sh.key]
 		last := se != nil && se.refs == 1
 		if se != nil {
 			if se.refs--; last {
-				delete(engines, r.shared.key)
+				delete(engines, sh.key)
 			}
 		}
 		enginesMu.Unlock()
@@ -258,7 +278,6 @@ func (r *Runtime) Close() error {
 			se.eng.Close() // waits for running evals, outside the lock
 		}
 	})
-	return nil
 }
 
 // WithLimits returns a view of r whose evals use l's non-zero fields in
@@ -348,7 +367,11 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, r.limits, opts); err != nil {
 		return nil, err
 	}
-	out, err := r.shared.pool.Eval(ctx, req)
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sh.pool.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -426,40 +449,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
-	keep := func(n int) {
-		if st.kept += n; st.kept > MaxTranscriptData {
-			entry.Args, entry.Result, entry.Elided = Args{}, nil, true
-		}
-	}
-	keep(c.Size)
-	finish := func(errMsg string) {
-		entry.Error = errMsg
-		st.mu.Lock()
-		st.calls = append(st.calls, entry)
-		st.mu.Unlock()
-		if r.hooks.AfterCall != nil {
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						r.logPanic("AfterCall hook", c.Name, recovered(p))
-					}
-				}()
-				r.hooks.AfterCall(ctx, entry)
-			}()
-		}
-	}
+	st.keep(&entry, c.Size)
 	st.mu.Lock()
 	n := len(st.calls)
 	st.mu.Unlock()
 	if n >= r.limits.ToolCalls {
 		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
 		entry.Args, entry.Elided = Args{}, true
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if c.Err != nil {
 		msg := fmt.Sprintf("malformed call to %q: %v", c.Name, c.Err)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 	}
 	fn, ok := r.tools[c.Name]
@@ -469,19 +471,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
 		}
 		entry.Args, entry.Elided = Args{}, c.Size > 0 // unknown tools' arguments are not kept
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
 	if r.hooks.BeforeCall != nil {
 		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
-			finish(err.Error())
+			st.finish(ctx, &entry, err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
 	if r.approve[c.Name] {
 		if reason, ok := st.approve(ctx, c, args); !ok {
 			entry.Approval = "denied"
-			finish(reason)
+			st.finish(ctx, &entry, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 		}
 		entry.Approval = "approved"
@@ -489,27 +491,28 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
+	start := time.Now()
 	deadline := c.Deadline
-	budgetEnds := time.Now().Add(left)
-	if budgetEnds.Before(deadline) {
+	if budgetEnds := start.Add(left); budgetEnds.Before(deadline) {
 		deadline = budgetEnds
 	}
-	tctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	start := time.Now()
+	// The tool's context ends at the deadline, when ctx ends, or when the
+	// call returns; it makes no timer unless the tool asks for Done.
+	tctx := newToolContext(ctx, deadline)
 	// The tool runs on the VM's goroutine. One that ignores its context
 	// holds the VM, but not the eval: Eval gives up on the VM shortly
 	// after the deadline (see engine.Eval).
 	var out toolOutcome
 	out.value, out.err, out.panic = runTool(tctx, fn, args)
+	tctx.end()
 	entry.Duration = time.Since(start)
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		finish("tool call failed")
+		st.finish(ctx, &entry, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !time.Now().Before(c.Deadline) {
@@ -518,27 +521,27 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		if ctx.Err() != nil {
 			msg = "the caller's context ended during the call"
 		}
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if err := out.err; err != nil {
 		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
 			if ge != nil {
-				finish(ge.Message)
+				st.finish(ctx, &entry, ge.Message)
 				return nil, ge
 			}
-			finish(ab.Message)
+			st.finish(ctx, &entry, ab.Message)
 			return nil, ab
 		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			finish(msg)
+			st.finish(ctx, &entry, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -547,28 +550,56 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			finish(te.Message)
+			st.finish(ctx, &entry, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
 	b, err := engine.Answer(nil, out.value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
 		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
-		finish(msg)
+		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	entry.Result = out.value
-	keep(len(b))
-	finish("")
+	st.keep(&entry, len(b))
+	st.finish(ctx, &entry, "")
 	return b, nil
+}
+
+// keep counts n bytes of a call's data against MaxTranscriptData; past
+// it, the entry drops its arguments and result.
+func (st *evalState) keep(entry *ToolCall, n int) {
+	if st.kept += n; st.kept > MaxTranscriptData {
+		entry.Args, entry.Result, entry.Elided = Args{}, nil, true
+	}
+}
+
+// finish records entry, with the message the guest saw ("" on success),
+// and runs the AfterCall hook.
+func (st *evalState) finish(ctx context.Context, entry *ToolCall, errMsg string) {
+	r := st.r
+	entry.Error = errMsg
+	st.mu.Lock()
+	st.calls = append(st.calls, *entry)
+	st.mu.Unlock()
+	if r.hooks.AfterCall != nil {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.logPanic("AfterCall hook", entry.Name, recovered(p))
+				}
+			}()
+			r.hooks.AfterCall(ctx, *entry)
+		}()
+	}
 }
 
 type toolOutcome struct {

@@ -18,8 +18,12 @@ type Limits struct {
 	// Fuel is a deterministic CPU budget in wasmtime fuel units (about
 	// one per WebAssembly instruction; a 1M-iteration Ruby while loop
 	// takes about 4.7e8, and the eval driver itself about 2.2e5 for a
-	// trivial program). Zero means no fuel budget: fuel is still counted
-	// and reported, and Timeout bounds the work.
+	// trivial program). An eval with a budget runs the guest compiled
+	// with fuel metering, which costs time of its own (glovebox bench
+	// prints how much); the first such eval on a machine compiles that
+	// variant, about a minute on 2 cores, then it is cached. Zero (the
+	// default) means no fuel budget: the guest runs unmetered, counts no
+	// fuel (Result.FuelUsed is 0), and Timeout bounds the work.
 	Fuel uint64
 
 	// Memory caps the guest's linear memory in bytes. The booted guest

@@ -59,7 +59,8 @@ type Result struct {
 	StderrTruncated bool
 	// Error is set for every status but StatusOK.
 	Error *GuestError
-	// FuelUsed is the fuel the eval consumed, the driver's share included.
+	// FuelUsed is the fuel the eval consumed, the driver's share
+	// included; 0 when Limits.Fuel is 0 (no budget: nothing is counted).
 	FuelUsed uint64
 	// Duration is the wall-clock time of the eval inside the VM.
 	Duration time.Duration

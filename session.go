@@ -45,7 +45,11 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if r.shared.eng.Load() == nil {
 		return nil, ErrClosed
 	}
-	s, err := r.shared.pool.NewSession()
+	sh, err := r.target(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	s, err := sh.pool.NewSession()
 	if err != nil {
 		return nil, err
 	}

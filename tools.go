@@ -407,45 +407,62 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 	default:
 		return nil, errors.New("too many results (want at most a value and an error)")
 	}
+	// Everything about the signature is worked out here, once; a call
+	// only converts its arguments and calls fn.
+	variadic := t.IsVariadic()
+	nfixed := t.NumIn() - first
+	if variadic {
+		nfixed--
+	}
+	params := make([]reflect.Type, t.NumIn()-first) // the type each argument converts to
+	for i := range params {
+		params[i] = t.In(first + i)
+	}
+	if variadic {
+		params[len(params)-1] = params[len(params)-1].Elem()
+	}
+	bagLast := !variadic && nfixed > 0 && optionsBag(t.In(t.NumIn()-1))
+	kwLast := variadic || (nfixed > 0 && takesKeywords(t.In(t.NumIn()-1)))
+	want := fmt.Sprint(nfixed)
+	if variadic {
+		want += "+"
+	}
 	return func(ctx context.Context, a Args) (any, error) {
-		in := make([]any, 0, len(a.Positional)+1)
-		in = append(in, a.Positional...)
+		npos := len(a.Positional)
+		nin := npos
 		if a.Keyword != nil {
-			in = append(in, a.Keyword)
+			nin++
 		}
-		nfixed := t.NumIn() - first
-		if t.IsVariadic() {
-			nfixed--
+		bag := bagLast && nin == nfixed-1 // an omitted options bag is empty
+		if bag {
+			nin++
 		}
-		if !t.IsVariadic() && len(in) == nfixed-1 && optionsBag(t.In(t.NumIn()-1)) {
-			in = append(in, map[string]any{}) // an omitted options bag is empty
-		}
-		if a.Keyword != nil && !t.IsVariadic() && (nfixed == 0 || !takesKeywords(t.In(t.NumIn()-1))) {
+		if a.Keyword != nil && !kwLast {
 			return nil, &argError{fmt.Sprintf("unknown keyword: %s (this tool takes no keywords)", strings.Join(sortedKeys(a.Keyword), ", "))}
 		}
-		if len(in) < nfixed || (!t.IsVariadic() && len(in) > nfixed) {
-			want := fmt.Sprint(nfixed)
-			if t.IsVariadic() {
-				want += "+"
-			}
-			return nil, &argError{fmt.Sprintf("wrong number of arguments (given %d, expected %s)", len(in), want)}
+		if nin < nfixed || (!variadic && nin > nfixed) {
+			return nil, &argError{fmt.Sprintf("wrong number of arguments (given %d, expected %s)", nin, want)}
 		}
-		args := make([]reflect.Value, 0, first+len(in))
+		args := make([]reflect.Value, first+nin)
 		if first == 1 {
-			args = append(args, reflect.ValueOf(ctx))
+			args[0] = reflect.ValueOf(ctx)
 		}
-		for i, x := range in {
-			pt := reflect.Type(nil)
-			if t.IsVariadic() && i >= nfixed {
-				pt = t.In(t.NumIn() - 1).Elem()
-			} else {
-				pt = t.In(first + i)
+		for i := range nin {
+			var x any
+			switch {
+			case i < npos:
+				x = a.Positional[i]
+			case a.Keyword != nil && i == npos:
+				x = a.Keyword
+			default:
+				x = map[string]any{}
 			}
-			v, err := convertArg(x, pt, a.Keyword != nil && i == len(in)-1)
+			pt := params[min(i, len(params)-1)]
+			v, err := convertArg(x, pt, a.Keyword != nil && i == nin-1)
 			if err != nil {
 				return nil, &argError{fmt.Sprintf("argument %d: %v", i+1, err)}
 			}
-			args = append(args, v)
+			args[first+i] = v
 		}
 		out := fn.Call(args)
 		var res any

@@ -61,15 +61,14 @@ func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte
 		return []byte(s.abort)
 	}
 	name = engine.CleanToolName(name)
-	c := &engine.Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(args), Deadline: s.deadline}
+	c := &engine.Call{Name: name, Args: []any{}, Size: len(args), Deadline: s.deadline}
 	if len(args) > s.st.r.limits.ToolPayload {
 		c.Args, c.Kwargs, c.Err = nil, nil, fmt.Errorf("%d bytes of arguments, over the %d-byte limit", len(args), s.st.r.limits.ToolPayload)
 	} else if len(args) > 0 {
 		c.DecodeArgs(args)
 	}
-	cctx, cancel := context.WithDeadline(ctx, s.deadline)
-	defer cancel()
-	out, err := s.st.call(cctx, c)
+	// The call's own context (see evalState.call) ends at s.deadline.
+	out, err := s.st.call(ctx, c)
 	if err != nil {
 		var ge *engine.GuestError
 		var ab *engine.Abort

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,8 +29,9 @@ func benchCmd() *cobra.Command {
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
 		Long: `Measure glovebox on this machine. Every row prints a median (and p99 where
 latency matters) next to a baseline measured in the same run, so a noisy
-machine still yields a ratio. The first run also compiles a second copy of
-the guest without fuel metering (for the fuel row), about a minute.`,
+machine still yields a ratio. The first run may also compile a second copy
+of the guest (evals use the one without fuel metering unless they set a
+fuel budget; the fuel row needs both), about a minute, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), os.Stdout, samples)
@@ -99,28 +99,6 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		return err
 	}
 	defer rt.Close()
-	evalOK := func(r *glovebox.Runtime, code string) (*glovebox.Result, error) {
-		res, err := r.Eval(ctx, code)
-		if err == nil && res.Status != glovebox.StatusOK {
-			err = fmt.Errorf("%q ended %s: %+v", code, res.Status, res.Error)
-		}
-		return res, err
-	}
-	timeEvals := func(r *glovebox.Runtime, n int, pause time.Duration, code string) (stat, error) {
-		var d []time.Duration
-		for range n {
-			if pause > 0 {
-				time.Sleep(pause)
-			}
-			start := time.Now()
-			if _, err := evalOK(r, code); err != nil {
-				return stat{}, err
-			}
-			d = append(d, time.Since(start))
-		}
-		return summarize(d), nil
-	}
-
 	eng, err := openEngine(ctx, cacheDir, false)
 	if err != nil {
 		return err
@@ -129,91 +107,10 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		return err
 	}
 
-	// One tool-call round trip, against an empty eval.
-	var tools glovebox.Toolset
-	tools.Func("ping", func() int { return 1 })
-	trt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, Limits: glovebox.Limits{ToolCalls: 1 << 30}})
-	if err != nil {
+	// Host function round trip, fuel and code mode (bench_call.go).
+	if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
 		return err
 	}
-	defer trt.Close()
-	const calls = 10_000
-	var per []time.Duration
-	for range 7 {
-		with, err := evalOK(trt, fmt.Sprintf("i = 0; while i < %d; ping; i += 1; end", calls))
-		if err != nil {
-			return err
-		}
-		without, err := evalOK(trt, fmt.Sprintf("i = 0; while i < %d; i += 1; end", calls))
-		if err != nil {
-			return err
-		}
-		per = append(per, (with.Duration-without.Duration)/calls)
-	}
-	empty, err := timeEvals(trt, 100, 10*time.Millisecond, "nil")
-	if err != nil {
-		return err
-	}
-	tool := summarize(per)
-	row(yes(tool.p50 <= 10*time.Microsecond), "one tool-call round trip (median of 7×10k)", us(tool.p50), "empty eval "+ms(empty.p50),
-		fmt.Sprintf("%.1f%% of an eval", 100*float64(tool.p50)/float64(empty.p50)), "≤ 10 µs")
-
-	// The 1M-iteration loop: sandbox, without fuel, and native ruby.
-	// Metered and unmetered runs alternate, so drift in the machine's
-	// speed hits both sides alike.
-	const loop = `t = Process.clock_gettime(Process::CLOCK_MONOTONIC); i = 0; while i < 1_000_000; i += 1; end; Process.clock_gettime(Process::CLOCK_MONOTONIC) - t`
-	noFuel, err := openEngine(ctx, cacheDir, true)
-	if err != nil {
-		return err
-	}
-	defer noFuel.Close()
-	guestSeconds := func(out *engine.Outcome, err error) (time.Duration, error) {
-		if err != nil {
-			return 0, err
-		}
-		if out.Status != engine.StatusOK {
-			return 0, fmt.Errorf("loop ended %s", out.Status)
-		}
-		f, _ := out.Value.(float64)
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	var on, off, native []time.Duration
-	for range 11 {
-		d, err := guestSeconds(eng.Eval(ctx, &engine.Request{Code: loop, Limits: benchLimits}))
-		if err != nil {
-			return err
-		}
-		on = append(on, d)
-		if d, err = guestSeconds(noFuel.Eval(ctx, &engine.Request{Code: loop, Limits: benchLimits})); err != nil {
-			return err
-		}
-		off = append(off, d)
-	}
-	// Native runs come after, not interleaved: starting a process between
-	// guest runs was seen to slow the next guest run by up to 2x here.
-	ruby, rubyErr := exec.LookPath("ruby")
-	for i := 0; rubyErr == nil && i < 11; i++ {
-		out, err := exec.CommandContext(ctx, ruby, "-e", "p(begin; "+loop+"; end)").Output()
-		if err != nil {
-			return err
-		}
-		s, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-		if err != nil {
-			return err
-		}
-		native = append(native, time.Duration(s*float64(time.Second)))
-	}
-	onS, offS := summarize(on), summarize(off)
-	if rubyErr == nil {
-		nat := summarize(native)
-		ver, _ := exec.Command(ruby, "-e", "print RUBY_VERSION").Output()
-		row(yes(onS.p50 <= 10*nat.p50), "1M-iteration while loop (median of 11)", ms(onS.p50), "native ruby "+string(ver)+" "+ms(nat.p50),
-			fmt.Sprintf("%.1fx native", float64(onS.p50)/float64(nat.p50)), "≤ 10x")
-	} else {
-		row("?", "1M-iteration while loop (median of 11)", ms(onS.p50), "native ruby: not on PATH", "-", "≤ 10x")
-	}
-	row(yes(float64(onS.p50) <= 1.15*float64(offS.p50)), "same loop, fuel metering on (median of 11)", ms(onS.p50), "fuel off "+ms(offS.p50),
-		fmt.Sprintf("%+.1f%%", 100*(float64(onS.p50)/float64(offS.p50)-1)), "≤ +15%")
 
 	// Private memory per idle, prepared VM.
 	const idle = 50

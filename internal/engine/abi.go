@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -125,6 +126,8 @@ func defineHost(l *wt.Linker, m *wasmbin.Module) error {
 
 func vmOf(c *wt.Caller) *VM { return c.Context().Data().(*VM) }
 
+func vmOfContext(c wt.Context) *VM { return c.Data().(*VM) }
+
 // guest reads n bytes at ptr from linear memory, checking bounds against
 // the memory's current size before anything is allocated on the host.
 func (v *VM) guest(c wt.Context, ptr, n uint32) ([]byte, bool) {
@@ -165,20 +168,23 @@ func (v *VM) putString(c wt.Context, s []byte) (uint32, error) {
 }
 
 func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
-	v := vmOf(c)
 	ctx := c.Context()
+	v := vmOfContext(ctx)
 	ptr, n, ret := vals.U32(0), vals.U32(1), vals.U32(2)
 	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
 		return v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", n, v.limits.Message))
 	}
-	msg, ok := v.guest(ctx, ptr, n)
+	// Memory moves only while wasm runs: one look serves the whole call
+	// (a tool runs Go code only).
+	mem := v.mem.Data(ctx)
+	msg, ok := within(mem, ptr, n)
 	if !ok {
 		return v.stop(StatusSandboxError, "the guest sent a message that lies outside its memory")
 	}
-	if _, ok := v.guest(ctx, ret, 8); !ok {
+	if _, ok := within(mem, ret, 8); !ok {
 		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
 	}
-	resp, err := v.handle(string(msg))
+	resp, err := v.handle(msg)
 	if err != nil {
 		return err
 	}
@@ -188,10 +194,17 @@ func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 	v.nextJS++
 	h := v.nextJS
 	v.jsvals[h] = resp
-	d, _ := v.guest(ctx, ret, 8)
-	binary.LittleEndian.PutUint32(d[0:], 0) // variant case 0: success
-	binary.LittleEndian.PutUint32(d[4:], h)
+	binary.LittleEndian.PutUint32(mem[ret:], 0) // variant case 0: success
+	binary.LittleEndian.PutUint32(mem[ret+4:], h)
 	return nil
+}
+
+// within returns mem[ptr:ptr+n] if it lies inside mem.
+func within(mem []byte, ptr, n uint32) ([]byte, bool) {
+	if uint64(ptr)+uint64(n) > uint64(len(mem)) {
+		return nil, false
+	}
+	return mem[ptr : ptr+n], true
 }
 
 // maxLiveValues bounds the host values a guest may hold at once. The
@@ -199,21 +212,23 @@ func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 const maxLiveValues = 64
 
 func hostToString(c *wt.Caller, vals wt.Vals) error {
-	v := vmOf(c)
 	ctx := c.Context()
+	v := vmOfContext(ctx)
 	h, ret := vals.U32(0), vals.U32(1)
 	if _, ok := v.guest(ctx, ret, 8); !ok {
 		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
 	}
 	s := v.jsvals[h]
 	delete(v.jsvals, h) // each answer is read once
-	p, err := v.putString(ctx, []byte(s))
+	p, err := v.alloc(ctx, 1, uint32(len(s)+1))
 	if err != nil {
 		return v.allocFailed(err)
 	}
-	d, _ := v.guest(ctx, ret, 8)
-	binary.LittleEndian.PutUint32(d[0:], p)
-	binary.LittleEndian.PutUint32(d[4:], uint32(len(s)))
+	mem := v.mem.Data(ctx) // after the allocation, which may have grown it
+	copy(mem[p:], s)       // alloc checked the bounds
+	mem[p+uint32(len(s))] = 0
+	binary.LittleEndian.PutUint32(mem[ret:], p)
+	binary.LittleEndian.PutUint32(mem[ret+4:], uint32(len(s)))
 	return nil
 }
 
@@ -245,16 +260,19 @@ func (v *VM) allocFailed(err error) error {
 	return v.stop(StatusSandboxError, "cannot pass an answer to the guest: "+msg)
 }
 
-// handle answers one channel message. Its error, if any, stops the guest.
-func (v *VM) handle(msg string) (string, error) {
-	op, payload, _ := strings.Cut(msg, "\n")
+// handle answers one channel message. msg aliases guest memory: nothing
+// may keep it past the call. Its error, if any, stops the guest.
+func (v *VM) handle(msg []byte) ([]byte, error) {
+	op, payload, _ := bytes.Cut(msg, newline)
 	if v.flushing {
-		return "", v.stop(StatusSandboxError, "the guest sent a message while its output was flushed after a trap")
+		return nil, v.stop(StatusSandboxError, "the guest sent a message while its output was flushed after a trap")
 	}
-	switch op {
+	switch string(op) {
+	case "call":
+		return v.call(payload)
 	case "req":
 		if v.req == nil {
-			return "", v.stop(StatusSandboxError, "the guest asked for a request outside an eval")
+			return nil, v.stop(StatusSandboxError, "the guest asked for a request outside an eval")
 		}
 		b := []byte(`{"code":`)
 		b = wire.AppendString(b, v.req.Code)
@@ -283,58 +301,103 @@ func (v *VM) handle(msg string) (string, error) {
 			b = append(b, ']')
 		}
 		b = append(b, '}')
-		return string(b), nil
-	case "call":
-		return v.call(payload)
+		return b, nil
 	}
-	return "", v.stop(StatusSandboxError, fmt.Sprintf("the guest sent an unknown message %.40q", op))
+	return nil, v.stop(StatusSandboxError, fmt.Sprintf("the guest sent an unknown message %.40q", op))
+}
+
+var newline = []byte{'\n'}
+
+// toolName returns the name of the tool a call names: the request's own
+// string when it is one of its tools (no copy), else a cleaned copy.
+func (v *VM) toolName(b []byte) string {
+	if v.req != nil {
+		for _, t := range v.req.Tools {
+			if t == string(b) {
+				return t
+			}
+		}
+	}
+	// A copy, as valid UTF-8 without control characters: hooks and logs
+	// see it.
+	return strings.Clone(CleanToolName(string(b)))
 }
 
 // call runs one tool call: payload is the tool name, a newline, and
 // (unless there are no arguments) the wire form of [args, kwargs].
 // Malformed arguments still reach the CallFunc, which counts and records
 // the attempt and answers with ArgumentError.
-func (v *VM) call(payload string) (string, error) {
-	name, argData, _ := strings.Cut(payload, "\n")
-	// A copy (a substring would keep the whole message alive), as valid
-	// UTF-8 without control characters: hooks and logs see it.
-	name = strings.Clone(CleanToolName(name))
+//
+// The arguments come in the flat form (scalars only, see wire.DecodeFlat)
+// or the JSON form; payload aliases guest memory, and the Call holds
+// copies only.
+func (v *VM) call(payload []byte) ([]byte, error) {
+	nameB, argData, _ := bytes.Cut(payload, newline)
+	name := v.toolName(nameB)
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
 	}
-	c := &Call{Name: name, Args: []any{}, Kwargs: map[string]any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold}
-	if argData != "" {
-		c.DecodeArgs([]byte(argData))
+	if v.hold == nil {
+		v.hold = v.holdClock // one closure per VM, not one per call
+	}
+	c := &v.cur
+	*c = Call{Name: name, Args: []any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold}
+	if len(argData) > 0 {
+		c.DecodeArgs(argData)
 	}
 	v.inTool.Store(true)
 	res, err := v.req.Call(v.ctx, c)
 	v.inTool.Store(false)
+	*c = Call{} // the VM keeps nothing of the call
 	// The eval's own limits win over whatever the tool made of them.
 	if v.ctx.Err() != nil {
-		return "", v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
+		return nil, v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
 	}
 	if !time.Now().Before(v.deadline) {
-		return "", v.stop(StatusTimeout, v.timeoutMessage())
+		return nil, v.stop(StatusTimeout, v.timeoutMessage())
 	}
 	if err != nil {
 		var ge *GuestError
 		var ab *Abort
 		switch {
 		case errors.As(err, &ab):
-			return "", v.stop(ab.Status, ab.Message)
+			return nil, v.stop(ab.Status, ab.Message)
 		case errors.As(err, &ge):
 			return guestErr(ge.Class, ge.Message), nil
 		}
 		return guestErr("ToolError", err.Error()), nil
 	}
-	return string(res), nil
+	return guestAnswer(res), nil
+}
+
+// guestAnswer rewrites an answer from Answer's form ("i\n42") into the
+// form the prelude reads (see Glovebox.__answer): the value, then its tag
+// as the last byte ("42i"), so the guest reads an integer with one
+// String#to_i and a string by dropping one byte, without a slice.
+// Anything else Answer never makes is passed on as a ToolError.
+func guestAnswer(a []byte) []byte {
+	switch {
+	case len(a) == 1 && (a[0] == 'n' || a[0] == 't' || a[0] == 'f'):
+		return a
+	case len(a) >= 2 && a[1] == '\n' && (a[0] == 'i' || a[0] == 's' || a[0] == 'j'):
+		tag := a[0]
+		copy(a, a[2:])
+		a = a[:len(a)-2]
+		return append(a, tag)
+	}
+	return guestErr("ToolError", "the host made a malformed answer")
 }
 
 // maxToolName bounds the tool name kept from a message; real names are
 // Ruby method names, far shorter.
 const maxToolName = 256
 
-func guestErr(class, msg string) string { return "err\n" + class + "\n" + msg }
+// guestErr is the answer that raises class with msg in the guest:
+// "<class>\n<msg>e".
+func guestErr(class, msg string) []byte {
+	b := make([]byte, 0, len(class)+len(msg)+2)
+	return append(append(append(append(b, class...), '\n'), msg...), 'e')
+}
 
 // Answer encodes a tool's result for the guest: a type tag on the first
 // line, then the value. Scalars and strings travel bare, which saves the
@@ -558,9 +621,19 @@ func CleanToolName(name string) string {
 }
 
 // DecodeArgs fills c.Args and c.Kwargs from a call's encoded
-// [args, kwargs] pair (the wire format). A payload that does not decode
-// to that shape leaves both nil and sets c.Err.
+// [args, kwargs] pair (the wire format), or from positional arguments in
+// the flat form (wire.DecodeFlat; Kwargs stays as it was). A payload that
+// does not decode to that shape leaves both nil and sets c.Err.
 func (c *Call) DecodeArgs(data []byte) {
+	if wire.IsFlat(data) {
+		args, err := wire.DecodeFlat(data)
+		if err != nil {
+			c.Args, c.Kwargs, c.Err = nil, nil, err
+			return
+		}
+		c.Args = args
+		return
+	}
 	// [args, kwargs] adds two levels around each argument.
 	val, err := wire.DecodeDepth(data, MaxValueDepth+2)
 	parts, _ := val.([]any)

@@ -442,7 +442,7 @@ func (e *Engine) bootVM(mounts []Mount) (*VM, error) {
 	}
 	// The booted guest's clock starts at one second; a snapshot records
 	// where it got to.
-	v := &VM{e: e, jsvals: map[uint32]string{}, monoBase: uint64(time.Second), born: time.Now()}
+	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: uint64(time.Second), born: time.Now()}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}

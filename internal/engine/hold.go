@@ -11,10 +11,10 @@ import (
 // resume is added to the deadline, so waiting for a decision does not use
 // up the eval's Timeout. The caller's context still ends the eval.
 
-// hold stops v's wall clock; the function it returns restarts it and
+// holdClock stops v's wall clock; the function it returns restarts it and
 // returns the eval's new deadline. Both run on the VM's goroutine, inside
 // the tool call (Call.Hold); calling resume more than once is harmless.
-func (v *VM) hold() (resume func() time.Time) {
+func (v *VM) holdClock() (resume func() time.Time) {
 	start := time.Now()
 	v.held.Store(true)
 	var once sync.Once

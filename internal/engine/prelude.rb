@@ -42,37 +42,81 @@ module Glovebox
     "TypeError" => TypeError, "ArgumentError" => ArgumentError,
   }.freeze
 
-  eval_js = JS.method(:eval)
+  # The js extension's module, kept (JS itself is removed below) as the
+  # one channel to the host: CHANNEL.eval(message).to_s sends a message
+  # and returns the host's answer. The host checks every message; what
+  # else the module offers, the host refuses.
+  CHANNEL = JS
+  UTF8 = Encoding::UTF_8
+  ASCII = Encoding::US_ASCII
   # One message to the host and its answer, both strings.
-  define_singleton_method(:__send) { |op, payload| eval_js.call("#{op}\n#{payload}").to_s }
-  define_singleton_method(:__raw) { |message| eval_js.call(message).to_s }
+  define_singleton_method(:__send) { |op, payload| CHANNEL.eval("#{op}\n#{payload}").to_s }
+  define_singleton_method(:__raw) { |message| CHANNEL.eval(message).to_s }
   private_class_method :__send
 
   class << self
     # Calls the host tool name; what the tool returns comes back as data.
     def call(name, *args, **kwargs)
-      name = name.to_s
-      payload = if args.empty? && kwargs.empty?
-                  "#{name}\n"
-                else
-                  "#{name}\n#{GEN.generate([__data(args, 0, {}.compare_by_identity), __data(kwargs, 0, {}.compare_by_identity)])}"
-                end
-      __answer(__send("call", payload))
+      prefix = "call\n#{name}\n"
+      m = kwargs.empty? && __flat(prefix, args)
+      m ||= prefix + GEN.generate([__data(args, 0, {}.compare_by_identity), __data(kwargs, 0, {}.compare_by_identity)])
+      __answer(CHANNEL.eval(m).to_s)
     end
 
-    # Decodes the host's answer to a call: "ok" and a typed value, or "err",
-    # a class and a message.
+    # The message for a call of a tool (prefix is "call\n<name>\n") with
+    # positional arguments args and no keywords, in the host's flat form,
+    # when every argument is a scalar it carries: nil, true, false, an
+    # Integer of at most 63 bits and a sign, a Float, a Symbol, or a valid
+    # UTF-8 or US-ASCII String. Otherwise nil: the call then goes through
+    # Glovebox.call, which encodes any data. The flat form is "~" and one
+    # item per argument: n, t, f, i<digits>; d<Float#to_s>; or
+    # s<bytes>:<string>. It spares the guest the JSON generator, which
+    # costs several microseconds a call here (its recursion guard uses
+    # setjmp, which ruby.wasm emulates).
+    def __flat(prefix, args)
+      n = args.size
+      return prefix if n == 0
+      s = "#{prefix}~"
+      i = 0
+      while i < n # not each: a block costs more here
+        x = args[i]
+        i += 1
+        case x
+        when Integer
+          return nil if x.bit_length > 63
+          s << "i#{x};"
+        when String
+          e = x.encoding
+          return nil unless (e == UTF8 || e == ASCII) && x.valid_encoding?
+          s << "s#{x.bytesize}:" << x
+        when Symbol
+          x = x.name
+          return nil unless x.encoding == UTF8 && x.valid_encoding?
+          s << "s#{x.bytesize}:" << x
+        when nil then s << "n".freeze
+        when true then s << "t".freeze
+        when false then s << "f".freeze
+        when Float then s << "d#{x};"
+        else return nil
+        end
+      end
+      s
+    end
+
+    # Decodes the host's answer to a call: a value and its type tag as the
+    # last byte (n, t, f; "42i"; "texts"; "[1,2]j" in the wire form), or
+    # "<class>\n<message>e" for an error to raise.
     def __answer(s)
-      case s.getbyte(0)
+      case s.getbyte(-1)
+      when 105 then s.to_i # i
+      when 115 then s.chop! || s # s (already UTF-8)
       when 110 then nil # n
       when 116 then true # t
       when 102 then false # f
-      when 105 then Integer(s.byteslice(2, s.bytesize), 10) # i
-      when 115 then s.byteslice(2, s.bytesize).force_encoding(Encoding::UTF_8) # s
-      when 106 then JSON.parse(s.byteslice(2, s.bytesize), allow_nan: true, max_nesting: false) # j
+      when 106 then JSON.parse(s.chop!, allow_nan: true, max_nesting: false) # j
       else
-        _, klass, message = s.split("\n", 3)
-        raise __error_class(klass), message.to_s
+        klass, message = s.byteslice(0, s.bytesize - 1).split("\n", 2)
+        raise __error_class(klass.to_s), message.to_s
       end
     end
 
@@ -100,18 +144,20 @@ module Glovebox
     # any untrusted code.
     # Also defines the host's tools: plain private methods on Object,
     # compiled in one class_eval while the VM is prepared (it costs about
-    # 300,000 fuel a tool); a no-argument call, the common case, skips
-    # argument encoding altogether.
+    # 300,000 fuel a tool); a call without keywords whose arguments are
+    # scalars (the common case) is sent in the flat form (see __flat).
     def __prepare
       srand(Random.new_seed)
-      src = +""
-      JSON.parse(__send("req", ""))["tools"].each do |name|
+      src = +"# frozen_string_literal: true\n"
+      tools = JSON.parse(__send("req", ""))["tools"]
+      tools.each do |name|
         raise ArgumentError, "bad tool name #{name.inspect}" unless name.match?(/\A[a-z_][A-Za-z0-9_]*[?!]?\z/)
         src << "private def #{name}(*args, **kwargs)\n" \
-               "  return Glovebox.__answer(Glovebox.__raw(#{"call\n#{name}\n".dump})) if args.empty? && kwargs.empty?\n" \
-               "  Glovebox.call(#{name.dump}, *args, **kwargs)\nend\n"
+               "  return Glovebox.call(#{name.dump}, *args, **kwargs) unless kwargs.empty? && " \
+               "(m = Glovebox.__flat(#{"call\n#{name}\n".dump}, args))\n" \
+               "  Glovebox.__answer(Glovebox::CHANNEL.eval(m).to_s)\nend\n"
       end
-      Object.class_eval(src, "<glovebox>", 1) unless src.empty?
+      Object.class_eval(src, "<glovebox>", 0) unless tools.empty?
       nil
     end
 
