@@ -31,7 +31,12 @@ gb_deep(%d) { %s }`, n, depth, cmp)
 // grew with the depth; after glovebox's rewrite (internal/wasmbin,
 // PatchSjlj) it copies one frame.
 func benchSjlj(ctx context.Context, eng *engine.Engine, row func(met string, cols ...string)) error {
-	const n = 100_000
+	return benchSjljN(ctx, eng, row, 100_000, 11)
+}
+
+// benchSjljN is benchSjlj with n comparisons per loop and the median of
+// rounds interleaved runs.
+func benchSjljN(ctx context.Context, eng *engine.Engine, row func(met string, cols ...string), n, rounds int) error {
 	run := func(code string) (time.Duration, error) {
 		out, err := eng.Eval(ctx, &engine.Request{Code: code, Limits: benchLimits})
 		if err != nil {
@@ -45,7 +50,7 @@ func benchSjlj(ctx context.Context, eng *engine.Engine, row func(met string, col
 	}
 	arr, num, deep := `gb_cmp([1, 2, 3], [1, 2, 4])`, `gb_cmp(1, 2)`, `gb_cmp([1, 2, 3], [1, 2, 4])`
 	var a, i, d []time.Duration
-	for range 11 { // interleaved, median of 11
+	for range rounds { // interleaved
 		for _, c := range []struct {
 			dst   *[]time.Duration
 			code  string
@@ -59,14 +64,14 @@ func benchSjlj(ctx context.Context, eng *engine.Engine, row func(met string, col
 		}
 	}
 	as, is, ds := summarize(a), summarize(i), summarize(d)
-	row("-", "100k Array#<=> (a setjmp each; median of 11)", ms(as.p50), "Integer#<=> loop "+ms(is.p50),
+	row("-", fmt.Sprintf("%dk Array#<=> (a setjmp each; median of %d)", n/1000, rounds), ms(as.p50), "Integer#<=> loop "+ms(is.p50),
 		fmt.Sprintf("%.1fx", float64(as.p50)/float64(is.p50)), "-")
 	ratio := float64(ds.p50) / float64(as.p50)
 	met := "NO"
 	if ratio <= 1.5 {
 		met = "yes"
 	}
-	row(met, "same, 200 Ruby+C levels deep (median of 11)", ms(ds.p50), "at depth 0 "+ms(as.p50),
+	row(met, fmt.Sprintf("same, 200 Ruby+C levels deep (median of %d)", rounds), ms(ds.p50), "at depth 0 "+ms(as.p50),
 		fmt.Sprintf("%.2fx", ratio), "≤ 1.5x (cost independent of depth)")
 	return nil
 }

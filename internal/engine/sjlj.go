@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gloveboxhq/glovebox/internal/wasmbin"
+	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 // sjljVersion names the setjmp rewrite (wasmbin.PatchSjlj) in the module's
@@ -89,3 +90,23 @@ func wasmStackFor(threadStack int) int {
 // maxWasmStack is the most native stack wasm gets (RATIONALE.md, "Deep
 // recursion").
 const maxWasmStack = 6 << 20
+
+// sjljBeforeFlush runs before the flush after a trap. A trap leaves the
+// shadow stack pointer where the guest stopped; when that was deep, Ruby's
+// stack check (machineStackMax) would refuse the flush with a
+// SystemStackError, so the check is switched off for the rest of this VM's
+// life (it is discarded after the flush).
+func (v *VM) sjljBeforeFlush(c wt.Context) {
+	if v.e.src == nil {
+		return
+	}
+	l := wasmbin.RubyWasm4010
+	mem := v.mem.Data(c)
+	if int(l.CurrentEC)+4 > len(mem) {
+		return
+	}
+	ec := binary.LittleEndian.Uint32(mem[l.CurrentEC:])
+	if ec != 0 && int(ec)+int(l.ECStackMaxSize)+4 <= len(mem) {
+		binary.LittleEndian.PutUint32(mem[ec+l.ECStackMaxSize:], 0)
+	}
+}

@@ -530,6 +530,7 @@ func (v *VM) flushAfterTrap(c wt.Context) {
 	v.store.SetMemoryLimit(v.limits.Memory)
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
+	v.sjljBeforeFlush(c) // Ruby's stack check would refuse a flush from deep in the stack (sjlj.go)
 	v.evalString(c, "Glovebox.__flush")
 	v.e.ticker.stop()
 	v.store.SetMemoryLimit(maxMemory)
