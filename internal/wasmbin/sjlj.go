@@ -135,9 +135,10 @@ var RubyWasm4010 = SjljLayout{
 
 // ReserveBytes is the size of the region PatchSjlj adds for the GC scan
 // and longjmp buffers: the Asyncify-saved locals of the whole wasm stack
-// must fit. 16 MiB is far more than the 4 MiB wasm stack can hold (see
-// RATIONALE.md, "Deep recursion"); the zero pages cost nothing until a deep
-// stack is scanned.
+// must fit, and Asyncify checks no bound while it saves. 16 MiB held a GC
+// scan with the 6 MiB wasm stack nearly full (Marshal.dump of 12,000
+// nested arrays under GC.stress, 12,663 being the most the stack allows);
+// the zero pages cost nothing until a deep stack is scanned.
 const ReserveBytes = 16 << 20
 
 // sjljMagic mixes the owner tag's check word, so stale bytes in a jmp_buf
