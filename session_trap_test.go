@@ -5,8 +5,9 @@ import (
 )
 
 // deepStackCode exhausts the wasm stack (not Ruby's own stack check):
-// Marshal.dump recurses in C once per level.
-const deepStackCode = `a = []; 5000.times { a = [a] }; Marshal.dump(a)`
+// Marshal.dump recurses in C once per level and reaches about 12,600 levels
+// with the 6 MiB wasm stack.
+const deepStackCode = `a = []; 20_000.times { a = [a] }; Marshal.dump(a)`
 
 // An eval that ends in a wasm trap either unwound through Ruby (its
 // rescue and ensure ran) or its VM is discarded and the result says so;

@@ -124,6 +124,9 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	perVM := float64(after-before) / idle
 	row(yes(perVM <= 5e6), fmt.Sprintf("private memory per idle VM (%d held)", idle), fmt.Sprintf("%.2f MB", float64(after-before)/idle/1e6),
 		fmt.Sprintf("process before %.0f MB", float64(before)/1e6), "-", "≤ 5 MB")
+	if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (bench_sjlj.go)
+		return err
+	}
 	eng.Close()
 	benchBoxes(ctx, row) // the OS-level boxes (bench_box.go)
 	benchExecutor(ctx, row)

@@ -60,8 +60,11 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 		if derived != nil {
 			return nil
 		}
-		var err error
-		derived, bootMem, err = e.wasm.Split(globalPrefix)
+		src, err := e.compileSource()
+		if err != nil {
+			return err
+		}
+		derived, bootMem, err = src.Split(globalPrefix)
 		if err != nil {
 			return fmt.Errorf("glovebox: preparing the guest image: %w", err)
 		}
@@ -365,6 +368,7 @@ func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
 	}
 	c := v.store.Context()
 	mem := append([]byte(nil), v.mem.Data(c)...)
+	e.sjljBooted(mem)
 	if len(mem)%wasmbin.PageSize != 0 {
 		return errors.New("glovebox: booted memory is not a whole number of pages")
 	}

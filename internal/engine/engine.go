@@ -63,6 +63,7 @@ type Engine struct {
 	linker   *wt.Linker
 	pre      *wt.InstancePre
 	wasm     *wasmbin.Module // the original image, parsed; its bytes are mapped
+	src      *wasmbin.Module // the unpatched image when wasm is sjljImage's header; see compileSource
 	unmap    func()
 	wasi     *wt.Linker // WASI alone: the originals of the shadowed calls
 	tramp    *wt.Module // see trampolineModule
@@ -147,10 +148,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.NoFuel {
 		settings += ";nofuel"
 	}
-	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion)
+	wasm, sjljKey, err := sjljImage(parsed, sum)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion+sjljKey)
 	e := &Engine{
 		cfg:      cfg,
-		wasm:     parsed,
+		wasm:     wasm,
 		unmap:    unmap,
 		log:      cfg.Logger,
 		closing:  make(chan struct{}),
@@ -159,7 +165,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		snaps:    map[string]*snapshot{},
 		scratch:  newScratchDirs(""),
 	}
-	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel})
+	if wasm != parsed {
+		e.src = parsed
+	}
+	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel, MaxWasmStack: wasmStackFor(wt.DefaultThreadStack())})
 	e.ticker = newTicker(e.wt, epochTick)
 	dir := filepath.Join(cfg.CacheDir, key[:24])
 	if err := e.load(ctx, dir); err != nil {

@@ -547,6 +547,7 @@ func (v *VM) flushAfterTrap(c wt.Context) {
 	v.store.SetMemoryLimit(v.limits.Memory)
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
+	v.sjljBeforeFlush(c) // Ruby's stack check would refuse a flush from deep in the stack (sjlj.go)
 	v.evalString(c, "Glovebox.__flush")
 	v.e.ticker.stop()
 	v.store.SetMemoryLimit(maxMemory)
@@ -691,8 +692,8 @@ func (v *VM) classify(err error, out *Outcome) {
 func trapReason(we *wt.Error) string {
 	switch we.Code {
 	case wt.TrapUnreachable:
-		return "it reached an unreachable instruction (Ruby aborted; C methods recursing through nested data, such as inspect, to_s, hash or ==, " +
-			"do this past about 50 to 90 levels, when the 6 KiB buffer ruby.wasm captures the stack into for setjmp and the GC overflows)"
+		return "it reached an unreachable instruction (Ruby aborted; so does a Fiber switch, such as Enumerator#next, with more than " +
+			"about 90 levels of C recursion, like nested inspect, below it: ruby.wasm saves a fiber's stack into a 24 KiB buffer)"
 	case wt.TrapMemoryOutOfBounds:
 		return "out-of-bounds memory access"
 	}

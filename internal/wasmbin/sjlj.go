@@ -1,0 +1,504 @@
+package wasmbin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Local setjmp capture for ruby.wasm images.
+//
+// ruby.wasm implements setjmp/longjmp with Binaryen's Asyncify (ruby's
+// wasm/setjmp.c): setjmp unwinds the WHOLE wasm call stack into a buffer
+// inside the jmp_buf (24 KiB in the npm builds) up to rb_wasm_rt_start, and
+// rewinds it; longjmp unwinds the whole stack into a static 24 KiB buffer
+// and rewinds the setjmp snapshot from the root. So every setjmp costs time
+// proportional to the stack depth, and once the stack's saved locals pass
+// 24 KiB (about 90 levels of Array#inspect, each of which sets a tag in
+// rb_exec_recursive) Asyncify writes past the buffer and traps. The GC's
+// scan of wasm locals (wasm/machine.c) unwinds into another static 24 KiB
+// buffer with the same limit.
+//
+// PatchSjlj rewrites the module so that:
+//
+//   - every function F that calls _rb_wasm_setjmp is split into F' (its
+//     original body, at a new index) and a wrapper at F's index that calls
+//     F' in a loop and catches the Asyncify unwinds meant for F: a setjmp
+//     capture (the first wrapper above the setjmp is always F's) and a
+//     longjmp to a jmp_buf F captured (recognised by an owner tag the
+//     wrapper stores in the jmp_buf: its shadow-stack pointer and wrapper
+//     depth). The wrapper stops the unwind there and rewinds F' from the
+//     jmp_buf, doing what rb_wasm_rt_start does at the root, so a setjmp
+//     snapshot holds three frames instead of the whole stack and costs
+//     O(1). Unwinds it does not own (GC scan, fiber switch, a longjmp to an
+//     outer frame) pass through; the wrapper then saves its own state (the
+//     shadow-stack pointer it entered with) on the Asyncify stack like any
+//     instrumented function, and restores it when rewound.
+//   - the GC scan buffer and the longjmp scratch buffer (never rewound) are
+//     moved to a region of ReserveBytes appended to the initial memory, past
+//     everything the image places there and below the first page the
+//     allocator can grow into, and the scan covers only the part the unwind
+//     filled.
+//
+// The addresses and function indices are specific to one image; SjljLayout
+// records them and PatchSjlj checks the code it rewrites matches before
+// changing anything.
+
+// SjljLayout locates ruby.wasm's setjmp machinery in one image. Function
+// indices count imports; addresses are linear-memory byte offsets.
+type SjljLayout struct {
+	ImageSHA256 string // the image these figures were read from
+
+	Setjmp      uint32 // _rb_wasm_setjmp (wasm/setjmp_core.S)
+	StartUnwind uint32 // Asyncify's asyncify_start_unwind
+	StopUnwind  uint32 // asyncify_stop_unwind
+	StartRewind uint32 // asyncify_start_rewind
+
+	StackPointer  uint32 // global: __stack_pointer
+	AsyncifyState uint32 // global: Asyncify state (0 normal, 1 unwinding, 2 rewinding)
+	AsyncifyData  uint32 // global: address of the current {top, end} buffer
+
+	ActiveJmpBuf uint32 // static rb_wasm_jmp_buf *_rb_wasm_active_jmpbuf
+	UnwindBuf    uint32 // static void *rb_asyncify_unwind_buf (wasm/asyncify.h)
+	JmpBufState  uint32 // offset of rb_wasm_jmp_buf.state
+	JmpBufDstTop uint32 // offset of rb_wasm_jmp_buf.dst_buf_top
+	JmpBufOwner  uint32 // offset of 12 spare bytes at the end of setjmp_buf.buffer
+
+	Longjmp       uint32    // _rb_wasm_longjmp
+	LongjmpBuf    [2]uint32 // its static scratch buffer: address of {top,end}, initial top
+	LongjmpBufEnd uint32    // initial end
+
+	ScanLocals     uint32    // rb_wasm_scan_locals (wasm/machine.c)
+	ScanBuf        [2]uint32 // its static buffer: address of {top,end}, initial top
+	ScanBufEnd     uint32    // initial end
+	ScanUnwind     uint32    // rb_wasm_handle_scan_unwind
+	ActiveScanBuf  uint32    // static _rb_wasm_active_scan_buf
+	ScanUnwindBody []byte    // the body rb_wasm_handle_scan_unwind must have
+
+	// Ruby's own C-stack check (rb_ec_stack_check) compares the shadow
+	// stack in use with ec->machine.stack_maxsize, which WASI builds leave
+	// at 0 (check disabled); the engine sets it at boot (see
+	// internal/engine) and the wrappers run the same check, since the
+	// recursions in core methods (inspect, hash, ==) reach no call site
+	// that checks.
+	CurrentEC        uint32 // static rb_execution_context_t *ruby_current_ec
+	ECStackStart     uint32 // offset of ec->machine.stack_start
+	ECStackMaxSize   uint32 // offset of ec->machine.stack_maxsize
+	ECRaisedFlag     uint32 // offset of ec->raised_flag (one byte)
+	RaisedStackOver  uint32 // RAISED_STACKOVERFLOW
+	StackOverflow    uint32 // rb_ec_stack_overflow(ec, crit): raises SystemStackError
+	StackOverflowMsg uint32 // address of its "system stack overflow during GC" message
+}
+
+// RubyWasm4010 is the layout of ruby+stdlib.wasm in the npm package
+// @ruby/4.0-wasm-wasi 2.10.1, read from its disassembly (binaryen's
+// wasm-dis) next to the package's ruby.debug+stdlib.wasm, whose names
+// identify the same functions.
+var RubyWasm4010 = SjljLayout{
+	ImageSHA256: "9fe3c749730a16da9b0d1a973bb77bec164f8d958efcb7f5b81e4275ea8c5439",
+
+	Setjmp:      10096,
+	StartUnwind: 18205,
+	StopUnwind:  18206,
+	StartRewind: 18207,
+
+	StackPointer:  0,
+	AsyncifyState: 1,
+	AsyncifyData:  2,
+
+	ActiveJmpBuf: 21148148,
+	UnwindBuf:    21148152,
+	JmpBufState:  24596,
+	JmpBufDstTop: 24588,
+	JmpBufOwner:  24572,
+
+	Longjmp:       10090,
+	LongjmpBuf:    [2]uint32{21148156, 21148164},
+	LongjmpBufEnd: 21172740,
+
+	ScanLocals:    10085,
+	ScanBuf:       [2]uint32{21123552, 21123560},
+	ScanBufEnd:    21148136,
+	ScanUnwind:    10088,
+	ActiveScanBuf: 21148140,
+	// (func (result i32) (i32.load (i32.const 21148140)))
+	ScanUnwindBody: []byte{0x00, 0x41, 0xec, 0xe3, 0x8a, 0x0a, 0x28, 0x02, 0x00, 0x0b},
+
+	CurrentEC:        21122160,
+	ECStackStart:     100,
+	ECStackMaxSize:   108,
+	ECRaisedFlag:     84,
+	RaisedStackOver:  2,
+	StackOverflow:    8638,
+	StackOverflowMsg: 17050159,
+}
+
+// ReserveBytes is the size of the region PatchSjlj adds for the GC scan
+// and longjmp buffers: the Asyncify-saved locals of the whole wasm stack
+// must fit, and Asyncify checks no bound while it saves. 16 MiB held a GC
+// scan with the 6 MiB wasm stack nearly full (Marshal.dump of 12,000
+// nested arrays under GC.stress, 12,663 being the most the stack allows);
+// the zero pages cost nothing until a deep stack is scanned.
+const ReserveBytes = 16 << 20
+
+// sjljMagic mixes the owner tag's check word, so stale bytes in a jmp_buf
+// that was never captured cannot pass for a tag.
+const sjljMagic = 0x5e7a3b1d
+
+// ErrSjljLayout is returned when the module does not match the layout.
+var ErrSjljLayout = errors.New("wasmbin: the image does not match the setjmp layout")
+
+// SjljHeader returns a copy of m with only the memory and global changes
+// PatchSjlj makes (the reserved region, the wrapper-depth global). It is
+// cheap, and enough for what needs the module's memory and globals but not
+// its code, such as the initial memory image and the list of globals a
+// snapshot saves.
+func (m *Module) SjljHeader() (*Module, error) {
+	out, _, _, err := m.sjljHeader()
+	return out, err
+}
+
+func (m *Module) sjljHeader() (*Module, uint32, uint64, error) {
+	out := m.clone()
+	mem, err := out.Memory()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	region := uint64(mem.Min) * PageSize
+	if region+ReserveBytes > 1<<31 {
+		return nil, 0, 0, fmt.Errorf("%w: no room for the reserved region", ErrSjljLayout)
+	}
+	if err := out.setMemoryMin(mem.Min + ReserveBytes/PageSize); err != nil {
+		return nil, 0, 0, err
+	}
+	depth, err := out.addGlobal(ValI32, true, []byte{0x41, 0})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return out, depth, region, nil
+}
+
+// PatchSjlj returns a copy of m rewritten as described above, and the
+// number of functions it wrapped. m must be the image l describes, not yet
+// patched.
+func (m *Module) PatchSjlj(l SjljLayout) (*Module, int, error) {
+	out := m.clone()
+	types, err := out.Types()
+	if err != nil {
+		return nil, 0, err
+	}
+	ftypes, err := out.FuncTypes()
+	if err != nil {
+		return nil, 0, err
+	}
+	bodies, err := out.Bodies()
+	if err != nil {
+		return nil, 0, err
+	}
+	nimp, err := out.importCount(KindFunc)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(ftypes) != len(bodies) {
+		return nil, 0, fmt.Errorf("%w: %d function types, %d bodies", ErrMalformed, len(ftypes), len(bodies))
+	}
+	body := func(idx uint32) ([]byte, error) {
+		if idx < uint32(nimp) || int(idx)-nimp >= len(bodies) {
+			return nil, fmt.Errorf("%w: function %d is not defined by the module", ErrSjljLayout, idx)
+		}
+		return bodies[int(idx)-nimp], nil
+	}
+	// The Asyncify entry points and the setjmp wrapper must be what the
+	// layout says: check the instructions the rewrite relies on.
+	for _, c := range []struct {
+		fn   uint32
+		want []byte
+	}{
+		{l.StartUnwind, ins(0x41, 1, 0x24, l.AsyncifyState, 0x20, 0, 0x24, l.AsyncifyData)},
+		{l.StartRewind, ins(0x41, 2, 0x24, l.AsyncifyState, 0x20, 0, 0x24, l.AsyncifyData)},
+		{l.StopUnwind, ins(0x41, 0, 0x24, l.AsyncifyState)},
+		{l.Setjmp, ins(0x23, l.StackPointer)},
+		{l.StackOverflow, ins(0x41, l.StackOverflowMsg)},
+	} {
+		b, err := body(c.fn)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !bytes.Contains(b, c.want) {
+			return nil, 0, fmt.Errorf("%w: function %d lacks % x", ErrSjljLayout, c.fn, c.want)
+		}
+	}
+
+	hdr, depth, region, err := m.sjljHeader()
+	if err != nil {
+		return nil, 0, err
+	}
+	out.Sections = hdr.Sections
+	start, end := int32(region), int32(region+ReserveBytes)
+	// Point the longjmp scratch buffer and the scan buffer at the region
+	// (they are never in use at the same time: the scan runs inside the
+	// GC, a longjmp's unwind only in the frames it leaves).
+	retarget := func(fn uint32, buf [2]uint32, oldEnd uint32) error {
+		b, err := body(fn)
+		if err != nil {
+			return err
+		}
+		endField, topField := int32(buf[0]+4), int32(buf[0])
+		b, err = replaceOnce(b, ins(0x41, endField, 0x41, int32(oldEnd)), ins(0x41, endField, 0x41, end))
+		if err != nil {
+			return fmt.Errorf("%w: function %d: %v", ErrSjljLayout, fn, err)
+		}
+		b, err = replaceOnce(b, ins(0x41, topField, 0x41, int32(buf[1])), ins(0x41, topField, 0x41, start))
+		if err != nil {
+			return fmt.Errorf("%w: function %d: %v", ErrSjljLayout, fn, err)
+		}
+		bodies[int(fn)-nimp] = b
+		return nil
+	}
+	if err := retarget(l.Longjmp, l.LongjmpBuf, l.LongjmpBufEnd); err != nil {
+		return nil, 0, err
+	}
+	if err := retarget(l.ScanLocals, l.ScanBuf, l.ScanBufEnd); err != nil {
+		return nil, 0, err
+	}
+	// rb_wasm_handle_scan_unwind runs at the root between the scan's
+	// unwind and its rewind: make the buffer end where the unwind stopped,
+	// so the scan reads the saved locals and not the whole region.
+	b, err := body(l.ScanUnwind)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !bytes.Equal(b, l.ScanUnwindBody) {
+		return nil, 0, fmt.Errorf("%w: function %d is not rb_wasm_handle_scan_unwind", ErrSjljLayout, l.ScanUnwind)
+	}
+	bodies[int(l.ScanUnwind)-nimp] = scanUnwindBody(l)
+
+	// Wrap every caller of _rb_wasm_setjmp. A byte search for the call
+	// instruction can only over-approximate (an immediate that happens to
+	// hold the same bytes): wrapping a function that never calls setjmp is
+	// harmless, it just passes every unwind through.
+	call := ins(0x10, l.Setjmp)
+	n := len(bodies)
+	wrapped := 0
+	for i := 0; i < n; i++ {
+		idx := uint32(nimp + i)
+		if idx == l.Setjmp || !bytes.Contains(bodies[i], call) {
+			continue
+		}
+		ft := types[ftypes[i]]
+		if len(ft.Results) > 1 {
+			return nil, 0, fmt.Errorf("%w: function %d returns %d values", ErrSjljLayout, idx, len(ft.Results))
+		}
+		inner := uint32(nimp + len(bodies))
+		ftypes = append(ftypes, ftypes[i])
+		bodies = append(bodies, bodies[i])
+		bodies[i] = wrapperBody(l, ft, inner, depth)
+		wrapped++
+	}
+	if wrapped == 0 {
+		return nil, 0, fmt.Errorf("%w: no function calls _rb_wasm_setjmp (%d)", ErrSjljLayout, l.Setjmp)
+	}
+	out.setFunctions(ftypes, bodies)
+	return out, wrapped, nil
+}
+
+// ins encodes a short instruction sequence: each opcode byte followed by
+// one immediate. Immediates of i32.const (0x41) are signed LEB128, others
+// unsigned; memory instructions take (align, offset) pairs and are not
+// handled here.
+func ins(parts ...any) []byte {
+	var b []byte
+	for i := 0; i < len(parts); i += 2 {
+		op := toU32(parts[i])
+		b = append(b, byte(op))
+		if i+1 < len(parts) {
+			if op == 0x41 {
+				b = AppendS32(b, int32(toU32(parts[i+1])))
+			} else {
+				b = AppendU32(b, toU32(parts[i+1]))
+			}
+		}
+	}
+	return b
+}
+
+func toU32(v any) uint32 {
+	switch x := v.(type) {
+	case int:
+		return uint32(x)
+	case int32:
+		return uint32(x)
+	case uint32:
+		return x
+	case byte:
+		return uint32(x)
+	}
+	panic(fmt.Sprintf("wasmbin: immediate of type %T", v))
+}
+
+// asm builds a function body.
+type asm struct{ b []byte }
+
+func (a *asm) op(ops ...byte) *asm { a.b = append(a.b, ops...); return a }
+func (a *asm) u(op byte, v uint32) *asm {
+	a.b = AppendU32(append(a.b, op), v)
+	return a
+}
+func (a *asm) u32(v uint32) *asm  { a.b = AppendU32(a.b, v); return a }
+func (a *asm) i32(v int32) *asm   { a.b = AppendS32(append(a.b, 0x41), v); return a }
+func (a *asm) get(l uint32) *asm  { return a.u(0x20, l) }
+func (a *asm) set(l uint32) *asm  { return a.u(0x21, l) }
+func (a *asm) tee(l uint32) *asm  { return a.u(0x22, l) }
+func (a *asm) gget(g uint32) *asm { return a.u(0x23, g) }
+func (a *asm) gset(g uint32) *asm { return a.u(0x24, g) }
+func (a *asm) call(f uint32) *asm { return a.u(0x10, f) }
+func (a *asm) load(off uint32) *asm {
+	a.b = AppendU32(append(a.b, 0x28, 2), off)
+	return a
+}
+func (a *asm) store(off uint32) *asm {
+	a.b = AppendU32(append(a.b, 0x36, 2), off)
+	return a
+}
+
+const (
+	opIf      = 0x04
+	opElse    = 0x05
+	opEnd     = 0x0B
+	opLoop    = 0x03
+	opBr      = 0x0C
+	opUnreach = 0x00
+	opEmpty   = 0x40
+	opI32Eq   = 0x46
+	opI32GtU  = 0x4B
+	opI32Add  = 0x6A
+	opI32Sub  = 0x6B
+	opI32And  = 0x71
+	opI32Xor  = 0x73
+	opI32Eqz  = 0x45
+	opI32LtU  = 0x49
+	opI32ShrU = 0x76
+)
+
+func scanUnwindBody(l SjljLayout) []byte {
+	a := &asm{}
+	a.op(1, 1, ValI32) // one local of type i32
+	a.i32(int32(l.ActiveScanBuf)).load(0).tee(0)
+	a.op(opIf, opEmpty)
+	a.get(0).get(0).load(0).store(4) // end = top
+	a.op(opEnd)
+	a.get(0)
+	a.op(opEnd)
+	return a.b
+}
+
+// zero pushes the zero value of a value type.
+func (a *asm) zero(t byte) *asm {
+	switch t {
+	case ValI64:
+		return a.op(0x42, 0)
+	case ValF32:
+		return a.op(0x43, 0, 0, 0, 0)
+	case ValF64:
+		return a.op(0x44, 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	return a.i32(0)
+}
+
+// wrapperBody is the function placed at a setjmp caller's index; inner is
+// the caller's original body. See the comment at the top of this file.
+//
+// When an unwind it does not own passes through, the wrapper saves two
+// words on the Asyncify stack, like an instrumented function: the shadow
+// stack pointer it was entered with and where it is to resume (0: the call
+// of inner, 1: the call of rb_ec_stack_overflow).
+func wrapperBody(l SjljLayout, ft FuncType, inner, depthG uint32) []byte {
+	np := uint32(len(ft.Params))
+	sp0, d, env, point, ec, r := np, np+1, np+2, np+3, np+4, np+5
+	a := &asm{}
+	if len(ft.Results) == 1 {
+		a.op(2, 5, ValI32, 1, ft.Results[0])
+	} else {
+		a.op(1, 5, ValI32)
+	}
+	st, data := l.AsyncifyState, l.AsyncifyData
+	// Entered while rewinding: pop what the pass-through saved.
+	a.gget(st).i32(2).op(opI32Eq, opIf, opEmpty)
+	a.gget(data).gget(data).load(0).i32(8).op(opI32Sub).store(0)
+	a.gget(data).load(0).load(0).set(sp0)
+	a.gget(data).load(0).load(4).set(point)
+	a.op(opElse)
+	a.gget(l.StackPointer).set(sp0)
+	// Ruby's rb_ec_stack_check, on entry: raise SystemStackError when the
+	// shadow stack in use passes ec->machine.stack_maxsize less 8 KiB,
+	// unless a stack overflow is being raised already.
+	a.i32(int32(l.CurrentEC)).load(0).tee(ec).op(opIf, opEmpty)
+	a.get(ec).op(0x2D, 0).u32(l.ECRaisedFlag).i32(int32(l.RaisedStackOver)).op(opI32And, opI32Eqz, opIf, opEmpty)
+	a.get(ec).load(l.ECStackMaxSize).i32(2).op(opI32ShrU).i32(2048).op(opI32Sub)
+	a.get(ec).load(l.ECStackStart).get(sp0).op(opI32Sub).i32(2).op(opI32ShrU)
+	a.op(opI32LtU, opIf, opEmpty).i32(1).set(point).op(opEnd)
+	a.op(opEnd) // not raising already
+	a.op(opEnd) // ec != 0
+	a.op(opEnd) // rewinding
+	a.gget(depthG).i32(1).op(opI32Add).tee(d).gset(depthG)
+
+	a.get(point).op(opIf, opEmpty)
+	a.get(ec).i32(0).call(l.StackOverflow)
+	a.gget(st).i32(1).op(opI32Eq, opIf, opEmpty)
+	a.gget(data).load(0).get(sp0).store(0)
+	a.gget(data).load(0).i32(1).store(4)
+	a.gget(data).gget(data).load(0).i32(8).op(opI32Add).store(0)
+	a.get(d).i32(1).op(opI32Sub).gset(depthG)
+	if len(ft.Results) == 1 {
+		a.zero(ft.Results[0])
+	}
+	a.op(0x0F) // return
+	a.op(opEnd)
+	a.op(opEnd)
+
+	a.op(opLoop, opEmpty)
+	for i := uint32(0); i < np; i++ {
+		a.get(i)
+	}
+	a.call(inner)
+	if len(ft.Results) == 1 {
+		a.set(r)
+	}
+	a.gget(st).i32(1).op(opI32Eq, opIf, opEmpty) // unwinding
+	a.i32(int32(l.ActiveJmpBuf)).load(0).tee(env).op(opIf, opEmpty)
+	// A setjmp capture: the first wrapper above the setjmp owns it.
+	a.get(env).load(l.JmpBufState).i32(1).op(opI32Eq, opIf, opEmpty)
+	a.get(env).load(0).get(env).i32(int32(l.JmpBufOwner)).op(opI32Add, opI32GtU, opIf, opEmpty, opUnreach, opEnd)
+	a.call(l.StopUnwind).i32(int32(l.UnwindBuf)).i32(0).store(0)
+	a.get(env).get(env).load(0).store(l.JmpBufDstTop)
+	a.get(env).get(sp0).store(l.JmpBufOwner)
+	a.get(env).get(d).store(l.JmpBufOwner + 4)
+	a.get(env).get(sp0).get(d).op(opI32Xor).get(env).op(opI32Xor).i32(sjljMagic).op(opI32Xor).store(l.JmpBufOwner + 8)
+	a.get(env).call(l.StartRewind)
+	a.u(opBr, 3)
+	a.op(opEnd)
+	// A longjmp to a jmp_buf this frame captured.
+	a.get(env).load(l.JmpBufState).i32(3).op(opI32Eq)
+	a.get(env).load(l.JmpBufOwner).get(sp0).op(opI32Eq, opI32And)
+	a.get(env).load(l.JmpBufOwner+4).get(d).op(opI32Eq, opI32And)
+	a.get(env).load(l.JmpBufOwner+8).get(sp0).get(d).op(opI32Xor).get(env).op(opI32Xor).i32(sjljMagic).op(opI32Xor, opI32Eq, opI32And)
+	a.op(opIf, opEmpty)
+	a.call(l.StopUnwind).i32(int32(l.UnwindBuf)).i32(0).store(0)
+	a.get(env).get(env).load(l.JmpBufDstTop).store(0)
+	a.get(env).call(l.StartRewind)
+	a.u(opBr, 3)
+	a.op(opEnd)
+	a.op(opEnd) // env != 0
+	// Pass the unwind on, saving (sp0, resume at the call of inner).
+	a.gget(data).load(0).get(sp0).store(0)
+	a.gget(data).load(0).i32(0).store(4)
+	a.gget(data).gget(data).load(0).i32(8).op(opI32Add).store(0)
+	a.op(opEnd) // unwinding
+	a.op(opEnd) // loop
+	a.get(d).i32(1).op(opI32Sub).gset(depthG)
+	if len(ft.Results) == 1 {
+		a.get(r)
+	}
+	a.op(opEnd)
+	return a.b
+}
