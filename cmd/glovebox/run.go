@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -118,7 +119,9 @@ Tools: --http-allow gives the command the HTTP tool and --mcp-server /
 --mcp-url the tools of MCP servers, as for eval; from inside, Python calls
 them with "from glovebox_tools import NAME", Ruby with
 GloveboxTools.NAME after require "glovebox_tools", a shell with
-"glovebox tool NAME --json ARGS" (the transcript is in --json's tool_calls).
+"glovebox tool NAME --json ARGS" (glovebox puts itself, read-only, at
+/opt/glovebox/bin/glovebox, on PATH unless --env sets PATH); the
+transcript is in --json's tool_calls.
 
 --network allow:HOST gives an HTTP(S) proxy applying the HTTP tool's rules
 (ports 80 and 443, no private or loopback addresses, no IP literals), which
@@ -456,6 +459,11 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 		}
 		defer rt.Close()
 		c.Tools = rt.ToolSession(timeout)
+		cleanup, err := shareSelf(&c)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
 	}
 	if !r.asJSON {
 		c.Stream = func(stream int, p []byte) {
@@ -553,4 +561,59 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// guestBin is where glovebox run puts its own executable inside the box,
+// so a shell there can call "glovebox tool NAME".
+const guestBin = "/opt/glovebox/bin"
+
+// shareSelf binds this executable into the box at guestBin/glovebox, read
+// only, and puts guestBin on the command's PATH (unless --env set PATH):
+// a box's shell reaches the tools with "glovebox tool". The executable is
+// hard-linked (copied across file systems) into a directory of its own,
+// so no neighbouring host file is exposed; cleanup removes it.
+func shareSelf(c *box.Command) (cleanup func(), err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding glovebox's own executable for the box: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "glovebox-bin-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	dst := filepath.Join(dir, "glovebox")
+	if err := os.Link(exe, dst); err != nil {
+		if err := copyFile(exe, dst); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("putting glovebox into the box: %w", err)
+		}
+	}
+	os.Chmod(dir, 0o755)
+	c.Mounts = append([]box.Mount{{HostPath: dir, GuestPath: guestBin}}, c.Mounts...)
+	if c.Env == nil {
+		c.Env = map[string]string{}
+	}
+	if _, ok := c.Env["PATH"]; !ok {
+		c.Env["PATH"] = "/usr/local/bin:/usr/bin:/bin:" + guestBin
+	}
+	return cleanup, nil
+}
+
+// copyFile copies the executable src to dst (mode 0755).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
