@@ -52,6 +52,8 @@ type Config struct {
 	// URL is the executor's base URL, "https://host:port".
 	URL string
 	// Token is the tenant's bearer token (glovebox executor token).
+	// Surrounding white space, such as the newline ending a token file
+	// read whole, is ignored.
 	Token string
 	// RootCAs verifies the executor's certificate; nil means the
 	// system's roots.
@@ -81,7 +83,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		tr.ForceAttemptHTTP2 = true
 		hc = &http.Client{Transport: tr}
 	}
-	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, hc: hc}
+	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: strings.TrimSpace(cfg.Token), hc: hc}
 	body, err := c.get(ctx, wire.PathInfo)
 	if err != nil {
 		return nil, err
