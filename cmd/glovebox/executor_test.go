@@ -20,6 +20,7 @@ import (
 // TestExecutorCLIQuickstart follows the README's executor steps with the
 // real binary: devcert, token (its config entry on stderr), serve on
 // bubblewrap, run a command through executor/client as the README shows,
+// run it again (answered from the record, its output still streamed),
 // then SIGTERM: the operator is told it drains and that it stopped (it
 // used to exit without a word), and the exit status is 0.
 func TestExecutorCLIQuickstart(t *testing.T) {
@@ -91,6 +92,15 @@ func TestExecutorCLIQuickstart(t *testing.T) {
 		Stream: func(_ int, p []byte) { streamed.Write(p) }})
 	if err != nil || string(res.Stdout) != "4\n" || streamed.String() != "4\n" || !res.Posture.OffHost() {
 		t.Fatalf("run: %v %+v streamed %q", err, res, streamed.String())
+	}
+
+	// The same command again (no key: the derived one) is answered from
+	// the record, never run twice; Stream still gets its output.
+	streamed.Reset()
+	res, err = remote.New(c, nil).Run(ctx, box.Command{Argv: []string{"sh", "-c", "echo $((2+2))"},
+		Stream: func(_ int, p []byte) { streamed.Write(p) }})
+	if err != nil || string(res.Stdout) != "4\n" || streamed.String() != "4\n" {
+		t.Fatalf("repeat: %v %+v streamed %q", err, res, streamed.String())
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)
