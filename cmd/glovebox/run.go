@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -435,6 +436,13 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
+	if b.Posture().Backend == "gvisor" {
+		for _, m := range c.Mounts {
+			if msg := gvisorUnwritable(m); msg != "" {
+				fmt.Fprintf(os.Stderr, "glovebox: warning: %s\n", msg)
+			}
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -616,4 +624,32 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// gvisorUID is the uid and gid gVisor runs the command as (gvisor.Config's
+// default), and checks file permissions against.
+const gvisorUID = 65534
+
+// gvisorUnwritable says why a writable mount's host directory is one the
+// command cannot write under gVisor (its mode bits give uid 65534 no
+// write permission), or "" when it can or the mount is read-only.
+func gvisorUnwritable(m box.Mount) string {
+	if !m.Writable {
+		return ""
+	}
+	fi, err := os.Stat(m.HostPath)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case st.Uid == gvisorUID && perm&0o200 != 0, st.Gid == gvisorUID && perm&0o020 != 0, perm&0o002 != 0:
+		return ""
+	}
+	return fmt.Sprintf("writable mount %s: gVisor runs the command as uid %d, which may not write %s (owner uid %d, mode %#o); writes will fail with Permission denied unless you chown %d or chmod o+w it",
+		m.GuestPath, gvisorUID, m.HostPath, st.Uid, perm, gvisorUID)
 }

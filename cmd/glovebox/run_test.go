@@ -231,3 +231,33 @@ func TestRunShellToolClient(t *testing.T) {
 		}
 	}
 }
+
+// TestRunGVisorUnwritableMountWarns: gVisor checks permissions as uid
+// 65534, so a writable mount of a directory that uid may not write fails
+// every write with "Permission denied"; run says why before it starts,
+// and says nothing once the directory is writable.
+func TestRunGVisorUnwritableMountWarns(t *testing.T) {
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Skip("runsc is not installed")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 65534 {
+		t.Skip("glovebox runs as uid 65534 itself")
+	}
+	_, errOut, _ := run(t, "", "run", "--box", "gvisor", "--mount", out+":/out:rw", "--", "sh", "-c", "echo x > /out/f")
+	if !strings.Contains(errOut, "glovebox: warning: writable mount /out: gVisor runs the command as uid 65534") || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("no warning for an unwritable mount:\n%s", errOut)
+	}
+	os.Chmod(out, 0o777)
+	_, errOut, code := run(t, "", "run", "--box", "gvisor", "--mount", out+":/out:rw", "--", "sh", "-c", "echo x > /out/f")
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("writable directory: code %d\n%s", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "f")); err != nil || string(b) != "x\n" {
+		t.Errorf("the file written: %q %v", b, err)
+	}
+}
