@@ -467,11 +467,13 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 		}
 		defer rt.Close()
 		c.Tools = rt.ToolSession(timeout)
-		cleanup, err := shareSelf(&c)
-		if err != nil {
-			return err
+		// Without it only "glovebox tool" from a shell is missing: say so
+		// and run.
+		if cleanup, err := shareSelf(&c); err != nil {
+			fmt.Fprintf(os.Stderr, "glovebox: warning: the command cannot call \"glovebox tool\" (Python's and Ruby's clients work): %v\n", err)
+		} else {
+			defer cleanup()
 		}
-		defer cleanup()
 	}
 	if !r.asJSON {
 		c.Stream = func(stream int, p []byte) {
