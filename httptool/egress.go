@@ -3,6 +3,7 @@ package httptool
 import (
 	"context"
 	"net"
+	"strings"
 )
 
 // DialURL connects to the host and port of rawURL under exactly the rules
@@ -18,8 +19,10 @@ func (t *Tool) DialURL(ctx context.Context, rawURL string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.policy.checkHost(tg); err != nil {
-		return nil, err
+	if !t.policy.hostAllowed(tg) {
+		// The proxy's allowlist is the command's network, set apart from
+		// the HTTP tool's: name the knobs that set it.
+		return nil, toolError(ClassHost, "http: the host %s is not on this command's network allowlist (%s); only those hosts can be reached, ask the operator to add it (box.Network.Allow, glovebox run flag --network allow:HOST, profile key box.network)", tg.host, strings.Join(t.policy.hosts, ", "))
 	}
 	addrs, err := t.vet(ctx, tg)
 	if err != nil {

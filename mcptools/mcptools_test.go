@@ -102,6 +102,12 @@ func TestEdges(t *testing.T) {
 			t.Fatalf("missing required: %v", v)
 		}
 	})
+	t.Run("a positional argument is named by its Ruby class", func(t *testing.T) {
+		v := wantOK(t, eval(t, rt, `begin; echo(7); rescue Glovebox::MCPArgumentError => e; e.message; end`))
+		if msg := v.(string); !strings.Contains(msg, "got a positional Integer") || strings.Contains(msg, "int64") {
+			t.Fatalf("%v", v)
+		}
+	})
 	t.Run("isError is data", func(t *testing.T) {
 		v := wantOK(t, eval(t, rt, `r = refuse; [r["error"], r["text"]]`)).([]any)
 		if v[0] != true || v[1] != "no such order" {

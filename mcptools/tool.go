@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 	"time"
@@ -76,7 +77,7 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	case len(args.Positional) == 1 && kw == nil:
 		m, ok := args.Positional[0].(map[string]any)
 		if !ok {
-			return nil, toolErr(ClassArgument, "%s: takes keyword arguments (or one Hash), got a positional %T", where, args.Positional[0])
+			return nil, toolErr(ClassArgument, "%s: takes keyword arguments (or one Hash), got a positional %s", where, rubyClass(args.Positional[0]))
 		}
 		kw = m
 	case len(args.Positional) > 0:
@@ -294,4 +295,26 @@ func exampleArgs(schema any) string {
 		parts = append(parts, r+": "+v)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// rubyClass names the guest class a tool argument came from (see Values
+// in glovebox's package doc), for messages the guest reads.
+func rubyClass(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case bool:
+		return "true or false"
+	case int64, *big.Int:
+		return "Integer"
+	case float64:
+		return "Float"
+	case string:
+		return "String (or Symbol)"
+	case []any:
+		return "Array"
+	case map[string]any:
+		return "Hash"
+	}
+	return fmt.Sprintf("%T", v)
 }

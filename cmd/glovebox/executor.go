@@ -131,8 +131,9 @@ settings need a restart. Endpoints besides /v1:
 					reloadExecutorTenants(srv, configPath, cfg.Logger)
 				case err = <-served:
 					serving = false
-				case <-sig:
+				case got := <-sig:
 					serving = false
+					fmt.Fprintf(os.Stderr, "glovebox executor: %v: draining (new runs refused, running ones get up to %v to finish)\n", got, drainFor)
 					ctx, cancel := context.WithTimeout(context.Background(), drainFor)
 					srv.Drain(ctx)
 					cancel()
@@ -147,6 +148,9 @@ settings need a restart. Endpoints besides /v1:
 			}
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
+			}
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "glovebox executor: stopped\n")
 			}
 			return err
 		},

@@ -31,7 +31,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func main() {
 	root := &cobra.Command{
 		Use:           "glovebox",
-		Short:         "Run untrusted Ruby in a fresh WebAssembly sandbox",
+		Short:         "Run untrusted code: Ruby in a fresh WebAssembly sandbox (eval, repl, mcp), any command in an OS-level sandbox (run, executor)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

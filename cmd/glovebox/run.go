@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -118,7 +120,9 @@ Tools: --http-allow gives the command the HTTP tool and --mcp-server /
 --mcp-url the tools of MCP servers, as for eval; from inside, Python calls
 them with "from glovebox_tools import NAME", Ruby with
 GloveboxTools.NAME after require "glovebox_tools", a shell with
-"glovebox tool NAME --json ARGS" (the transcript is in --json's tool_calls).
+"glovebox tool NAME --json ARGS" (glovebox puts itself, read-only, at
+/opt/glovebox/bin/glovebox, on PATH unless --env sets PATH); the
+transcript is in --json's tool_calls.
 
 --network allow:HOST gives an HTTP(S) proxy applying the HTTP tool's rules
 (ports 80 and 443, no private or loopback addresses, no IP literals), which
@@ -432,6 +436,13 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
+	if b.Posture().Backend == "gvisor" {
+		for _, m := range c.Mounts {
+			if msg := gvisorUnwritable(m); msg != "" {
+				fmt.Fprintf(os.Stderr, "glovebox: warning: %s\n", msg)
+			}
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -456,6 +467,13 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 		}
 		defer rt.Close()
 		c.Tools = rt.ToolSession(timeout)
+		// Without it only "glovebox tool" from a shell is missing: say so
+		// and run.
+		if cleanup, err := shareSelf(&c); err != nil {
+			fmt.Fprintf(os.Stderr, "glovebox: warning: the command cannot call \"glovebox tool\" (Python's and Ruby's clients work): %v\n", err)
+		} else {
+			defer cleanup()
+		}
 	}
 	if !r.asJSON {
 		c.Stream = func(stream int, p []byte) {
@@ -553,4 +571,87 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// guestBin is where glovebox run puts its own executable inside the box,
+// so a shell there can call "glovebox tool NAME".
+const guestBin = "/opt/glovebox/bin"
+
+// shareSelf binds this executable into the box at guestBin/glovebox, read
+// only, and puts guestBin on the command's PATH (unless --env set PATH):
+// a box's shell reaches the tools with "glovebox tool". The executable is
+// hard-linked (copied across file systems) into a directory of its own,
+// so no neighbouring host file is exposed; cleanup removes it.
+func shareSelf(c *box.Command) (cleanup func(), err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding glovebox's own executable for the box: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "glovebox-bin-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	dst := filepath.Join(dir, "glovebox")
+	if err := os.Link(exe, dst); err != nil {
+		if err := copyFile(exe, dst); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("putting glovebox into the box: %w", err)
+		}
+	}
+	os.Chmod(dir, 0o755)
+	c.Mounts = append([]box.Mount{{HostPath: dir, GuestPath: guestBin}}, c.Mounts...)
+	if c.Env == nil {
+		c.Env = map[string]string{}
+	}
+	if _, ok := c.Env["PATH"]; !ok {
+		c.Env["PATH"] = "/usr/local/bin:/usr/bin:/bin:" + guestBin
+	}
+	return cleanup, nil
+}
+
+// copyFile copies the executable src to dst (mode 0755).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// gvisorUID is the uid and gid gVisor runs the command as (gvisor.Config's
+// default), and checks file permissions against.
+const gvisorUID = 65534
+
+// gvisorUnwritable says why a writable mount's host directory is one the
+// command cannot write under gVisor (its mode bits give uid 65534 no
+// write permission), or "" when it can or the mount is read-only.
+func gvisorUnwritable(m box.Mount) string {
+	if !m.Writable {
+		return ""
+	}
+	fi, err := os.Stat(m.HostPath)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case st.Uid == gvisorUID && perm&0o200 != 0, st.Gid == gvisorUID && perm&0o020 != 0, perm&0o002 != 0:
+		return ""
+	}
+	return fmt.Sprintf("writable mount %s: gVisor runs the command as uid %d, which may not write %s (owner uid %d, mode %#o); writes will fail with Permission denied unless you chown %d or chmod o+w it",
+		m.GuestPath, gvisorUID, m.HostPath, st.Uid, perm, gvisorUID)
 }

@@ -199,3 +199,65 @@ func revString(s string) string {
 	}
 	return string(b)
 }
+
+// TestRunShellToolClient: with tools, glovebox run puts itself on the
+// box's PATH, so a shell inside calls them with "glovebox tool" (the
+// command the run help and the README give); before, the box had no
+// glovebox and the shell answered "glovebox: not found".
+func TestRunShellToolClient(t *testing.T) {
+	requiresBwrapCLI(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "from-host") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := itoa(ln.Addr().(*net.TCPAddr).Port)
+	backends := []string{"bwrap"}
+	if _, err := exec.LookPath("runsc"); err == nil {
+		backends = append(backends, "gvisor")
+	} else {
+		t.Log("runsc is not installed: bubblewrap only")
+	}
+	for _, b := range backends {
+		out, errOut, code := run(t, "", "run", "--json", "--box", b, "--http-allow", "127.0.0.1", "--http-allow-ip-literals",
+			"--http-port", port, "--http-trust", "127.0.0.1/32", "--",
+			"sh", "-c", `glovebox tool --list && glovebox tool http_get --json '["http://127.0.0.1:`+port+`/"]'`)
+		j := runResult(t, out)
+		if code != 0 || !strings.Contains(fmt.Sprint(j["stdout"]), `"http_get"`) ||
+			!strings.Contains(fmt.Sprint(j["stdout"]), "from-host") || !strings.Contains(fmt.Sprint(j["tool_calls"]), "http_get") {
+			t.Errorf("%s: code %d stderr %q result %v", b, code, errOut, j)
+		}
+	}
+}
+
+// TestRunGVisorUnwritableMountWarns: gVisor checks permissions as uid
+// 65534, so a writable mount of a directory that uid may not write fails
+// every write with "Permission denied"; run says why before it starts,
+// and says nothing once the directory is writable.
+func TestRunGVisorUnwritableMountWarns(t *testing.T) {
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Skip("runsc is not installed")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 65534 {
+		t.Skip("glovebox runs as uid 65534 itself")
+	}
+	_, errOut, _ := run(t, "", "run", "--box", "gvisor", "--mount", out+":/out:rw", "--", "sh", "-c", "echo x > /out/f")
+	if !strings.Contains(errOut, "glovebox: warning: writable mount /out: gVisor runs the command as uid 65534") || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("no warning for an unwritable mount:\n%s", errOut)
+	}
+	os.Chmod(out, 0o777)
+	_, errOut, code := run(t, "", "run", "--box", "gvisor", "--mount", out+":/out:rw", "--", "sh", "-c", "echo x > /out/f")
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("writable directory: code %d\n%s", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "f")); err != nil || string(b) != "x\n" {
+		t.Errorf("the file written: %q %v", b, err)
+	}
+}

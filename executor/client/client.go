@@ -52,6 +52,8 @@ type Config struct {
 	// URL is the executor's base URL, "https://host:port".
 	URL string
 	// Token is the tenant's bearer token (glovebox executor token).
+	// Surrounding white space, such as the newline ending a token file
+	// read whole, is ignored.
 	Token string
 	// RootCAs verifies the executor's certificate; nil means the
 	// system's roots.
@@ -81,7 +83,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		tr.ForceAttemptHTTP2 = true
 		hc = &http.Client{Transport: tr}
 	}
-	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, hc: hc}
+	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: strings.TrimSpace(cfg.Token), hc: hc}
 	body, err := c.get(ctx, wire.PathInfo)
 	if err != nil {
 		return nil, err
@@ -147,7 +149,8 @@ func (e *Error) Unwrap() []error {
 
 // Run runs req.Command on the executor under req.IdempotencyKey (or [Key]
 // of the command) and returns its Result; stdout and stderr go to
-// req.Stream as they arrive. A deadline on ctx becomes the request's
+// req.Stream as they arrive (for a run that had already finished under
+// the key, answered from its record, the recorded stdout then stderr). A deadline on ctx becomes the request's
 // expires_at: the executor refuses it, or does not start it, after then.
 // Errors are *Error; see the package doc for InDoubt.
 func (c *Client) Run(ctx context.Context, req remote.Request) (*box.Result, error) {
@@ -164,9 +167,11 @@ func (c *Client) Run(ctx context.Context, req remote.Request) (*box.Result, erro
 		return nil, &Error{Code: "bad_request", Message: err.Error(), Key: key}
 	}
 	var rec *wire.Record
+	streamed := false
 	err = c.stream(ctx, wire.PathRuns, body, key, func(ev *wire.Event) error {
 		switch ev.Type {
 		case wire.EventStdout, wire.EventStderr:
+			streamed = true
 			if req.Stream != nil {
 				n := 1
 				if ev.Type == wire.EventStderr {
@@ -181,6 +186,16 @@ func (c *Client) Run(ctx context.Context, req remote.Request) (*box.Result, erro
 	})
 	if err != nil {
 		return nil, err
+	}
+	// A run that had finished is answered from its record, with no output
+	// events: Stream still sees its output (stdout, then stderr).
+	if !streamed && req.Stream != nil && rec != nil && rec.Result != nil {
+		if len(rec.Result.Stdout) > 0 {
+			req.Stream(1, rec.Result.Stdout)
+		}
+		if len(rec.Result.Stderr) > 0 {
+			req.Stream(2, rec.Result.Stderr)
+		}
 	}
 	return c.result(rec, key)
 }

@@ -57,3 +57,18 @@ func TestClassification(t *testing.T) {
 		}
 	}
 }
+
+// TestDialTokenFile: a token read whole from the file glovebox executor
+// token wrote ends in a newline; Dial sends the token without it (Go's
+// HTTP client used to refuse the header: "invalid header field value").
+func TestDialTokenFile(t *testing.T) {
+	var got string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		io.WriteString(w, `{"version":"v1","backend":"bwrap","isolation":"namespaces","tenant":"a"}`)
+	}))
+	defer srv.Close()
+	if _, err := Dial(context.Background(), Config{URL: srv.URL, Token: "gbx_abc\n", HTTPClient: srv.Client()}); err != nil || got != "Bearer gbx_abc" {
+		t.Fatalf("Dial: %v; the server saw %q", err, got)
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/remote"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// TestExecutorCLIQuickstart follows the README's executor steps with the
+// real binary: devcert, token (its config entry on stderr), serve on
+// bubblewrap, run a command through executor/client as the README shows,
+// run it again (answered from the record, its output still streamed),
+// then SIGTERM: the operator is told it drains and that it stopped (it
+// used to exit without a word), and the exit status is 0.
+func TestExecutorCLIQuickstart(t *testing.T) {
+	requiresBwrapCLI(t)
+	dir := t.TempDir()
+	if _, errOut, code := run(t, "", "executor", "devcert", "--out", filepath.Join(dir, "tls")); code != 0 {
+		t.Fatalf("devcert: %d %s", code, errOut)
+	}
+	tok, entry, code := run(t, "", "executor", "token", "--tenant", "app")
+	if code != 0 || !strings.HasPrefix(tok, "gbx_") || !strings.Contains(entry, "token_sha256: ") {
+		t.Fatalf("token: %d %q %q", code, tok, entry)
+	}
+	// The stderr of token is the config file's tenants section as it is.
+	if err := os.WriteFile(filepath.Join(dir, "executor.yaml"), []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "executor", "--config", filepath.Join(dir, "executor.yaml"), "--store", filepath.Join(dir, "exec.db"),
+		"--backend", "bwrap", "--tls-cert", filepath.Join(dir, "tls/cert.pem"), "--tls-key", filepath.Join(dir, "tls/key.pem"),
+		"--listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		done <- cmd.Wait()
+	}()
+	defer func() {
+		cmd.Process.Kill()
+		<-done
+	}()
+	var url string
+	for url == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the executor ended before it listened")
+			}
+			if rest, ok := strings.CutPrefix(l, "glovebox executor: listening on "); ok {
+				url, _, _ = strings.Cut(rest, " ")
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the executor did not say where it listens")
+		}
+	}
+
+	pem, err := os.ReadFile(filepath.Join(dir, "tls/cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Config{URL: url, Token: tok, RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed strings.Builder
+	res, err := remote.New(c, nil).Run(ctx, box.Command{Argv: []string{"sh", "-c", "echo $((2+2))"},
+		Stream: func(_ int, p []byte) { streamed.Write(p) }})
+	if err != nil || string(res.Stdout) != "4\n" || streamed.String() != "4\n" || !res.Posture.OffHost() {
+		t.Fatalf("run: %v %+v streamed %q", err, res, streamed.String())
+	}
+
+	// The same command again (no key: the derived one) is answered from
+	// the record, never run twice; Stream still gets its output.
+	streamed.Reset()
+	res, err = remote.New(c, nil).Run(ctx, box.Command{Argv: []string{"sh", "-c", "echo $((2+2))"},
+		Stream: func(_ int, p []byte) { streamed.Write(p) }})
+	if err != nil || string(res.Stdout) != "4\n" || streamed.String() != "4\n" {
+		t.Fatalf("repeat: %v %+v streamed %q", err, res, streamed.String())
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	var said []string
+	for l := range lines {
+		said = append(said, l)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+	done <- nil
+	all := strings.Join(said, "\n")
+	if !strings.Contains(all, "glovebox executor: terminated: draining") || !strings.Contains(all, "glovebox executor: stopped") {
+		t.Errorf("the executor did not say it drains and stopped:\n%s", all)
+	}
+}
