@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -434,7 +435,10 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 		return usageError{err}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (kill, timeout(1), a service manager) and SIGHUP (a closed
+	// terminal) cancel the run as Ctrl-C does, so the box still removes
+	// its working directory and cgroup.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// Tools: the HTTP tool and MCP servers' tools, as for eval.
 	var ts *glovebox.Toolset
