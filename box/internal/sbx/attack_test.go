@@ -142,3 +142,54 @@ func TestProxyRefusesTraceToCredentialHost(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyOneRequestPerConnection: bytes the guest wrote after a plain
+// request (a pipelined second request naming another Host) were copied
+// raw to the upstream, past the allowlist and, for a credentialed host,
+// through the proxy's TLS connection. Only the first request is sent.
+func TestProxyOneRequestPerConnection(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	rest := make(chan string, 1)
+	go func() {
+		c, err := up.Accept()
+		if err != nil {
+			rest <- err.Error()
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			rest <- err.Error()
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(br)
+		rest <- string(b)
+	}()
+	addr := startProxy(t, func(ctx context.Context, raw string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", up.Addr().String())
+	}, map[string]HeaderCred{"api.example.com": {Header: "Authorization", Value: "canary"}})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET http://api.example.com/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\nGET /2 HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "ok" {
+		t.Errorf("answer %q", body)
+	}
+	c.Close()
+	if r := <-rest; r != "" {
+		t.Errorf("the upstream got more than the first request: %q", r)
+	}
+}

@@ -183,8 +183,16 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]
 			return
 		}
 	}
-	// For a plain request, the rest of br is the body req.Write already
-	// sent; for CONNECT, it is the start of the tunnel.
+	if req.Method != http.MethodConnect {
+		// req.Write sent the body; what else the guest wrote is a
+		// pipelined request, which would reach the host unchecked (with
+		// another Host header) and, for a credentialed host, over the
+		// proxy's own TLS: one request per connection, so only the
+		// answer goes back.
+		io.Copy(c, up)
+		return
+	}
+	// For CONNECT, the rest of br is the start of the tunnel.
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
 	go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
