@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,5 +193,24 @@ func TestProxyOneRequestPerConnection(t *testing.T) {
 	c.Close()
 	if r := <-rest; r != "" {
 		t.Errorf("the upstream got more than the first request: %q", r)
+	}
+}
+
+// TestReadOutputsBoundsFileCount: empty files cost nothing of the byte
+// budget, so a command leaving a million of them made the host hold a
+// million entries. At most MaxOutputFiles are read, and truncated is set.
+func TestReadOutputsBoundsFileCount(t *testing.T) {
+	w := &Workdir{Outputs: t.TempDir()}
+	for i := 0; i < MaxOutputFiles+50; i++ {
+		if err := os.WriteFile(filepath.Join(w.Outputs, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, truncated := w.ReadOutputs(1 << 20)
+	if len(out) != MaxOutputFiles || !truncated {
+		t.Errorf("%d files read, truncated %v; want %d and true", len(out), truncated, MaxOutputFiles)
+	}
+	if _, ok := out["f00000"]; !ok {
+		t.Errorf("the first file in path order is missing")
 	}
 }
