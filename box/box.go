@@ -355,8 +355,9 @@ type Result struct {
 	Duration time.Duration `json:"-"`
 	Posture
 	// Outputs are the files the command left in ./outputs (read back up
-	// to Limits.OutputFiles bytes in all; OutputsTruncated says some
-	// were left out), by relative slash path.
+	// to Limits.OutputFiles bytes and, for bwrap and gVisor, 1000 files in
+	// all; OutputsTruncated says some were left out), by relative slash
+	// path.
 	Outputs          map[string][]byte `json:"outputs,omitempty"`
 	OutputsTruncated bool              `json:"outputs_truncated,omitempty"`
 	// ToolCalls is the transcript of tool calls made from inside, as the

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -444,7 +445,10 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (kill, timeout(1), a service manager) and SIGHUP (a closed
+	// terminal) cancel the run as Ctrl-C does, so the box still removes
+	// its working directory and cgroup.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// Tools: the HTTP tool and MCP servers' tools, as for eval.
 	var ts *glovebox.Toolset
@@ -547,21 +551,32 @@ func reportRun(res *box.Result, l box.Limits, dir string, saved error) {
 }
 
 // writeOutputs writes the outputs (relative slash paths, checked by the
-// box) under dir.
+// box) under dir. It resolves every name inside dir (os.Root): a symlink
+// already there (one the command planted through a writable mount of dir,
+// say) that leads out of dir is an error, never followed.
 func writeOutputs(dir string, outs map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--outputs-dir: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("--outputs-dir: %w", err)
+	}
+	defer root.Close()
 	for _, name := range sortedKeys(outs) {
 		if box.ValidFileName(name) != nil {
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("--outputs-dir: %w", err)
+		if d := path.Dir(name); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("--outputs-dir: %w", err)
+			}
 		}
-		if err := os.WriteFile(p, outs[name], 0o644); err != nil {
+		if err := root.WriteFile(name, outs[name], 0o644); err != nil {
 			return fmt.Errorf("--outputs-dir: %w", err)
 		}
 	}
-	return os.MkdirAll(dir, 0o755)
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -29,13 +30,25 @@ type HeaderCred struct {
 	TLS *tls.Config
 }
 
+// MaxProxyConns is how many egress-proxy connections one run serves at
+// once; later ones wait in the listen backlog until one closes. Each holds
+// a host file descriptor (two once dialled) and a goroutine, which the
+// guest's own limits do not bound.
+const MaxProxyConns = 64
+
+// MaxProxyHeader bounds a request's line and headers as the guest sends
+// them to the egress proxy: net/http's DefaultMaxHeaderBytes (1 MiB) plus
+// the 4 KiB slack its server allows. A longer head is answered 431.
+const MaxProxyHeader = 1<<20 + 4096
+
 // ServeProxy is the egress proxy: an HTTP proxy on ln whose only way out
-// is dial. CONNECT host:port is dialled as https://host:port/; a plain
+// is dial, serving at most MaxProxyConns connections at once. CONNECT host:port is dialled as https://host:port/; a plain
 // request for http://… is dialled as its URL and forwarded (one request per
-// connection). A refusal answers 403 with dial's message. creds, keyed by
+// connection; its line and headers at most MaxProxyHeader bytes). A refusal answers 403 with dial's message. creds, keyed by
 // lower-case host name, adds a header to plain requests for that host
 // (replacing any the guest sent); CONNECT to such a host is refused, since
-// the header could not be added inside TLS. It returns a stop function
+// the header could not be added inside TLS, and so is TRACE, whose answer
+// echoes the request's headers (the credential) back to the guest. It returns a stop function
 // that closes ln and every open connection.
 func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[string]HeaderCred) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -54,7 +67,13 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[s
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		slots := make(chan struct{}, MaxProxyConns)
 		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			c, err := ln.Accept()
 			if err != nil {
 				return
@@ -63,6 +82,7 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[s
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-slots }()
 				defer track(c, false)
 				proxyConn(ctx, c, dial, creds, track)
 			}()
@@ -86,17 +106,24 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[s
 func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]HeaderCred, track func(net.Conn, bool)) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	br := bufio.NewReader(c)
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		return
-	}
-	c.SetReadDeadline(time.Time{})
 	refuse := func(code int, msg string) {
 		resp := &http.Response{StatusCode: code, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
 			Body: io.NopCloser(strings.NewReader(msg + "\n")), ContentLength: int64(len(msg) + 1), Close: true}
 		resp.Write(c)
 	}
+	// http.ReadRequest reads a head of any length: bound it here, as
+	// net/http's server does, and lift the bound for the body or tunnel.
+	lr := &io.LimitedReader{R: c, N: MaxProxyHeader}
+	br := bufio.NewReader(lr)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		if lr.N <= 0 {
+			refuse(http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("egress proxy: request line and headers over %d bytes", MaxProxyHeader))
+		}
+		return
+	}
+	lr.N = math.MaxInt64
+	c.SetReadDeadline(time.Time{})
 	var target string
 	var cred *HeaderCred
 	if req.Method == http.MethodConnect {
@@ -109,6 +136,10 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]
 	} else if req.URL.Scheme == "http" {
 		target = req.URL.String()
 		if cr, ok := creds[strings.ToLower(req.URL.Hostname())]; ok {
+			if strings.EqualFold(req.Method, http.MethodTrace) {
+				refuse(http.StatusForbidden, "egress proxy: TRACE to "+req.URL.Hostname()+" would echo its credential")
+				return
+			}
 			cred = &cr
 			if cr.TLS != nil {
 				u := *req.URL
@@ -152,8 +183,16 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]
 			return
 		}
 	}
-	// For a plain request, the rest of br is the body req.Write already
-	// sent; for CONNECT, it is the start of the tunnel.
+	if req.Method != http.MethodConnect {
+		// req.Write sent the body; what else the guest wrote is a
+		// pipelined request, which would reach the host unchecked (with
+		// another Host header) and, for a credentialed host, over the
+		// proxy's own TLS: one request per connection, so only the
+		// answer goes back.
+		io.Copy(c, up)
+		return
+	}
+	// For CONNECT, the rest of br is the start of the tunnel.
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
 	go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()

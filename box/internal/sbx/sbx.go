@@ -76,20 +76,29 @@ func CheckMounts(c *box.Command) error {
 // Remove deletes the tree.
 func (w *Workdir) Remove() { os.RemoveAll(w.Root) }
 
+// MaxOutputFiles bounds how many files ReadOutputs reads back: the byte
+// budget alone let a command leave a million empty files, each a map entry
+// in the host's memory and a line of the result.
+const MaxOutputFiles = 1000
+
 // ReadOutputs reads the regular files under Outputs (symlinks are not
-// followed), at most max bytes in all, in path order; truncated says some
-// were left out.
+// followed), at most max bytes and MaxOutputFiles files in all, in path
+// order; truncated says some were left out.
 func (w *Workdir) ReadOutputs(max int64) (map[string][]byte, bool) {
 	var names []string
+	truncated := false
 	filepath.WalkDir(w.Outputs, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
+			if len(names) == MaxOutputFiles {
+				truncated = true
+				return filepath.SkipAll
+			}
 			names = append(names, p)
 		}
 		return nil
 	})
 	sort.Strings(names)
 	out := map[string][]byte{}
-	truncated := false
 	for _, p := range names {
 		rel, _ := filepath.Rel(w.Outputs, p)
 		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)

@@ -9,6 +9,7 @@ package seccomp
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,8 +17,10 @@ import (
 // Denied names the system calls the filter refuses with EPERM, besides
 // clone with a namespace flag (EPERM), clone3 (ENOSYS, so the C library
 // falls back to clone, whose flags the filter can read), the TIOCSTI
-// ioctl (EPERM: typing into the terminal of the process outside), and,
-// on x86-64, every x32 system call.
+// ioctl (EPERM: typing into the terminal of the process outside),
+// openat2 (ENOSYS, so the C library falls back to openat, whose mode the
+// filter can read), every call that would set S_ISUID or S_ISGID on a file
+// (EPERM; see modeArgs) and, on x86-64, every x32 system call.
 var Denied = []string{
 	"ptrace", "process_vm_readv", "process_vm_writev",
 	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
@@ -53,7 +56,23 @@ const (
 	nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 		unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 	x32Bit = 0x40000000
+
+	setid   = unix.S_ISUID | unix.S_ISGID
+	creates = unix.O_CREAT | 0o20000000 // O_CREAT, __O_TMPFILE
 )
+
+// modeArg locates a system call's file mode argument, and, for the open
+// family, the flags argument that says whether the mode is used (-1: the
+// mode is always used).
+type modeArg struct{ mode, flags int }
+
+// modeArgs are the calls that give a file a mode. The guest's uid inside
+// the user namespace maps to the uid that runs the box (root, for a
+// service), so a setuid file made in a writable mount would be a setuid
+// program of that user on the host: the filter refuses S_ISUID and
+// S_ISGID in these modes. (mkdir ignores both bits; openat2's mode is in a
+// struct the filter cannot read, so openat2 is refused outright.)
+func argOff(i int) uint32 { return uint32(offArg0 + 8*i) }
 
 // Insn is one sock_filter instruction.
 type Insn struct {
@@ -83,7 +102,28 @@ func Program() ([]Insn, error) {
 		}
 		p = append(p, Insn{jeqK, 0, 1, uint32(nr)}, Insn{retK, 0, 0, retErr | uint32(unix.EPERM)})
 	}
+	for _, nr := range sortedModeCalls() {
+		a := modeArgs[nr]
+		if a.flags < 0 {
+			p = append(p,
+				Insn{jeqK, 0, 4, uint32(nr)},
+				Insn{ldAbs, 0, 0, argOff(a.mode)},
+				Insn{jsetK, 0, 1, setid},
+				Insn{retK, 0, 0, retErr | uint32(unix.EPERM)},
+				Insn{retK, 0, 0, retAll})
+			continue
+		}
+		p = append(p,
+			Insn{jeqK, 0, 6, uint32(nr)},
+			Insn{ldAbs, 0, 0, argOff(a.flags)},
+			Insn{jsetK, 0, 3, creates},
+			Insn{ldAbs, 0, 0, argOff(a.mode)},
+			Insn{jsetK, 0, 1, setid},
+			Insn{retK, 0, 0, retErr | uint32(unix.EPERM)},
+			Insn{retK, 0, 0, retAll})
+	}
 	p = append(p,
+		Insn{jeqK, 0, 1, uint32(unix.SYS_OPENAT2)}, Insn{retK, 0, 0, retErr | uint32(unix.ENOSYS)},
 		Insn{jeqK, 0, 1, uint32(unix.SYS_CLONE3)}, Insn{retK, 0, 0, retErr | uint32(unix.ENOSYS)},
 		// clone: refuse namespace flags (arg 0, low word).
 		Insn{jeqK, 0, 4, uint32(unix.SYS_CLONE)},
@@ -100,6 +140,15 @@ func Program() ([]Insn, error) {
 		Insn{retK, 0, 0, retAll},
 	)
 	return p, nil
+}
+
+func sortedModeCalls() []int {
+	nrs := make([]int, 0, len(modeArgs))
+	for nr := range modeArgs {
+		nrs = append(nrs, nr)
+	}
+	slices.Sort(nrs)
+	return nrs
 }
 
 // Bytes is Program in the kernel's struct sock_filter layout (8 bytes per

@@ -22,3 +22,9 @@ var syscalls = map[string]int{
 	"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER, "io_uring_register": unix.SYS_IO_URING_REGISTER,
 	"iopl": unix.SYS_IOPL, "ioperm": unix.SYS_IOPERM,
 }
+
+var modeArgs = map[int]modeArg{
+	unix.SYS_CHMOD: {1, -1}, unix.SYS_FCHMOD: {1, -1}, unix.SYS_FCHMODAT: {2, -1}, unix.SYS_FCHMODAT2: {2, -1},
+	unix.SYS_CREAT: {1, -1}, unix.SYS_MKNOD: {1, -1}, unix.SYS_MKNODAT: {2, -1},
+	unix.SYS_OPEN: {2, 1}, unix.SYS_OPENAT: {3, 2},
+}

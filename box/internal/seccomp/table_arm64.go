@@ -21,3 +21,8 @@ var syscalls = map[string]int{
 	"adjtimex": unix.SYS_ADJTIMEX, "vhangup": unix.SYS_VHANGUP,
 	"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER, "io_uring_register": unix.SYS_IO_URING_REGISTER,
 }
+
+var modeArgs = map[int]modeArg{
+	unix.SYS_FCHMOD: {1, -1}, unix.SYS_FCHMODAT: {2, -1}, unix.SYS_FCHMODAT2: {2, -1},
+	unix.SYS_MKNODAT: {2, -1}, unix.SYS_OPENAT: {3, 2},
+}

@@ -5,3 +5,5 @@ package seccomp
 const auditArch = 0
 
 var syscalls = map[string]int{}
+
+var modeArgs = map[int]modeArg{}
