@@ -16,8 +16,8 @@ import (
 // Run returns an error only when the command could not be run at all (the
 // backend is missing or refused the Command, or the sandbox could not be
 // made); everything the command itself did, a timeout included, is in the
-// Result. Errors wrap [ErrInvalidCommand], [ErrUnavailable], [ErrDisabled]
-// or [ErrNotOffHost] where one applies.
+// Result. Errors wrap [ErrInvalidCommand], [ErrUnavailable], [ErrBackend],
+// [ErrDisabled], [ErrUnsupported] or [ErrNotOffHost] where one applies.
 type Box interface {
 	// Run runs c. When ctx ends the command is killed and the Result has
 	// Canceled set (exit status 137).
@@ -96,6 +96,11 @@ var (
 	ErrDisabled = errors.New("box: sandbox disabled")
 	// ErrNotOffHost: RequireOffHost refused a box on this host.
 	ErrNotOffHost = errors.New("box: untrusted code requires an off-host sandbox")
+	// ErrBackend: the backend's sandbox program is there but failed to
+	// start the sandbox (gVisor's runsc without the root or cgroup it
+	// needs, say); the message gives the program's reason and what to
+	// do. The command did not run.
+	ErrBackend = errors.New("box: the sandbox failed to start")
 	// ErrUnsupported: the backend cannot honour a part of the Command
 	// (an allowlist on a backend without the proxy, say).
 	ErrUnsupported = errors.New("box: not supported by this backend")
@@ -346,7 +351,12 @@ type Result struct {
 	StdoutTruncated bool   `json:"stdout_truncated"` // more than Limits.Output bytes were written
 	StderrTruncated bool   `json:"stderr_truncated"`
 	// ExitStatus is the command's exit code; 128+N when signal N ended
-	// it; 124 on timeout; 137 when killed for memory or cancelled.
+	// it; 124 on timeout; 137 when killed for memory or cancelled. As in
+	// the shell, 127 means Argv[0] was not found and 126 that it was
+	// found but could not be executed (not executable, a directory);
+	// the OS backends then put one line naming it on Stderr,
+	// "glovebox: NAME: command not found" or "glovebox: NAME: cannot
+	// execute: REASON".
 	ExitStatus      int  `json:"exit_status"`
 	TimedOut        bool `json:"timed_out"`
 	KilledForMemory bool `json:"killed_for_memory"` // the memory limit's OOM killer ended a process

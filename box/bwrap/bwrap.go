@@ -244,7 +244,14 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if gerr == nil {
 		p.Kill, p.OOM = group.Kill, group.OOMKilled
 	}
-	res := sbx.Run(ctx, &c, p, start)
+	name := c.ArgvOrShell()[0]
+	report := "bwrap: execvp " + name + ": "
+	p.Hold = func(e []byte) bool { return len(e) < 512 && sbx.MayStart(e, report) }
+	p.Finish = func(res *box.Result) error { execFailure(res, name); return nil }
+	res, err := sbx.Run(ctx, &c, p, start)
+	if err != nil {
+		return nil, err
+	}
 	res.Posture = b.Posture()
 	res.Enforced = enforced
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
@@ -257,6 +264,21 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// execFailure turns bwrap's own report of a failed execvp of the command
+// (exit status 1 and the single stderr line "bwrap: execvp NAME: REASON",
+// nothing on stdout) into the shell's 127 or 126; see sbx.NotExecuted.
+func execFailure(res *box.Result, name string) {
+	if res.ExitStatus != 1 || res.TimedOut || res.Canceled || res.Stdout != "" {
+		return
+	}
+	reason, ok := strings.CutPrefix(res.Stderr, "bwrap: execvp "+name+": ")
+	reason, nl := strings.CutSuffix(reason, "\n")
+	if !ok || !nl || strings.Contains(reason, "\n") {
+		return
+	}
+	sbx.NotExecuted(res, name, reason == "No such file or directory", reason)
 }
 
 func groupFiles(g *cgroup.Group, err error) []string {

@@ -195,7 +195,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	cmd := run(ctx, b.ArgsNetns(&c, name, w.Work, names, netns))
 	cmd.Env = env
 	kill := func() { run(context.Background(), []string{b.cfg.Engine, "rm", "-f", name}).Run() }
-	res := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
+	res, err := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
+	if err != nil {
+		return nil, err
+	}
 	res.Posture = b.Posture()
 	res.Outputs, res.OutputsTruncated = w.ReadOutputs(l.OutputFiles)
 	res.Duration = time.Since(start)

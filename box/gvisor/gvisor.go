@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -308,6 +309,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	state := filepath.Join(w.Root, "state")
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
+	logf := filepath.Join(w.Root, "runsc.log")
 	global := []string{"--root", state, "--network=none"}
 	if netns != nil {
 		global[2] = "--network=host"
@@ -320,7 +322,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if b.cfg.Platform != "" {
 		global = append(global, "--platform="+b.cfg.Platform)
 	}
-	cmd := exec.Command(b.runsc, append(global, "run", "--bundle", bundle, id)...)
+	// runsc's own errors go to stderr, mixed with the command's, and to
+	// this log, which only the run writes (kill and delete log elsewhere).
+	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json"}, global...), "run", "--bundle", bundle, id)...)
 	kill := func() {
 		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
 		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
@@ -329,8 +333,32 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if gerr == nil {
 		p.OOM = group.OOMKilled
 	}
-	res := sbx.Run(ctx, &c, p, start)
+	p.Hold = mayBeRunscError
+	p.Finish = func(res *box.Result) error {
+		if res.ExitStatus != 128 || res.TimedOut || res.Canceled {
+			return nil
+		}
+		// runsc exits 128 when it fails itself; its log (only this
+		// run's, only errors) then names why.
+		msg := runscError(logf)
+		if msg == "" {
+			return nil
+		}
+		name, notFound, reason, ok := execFailure(msg)
+		if !ok {
+			return startError(msg)
+		}
+		if name == "" {
+			name = c.ArgvOrShell()[0]
+		}
+		sbx.NotExecuted(res, name, notFound, reason)
+		return nil
+	}
+	res, err := sbx.Run(ctx, &c, p, start)
 	kill()
+	if err != nil {
+		return nil, err
+	}
 	res.Posture = b.Posture()
 	if netns != nil {
 		enforced[1] = "network:egress-proxy"
@@ -342,4 +370,87 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// mayBeRunscError reports whether stderr so far may be runsc's own report
+// of a failure: "running container: …", or a glog line ("W1201 04:11:17…").
+func mayBeRunscError(e []byte) bool {
+	if len(e) > 4096 {
+		return false
+	}
+	if sbx.MayStart(e, "running container: ") {
+		return true
+	}
+	const shape = "W0000 00:"
+	for i := 0; i < len(e) && i < len(shape); i++ {
+		switch shape[i] {
+		case 'W':
+			if e[i] != 'W' && e[i] != 'E' && e[i] != 'I' {
+				return false
+			}
+		case '0':
+			if e[i] < '0' || e[i] > '9' {
+				return false
+			}
+		default:
+			if e[i] != shape[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// runscError is the first error runsc logged to the JSON log file f, or
+// "" when there is none.
+func runscError(f string) string {
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return ""
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	for {
+		var e struct{ Msg, Level string }
+		if dec.Decode(&e) != nil {
+			return ""
+		}
+		if e.Level == "error" && e.Msg != "" {
+			return e.Msg
+		}
+	}
+}
+
+var (
+	reNotInPath = regexp.MustCompile(`error finding executable "([^"]*)" in PATH`)
+	reLoad      = regexp.MustCompile(`creating process: failed to load ([^:]*): (.*)$`)
+)
+
+// execFailure reads a runsc error that is the command's program failing
+// to execute: not found in PATH (name is the program), or failing to load
+// (name "" means the caller's Argv[0]; notFound when it does not exist).
+func execFailure(msg string) (name string, notFound bool, reason string, ok bool) {
+	if m := reNotInPath.FindStringSubmatch(msg); m != nil {
+		return m[1], true, "", true
+	}
+	if m := reLoad.FindStringSubmatch(msg); m != nil {
+		return "", m[2] == "no such file or directory", m[2], true
+	}
+	return "", false, "", false
+}
+
+// startError is the error for runsc failing to start the sandbox: its
+// first error line, shortened, and what to do.
+func startError(msg string) error {
+	for _, p := range []string{"running container: ", "starting container: ", "starting root container: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	if len(msg) > 400 {
+		msg = msg[:400] + "…"
+	}
+	hint := "check the runsc installation and this box's gvisor.Config (Path, Platform, ReadOnly)"
+	low := strings.ToLower(msg)
+	if strings.Contains(low, "cgroup") || strings.Contains(low, "permission denied") || strings.Contains(low, "operation not permitted") {
+		hint = "gVisor here needs root, or a cgroup delegated to this user (cgroup v2 with the memory and pids controllers); run glovebox as root or use --box bwrap"
+	}
+	return fmt.Errorf("%w: gVisor (runsc) could not start the sandbox: %s; %s", box.ErrBackend, msg, hint)
 }

@@ -157,6 +157,25 @@ type capture struct {
 	truncated bool
 	stream    int
 	fn        func(int, []byte)
+	held      *held
+}
+
+// held is stderr withheld from the stream while it may still be the
+// backend's own report of a failure (see Proc.Hold).
+type held struct {
+	hold    func([]byte) bool
+	holding bool
+	errw    *capture
+}
+
+// release streams the withheld stderr and stops holding. Called with mu.
+func (h *held) release() {
+	if h.holding {
+		h.holding = false
+		if h.errw.fn != nil && len(h.errw.buf) > 0 {
+			h.errw.fn(2, h.errw.buf)
+		}
+	}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -168,6 +187,15 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	if len(p) > 0 {
 		c.buf = append(c.buf, p...)
+		if h := c.held; h != nil && h.holding {
+			if c.stream == 2 && h.hold(c.buf) {
+				return n, nil
+			}
+			h.release()
+			if c.stream == 2 {
+				return n, nil // release streamed it
+			}
+		}
 		if c.fn != nil {
 			c.fn(c.stream, p)
 		}
@@ -186,10 +214,19 @@ type Proc struct {
 	// AfterStart, when set, runs right after the process starts; its
 	// error kills the run (exit status 125, the message on stderr).
 	AfterStart func() error
+	// Hold, when set, says whether the stderr written so far (nothing
+	// on stdout yet) may still be the backend's own report of a failure
+	// to start the command; while it is, stderr is not streamed, and
+	// Finish may rewrite it (what it leaves is streamed at the end).
+	Hold func(stderr []byte) bool
+	// Finish, when set, sees the Result before it is returned and may
+	// rewrite it; its error is Run's.
+	Finish func(res *box.Result) error
 }
 
-// Run runs p under c's timeout and ctx, and fills a Result.
-func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Result {
+// Run runs p under c's timeout and ctx, and fills a Result. Its error is
+// Proc.Finish's.
+func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Result, error) {
 	l := c.Limits.WithDefaults()
 	timeout := c.Timeout
 	if timeout == 0 {
@@ -198,6 +235,10 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Res
 	mu := &sync.Mutex{}
 	out := &capture{mu: mu, limit: l.Output, stream: 1, fn: c.Stream}
 	errw := &capture{mu: mu, limit: l.Output, stream: 2, fn: c.Stream}
+	if p.Hold != nil {
+		h := &held{hold: p.Hold, holding: true, errw: errw}
+		out.held, errw.held = h, h
+	}
 	cmd := p.Cmd
 	cmd.Stdout, cmd.Stderr = out, errw
 	if c.Stdin != nil {
@@ -224,7 +265,7 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Res
 		res.ExitStatus = 127
 		res.Stderr = "box: cannot start the sandbox: " + err.Error()
 		res.Duration = time.Since(start)
-		return res
+		return res, nil
 	}
 	if p.AfterStart != nil {
 		if err := p.AfterStart(); err != nil {
@@ -233,7 +274,7 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Res
 			res.ExitStatus = 125
 			res.Stderr = err.Error()
 			res.Duration = time.Since(start)
-			return res
+			return res, nil
 		}
 	}
 	var timedOut, canceled bool
@@ -270,9 +311,18 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) *box.Res
 	mu.Lock()
 	res.Stdout, res.StdoutTruncated = string(out.buf), out.truncated
 	res.Stderr, res.StderrTruncated = string(errw.buf), errw.truncated
+	holding := errw.held != nil && errw.held.holding
 	mu.Unlock()
+	if p.Finish != nil {
+		if err := p.Finish(res); err != nil {
+			return nil, err
+		}
+	}
+	if holding && c.Stream != nil && res.Stderr != "" {
+		c.Stream(2, []byte(res.Stderr))
+	}
 	res.Duration = time.Since(start)
-	return res
+	return res, nil
 }
 
 func exitStatus(cmd *exec.Cmd, err error) int {
