@@ -13,6 +13,15 @@
 // for each run. Disk: /tmp is a tmpfs of Limits.Disk bytes and RLIMIT_FSIZE
 // caps any one file at Limits.Disk; the working directory is a host
 // directory, so its total is bounded by that per-file cap and the timeout.
+//
+// # Leftovers
+//
+// Each run's host directory (glovebox-run-* in the temp dir) holds a lock
+// file the run keeps flocked. A run first sweeps, at most every ten
+// seconds per process, what killed runs left: this user's run
+// directories whose lock is free and that are over a minute old, and the
+// empty glovebox cgroups whose run directory is gone. The gVisor box does
+// the same.
 package bwrap
 
 import (

@@ -220,3 +220,40 @@ func (g *Group) Remove() {
 		}
 	}
 }
+
+// Sweep removes (rmdir) the run groups left behind: directories named
+// prefix+… directly under this process's own v2 group, under each v1
+// hierarchy's glovebox group, and (runsc's own groups, "glovebox-"+name)
+// at each v1 hierarchy's top, that were last changed over age ago and
+// whose name orphan approves (its run directory is gone). rmdir fails
+// while a group holds a process or a child group: those stay.
+func Sweep(prefix string, age time.Duration, orphan func(name string) bool) {
+	var parents []string
+	if own := ownV2(); own != "" {
+		parents = append(parents, filepath.Join(Root, own))
+	}
+	hs, _ := os.ReadDir(Root)
+	for _, h := range hs {
+		if h.IsDir() {
+			parents = append(parents, filepath.Join(Root, h.Name()), filepath.Join(Root, h.Name(), "glovebox"))
+		}
+	}
+	now := time.Now()
+	for _, parent := range parents {
+		es, _ := os.ReadDir(parent)
+		for _, e := range es {
+			name := e.Name()
+			if strings.HasPrefix(name, "glovebox-"+prefix) {
+				name = strings.TrimPrefix(name, "glovebox-")
+			}
+			if !e.IsDir() || !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil || now.Sub(fi.ModTime()) < age || !orphan(name) {
+				continue
+			}
+			os.Remove(filepath.Join(parent, e.Name()))
+		}
+	}
+}

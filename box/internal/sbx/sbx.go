@@ -22,22 +22,35 @@ import (
 )
 
 // Workdir is one run's host directories: Work is bound as the command's
-// working directory (Outputs is Work/outputs), Tmp as its /tmp.
+// working directory (Outputs is Work/outputs), Tmp as its /tmp. Root
+// holds LockName, flocked until Remove (see Sweep).
 type Workdir struct {
 	Root, Work, Outputs, Tmp string
+	lock                     *os.File
 }
 
 // GuestWork is the working directory's path inside every OS box.
 const GuestWork = "/work"
 
-// Prepare makes a fresh directory tree under the system temp dir and writes
-// c.Files into Work.
+// Prepare makes a fresh directory tree under the system temp dir, locked
+// for the run's life, and writes c.Files into Work. First it sweeps the
+// temp dir (see Sweep; at most every ten seconds per process).
 func Prepare(c *box.Command) (*Workdir, error) {
-	root, err := os.MkdirTemp("", "glovebox-run-")
+	base := os.TempDir()
+	maybeSweep(base)
+	root, err := os.MkdirTemp(base, RunPrefix)
 	if err != nil {
 		return nil, err
 	}
 	w := &Workdir{Root: root, Work: filepath.Join(root, "work"), Tmp: filepath.Join(root, "tmp")}
+	w.lock, err = os.OpenFile(filepath.Join(root, LockName), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(w.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
+		w.Remove()
+		return nil, fmt.Errorf("locking the run directory: %w", err)
+	}
 	w.Outputs = filepath.Join(w.Work, "outputs")
 	for _, d := range []string{w.Work, w.Outputs, w.Tmp} {
 		if err := os.MkdirAll(d, 0o777); err != nil {
@@ -73,8 +86,13 @@ func CheckMounts(c *box.Command) error {
 	return nil
 }
 
-// Remove deletes the tree.
-func (w *Workdir) Remove() { os.RemoveAll(w.Root) }
+// Remove deletes the tree, then lets its lock go.
+func (w *Workdir) Remove() {
+	os.RemoveAll(w.Root)
+	if w.lock != nil {
+		w.lock.Close()
+	}
+}
 
 // MaxOutputFiles bounds how many files ReadOutputs reads back: the byte
 // budget alone let a command leave a million empty files, each a map entry
