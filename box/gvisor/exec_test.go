@@ -3,6 +3,8 @@ package gvisor_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -63,5 +65,25 @@ func TestGVisorStartFailure(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, "unknown platform: no-such-platform") || !strings.Contains(msg, "runsc") {
 		t.Errorf("error %q does not quote runsc", msg)
+	}
+}
+
+// TestGVisorRunscGone: runsc vanishing between New and Run is an
+// ErrBackend error, not a command exit status (127 is "command not
+// found").
+func TestGVisorRunscGone(t *testing.T) {
+	requiresRunsc(t)
+	p := filepath.Join(t.TempDir(), "runsc")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := gvisor.New(gvisor.Config{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(p)
+	res, err := b.Run(context.Background(), box.Command{Argv: []string{"true"}})
+	if !errors.Is(err, box.ErrBackend) || res != nil {
+		t.Fatalf("Run = %+v, %v; want an error wrapping ErrBackend", res, err)
 	}
 }

@@ -136,9 +136,11 @@ the value.
 --profile reads the file's box section (and its http and mcp_servers
 sections for tools); see the profile keys in eval --help.
 
-Exit status: the command's (124 on timeout, 137 when killed for memory),
-or 2 for usage or host errors. With --json, one JSON object describes the
-result (stdout, stderr, exit_status, timed_out, killed_for_memory,
+Exit status: the command's (124 on timeout, 137 when killed for memory,
+127 when the command is not found, 126 when it cannot be executed, as in
+the shell), or 2 for usage or host errors (the sandbox failing to
+start included: gVisor without root, say). With --json, one JSON object
+describes the result (stdout, stderr, exit_status, timed_out, killed_for_memory,
 duration_ms, backend, isolation, trust, off_host, outputs, tool_calls,
 enforced).`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -261,3 +261,19 @@ func TestRunGVisorUnwritableMountWarns(t *testing.T) {
 		t.Errorf("the file written: %q %v", b, err)
 	}
 }
+
+// TestRunCommandNotFound: the CLI shows one line naming a command that is
+// not there, and exits 127, on both OS backends alike.
+func TestRunCommandNotFound(t *testing.T) {
+	requiresBwrapCLI(t)
+	boxes := []string{"bwrap"}
+	if _, err := exec.LookPath("runsc"); err == nil {
+		boxes = append(boxes, "gvisor")
+	}
+	for _, b := range boxes {
+		out, errOut, code := run(t, "", "run", "--box", b, "--", "nosuchcmd")
+		if code != 127 || out != "" || errOut != "glovebox: nosuchcmd: command not found\n" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", b, code, out, errOut)
+		}
+	}
+}

@@ -243,7 +243,7 @@ type Proc struct {
 }
 
 // Run runs p under c's timeout and ctx, and fills a Result. Its error is
-// Proc.Finish's.
+// Proc.Finish's, or one wrapping box.ErrBackend when p.Cmd cannot start.
 func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Result, error) {
 	l := c.Limits.WithDefaults()
 	timeout := c.Timeout
@@ -280,10 +280,7 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Re
 		}
 	}
 	if err := cmd.Start(); err != nil {
-		res.ExitStatus = 127
-		res.Stderr = "box: cannot start the sandbox: " + err.Error()
-		res.Duration = time.Since(start)
-		return res, nil
+		return nil, fmt.Errorf("%w: cannot start %s: %v", box.ErrBackend, cmd.Path, err)
 	}
 	if p.AfterStart != nil {
 		if err := p.AfterStart(); err != nil {
