@@ -255,7 +255,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	name := c.ArgvOrShell()[0]
 	report := "bwrap: execvp " + name + ": "
-	p.Hold = func(e []byte) bool { return len(e) < 512 && sbx.MayStart(e, report) }
+	p.Hold = func(e []byte) bool { return len(e) <= len(report)+64 && sbx.MayStart(e, report) }
 	p.Finish = func(res *box.Result) error { execFailure(res, name); return nil }
 	res, err := sbx.Run(ctx, &c, p, start)
 	if err != nil {

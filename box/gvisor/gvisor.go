@@ -31,6 +31,18 @@
 // needs CAP_SYS_ADMIN (root), as runsc itself does here. The cost: the
 // guest's socket calls reach the host kernel (hostinet) instead of
 // gVisor's netstack, for this run only.
+//
+// # Failures
+//
+// runsc exits 128 when it fails itself, and writes why on the stderr it
+// shares with the command; Run tells the two apart by a log file only
+// "runsc run" writes. A program that is not found or cannot be executed
+// gives the Result the shell's 127 or 126 and the bwrap box's stderr line;
+// any other runsc failure (no root or delegated cgroup, an unknown
+// platform, a bad bundle) is an error wrapping box.ErrBackend that quotes
+// runsc's first error and says what to do. A command's own exit 128
+// stays its own. Leftover run directories and cgroups are swept as the
+// bwrap box's are (see its package comment).
 package gvisor
 
 import (
