@@ -3,6 +3,7 @@ package executor
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 )
@@ -27,14 +28,19 @@ func newEventStream(w http.ResponseWriter) *eventStream {
 	return &eventStream{w: w, rc: http.NewResponseController(w), enc: enc}
 }
 
-// send writes ev and flushes. After the first failure (the client went
-// away) it does nothing and returns that error.
+// send writes ev and flushes, within streamWriteTimeout. After the first
+// failure (the client went away, or stopped reading) it does nothing and
+// returns that error.
 func (s *eventStream) send(ev *wire.Event) error {
 	if s.err != nil {
 		return s.err
 	}
+	s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if s.err = s.enc.Encode(ev); s.err == nil {
 		s.err = s.rc.Flush()
+	}
+	if s.err == nil {
+		s.rc.SetWriteDeadline(time.Time{}) // none while the job is quiet
 	}
 	return s.err
 }
@@ -60,3 +66,12 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }
+
+// streamWriteTimeout bounds one event's write and flush: a client that
+// stops reading its stream (or reads slower than this allows) has the
+// stream dropped, rather than pinning a handler, a connection and the
+// job's event log for as long as it likes. The job goes on; the client
+// can attach again or read the record. Two minutes: our choice, enough
+// to send the largest result record (two 4 MiB outputs in base64 and the
+// outputs files) over a link of about 1 Mbit/s.
+var streamWriteTimeout = 2 * time.Minute

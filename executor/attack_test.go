@@ -1,0 +1,84 @@
+package executor_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/executor"
+)
+
+// TestSlowReaderReleasedFromStream: a tenant that starts a run with a lot
+// of output and never reads its event stream must not pin the handler,
+// the connection and the run's whole event log forever: once a write has
+// blocked for the stream write timeout the executor drops the stream. The
+// run itself completes (its record says so); a reader who comes back later
+// finds the stream cut before its result event.
+func TestSlowReaderReleasedFromStream(t *testing.T) {
+	defer executor.SetStreamWriteTimeout(time.Second)()
+	p := startInproc(t, 1, nil)
+	// A second listener on the same server whose sockets buffer little,
+	// so a reader that stops reading blocks the server's writes soon.
+	hs := httptest.NewUnstartedServer(p.srv.Handler())
+	hs.Listener = smallBufListener{hs.Listener}
+	hs.StartTLS()
+	defer hs.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(hs.Certificate())
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "example.com"},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+				return nil
+			}}
+			return d.DialContext(ctx, network, addr)
+		},
+		ReadBufferSize: 4096,
+	}
+	defer tr.CloseIdleConnections()
+	body := `{"idempotency_key":"slow-1","command":{"shell":"head -c 1000000 /dev/zero | tr '\\0' x","network":{},"limits":{"output":1000000}}}`
+	req, _ := http.NewRequest("POST", hs.URL+"/v1/runs", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.toks.a)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Read nothing until the run is over and the server's writes have
+	// been blocked for well over the timeout.
+	c := p.client(t, p.toks.a)
+	waitFor(t, func() bool { s, _, _ := c.State(context.Background(), "slow-1"); return s == "completed" })
+	time.Sleep(4 * time.Second)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 64<<20)
+	types := map[string]int{}
+	for sc.Scan() {
+		var ev struct{ Type string }
+		json.Unmarshal(sc.Bytes(), &ev)
+		types[ev.Type]++
+	}
+	t.Logf("events %v, end: %v", types, sc.Err())
+	if types["result"] > 0 {
+		t.Error("a reader stalled far past the write timeout still got the whole stream: the handler held it the whole time")
+	}
+}
+
+type smallBufListener struct{ net.Listener }
+
+func (l smallBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}

@@ -1,0 +1,11 @@
+package executor
+
+import "time"
+
+// SetStreamWriteTimeout changes how long one event write may block (tests
+// use a short one) and returns a function restoring the old value.
+func SetStreamWriteTimeout(d time.Duration) func() {
+	old := streamWriteTimeout
+	streamWriteTimeout = d
+	return func() { streamWriteTimeout = old }
+}
