@@ -9,11 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/remote"
 	"github.com/gloveboxhq/glovebox/executor"
 )
 
@@ -81,4 +84,36 @@ func (l smallBufListener) Accept() (net.Conn, error) {
 		tc.SetWriteBuffer(4096)
 	}
 	return c, err
+}
+
+// TestRunLimitsCappedByExecutor: a tenant asking for 64 GiB of memory and
+// of /tmp gets the executor's caps (box's defaults unless configured), not
+// a run that can take the host's memory from every other tenant.
+func TestRunLimitsCappedByExecutor(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	c := p.client(t, p.toks.a)
+	res, err := remote.New(c, nil).Run(context.Background(), box.Command{
+		Shell:  `echo "as=$(ulimit -v)"; df -k /tmp | tail -1 | awk '{print "tmp=" $2}'`,
+		Limits: box.Limits{Memory: 64 << 30, Disk: 64 << 30, Pids: 1 << 30, OutputFiles: 64 << 30},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var as, tmp string
+	for _, l := range strings.Fields(res.Stdout) {
+		if v, ok := strings.CutPrefix(l, "as="); ok {
+			as = v
+		}
+		if v, ok := strings.CutPrefix(l, "tmp="); ok {
+			tmp = v
+		}
+	}
+	if kb, err := strconv.ParseInt(tmp, 10, 64); err != nil || kb > box.DefaultDisk/1024 {
+		t.Errorf("/tmp is %s KiB, want at most %d (stdout %q)", tmp, box.DefaultDisk/1024, res.Stdout)
+	}
+	if as != "unlimited" { // unlimited: memory is bounded by a cgroup instead
+		if kb, err := strconv.ParseInt(as, 10, 64); err != nil || kb > box.DefaultMemory/1024 {
+			t.Errorf("address space %s KiB, want at most %d", as, box.DefaultMemory/1024)
+		}
+	}
 }
