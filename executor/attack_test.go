@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -116,4 +117,72 @@ func TestRunLimitsCappedByExecutor(t *testing.T) {
 			t.Errorf("address space %s KiB, want at most %d", as, box.DefaultMemory/1024)
 		}
 	}
+}
+
+// TestEvalReattachDoesNotGrowLog: a tenant re-attaching over and over to
+// its own eval while a tool call waits must not grow the eval's event log
+// by a copy of the call (and its arguments, up to MaxToolBytes) per
+// attach: that memory is not bounded by anything. Each attach still gets
+// the waiting call handed to it, once, after the events before it.
+func TestEvalReattachDoesNotGrowLog(t *testing.T) {
+	p := startEvals(t)
+	hc := p.hs.Client()
+	body := `{"idempotency_key":"att-1","code":"puts 'before'; add(1, 2)","tools":["add"],"limits":{"timeout_ms":120000}}`
+	// attach posts the eval and reads its stream until the waiting call
+	// is handed to this follower; it returns the tool_call events seen and
+	// whether the stdout before the call came first.
+	attach := func() (calls int, id uint64, outFirst bool) {
+		req, _ := http.NewRequest("POST", p.hs.URL+"/v1/evals", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+p.toks.a)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		var holder uint64
+		sawOut := false
+		for sc.Scan() {
+			var ev struct {
+				Type  string
+				Extra json.RawMessage
+			}
+			json.Unmarshal(sc.Bytes(), &ev)
+			var x struct{ Holder, ID uint64 }
+			json.Unmarshal(ev.Extra, &x)
+			switch ev.Type {
+			case "stdout":
+				sawOut = true
+			case "holder":
+				holder = x.Holder
+			case "tool_call":
+				calls++
+				if x.Holder == holder {
+					return calls, x.ID, sawOut
+				}
+			case "result":
+				t.Fatalf("eval ended: %s", sc.Text())
+			}
+		}
+		t.Fatalf("stream ended without the call handed to holder %d: %v", holder, sc.Err())
+		return
+	}
+	for range 10 {
+		attach()
+	}
+	calls, id, outFirst := attach()
+	if calls > 2 {
+		t.Errorf("the 11th attach replayed %d tool_call events for one waiting call: each attach added one to the log", calls)
+	}
+	if !outFirst {
+		t.Error("the waiting call was handed over before the output the guest wrote before it")
+	}
+	req, _ := http.NewRequest("POST", p.hs.URL+"/v1/evals/att-1/tool-results", strings.NewReader(fmt.Sprintf(`{"id":%d,"reply":"i\n3"}`, id)))
+	req.Header.Set("Authorization", "Bearer "+p.toks.a)
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("answering: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }
