@@ -186,3 +186,23 @@ func TestEvalReattachDoesNotGrowLog(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestRefusedPathLoggedBounded: an unauthenticated peer sending requests
+// with paths of hundreds of kilobytes must not get each one copied whole
+// into the executor's log (one line per refusal): the logged path is cut.
+func TestRefusedPathLoggedBounded(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	long := "/v1/runs/" + strings.Repeat("k", 200<<10)
+	req, _ := http.NewRequest("GET", p.hs.URL+long, nil)
+	resp, err := p.hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if n := len(p.logs.String()); n > 4096 {
+		t.Errorf("one refused request wrote %d bytes of log", n)
+	}
+}

@@ -302,8 +302,20 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	if t := tenantOf(r); t != nil {
 		tenant = t.Name
 	}
-	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "tenant", tenant, "code", e.Code)
+	s.log.Info("refused", "method", r.Method, "path", logPath(r.URL.Path), "tenant", tenant, "code", e.Code)
 	writeError(w, e)
+}
+
+// maxLogPath is the most of a request's path a log line holds: routes
+// and keys fit well within it, and a peer sending megabyte paths (no
+// token needed to be refused) cannot have each copied into the log.
+const maxLogPath = 256
+
+func logPath(p string) string {
+	if len(p) <= maxLogPath {
+		return p
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(p[:maxLogPath], ""), len(p))
 }
 
 // bodyTimeout is how long a request body may take to arrive (a client
