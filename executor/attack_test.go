@@ -206,3 +206,43 @@ func TestRefusedPathLoggedBounded(t *testing.T) {
 		t.Errorf("one refused request wrote %d bytes of log", n)
 	}
 }
+
+// TestSessionCreationBoundedWhileMaking: a tenant firing 40 POST
+// /v1/sessions at once over separate connections, each naming other
+// tools (so each would make a runtime and a VM), gets its cap of 2
+// sessions and no more runtimes are made than that.
+func TestSessionCreationBoundedWhileMaking(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, MaxSessions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			req, _ := http.NewRequest("POST", p.hs.URL+"/v1/sessions", strings.NewReader(fmt.Sprintf(`{"tools":["t%d"]}`, i)))
+			req.Header.Set("Authorization", "Bearer "+p.toks.a)
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, ServerName: "example.com"}}
+			defer tr.CloseIdleConnections()
+			resp, err := (&http.Client{Transport: tr}).Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	ok := 0
+	for range n {
+		if <-codes == http.StatusOK {
+			ok++
+		}
+	}
+	if ok != 2 {
+		t.Errorf("%d sessions made, want 2", ok)
+	}
+	if got := p.srv.ToolSets(); got > 2 {
+		t.Errorf("%d tool-set runtimes were made for a cap of 2 sessions", got)
+	}
+}

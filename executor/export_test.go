@@ -9,3 +9,10 @@ func SetStreamWriteTimeout(d time.Duration) func() {
 	streamWriteTimeout = d
 	return func() { streamWriteTimeout = old }
 }
+
+// ToolSets is how many tool-set runtimes the server's evals hold.
+func (s *Server) ToolSets() int {
+	s.evals.mu.Lock()
+	defer s.evals.mu.Unlock()
+	return len(s.evals.sets)
+}
