@@ -75,6 +75,19 @@ func TestSlowReaderReleasedFromStream(t *testing.T) {
 	if types["result"] > 0 {
 		t.Error("a reader stalled far past the write timeout still got the whole stream: the handler held it the whole time")
 	}
+	// The same for the record (1.3 MB of base64 stdout) read by GET.
+	req, _ = http.NewRequest("GET", hs.URL+"/v1/runs/slow-1", nil)
+	req.Header.Set("Authorization", "Bearer "+p.toks.a)
+	resp2, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	time.Sleep(4 * time.Second)
+	var rec struct{ State string }
+	if err := json.NewDecoder(resp2.Body).Decode(&rec); err == nil {
+		t.Errorf("a GET reader stalled far past the write timeout still got the whole record (%s)", rec.State)
+	}
 }
 
 type smallBufListener struct{ net.Listener }

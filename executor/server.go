@@ -470,6 +470,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
+	writeDeadline(w)
 	w.Write(data)
 }
 

@@ -48,6 +48,7 @@ func (s *eventStream) send(ev *wire.Event) error {
 // writeError refuses a request with code's HTTP status and the
 // {"error": {...}} body.
 func writeError(w http.ResponseWriter, e *wire.Error) {
+	writeDeadline(w)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if e.Code == wire.CodeQueueFull || e.Code == wire.CodeUnavailable {
@@ -60,14 +61,23 @@ func writeError(w http.ResponseWriter, e *wire.Error) {
 	json.NewEncoder(w).Encode(wire.ErrorBody{Error: e})
 }
 
+// writeDeadline bounds the writing of a whole answer (a record or an
+// outputs file: megabytes) from now: a client that does not read it must
+// not hold the handler forever.
+func writeDeadline(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+}
+
 func writeJSON(w http.ResponseWriter, v any) {
+	writeDeadline(w)
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }
 
-// streamWriteTimeout bounds one event's write and flush: a client that
+// streamWriteTimeout bounds one event's write and flush, and the writing
+// of any other answer (a record, an outputs file): a client that
 // stops reading its stream (or reads slower than this allows) has the
 // stream dropped, rather than pinning a handler, a connection and the
 // job's event log for as long as it likes. The job goes on; the client
