@@ -464,28 +464,35 @@ type evalRunKey struct{}
 
 // attach runs for each request following the eval: it becomes the holder
 // (the one expected to answer), learns its number, and gets the calls
-// still waiting handed to it again.
-func (run *evalRun) attach(j *job, st *eventStream) {
+// still waiting handed to it again: to this request only, after the
+// events the log held now (so after the output written before them), and
+// never into the log (a tenant attaching over and over must not grow it).
+func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	run.mu.Lock()
 	run.holder++
 	h := run.holder
 	if run.j == nil {
 		run.j = j
 	}
-	var again []wire.ToolCall
+	var calls []wire.ToolCall
 	for _, pc := range run.pending {
 		pc.call.Holder = h
-		again = append(again, pc.call)
+		calls = append(calls, pc.call)
 	}
-	slices.SortFunc(again, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
-	for _, c := range again {
-		j.emit(toolCallEvent(c))
+	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	again := []wire.Event{}
+	for _, c := range calls {
+		again = append(again, toolCallEvent(c))
 	}
+	j.mu.Lock()
+	at := len(j.events)
+	j.mu.Unlock()
 	run.mu.Unlock()
 	// Sent before follow replays the log (no other writer yet), and
 	// outside the lock: a slow reader must not hold up the eval.
 	extra, _ := json.Marshal(wire.Holder{Holder: h})
 	st.send(&wire.Event{Type: wire.EventHolder, Extra: extra})
+	return at, again
 }
 
 func toolCallEvent(c wire.ToolCall) wire.Event {

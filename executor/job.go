@@ -22,8 +22,11 @@ type jobSpec struct {
 	// attach, when set, is called for each request served by the job's
 	// stream (the first and every attached one) after the accepted
 	// event; evals use it to hand tool calls to whichever client holds
-	// the stream. Nil for runs.
-	attach func(j *job, st *eventStream)
+	// the stream. It returns events for this request only (again),
+	// sent once the replay has passed the first at events of the log:
+	// they are not appended to the log, which a client attaching over
+	// and over would otherwise grow without bound. Nil for runs.
+	attach func(j *job, st *eventStream) (at int, again []wire.Event)
 }
 
 // job is a job in memory from admission until its final record is
@@ -205,19 +208,34 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached
 	if st.send(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) != nil {
 		return
 	}
+	at, again := 0, []wire.Event(nil)
 	if j.spec.attach != nil {
-		j.spec.attach(j, st)
+		at, again = j.spec.attach(j, st)
 	}
 	for i := 0; ; {
+		if again != nil && i >= at {
+			for k := range again {
+				if st.send(&again[k]) != nil {
+					return
+				}
+			}
+			again = nil
+		}
 		j.mu.Lock()
 		evs, final, changed := j.events[i:], j.final, j.changed
 		j.mu.Unlock()
+		if again != nil && i+len(evs) > at {
+			evs = evs[:at-i]
+		}
 		for k := range evs {
 			if st.send(&evs[k]) != nil {
 				return
 			}
 		}
 		i += len(evs)
+		if again != nil && i >= at {
+			continue // hand this request its calls now
+		}
 		if final != nil && len(evs) == 0 {
 			st.send(&wire.Event{Type: wire.EventResult, Record: final})
 			return

@@ -38,6 +38,14 @@ type Config struct {
 	MaxOutput int
 	// MaxTimeout caps a command's Timeout; zero means DefaultMaxTimeout.
 	MaxTimeout time.Duration
+	// MaxMemory (bytes), MaxPids, MaxDisk (bytes of /tmp, a tmpfs, so
+	// memory too) and MaxOutputFiles (bytes) cap a command's Limits
+	// fields of those names: a larger or zero request is lowered to the
+	// cap, so one tenant cannot ask for the host's memory. Zero means
+	// box's defaults (box.DefaultMemory 512 MiB, DefaultPids 128,
+	// DefaultDisk 256 MiB, DefaultOutputFiles 4 MiB).
+	MaxMemory, MaxDisk, MaxOutputFiles int64
+	MaxPids                            int
 	// Retention is how long a finished record is kept: a repeat of its
 	// key within it gets the record; after it, the key is free and a
 	// repeat runs anew. Zero means DefaultRetention.
@@ -108,6 +116,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory = box.DefaultMemory
+	}
+	if cfg.MaxPids <= 0 {
+		cfg.MaxPids = box.DefaultPids
+	}
+	if cfg.MaxDisk <= 0 {
+		cfg.MaxDisk = box.DefaultDisk
+	}
+	if cfg.MaxOutputFiles <= 0 {
+		cfg.MaxOutputFiles = box.DefaultOutputFiles
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -282,8 +302,20 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	if t := tenantOf(r); t != nil {
 		tenant = t.Name
 	}
-	s.log.Info("refused", "method", r.Method, "path", r.URL.Path, "tenant", tenant, "code", e.Code)
+	s.log.Info("refused", "method", r.Method, "path", logPath(r.URL.Path), "tenant", tenant, "code", e.Code)
 	writeError(w, e)
+}
+
+// maxLogPath is the most of a request's path a log line holds: routes
+// and keys fit well within it, and a peer sending megabyte paths (no
+// token needed to be refused) cannot have each copied into the log.
+const maxLogPath = 256
+
+func logPath(p string) string {
+	if len(p) <= maxLogPath {
+		return p
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(p[:maxLogPath], ""), len(p))
 }
 
 // bodyTimeout is how long a request body may take to arrive (a client
@@ -345,6 +377,17 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 	}
 	if c.Timeout == 0 || c.Timeout > s.cfg.MaxTimeout {
 		c.Timeout = min(box.DefaultTimeout, s.cfg.MaxTimeout)
+	}
+	capAt := func(v *int64, max int64) {
+		if *v == 0 || *v > max {
+			*v = max
+		}
+	}
+	capAt(&c.Limits.Memory, s.cfg.MaxMemory)
+	capAt(&c.Limits.Disk, s.cfg.MaxDisk)
+	capAt(&c.Limits.OutputFiles, s.cfg.MaxOutputFiles)
+	if c.Limits.Pids == 0 || c.Limits.Pids > s.cfg.MaxPids {
+		c.Limits.Pids = s.cfg.MaxPids
 	}
 	if len(creds) > 0 {
 		c.Credentials = map[string]func(context.Context) (string, error){}
@@ -427,6 +470,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
+	writeDeadline(w)
 	w.Write(data)
 }
 

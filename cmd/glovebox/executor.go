@@ -32,6 +32,11 @@ type executorFile struct {
 	MaxRuns    int               `yaml:"max_runs"`
 	MaxOutput  int               `yaml:"max_output"`
 	MaxTimeout string            `yaml:"max_timeout"`
+	// Caps on a command's limits (bytes; pids): zero means box's defaults.
+	MaxMemory      int64 `yaml:"max_memory"`
+	MaxPids        int   `yaml:"max_pids"`
+	MaxDisk        int64 `yaml:"max_disk"`
+	MaxOutputFiles int64 `yaml:"max_output_files"`
 	// Egress is the proxy rule base for commands with a network
 	// allowlist (httptool's rules; the allowlist comes from the command).
 	Egress struct {
@@ -63,6 +68,10 @@ tokens (make one with 'glovebox executor token') and their limits:
       max_queued_runs: 16       # default 16
       max_request_bytes: 8388608
   max_runs: 8                   # across tenants; default 8
+  max_memory: 536870912         # caps each run's limits; defaults: box's
+  max_pids: 128                 #   (512 MiB, 128, 256 MiB of /tmp,
+  max_disk: 268435456           #   4 MiB of outputs files)
+  max_output_files: 4194304
   egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
 
 SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
@@ -92,6 +101,7 @@ settings need a restart. Endpoints besides /v1:
 				return fmt.Errorf("executor: TLS certificate: %w", err)
 			}
 			cfg := executor.Config{Backend: b, StorePath: storePath, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
+				MaxMemory: fc.MaxMemory, MaxPids: fc.MaxPids, MaxDisk: fc.MaxDisk, MaxOutputFiles: fc.MaxOutputFiles,
 				Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
 			if fc.MaxTimeout != "" {
 				if cfg.MaxTimeout, err = parseDuration("max_timeout", fc.MaxTimeout); err != nil {

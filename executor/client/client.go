@@ -27,6 +27,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -303,10 +304,18 @@ func (c *Client) stream(ctx context.Context, path string, body []byte, key strin
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return refusal(resp.StatusCode, b, key)
 	}
-	dec := json.NewDecoder(resp.Body)
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
+		line, err := readEvent(br)
+		if errors.Is(err, errEventTooLarge) {
+			return &Error{Code: "bad_response", Key: key, inDoubt: true, err: err,
+				Message: fmt.Sprintf("an event of the stream is over %d bytes", maxEventBytes)}
+		}
 		var ev wire.Event
-		if err := dec.Decode(&ev); err != nil {
+		if err == nil {
+			err = json.Unmarshal(line, &ev)
+		}
+		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -389,4 +398,40 @@ func (c *Client) Cancel(ctx context.Context, key string) (state string, err erro
 		return "", &Error{Code: "bad_response", Message: err.Error(), Key: key}
 	}
 	return rec.State, nil
+}
+
+// maxEventBytes bounds one event line of a stream, so an executor that
+// is broken or hostile (its host is where sandbox escapes land) cannot
+// make the application host buffer without end. 256 MiB: the bound this
+// client puts on a record read whole, far above the largest result record
+// (two outputs of the executor's max_output, default 4 MiB, and its
+// outputs files, in base64).
+var maxEventBytes = 256 << 20
+
+var errEventTooLarge = errors.New("executor client: event over the size limit")
+
+// readEvent returns the next non-empty line of br without its newline:
+// io.EOF at the end, io.ErrUnexpectedEOF for a last line without one,
+// errEventTooLarge once a line passes maxEventBytes.
+func readEvent(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxEventBytes+1 {
+			return nil, errEventTooLarge
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && len(bytes.TrimSpace(line)) > 0:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			return t, nil
+		}
+		line = line[:0]
+	}
 }

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gloveboxhq/glovebox/box"
 )
@@ -168,7 +170,84 @@ func Strict(data []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return Errorf(CodeBadRequest, "request body: data after the JSON object")
 	}
+	if !utf8.Valid(data) {
+		// encoding/json would run U+FFFD in place of each bad byte: a
+		// command other than the one sent.
+		return Errorf(CodeBadRequest, "request body: not valid UTF-8")
+	}
+	// encoding/json lets the last of two equal keys win and matches
+	// fields whatever their case: {"command": A, "COMMAND": B} would run
+	// B where whatever read the body first (a proxy's audit log, a
+	// policy check) saw A. Data that decoded above nests at most 10000
+	// deep, which bounds the walk's recursion.
+	dec = json.NewDecoder(bytes.NewReader(data))
+	if err := uniqueKeys(dec, false); err != nil {
+		return Errorf(CodeBadRequest, "request body: %v", err)
+	}
 	return nil
+}
+
+// mapFields are the request fields that are maps (names chosen by the
+// caller, compared exactly: environments are case-sensitive); every
+// other object is a struct, whose keys encoding/json matches without
+// regard to case.
+var mapFields = map[string]bool{"env": true, "files": true, "credentials": true}
+
+// uniqueKeys reads one JSON value from dec and refuses an object with a
+// key twice: exactly equal in a map, equal under Unicode case folding in
+// a struct. Its error names the byte offset, never a key or a value.
+func uniqueKeys(dec *json.Decoder, isMap bool) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('['):
+		for dec.More() {
+			if err := uniqueKeys(dec, false); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := kt.(string)
+			if !isMap {
+				k = fold(k)
+			}
+			if seen[k] {
+				return fmt.Errorf("a key appears twice in one object (before byte %d)", dec.InputOffset())
+			}
+			seen[k] = true
+			if err := uniqueKeys(dec, !isMap && mapFields[strings.ToLower(k)]); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	return nil
+}
+
+// fold maps s to one representative of its case-folding class (each rune
+// to the smallest rune of its unicode.SimpleFold orbit), so two keys
+// encoding/json would match to the same field fold to the same string.
+func fold(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		f := r
+		for x := unicode.SimpleFold(r); x != r; x = unicode.SimpleFold(x) {
+			f = min(f, x)
+		}
+		b.WriteRune(f)
+	}
+	return b.String()
 }
 
 // describe says what is wrong with a body without quoting any of it (a

@@ -1,0 +1,18 @@
+package executor
+
+import "time"
+
+// SetStreamWriteTimeout changes how long one event write may block (tests
+// use a short one) and returns a function restoring the old value.
+func SetStreamWriteTimeout(d time.Duration) func() {
+	old := streamWriteTimeout
+	streamWriteTimeout = d
+	return func() { streamWriteTimeout = old }
+}
+
+// ToolSets is how many tool-set runtimes the server's evals hold.
+func (s *Server) ToolSets() int {
+	s.evals.mu.Lock()
+	defer s.evals.mu.Unlock()
+	return len(s.evals.sets)
+}
