@@ -314,3 +314,32 @@ func (px *proxy) breakConns() {
 }
 
 func (px *proxy) close() { px.ln.Close(); px.breakConns() }
+
+// TestBearerSchemeCase: the scheme name is case-insensitive (RFC 9110
+// section 11.1), other schemes and a bare token are refused.
+func TestBearerSchemeCase(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	hc := p.hs.Client()
+	for _, tc := range []struct {
+		hdr    string
+		status int
+	}{
+		{"bearer " + p.toks.a, 200},
+		{"BEARER " + p.toks.a, 200},
+		{"Basic " + p.toks.a, 401},
+		{p.toks.a, 401},
+		{"Bearer ", 401},
+	} {
+		req, _ := http.NewRequest("POST", p.hs.URL+"/v1/runs", strings.NewReader(`{"command":{"argv":["true"]}}`))
+		req.Header.Set("Authorization", tc.hdr)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("Authorization %.12q…: HTTP %d, want %d", tc.hdr, resp.StatusCode, tc.status)
+		}
+	}
+}

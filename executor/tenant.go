@@ -138,9 +138,10 @@ func (t *limiter) release() {
 // authenticate finds the tenant holding the request's bearer token. Every
 // tenant's hash is compared, in constant time, whichever matches.
 func authenticate(ts []*tenant, r *http.Request) *tenant {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
+	// The scheme name is case-insensitive (RFC 9110 section 11.1).
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(tok))
