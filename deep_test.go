@@ -84,3 +84,36 @@ func TestSetjmpAcrossDeepRecursion(t *testing.T) {
 		})
 	}
 }
+
+// An exception rethrown by a C function that set a tag (rb_ensure under
+// Hash#each) into a block's vm_exec, thousands of times with the heap
+// shifting: vm_exec's tag jmp_buf is malloc'd and is never captured by a
+// setjmp, so it could hold the owner tag an earlier capture at the same
+// address left, and the rethrowing function's setjmp wrapper (same
+// shadow-stack pointer and depth) claimed the longjmp and rewound from
+// that stale buffer: the VM crashed with an unreachable instruction.
+// (Found when requiring every gem in the image, TestImageGemsRequire.)
+func TestSetjmpRethrowIntoReusedTag(t *testing.T) {
+	res := eval(t, rt, `h = { a: 1 }
+		r = 0
+		2000.times do |i|
+		  s = "x" * (i % 97)
+		  [1, 2].each_with_index do |_, j|
+		    begin
+		      if (i + j).odd?
+		        h.each { raise IndexError }
+		      else
+		        [3].each_slice(1) { h.each { raise KeyError } }
+		      end
+		    rescue IndexError, KeyError
+		      r += 1
+		    end
+		  end
+		  h.each { |k, v| r += v }
+		end
+		r`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, int64(6000)) {
+		t.Fatalf("value %v, want 6000", res.Value)
+	}
+}

@@ -30,7 +30,10 @@ import (
 //     depth). The wrapper stops the unwind there and rewinds F' from the
 //     jmp_buf, doing what rb_wasm_rt_start does at the root, so a setjmp
 //     snapshot holds three frames instead of the whole stack and costs
-//     O(1). Unwinds it does not own (GC scan, fiber switch, a longjmp to an
+//     O(1). The tag is cleared where rb_wasm_try_catch_loop_run marks
+//     its target captured without a setjmp (see TryCatchRun), so a tag
+//     left in reused memory by an earlier capture cannot claim a longjmp
+//     meant for that loop. Unwinds it does not own (GC scan, fiber switch, a longjmp to an
 //     outer frame) pass through; the wrapper then saves its own state (the
 //     shadow-stack pointer it entered with) on the Asyncify stack like any
 //     instrumented function, and restores it when rewound.
@@ -63,6 +66,17 @@ type SjljLayout struct {
 	JmpBufState  uint32 // offset of rb_wasm_jmp_buf.state
 	JmpBufDstTop uint32 // offset of rb_wasm_jmp_buf.dst_buf_top
 	JmpBufOwner  uint32 // offset of 12 spare bytes at the end of setjmp_buf.buffer
+
+	// rb_wasm_try_catch_loop_run(try_catch, target) (wasm/setjmp.c), the
+	// way vm_exec catches a longjmp: it marks target captured (state 2)
+	// without a setjmp, and catches the longjmp to it at its own level
+	// (recognised by its body: it stores state 2 into its second argument
+	// first, then compares _rb_wasm_active_jmpbuf with it while
+	// rb_asyncify_unwind_buf is set).
+	// target is the tag's jmp_buf, which ruby.wasm mallocs per tag
+	// (rb_vm_tag_jmpbuf_init), so it can hold an owner tag a wrapper wrote
+	// when a setjmp captured an earlier jmp_buf at the same address.
+	TryCatchRun uint32
 
 	Longjmp       uint32    // _rb_wasm_longjmp
 	LongjmpBuf    [2]uint32 // its static scratch buffer: address of {top,end}, initial top
@@ -111,6 +125,8 @@ var RubyWasm4010 = SjljLayout{
 	JmpBufState:  24596,
 	JmpBufDstTop: 24588,
 	JmpBufOwner:  24572,
+
+	TryCatchRun: 10092,
 
 	Longjmp:       10090,
 	LongjmpBuf:    [2]uint32{21148156, 21148164},
@@ -272,6 +288,26 @@ func (m *Module) PatchSjlj(l SjljLayout) (*Module, int, error) {
 		return nil, 0, fmt.Errorf("%w: function %d is not rb_wasm_handle_scan_unwind", ErrSjljLayout, l.ScanUnwind)
 	}
 	bodies[int(l.ScanUnwind)-nimp] = scanUnwindBody(l)
+
+	// rb_wasm_try_catch_loop_run starts with target->state = CAPTURED.
+	// Clear target's owner tag there: a longjmp to target belongs to the
+	// try-catch loop, but a tag left in the reused allocation by an earlier
+	// capture at the same address would let the wrapper that captured it
+	// (same shadow-stack pointer and depth: the same call site, again)
+	// claim the longjmp and rewind from that earlier capture's stale
+	// buffer (the Asyncify rewind traps on its freed-chunk pointers, or
+	// resumes the wrong frame).
+	b, err = body(l.TryCatchRun)
+	if err != nil {
+		return nil, 0, err
+	}
+	prologue := append([]byte{1, 2, ValI32}, ins(0x20, 1, 0x41, 2)...)
+	prologue = AppendU32(append(prologue, 0x36, 2), l.JmpBufState)
+	if !bytes.HasPrefix(b, prologue) {
+		return nil, 0, fmt.Errorf("%w: function %d does not start as rb_wasm_try_catch_loop_run", ErrSjljLayout, l.TryCatchRun)
+	}
+	clear := (&asm{}).get(1).i32(0).store(l.JmpBufOwner).b
+	bodies[int(l.TryCatchRun)-nimp] = append(append(append([]byte(nil), prologue...), clear...), b[len(prologue):]...)
 
 	// Wrap every caller of _rb_wasm_setjmp. A byte search for the call
 	// instruction can only over-approximate (an immediate that happens to

@@ -118,3 +118,38 @@ func TestPatchSjljRefusesOtherModules(t *testing.T) {
 		t.Fatalf("err %v, want ErrSjljLayout", err)
 	}
 }
+
+// rb_wasm_try_catch_loop_run clears its target's owner tag where it marks
+// the target captured, and changes nothing else: vm_exec's tag jmp_buf is
+// reused malloc memory and no setjmp captures it, so a tag left there by an
+// earlier capture would let a wrapper claim a longjmp meant for the loop
+// (the end-to-end case is TestSetjmpRethrowIntoReusedTag).
+func TestPatchSjljTryCatchClearsOwnerTag(t *testing.T) {
+	m, err := wasmbin.Parse(pinnedImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := m.PatchSjlj(wasmbin.RubyWasm4010)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imps, _ := m.Imports()
+	nimp := 0
+	for _, im := range imps {
+		if im.Kind == wasmbin.KindFunc {
+			nimp++
+		}
+	}
+	l := wasmbin.RubyWasm4010
+	before, _ := m.Bodies()
+	after, _ := out.Bodies()
+	old, neu := before[int(l.TryCatchRun)-nimp], after[int(l.TryCatchRun)-nimp]
+	// locals; target->state = 2 (CAPTURED)
+	prologue := wasmbin.AppendU32([]byte{1, 2, wasmbin.ValI32, 0x20, 1, 0x41, 2, 0x36, 2}, l.JmpBufState)
+	// target->owner sp = 0 (no wrapper's shadow-stack pointer is 0)
+	clear := wasmbin.AppendU32([]byte{0x20, 1, 0x41, 0, 0x36, 2}, l.JmpBufOwner)
+	want := append(append(append([]byte(nil), prologue...), clear...), old[len(prologue):]...)
+	if !bytes.HasPrefix(old, prologue) || !bytes.Equal(neu, want) {
+		t.Fatalf("rb_wasm_try_catch_loop_run was rewritten as % x", neu[:min(len(neu), 32)])
+	}
+}
