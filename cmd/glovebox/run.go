@@ -55,11 +55,18 @@ type boxProfile struct {
 		Header string `yaml:"header"`
 		TLS    *bool  `yaml:"tls"`
 	} `yaml:"credentials"`
+	// The settings of the docker, podman, firecracker and e2b backends
+	// (run_backends.go).
+	Image    string `yaml:"image"`
+	Kernel   string `yaml:"kernel"`
+	Rootfs   string `yaml:"rootfs"`
+	Template string `yaml:"template"`
+	E2BURL   string `yaml:"e2b_url"`
 }
 
 // boxProfileKeys documents the box section (appended to profileKeys).
 var boxProfileKeys = []struct{ key, flag, doc string }{
-	{"box.backend", "--box", "run's sandbox: bwrap, gvisor or null (bwrap)"},
+	{"box.backend", "--box", "run's sandbox: bwrap, gvisor, docker, podman, firecracker, e2b or null (bwrap)"},
 	{"box.network", "--network allow:", "hosts run's command may reach over HTTP(S) through the egress proxy (list; none)"},
 	{"box.timeout", "--timeout", "run's wall-clock limit (30s)"},
 	{"box.memory", "--memory", "run's memory limit (512MiB; at least 1MiB)"},
@@ -81,7 +88,10 @@ var boxProfileKeys = []struct{ key, flag, doc string }{
 // newBox makes the box named by --box, its egress proxy dialing with
 // base's rules (the --http-port, --http-trust and --http-allow-ip-literals
 // settings; the hosts come from --network).
-func newBox(name string, base httptool.Config) (box.Box, error) {
+func newBox(name string, base httptool.Config, other backendFlags) (box.Box, error) {
+	if b, ok, err := newOtherBox(name, base, other); ok { // run_backends.go
+		return b, err
+	}
 	switch name {
 	case "bwrap", "bubblewrap":
 		return bwrap.New(bwrap.Config{Egress: egress.HTTPTool(base)})
@@ -90,7 +100,7 @@ func newBox(name string, base httptool.Config) (box.Box, error) {
 	case "null":
 		return box.Null{}, nil
 	}
-	return nil, usageError{fmt.Errorf("--box %q: want bwrap, gvisor or null", name)}
+	return nil, usageError{fmt.Errorf("--box %q: want bwrap, gvisor, docker, podman, firecracker, e2b or null", name)}
 }
 
 // runFlags are glovebox run's flags.
@@ -101,6 +111,7 @@ type runFlags struct {
 	outputsDir, profile                                         string
 	http                                                        httpFlags
 	mcp                                                         mcpFlags
+	backend                                                     backendFlags
 }
 
 func runCmd() *cobra.Command {
@@ -157,7 +168,7 @@ enforced).`,
 	f := cmd.Flags()
 	// The command's own flags (python3 -c ...) are never taken for run's.
 	f.SetInterspersed(false)
-	f.StringVar(&r.boxName, "box", "bwrap", "the sandbox: bwrap, gvisor or null")
+	f.StringVar(&r.boxName, "box", "bwrap", "the sandbox: bwrap, gvisor, docker, podman (--image), firecracker (--kernel, --rootfs), e2b ($E2B_API_KEY) or null")
 	f.StringArrayVar(&r.files, "file", nil, "NAME=PATH: put the host file PATH in the working directory as NAME (repeatable)")
 	f.StringArrayVar(&r.mounts, "mount", nil, "HOST:GUEST[:rw]: bind a host directory at GUEST, such as ./data:/data (read-only unless :rw; repeatable)")
 	f.StringArrayVar(&r.envs, "env", nil, "K=V: set an environment variable (repeatable; nothing else is passed)")
@@ -174,6 +185,7 @@ enforced).`,
 	f.BoolVar(&r.asJSON, "json", false, "print the result as one JSON object")
 	r.http.add(f)
 	r.mcp.add(f)
+	r.backend.add(f)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (glovebox run's flags go before the command; put the command after --: glovebox run [flags] -- ARGV...)", err)}
 	})
@@ -219,7 +231,7 @@ func (r *runFlags) run(f *pflag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := newBox(pick("box", r.boxName, bp.Backend), base)
+	b, err := newBox(pick("box", r.boxName, bp.Backend), base, r.backend.over(f, bp))
 	if err != nil {
 		if errors.Is(err, box.ErrUnavailable) {
 			return usageError{err}

@@ -281,7 +281,7 @@ var profileKeys = append([]struct{ key, flag, doc string }{
 	{"mounts[].writable", "--mount ::rw", "the guest may write (false)"},
 	{"mounts[].description", "", "what the directory holds, for tool descriptions"},
 	{"mcp_servers", "--mcp-server / --mcp-url", "MCP servers whose tools the guest may call (see README)"},
-}, boxProfileKeys...) // glovebox run's box section (run.go)
+}, append(boxProfileKeys, backendProfileKeys...)...) // glovebox run's box section (run.go, run_backends.go)
 
 // profileHelp lists the profile keys for eval --help.
 var profileHelp = func() string {
