@@ -1,0 +1,260 @@
+package executor_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// startWorkerEvals is an in-process executor whose evals run in bwrap
+// workers: the glovebox CLI built from this tree (its eval-worker
+// subcommand), or argv when given.
+func startWorkerEvals(t testing.TB, argv []string, env ...string) *inproc {
+	t.Helper()
+	p := startInproc(t, 1, nil)
+	if argv == nil {
+		argv = []string{glovebox(t), "eval-worker"}
+	}
+	err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1,
+		Worker: executor.WorkerConfig{Kind: "bwrap", Argv: argv, Env: env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestEvalWorkerSameAsInProcess: an eval with tool calls (one raising on
+// the client, one vetoed by its hook) gives the same result, output, order
+// and transcript through a bwrap worker as in the executor's own engine.
+func TestEvalWorkerSameAsInProcess(t *testing.T) {
+	code := `puts "one"
+x = add(1, 2)
+$stderr.puts "warn"
+o = lookup("A7", verbose: true)
+e = begin; lookup("missing"); rescue => ex; "#{ex.class}: #{ex.message}"; end
+v = begin; add(13, 1); rescue => ex; ex.class.name; end
+puts "two #{x}"
+[x, o["id"], o["opts"], e, v, 2**70]`
+	type out struct {
+		status, value, stdout, stderr string
+		notes                         []string
+		calls                         int
+	}
+	run := func(p *inproc) out {
+		a := newApp(t, gb.Limits{})
+		ev := p.client(t, p.toks.a).Evaluator(a.rt)
+		res, err := ev.EvalWith(context.Background(), code, client.EvalOptions{Stdout: a, Stderr: errWriter{a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out{string(res.Status), fmt.Sprint(res.Value), res.Stdout, res.Stderr, a.notes(), len(res.ToolCalls)}
+	}
+	in := run(startEvals(t))
+	wk := run(startWorkerEvals(t, nil))
+	if in.status != "ok" || !strings.Contains(in.value, "NotFound: no order missing") {
+		t.Fatalf("in-process baseline: %+v", in)
+	}
+	if in.status != wk.status || in.value != wk.value || in.stdout != wk.stdout || in.stderr != wk.stderr ||
+		!slices.Equal(in.notes, wk.notes) || in.calls != wk.calls {
+		t.Errorf("worker differs from in-process:\n in %+v\nwkr %+v", in, wk)
+	}
+}
+
+// TestEvalWorkerSandboxed: the worker process itself (here the test
+// binary in probe mode, then serving the eval as the CLI does) holds no
+// capabilities, runs under a seccomp filter, cannot see a host file the
+// executor can, and has no network; the eval still runs.
+func TestEvalWorkerSandboxed(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host only"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startWorkerEvals(t, []string{self}, "EXECUTOR_TEST_PROBE_WORKER=1", "PROBE_FILE="+secret, "PROBE_ADDR="+ln.Addr().String())
+	// The probe's report arrives as streamed output (the result's Stdout
+	// is the guest's own).
+	var streamed syncBuf
+	res, err := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt).EvalWith(context.Background(), `6 * 7`,
+		client.EvalOptions{Stdout: &streamed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusOK)
+	if fmt.Sprint(res.Value) != "42" {
+		t.Errorf("value %v", res.Value)
+	}
+	probe := streamed.String()
+	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "Seccomp:\t2", "NoNewPrivs:\t1",
+		"file: no such file", "dial: refused-or-unreachable"} {
+		if !strings.Contains(probe, want) {
+			t.Errorf("probe lacks %q:\n%s", want, probe)
+		}
+	}
+}
+
+// probeWorker is the test binary as an eval worker (TestMain runs it when
+// EXECUTOR_TEST_PROBE_WORKER is set): it reports what it can see as a
+// stdout frame, then serves the eval as `glovebox eval-worker` does.
+func probeWorker() {
+	var b strings.Builder
+	st, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(st), "\n") {
+		for _, k := range []string{"CapEff:", "CapPrm:", "Seccomp:", "NoNewPrivs:"} {
+			if strings.HasPrefix(l, k) {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	if _, err := os.Stat(os.Getenv("PROBE_FILE")); os.IsNotExist(err) {
+		b.WriteString("file: no such file\n")
+	} else {
+		fmt.Fprintf(&b, "file: visible (%v)\n", err)
+	}
+	if c, err := net.DialTimeout("tcp", os.Getenv("PROBE_ADDR"), 2*time.Second); err != nil {
+		b.WriteString("dial: refused-or-unreachable\n")
+	} else {
+		c.Close()
+		b.WriteString("dial: connected\n")
+	}
+	frame, _ := json.Marshal(map[string]any{"t": "stdout", "data": []byte(b.String())})
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(frame)))
+	os.Stdout.Write(append(n[:], frame...))
+	if err := executor.ServeEvalWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// marked lists the host pids whose environment holds mark.
+func marked(mark string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestEvalWorkerKilled: the worker killed while its guest waits on a
+// tool call ends the eval with sandbox_error and a message saying so (not
+// a hang), leaves no process behind, and the executor serves the next
+// eval.
+func TestEvalWorkerKilled(t *testing.T) {
+	var rb [8]byte
+	rand.Read(rb[:])
+	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	p := startWorkerEvals(t, nil, mark)
+	var ts gb.Toolset
+	killed := make(chan []int, 1)
+	if err := ts.Func("stall", func() string {
+		pids := marked(mark)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		killed <- pids
+		return "too late"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ev := p.client(t, p.toks.a).Evaluator(rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := ev.Eval(ctx, `puts "before"; stall; puts "after"; 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pids := <-killed; len(pids) == 0 {
+		t.Fatal("found no worker process to kill")
+	}
+	wantStatus(t, res, gb.StatusSandboxError)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "the eval worker ended without a result") {
+		t.Errorf("error %+v", res.Error)
+	}
+	if strings.Contains(res.Stdout, "after") {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	// The executor reaped the worker before answering; its sandbox's
+	// processes went with its PID namespace.
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes left after the eval: %v", left)
+	}
+	res, err = ev.Eval(context.Background(), `1 + 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusOK)
+}
+
+// TestEvalWorkerRefusesSessions: sessions would hold a VM in the
+// executor's own process, outside the worker sandbox; they are refused
+// with a clear error in worker mode.
+func TestEvalWorkerRefusesSessions(t *testing.T) {
+	p := startWorkerEvals(t, nil)
+	code, body := rawDo(t, p, p.toks.a, "POST", "/v1/sessions", `{"limits":{}}`)
+	if code != 400 || !strings.Contains(body, "not served with an eval worker") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+// BenchmarkEvalWorker: `1+1` through an in-process executor, evals in its
+// own engine and in a bwrap worker per eval, in the same run; the
+// difference is the worker's cost per eval:
+//
+//	go test -run '^$' -bench BenchmarkEvalWorker -benchtime 20x ./executor
+func BenchmarkEvalWorker(b *testing.B) {
+	for _, mode := range []string{"in-process", "bwrap-worker"} {
+		var p *inproc
+		if mode == "in-process" {
+			p = startEvals(b)
+		} else {
+			p = startWorkerEvals(b, nil)
+		}
+		ev := p.client(b, p.toks.a).Evaluator(newApp(b, gb.Limits{}).rt)
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				res, err := ev.Eval(context.Background(), `1+1`)
+				if err != nil || res.Status != gb.StatusOK {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
+}
