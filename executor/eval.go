@@ -143,9 +143,13 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 }
 
 // backendOf is the backend label of a job's record and metrics: "wasm"
-// for evals, the run backend's name for runs.
+// for evals ("wasm+bwrap" with a bwrap eval worker), the run backend's
+// name for runs.
 func (s *Server) backendOf(kind string) string {
 	if kind == "eval" {
+		if s.evals != nil && s.evals.worker != nil {
+			return "wasm+" + s.evals.cfg.Worker.Kind
+		}
 		return "wasm"
 	}
 	return s.posture.Backend

@@ -371,6 +371,9 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 	defer deadline.Stop()
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
+	// The worker's engine caps what it streams at the eval's limits, as
+	// in-process; a worker past them is not behaving and is stopped.
+	var outBytes, errBytes int
 	for {
 		select {
 		case <-ctx.Done():
@@ -399,8 +402,14 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 			}
 			switch m := g.m; m.T {
 			case "stdout":
+				if outBytes += len(m.Data); outBytes > lim.Stdout {
+					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stdout, the eval's limit; it was killed", lim.Stdout), start)
+				}
 				j.emit(wire.Event{Type: wire.EventStdout, Data: m.Data})
 			case "stderr":
+				if errBytes += len(m.Data); errBytes > lim.Stderr {
+					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stderr, the eval's limit; it was killed", lim.Stderr), start)
+				}
 				j.emit(wire.Event{Type: wire.EventStderr, Data: m.Data})
 			case "tool_call":
 				if !toolNamed(names, m.Name) {

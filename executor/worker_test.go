@@ -258,3 +258,58 @@ func BenchmarkEvalWorker(b *testing.B) {
 		})
 	}
 }
+
+// TestEvalWorkerLimitsAndCancel: in a worker an endless loop ends with
+// the eval's timeout and output stops at its cap, as in-process; the
+// record names the backend "wasm+bwrap"; canceling a running eval
+// (DELETE) ends it canceled and leaves no worker process behind.
+func TestEvalWorkerLimitsAndCancel(t *testing.T) {
+	var rb [8]byte
+	rand.Read(rb[:])
+	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	p := startWorkerEvals(t, nil, mark)
+	a := newApp(t, gb.Limits{Timeout: 500 * time.Millisecond, Stdout: 4096})
+	ev := p.client(t, p.toks.a).Evaluator(a.rt)
+	res, err := ev.EvalWith(context.Background(), `loop { }`, client.EvalOptions{Key: "e-worker-timeout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusTimeout)
+	if code, body := rawDo(t, p, p.toks.a, "GET", "/v1/evals/e-worker-timeout", ""); code != 200 || !strings.Contains(body, `"backend":"wasm+bwrap"`) {
+		t.Errorf("record: %d %s", code, body)
+	}
+	var streamed syncBuf
+	res, err = ev.EvalWith(context.Background(), `print "x" * 5_000_000; 7`, client.EvalOptions{Stdout: &streamed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Value != int64(7) || !res.StdoutTruncated || len(streamed.String()) > 4096 {
+		t.Errorf("value %v, truncated %v, streamed %d", res.Value, res.StdoutTruncated, len(streamed.String()))
+	}
+
+	slow := newApp(t, gb.Limits{Timeout: time.Minute})
+	ev = p.client(t, p.toks.a).Evaluator(slow.rt)
+	done := make(chan *gb.Result, 1)
+	go func() {
+		r, err := ev.EvalWith(context.Background(), `add(2, 2); loop { }`, client.EvalOptions{Key: "e-worker-cancel"})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	for slow.hits.Load() == 0 { // the guest is looping once its tool call came back
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(marked(mark)) == 0 {
+		t.Fatal("no worker process while the eval runs")
+	}
+	if code, body := rawDo(t, p, p.toks.a, "DELETE", "/v1/evals/e-worker-cancel", ""); code != 200 || !strings.Contains(body, `"status":"canceled"`) {
+		t.Errorf("DELETE: %d %s", code, body)
+	}
+	if r := <-done; r == nil || r.Status != gb.StatusCanceled {
+		t.Errorf("canceled eval: %+v", r)
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes left after the canceled eval: %v", left)
+	}
+}
