@@ -126,7 +126,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(),
 		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
 	if cfg.Worker.Kind != "" {
-		if e.worker, err = newWorkerPool(cfg); err != nil {
+		if e.worker, err = newWorkerPool(cfg, e.caps); err != nil {
 			base.Close()
 			return err
 		}
@@ -191,6 +191,9 @@ func (e *evals) closeAll() {
 		rs.close(e)
 	}
 	e.s.wg.Wait() // running evals end (canceled) before their runtimes close
+	if e.worker != nil {
+		e.worker.close()
+	}
 	e.mu.Lock()
 	for k, ts := range e.sets {
 		ts.rt.Close()

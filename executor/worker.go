@@ -40,6 +40,11 @@ type WorkerConfig struct {
 	// the worker's result before killing it (the worker boots its engine
 	// from the cache first). Zero means DefaultWorkerGrace.
 	Grace time.Duration
+	// Spare is how many workers are kept started ahead, engine loaded,
+	// waiting for an eval (each still serves one eval only); zero means 1,
+	// negative none. A spare costs one idle process with the compiled
+	// module mapped.
+	Spare int
 }
 
 // DefaultWorkerGrace is 30 s: a worker's engine boot from a warm cache
@@ -126,6 +131,14 @@ func (c *frameConn) recv() (*workerMsg, error) {
 // carried a malformed frame (the eval's own failures go out as frames).
 func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	c := &frameConn{r: bufio.NewReader(in), w: out}
+	// Load the engine (compiled module, boot snapshot) before the eval
+	// comes: a spare worker waits with it loaded, and the eval's Runtime
+	// shares it. Failing here is not final: the eval's New reports.
+	var lim glovebox.Limits
+	if os.Getenv(envWorkerMetered) != "" {
+		lim.Fuel = 1
+	}
+	warm, _ := glovebox.New(ctx, glovebox.Config{Limits: lim, PoolSize: -1})
 	m, err := c.recv()
 	if err != nil {
 		return fmt.Errorf("eval worker: reading the eval: %w", err)
@@ -134,6 +147,9 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("eval worker: first frame %q, want eval", m.T)
 	}
 	ev := m.Eval
+	if warm != nil {
+		defer warm.Close()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -256,6 +272,10 @@ func (t *tailBuf) String() string {
 	return strings.TrimSpace(string(t.b))
 }
 
+// envWorkerMetered tells a worker its evals are likely metered (the
+// executor caps fuel), so it warms the fuel-metered engine.
+const envWorkerMetered = "GLOVEBOX_EVAL_WORKER_METERED"
+
 // workerPool starts workers; made once by EnableEvals.
 type workerPool struct {
 	box      *bwrap.Box
@@ -264,9 +284,97 @@ type workerPool struct {
 	ro       []string
 	grace    time.Duration
 	cacheDir string
+
+	reaping sync.WaitGroup // workers that answered, being reaped
+	mu      sync.Mutex
+	spare   []*worker // started ahead, idle
+	want    int       // how many spares to keep
+	closed  bool
 }
 
-func newWorkerPool(cfg EvalConfig) (*workerPool, error) {
+// worker is one started worker process.
+type worker struct {
+	w      *bwrap.Worker
+	stderr *tailBuf
+	exited chan error // Wait's result, buffered 1
+}
+
+// stop kills w and waits for it.
+func (w *worker) stop() {
+	w.w.Kill()
+	err := <-w.exited
+	w.exited <- err
+}
+
+func (wp *workerPool) start() (*worker, error) {
+	stderr := &tailBuf{}
+	bw, err := wp.box.StartWorker(bwrap.WorkerSpec{Argv: wp.argv, ReadOnly: wp.ro, Env: wp.env, Stderr: stderr})
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{w: bw, stderr: stderr, exited: make(chan error, 1)}
+	go func() { w.exited <- bw.Wait() }()
+	return w, nil
+}
+
+// take returns a spare worker still alive, or a fresh one. The caller
+// calls refill when its eval is over (a spare started meanwhile would take
+// CPU from the eval).
+func (wp *workerPool) take() (*worker, error) {
+	wp.mu.Lock()
+	for len(wp.spare) > 0 {
+		w := wp.spare[0]
+		wp.spare = wp.spare[1:]
+		select {
+		case err := <-w.exited: // died idle
+			w.exited <- err
+			continue
+		default:
+		}
+		wp.mu.Unlock()
+		return w, nil
+	}
+	wp.mu.Unlock()
+	return wp.start()
+}
+
+// refill starts spares, in the background, up to want.
+func (wp *workerPool) refill() {
+	wp.mu.Lock()
+	n := wp.want - len(wp.spare)
+	wp.mu.Unlock()
+	for range n {
+		go func() {
+			w, err := wp.start()
+			if err != nil {
+				return // the next eval starts its own and reports why
+			}
+			wp.mu.Lock()
+			if wp.closed || len(wp.spare) >= wp.want {
+				wp.mu.Unlock()
+				w.stop()
+				return
+			}
+			wp.spare = append(wp.spare, w)
+			wp.mu.Unlock()
+		}()
+	}
+}
+
+// close stops the spares; evals running in workers end with the server.
+func (wp *workerPool) close() {
+	wp.mu.Lock()
+	wp.closed = true
+	ss := wp.spare
+	wp.spare = nil
+	wp.mu.Unlock()
+	for _, w := range ss {
+		w.stop()
+	}
+	wp.reaping.Wait()
+}
+
+func newWorkerPool(cfg EvalConfig, caps glovebox.Limits) (*workerPool, error) {
 	wc := cfg.Worker
 	if wc.Kind != "bwrap" {
 		return nil, fmt.Errorf("executor: eval worker %q: want \"\" or \"bwrap\"", wc.Kind)
@@ -305,12 +413,22 @@ func newWorkerPool(cfg EvalConfig) (*workerPool, error) {
 			return nil, err
 		}
 		ro = append(ro, img)
+		env = append(env, "GLOVEBOX_IMAGE="+img)
+	}
+	if caps.Fuel > 0 {
+		env = append(env, envWorkerMetered+"=1")
 	}
 	grace := wc.Grace
 	if grace <= 0 {
 		grace = DefaultWorkerGrace
 	}
-	return &workerPool{box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache}, nil
+	want := wc.Spare
+	if want == 0 {
+		want = 1
+	}
+	wp := &workerPool{box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, want: max(want, 0)}
+	wp.refill()
+	return wp, nil
 }
 
 // sandboxError is the record of an eval whose worker failed: a definite
@@ -329,17 +447,25 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 	start := time.Now()
 	wp := e.worker
 	lim := e.limits(req.Limits)
-	stderr := &tailBuf{}
-	w, err := wp.box.StartWorker(bwrap.WorkerSpec{Argv: wp.argv, ReadOnly: wp.ro, Env: wp.env, Stderr: stderr})
+	wk, err := wp.take()
 	if err != nil {
 		return sandboxError(fmt.Sprintf("the eval worker did not start: %v", err), start)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- w.Wait() }()
+	// A worker that answered exits by itself; it is killed (cgroup.Kill
+	// waits for its tasks to go, about 10 ms) and reaped in the background,
+	// off the eval's path; any other end
+	// waits for it, so a failed eval leaves nothing behind when it returns.
+	answered := false
 	defer func() {
-		w.Kill()
-		<-exited
+		defer wp.refill()
+		if !answered {
+			wk.stop()
+			return
+		}
+		wp.reaping.Add(1)
+		go func() { defer wp.reaping.Done(); wk.stop() }()
 	}()
+	w, stderr, exited := wk.w, wk.stderr, wk.exited
 	c := &frameConn{r: bufio.NewReader(w.Stdout), w: w.Stdin}
 	ev := &workerEval{Code: req.Code, Tools: names, Limits: lim, Stdin: req.Stdin, Args: req.Args,
 		CacheDir: wp.cacheDir, ImagePath: e.cfg.ImagePath}
@@ -423,11 +549,13 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 				if m.Result == nil {
 					return sandboxError("the eval worker sent an empty result", start)
 				}
+				answered = true
 				return &wire.Record{State: wire.StateCompleted, Eval: m.Result}
 			case "error":
 				if m.Err == nil {
 					return sandboxError("the eval worker sent an empty error", start)
 				}
+				answered = true
 				return &wire.Record{State: wire.StateFailed, Error: m.Err}
 			default:
 				return sandboxError(fmt.Sprintf("the eval worker sent a frame of type %q", m.T), start)

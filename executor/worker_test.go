@@ -24,15 +24,15 @@ import (
 
 // startWorkerEvals is an in-process executor whose evals run in bwrap
 // workers: the glovebox CLI built from this tree (its eval-worker
-// subcommand), or argv when given.
-func startWorkerEvals(t testing.TB, argv []string, env ...string) *inproc {
+// subcommand), or argv when given; spare is WorkerConfig.Spare.
+func startWorkerEvals(t testing.TB, argv []string, spare int, env ...string) *inproc {
 	t.Helper()
 	p := startInproc(t, 1, nil)
 	if argv == nil {
 		argv = []string{glovebox(t), "eval-worker"}
 	}
 	err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1,
-		Worker: executor.WorkerConfig{Kind: "bwrap", Argv: argv, Env: env}})
+		Worker: executor.WorkerConfig{Kind: "bwrap", Argv: argv, Env: env, Spare: spare}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +66,49 @@ puts "two #{x}"
 		return out{string(res.Status), fmt.Sprint(res.Value), res.Stdout, res.Stderr, a.notes(), len(res.ToolCalls)}
 	}
 	in := run(startEvals(t))
-	wk := run(startWorkerEvals(t, nil))
+	wk := run(startWorkerEvals(t, nil, 0))
 	if in.status != "ok" || !strings.Contains(in.value, "NotFound: no order missing") {
 		t.Fatalf("in-process baseline: %+v", in)
 	}
 	if in.status != wk.status || in.value != wk.value || in.stdout != wk.stdout || in.stderr != wk.stderr ||
 		!slices.Equal(in.notes, wk.notes) || in.calls != wk.calls {
 		t.Errorf("worker differs from in-process:\n in %+v\nwkr %+v", in, wk)
+	}
+}
+
+// TestEvalWorkerSpares: with a spare worker kept started ahead, evals
+// in a row each get a worker of their own (the guest's globals do not
+// carry over), and closing the server stops the idle spare.
+func TestEvalWorkerSpares(t *testing.T) {
+	var rb [8]byte
+	rand.Read(rb[:])
+	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	p := startWorkerEvals(t, nil, 1, mark)
+	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
+	for i := range 3 {
+		res, err := ev.Eval(context.Background(), `$n = ($n || 0) + 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, res, gb.StatusOK)
+		if res.Value != int64(1) {
+			t.Errorf("eval %d: $n is %v, want 1 (a fresh worker)", i, res.Value)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(marked(mark)) == 0 && time.Now().Before(deadline) { // the spare starts in the background
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(marked(mark)) == 0 {
+		t.Fatal("no spare worker was started")
+	}
+	p.hs.Close()
+	p.srv.Close()
+	for len(marked(mark)) > 0 && time.Now().Before(deadline) { // closeAll runs as the server stops
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("worker processes left after Close: %v", left)
 	}
 }
 
@@ -94,7 +130,7 @@ func TestEvalWorkerSandboxed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startWorkerEvals(t, []string{self}, "EXECUTOR_TEST_PROBE_WORKER=1", "PROBE_FILE="+secret, "PROBE_ADDR="+ln.Addr().String())
+	p := startWorkerEvals(t, []string{self}, -1, "EXECUTOR_TEST_PROBE_WORKER=1", "PROBE_FILE="+secret, "PROBE_ADDR="+ln.Addr().String())
 	// The probe's report arrives as streamed output (the result's Stdout
 	// is the guest's own).
 	var streamed syncBuf
@@ -176,7 +212,7 @@ func TestEvalWorkerKilled(t *testing.T) {
 	var rb [8]byte
 	rand.Read(rb[:])
 	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
-	p := startWorkerEvals(t, nil, mark)
+	p := startWorkerEvals(t, nil, -1, mark)
 	var ts gb.Toolset
 	killed := make(chan []int, 1)
 	if err := ts.Func("stall", func() string {
@@ -227,29 +263,44 @@ func TestEvalWorkerKilled(t *testing.T) {
 // executor's own process, outside the worker sandbox; they are refused
 // with a clear error in worker mode.
 func TestEvalWorkerRefusesSessions(t *testing.T) {
-	p := startWorkerEvals(t, nil)
+	p := startWorkerEvals(t, nil, 0)
 	code, body := rawDo(t, p, p.toks.a, "POST", "/v1/sessions", `{"limits":{}}`)
 	if code != 400 || !strings.Contains(body, "not served with an eval worker") {
 		t.Errorf("%d %s", code, body)
 	}
 }
 
-// BenchmarkEvalWorker: `1+1` through an in-process executor, evals in its
-// own engine and in a bwrap worker per eval, in the same run; the
-// difference is the worker's cost per eval:
+// BenchmarkEvalWorker: `1+1` through an in-process executor on loopback
+// TLS, in the same run: evals in its own engine (with the default pool of
+// one prepared VM, and with none), and in a bwrap worker per eval (with the
+// default spare worker started ahead, back to back and paced 200 ms apart
+// untimed so the spare is ready, and with none). The differences are the
+// worker's cost per eval:
 //
 //	go test -run '^$' -bench BenchmarkEvalWorker -benchtime 20x ./executor
 func BenchmarkEvalWorker(b *testing.B) {
-	for _, mode := range []string{"in-process", "bwrap-worker"} {
-		var p *inproc
-		if mode == "in-process" {
-			p = startEvals(b)
-		} else {
-			p = startWorkerEvals(b, nil)
+	for _, mode := range []string{"in-process-pool1", "in-process-nopool", "bwrap-worker-spare1", "bwrap-worker-spare1-paced", "bwrap-worker-nospare"} {
+		p := startInproc(b, 1, nil)
+		cfg := executor.EvalConfig{}
+		switch mode {
+		case "in-process-nopool":
+			cfg.PoolSize = -1
+		case "bwrap-worker-spare1", "bwrap-worker-spare1-paced":
+			cfg.Worker = executor.WorkerConfig{Kind: "bwrap", Argv: []string{glovebox(b), "eval-worker"}}
+		case "bwrap-worker-nospare":
+			cfg.Worker = executor.WorkerConfig{Kind: "bwrap", Argv: []string{glovebox(b), "eval-worker"}, Spare: -1}
+		}
+		if err := p.srv.EnableEvals(context.Background(), cfg); err != nil {
+			b.Fatal(err)
 		}
 		ev := p.client(b, p.toks.a).Evaluator(newApp(b, gb.Limits{}).rt)
 		b.Run(mode, func(b *testing.B) {
 			for b.Loop() {
+				if mode == "bwrap-worker-spare1-paced" { // the spare is ready, as between an agent's turns
+					b.StopTimer()
+					time.Sleep(200 * time.Millisecond)
+					b.StartTimer()
+				}
 				res, err := ev.Eval(context.Background(), `1+1`)
 				if err != nil || res.Status != gb.StatusOK {
 					b.Fatal(err, res)
@@ -267,7 +318,7 @@ func TestEvalWorkerLimitsAndCancel(t *testing.T) {
 	var rb [8]byte
 	rand.Read(rb[:])
 	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
-	p := startWorkerEvals(t, nil, mark)
+	p := startWorkerEvals(t, nil, -1, mark)
 	a := newApp(t, gb.Limits{Timeout: 500 * time.Millisecond, Stdout: 4096})
 	ev := p.client(t, p.toks.a).Evaluator(a.rt)
 	res, err := ev.EvalWith(context.Background(), `loop { }`, client.EvalOptions{Key: "e-worker-timeout"})
