@@ -126,7 +126,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(),
 		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
 	if cfg.Worker.Kind != "" {
-		if e.worker, err = newWorkerPool(cfg, e.caps); err != nil {
+		if e.worker, err = newWorkerPool(cfg, e.caps, s.log); err != nil {
 			base.Close()
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
@@ -272,6 +274,13 @@ func (t *tailBuf) String() string {
 	return strings.TrimSpace(string(t.b))
 }
 
+// workerOverhead is the memory a worker may use beyond its guest's linear
+// memory (the Go runtime, the compiled module's pages, the engine's
+// tables): 512 MiB, our margin over the ~60 MB a worker holds at rest,
+// so a guest at its own limit gets memory_limit from the engine, not an
+// OOM kill.
+const workerOverhead = 512 << 20
+
 // envWorkerMetered tells a worker its evals are likely metered (the
 // executor caps fuel), so it warms the fuel-metered engine.
 const envWorkerMetered = "GLOVEBOX_EVAL_WORKER_METERED"
@@ -285,6 +294,9 @@ type workerPool struct {
 	grace    time.Duration
 	cacheDir string
 
+	memory  int64 // the worker's cgroup memory: the eval cap plus workerOverhead
+	log     *slog.Logger
+	logOnce sync.Once      // the first worker's posture is logged
 	reaping sync.WaitGroup // workers that answered, being reaped
 	mu      sync.Mutex
 	spare   []*worker // started ahead, idle
@@ -308,12 +320,14 @@ func (w *worker) stop() {
 
 func (wp *workerPool) start() (*worker, error) {
 	stderr := &tailBuf{}
-	bw, err := wp.box.StartWorker(bwrap.WorkerSpec{Argv: wp.argv, ReadOnly: wp.ro, Env: wp.env, Stderr: stderr})
+	bw, err := wp.box.StartWorker(bwrap.WorkerSpec{Argv: wp.argv, ReadOnly: wp.ro, Env: wp.env, Stderr: stderr,
+		Limits: box.Limits{Memory: wp.memory}})
 	if err != nil {
 		return nil, err
 	}
 	w := &worker{w: bw, stderr: stderr, exited: make(chan error, 1)}
 	go func() { w.exited <- bw.Wait() }()
+	wp.logOnce.Do(func() { wp.log.Info("eval worker started", "kind", "bwrap", "enforced", bw.Enforced) })
 	return w, nil
 }
 
@@ -374,7 +388,7 @@ func (wp *workerPool) close() {
 	wp.reaping.Wait()
 }
 
-func newWorkerPool(cfg EvalConfig, caps glovebox.Limits) (*workerPool, error) {
+func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*workerPool, error) {
 	wc := cfg.Worker
 	if wc.Kind != "bwrap" {
 		return nil, fmt.Errorf("executor: eval worker %q: want \"\" or \"bwrap\"", wc.Kind)
@@ -426,7 +440,7 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits) (*workerPool, error) {
 	if want == 0 {
 		want = 1
 	}
-	wp := &workerPool{box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, want: max(want, 0)}
+	wp := &workerPool{memory: caps.Memory + workerOverhead, log: log, box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, want: max(want, 0)}
 	wp.refill()
 	return wp, nil
 }

@@ -364,3 +364,19 @@ func TestEvalWorkerLimitsAndCancel(t *testing.T) {
 		t.Errorf("processes left after the canceled eval: %v", left)
 	}
 }
+
+// TestEvalWorkerMemoryLimit: a guest growing past the eval's memory
+// limit gets memory_limit from the worker's engine, as in-process, not a
+// killed worker. (On this host it passes with no cgroup headroom too:
+// the guest's untouched reservations cost no memory.)
+func TestEvalWorkerMemoryLimit(t *testing.T) {
+	p := startWorkerEvals(t, nil, -1)
+	a := newApp(t, gb.Limits{}) // the default cap, 512 MiB: the cgroup has 1 GiB
+	res, err := p.client(t, p.toks.a).Evaluator(a.rt).Eval(context.Background(), `s = "x" * 1024; a = []; loop { a << (s * 1024) }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != gb.StatusMemoryLimit && res.Status != gb.StatusError {
+		t.Errorf("status %s, want memory_limit (or NoMemoryError): %+v", res.Status, res.Error)
+	}
+}
