@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -378,5 +379,40 @@ func TestEvalWorkerMemoryLimit(t *testing.T) {
 	}
 	if res.Status != gb.StatusMemoryLimit && res.Status != gb.StatusError {
 		t.Errorf("status %s, want memory_limit (or NoMemoryError): %+v", res.Status, res.Error)
+	}
+}
+
+// TestEvalWorkerRealProcess: `glovebox executor --evals` with
+// `eval_worker: bwrap` in its config file starts its own binary as the
+// worker (the default Argv) and serves an eval with a tool call through
+// it; an unknown --eval-worker is a usage error.
+func TestEvalWorkerRealProcess(t *testing.T) {
+	s := newProcSetup(t, 1)
+	f, err := os.OpenFile(s.config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("eval_worker: bwrap\n")
+	f.Close()
+	s.extra = []string{"--evals"}
+	p := s.start(t)
+	a := newApp(t, gb.Limits{})
+	ev := s.client(t, "https://"+p.url, s.toks.a).Evaluator(a.rt)
+	res, err := ev.EvalWith(context.Background(), `puts "hi"; add(20, 22)`, client.EvalOptions{Stdout: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusOK)
+	if res.Value != int64(42) || a.hits.Load() != 1 || res.Stdout != "hi\n" {
+		t.Errorf("value %v, %d tool runs, stdout %q", res.Value, a.hits.Load(), res.Stdout)
+	}
+	if logs := p.stderr.String(); !strings.Contains(logs, "in a bwrap worker per eval") || !strings.Contains(logs, "eval worker started") {
+		t.Errorf("the executor's log does not say evals run in workers:\n%s", logs)
+	}
+
+	out, err := exec.Command(glovebox(t), "executor", "--listen", "127.0.0.1:0", "--config", s.config, "--store", filepath.Join(t.TempDir(), "s.db"),
+		"--tls-cert", s.cert, "--tls-key", s.key, "--evals", "--eval-worker", "gvisor").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--eval-worker "gvisor": want bwrap`) {
+		t.Errorf("--eval-worker gvisor: %v %s", err, out)
 	}
 }
