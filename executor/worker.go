@@ -331,11 +331,12 @@ func (wp *workerPool) start() (*worker, error) {
 	return w, nil
 }
 
-// take returns a spare worker still alive, or a fresh one. The caller
-// calls refill when its eval is over (a spare started meanwhile would take
-// CPU from the eval).
-func (wp *workerPool) take() (*worker, error) {
+// takeSpare returns a spare worker not known to have exited, if any.
+// The caller calls refill when its eval is over (a spare started
+// meanwhile would take CPU from the eval).
+func (wp *workerPool) takeSpare() (*worker, bool) {
 	wp.mu.Lock()
+	defer wp.mu.Unlock()
 	for len(wp.spare) > 0 {
 		w := wp.spare[0]
 		wp.spare = wp.spare[1:]
@@ -345,11 +346,9 @@ func (wp *workerPool) take() (*worker, error) {
 			continue
 		default:
 		}
-		wp.mu.Unlock()
-		return w, nil
+		return w, true
 	}
-	wp.mu.Unlock()
-	return wp.start()
+	return nil, false
 }
 
 // refill starts spares, in the background, up to want.
@@ -459,11 +458,33 @@ func sandboxError(msg string, start time.Time) *wire.Record {
 // its tool calls relayed through run exactly as in-process ones.
 func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire.EvalRequest, names []string) *wire.Record {
 	start := time.Now()
+	rec, retry := e.workerAttempt(ctx, j, run, req, names, start, true)
+	if retry {
+		// A spare that died idle (killed from outside, say) before it sent
+		// anything: the guest made no output and no tool call, so running
+		// the eval in a fresh worker repeats nothing the client saw.
+		e.s.log.Warn("a spare eval worker had died; running the eval in a fresh one")
+		rec, _ = e.workerAttempt(ctx, j, run, req, names, start, false)
+	}
+	return rec
+}
+
+// workerAttempt runs the eval in one worker: a spare when useSpare and
+// one is ready. retry is true, and the record nil, when that spare ended
+// before sending a single frame.
+func (e *evals) workerAttempt(ctx context.Context, j *job, run *evalRun, req *wire.EvalRequest, names []string, start time.Time, useSpare bool) (_ *wire.Record, retry bool) {
 	wp := e.worker
 	lim := e.limits(req.Limits)
-	wk, err := wp.take()
-	if err != nil {
-		return sandboxError(fmt.Sprintf("the eval worker did not start: %v", err), start)
+	var wk *worker
+	spare := false
+	if useSpare {
+		wk, spare = wp.takeSpare()
+	}
+	if wk == nil {
+		var err error
+		if wk, err = wp.start(); err != nil {
+			return sandboxError(fmt.Sprintf("the eval worker did not start: %v", err), start), false
+		}
 	}
 	// A worker that answered exits by itself; it is killed (cgroup.Kill
 	// waits for its tasks to go, about 10 ms) and reaped in the background,
@@ -513,16 +534,16 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 	defer tcancel()
 	// The worker's engine caps what it streams at the eval's limits, as
 	// in-process; a worker past them is not behaving and is stopped.
-	var outBytes, errBytes int
+	var outBytes, errBytes, nframes int
 	for {
 		select {
 		case <-ctx.Done():
 			st := glovebox.StatusCanceled
 			return &wire.Record{State: wire.StateCompleted, Eval: &wire.EvalResult{Status: string(st), Value: "null",
 				Error:      &wire.GuestError{Class: "Interrupt", Message: "the eval was canceled", Backtrace: []string{}},
-				DurationMS: float64(time.Since(start).Microseconds()) / 1000}}
+				DurationMS: float64(time.Since(start).Microseconds()) / 1000}}, false
 		case <-deadline.C:
-			return sandboxError(fmt.Sprintf("the eval worker gave no result within the eval's timeout (%v) and %v more; it was killed", lim.Timeout, wp.grace), start)
+			return sandboxError(fmt.Sprintf("the eval worker gave no result within the eval's timeout (%v) and %v more; it was killed", lim.Timeout, wp.grace), start), false
 		case g := <-frames:
 			if g.err != nil {
 				w.Kill()
@@ -538,22 +559,26 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 				if s := stderr.String(); s != "" {
 					msg += "; its stderr: " + s
 				}
-				return sandboxError(msg, start)
+				if spare && nframes == 0 {
+					return nil, true
+				}
+				return sandboxError(msg, start), false
 			}
+			nframes++
 			switch m := g.m; m.T {
 			case "stdout":
 				if outBytes += len(m.Data); outBytes > lim.Stdout {
-					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stdout, the eval's limit; it was killed", lim.Stdout), start)
+					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stdout, the eval's limit; it was killed", lim.Stdout), start), false
 				}
 				j.emit(wire.Event{Type: wire.EventStdout, Data: m.Data})
 			case "stderr":
 				if errBytes += len(m.Data); errBytes > lim.Stderr {
-					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stderr, the eval's limit; it was killed", lim.Stderr), start)
+					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stderr, the eval's limit; it was killed", lim.Stderr), start), false
 				}
 				j.emit(wire.Event{Type: wire.EventStderr, Data: m.Data})
 			case "tool_call":
 				if !toolNamed(names, m.Name) {
-					return sandboxError(fmt.Sprintf("the eval worker called tool %q, not one of the eval's", m.Name), start)
+					return sandboxError(fmt.Sprintf("the eval worker called tool %q, not one of the eval's", m.Name), start), false
 				}
 				go func(id uint64, name, args string) {
 					rep := run.callReply(tctx, name, []byte(args))
@@ -561,18 +586,18 @@ func (e *evals) runInWorker(ctx context.Context, j *job, run *evalRun, req *wire
 				}(m.ID, m.Name, m.Args)
 			case "result":
 				if m.Result == nil {
-					return sandboxError("the eval worker sent an empty result", start)
+					return sandboxError("the eval worker sent an empty result", start), false
 				}
 				answered = true
-				return &wire.Record{State: wire.StateCompleted, Eval: m.Result}
+				return &wire.Record{State: wire.StateCompleted, Eval: m.Result}, false
 			case "error":
 				if m.Err == nil {
-					return sandboxError("the eval worker sent an empty error", start)
+					return sandboxError("the eval worker sent an empty error", start), false
 				}
 				answered = true
-				return &wire.Record{State: wire.StateFailed, Error: m.Err}
+				return &wire.Record{State: wire.StateFailed, Error: m.Err}, false
 			default:
-				return sandboxError(fmt.Sprintf("the eval worker sent a frame of type %q", m.T), start)
+				return sandboxError(fmt.Sprintf("the eval worker sent a frame of type %q", m.T), start), false
 			}
 		}
 	}

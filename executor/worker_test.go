@@ -416,3 +416,37 @@ func TestEvalWorkerRealProcess(t *testing.T) {
 		t.Errorf("--eval-worker gvisor: %v %s", err, out)
 	}
 }
+
+// TestEvalWorkerSpareKilledIdle: a spare worker killed while it waits
+// does not fail the next eval: it is skipped when known dead, and an eval
+// handed to it just as it died runs again in a fresh worker (it had sent
+// nothing, so the client saw nothing twice).
+func TestEvalWorkerSpareKilledIdle(t *testing.T) {
+	var rb [8]byte
+	rand.Read(rb[:])
+	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	p := startWorkerEvals(t, nil, 1, mark)
+	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
+	for i := range 4 {
+		deadline := time.Now().Add(30 * time.Second)
+		var pids []int
+		for len(pids) == 0 && time.Now().Before(deadline) { // the spare is (re)started in the background
+			time.Sleep(20 * time.Millisecond)
+			pids = marked(mark)
+		}
+		if len(pids) == 0 {
+			t.Fatal("no spare worker")
+		}
+		if i%2 == 1 {
+			time.Sleep(300 * time.Millisecond) // loaded and waiting on stdin
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		res, err := ev.Eval(context.Background(), `1 + 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, res, gb.StatusOK)
+	}
+}
