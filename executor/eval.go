@@ -55,6 +55,10 @@ type EvalConfig struct {
 	// retry, until it ends); past it the eval ends with
 	// tool_budget_exceeded. Zero means DefaultMaxToolBytes.
 	MaxToolBytes int
+	// Worker, when its Kind is set, runs each eval in a sandboxed worker
+	// process instead of this process's engine; sessions are then
+	// refused (worker.go).
+	Worker WorkerConfig
 }
 
 // Eval defaults: our choices for a 2-core executor (a session holds a VM
@@ -70,10 +74,11 @@ const (
 
 // evals is the eval half of a Server.
 type evals struct {
-	s    *Server
-	cfg  EvalConfig
-	base *glovebox.Runtime // no tools: for tool-less evals, and the caps
-	caps glovebox.Limits   // base's limits, defaults filled in
+	s      *Server
+	cfg    EvalConfig
+	base   *glovebox.Runtime // no tools: for tool-less evals, and the caps
+	caps   glovebox.Limits   // base's limits, defaults filled in
+	worker *workerPool       // nil: evals run in-process
 
 	mu       sync.Mutex
 	sets     map[string]*toolSet       // sorted names joined by "," → runtime
@@ -120,6 +125,12 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	}
 	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(),
 		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
+	if cfg.Worker.Kind != "" {
+		if e.worker, err = newWorkerPool(cfg, e.caps, s.log); err != nil {
+			base.Close()
+			return err
+		}
+	}
 	s.evals = e
 	s.Handle("POST "+wire.PathEvals, e.post)
 	s.Handle("GET "+wire.PathEvals+"/{key}", s.getRun)
@@ -132,9 +143,13 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 }
 
 // backendOf is the backend label of a job's record and metrics: "wasm"
-// for evals, the run backend's name for runs.
+// for evals ("wasm+bwrap" with a bwrap eval worker), the run backend's
+// name for runs.
 func (s *Server) backendOf(kind string) string {
 	if kind == "eval" {
+		if s.evals != nil && s.evals.worker != nil {
+			return "wasm+" + s.evals.cfg.Worker.Kind
+		}
 		return "wasm"
 	}
 	return s.posture.Backend
@@ -176,6 +191,9 @@ func (e *evals) closeAll() {
 		rs.close(e)
 	}
 	e.s.wg.Wait() // running evals end (canceled) before their runtimes close
+	if e.worker != nil {
+		e.worker.close()
+	}
 	e.mu.Lock()
 	for k, ts := range e.sets {
 		ts.rt.Close()
@@ -340,6 +358,9 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 		e.mu.Unlock()
 		run.closeAll()
 	}()
+	if e.worker != nil && req.Session == "" {
+		return e.runInWorker(ctx, j, run, req, names)
+	}
 	ctx = context.WithValue(ctx, evalRunKey{}, run)
 	opts := []glovebox.EvalOption{glovebox.WithOutput(streamWriter{j, wire.EventStdout}, streamWriter{j, wire.EventStderr})}
 	if len(req.Stdin) > 0 {
@@ -370,14 +391,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 		res, err = view.EvalWith(ctx, req.Code, opts...)
 	}
 	if err != nil {
-		code := wire.CodeInternal
-		switch {
-		case errors.Is(err, glovebox.ErrInvalidInput):
-			code = wire.CodeBadRequest
-		case errors.Is(err, glovebox.ErrClosed):
-			code = wire.CodeUnavailable
-		}
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(code, "%v", err)}
+		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}
 	}
 	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
 }
@@ -503,14 +517,23 @@ func toolCallEvent(c wire.ToolCall) wire.Event {
 // call hands one tool call to the holder and waits for its answer or the
 // end of ctx (the eval's deadline or cancellation).
 func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, error) {
+	rep, err := run.callRaw(ctx, name, args)
+	if err != nil {
+		return nil, err
+	}
+	return decodeReply(rep)
+}
+
+// callRaw is call before the reply frame is decoded.
+func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (string, error) {
 	run.mu.Lock()
 	if run.done || run.j == nil {
 		run.mu.Unlock()
-		return nil, &engine.GuestError{Class: "ToolError", Message: "the eval's tool channel is closed"}
+		return "", &engine.GuestError{Class: "ToolError", Message: "the eval's tool channel is closed"}
 	}
 	if run.sent += len(args); run.sent > run.maxBytes {
 		run.mu.Unlock()
-		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded,
+		return "", &engine.Abort{Status: engine.StatusToolBudgetExceeded,
 			Message: fmt.Sprintf("the eval sent over %d bytes of tool arguments, the executor's limit per eval", run.maxBytes)}
 	}
 	run.next++
@@ -520,12 +543,12 @@ func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, er
 	run.mu.Unlock()
 	select {
 	case rep := <-pc.reply:
-		return decodeReply(rep)
+		return rep, nil
 	case <-ctx.Done():
 		run.mu.Lock()
 		delete(run.pending, pc.call.ID)
 		run.mu.Unlock()
-		return nil, ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
@@ -673,6 +696,10 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	names, werr := checkNames(req.Tools)
 	if werr != nil {
 		e.s.refuse(w, r, werr)
+		return
+	}
+	if e.worker != nil {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "sessions are not served with an eval worker (each eval runs in a fresh sandboxed process)"))
 		return
 	}
 	if e.s.draining.Load() {

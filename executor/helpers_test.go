@@ -167,6 +167,9 @@ func glovebox(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("EXECUTOR_TEST_PROBE_WORKER") != "" { // worker_test.go
+		probeWorker()
+	}
 	code := m.Run()
 	if built != "" {
 		os.RemoveAll(filepath.Dir(built))

@@ -44,6 +44,8 @@ type executorFile struct {
 		AllowIPLiterals bool     `yaml:"allow_ip_literals"`
 		Ports           []int    `yaml:"ports"`
 	} `yaml:"egress"`
+	// EvalWorker is --eval-worker's setting ("" or "bwrap"); the flag wins.
+	EvalWorker string `yaml:"eval_worker"`
 }
 
 func executorCmd() *cobra.Command {
@@ -112,7 +114,7 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
-			if err := enableExecutorEvals(srv); err != nil { // executor_evals.go
+			if err := enableExecutorEvals(srv, fc.EvalWorker); err != nil { // executor_evals.go
 				srv.Close()
 				return err
 			}

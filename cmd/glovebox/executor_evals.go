@@ -20,6 +20,7 @@ var executorEvalFlags struct {
 	sessions int
 	idle     time.Duration
 	pool     int
+	worker   string
 }
 
 // addExecutorEvalFlags registers them (one line in executor.go).
@@ -29,26 +30,38 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.Int64Var(&executorEvalFlags.memory, "eval-memory", 0, "the most linear memory an eval may ask for, in bytes (0: glovebox's default, 512 MiB)")
 	f.IntVar(&executorEvalFlags.sessions, "eval-sessions", 0, "open sessions per tenant (0: 8)")
 	f.DurationVar(&executorEvalFlags.idle, "eval-session-idle", 0, "close a session unused this long (0: 10m)")
+	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
 	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tool set (0: 1; negative: none)")
 }
 
 // enableExecutorEvals turns evals on when --evals was given (one line in
 // executor.go, after executor.New).
-func enableExecutorEvals(srv *executor.Server) error {
+func enableExecutorEvals(srv *executor.Server, worker string) error {
 	if !executorEvalFlags.on {
 		return nil
 	}
 	fl := executorEvalFlags
+	if fl.worker != "" {
+		worker = fl.worker
+	}
+	if worker != "" && worker != "bwrap" {
+		return usageError{fmt.Errorf("executor: --eval-worker %q: want bwrap (or nothing: in-process)", worker)}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	err := srv.EnableEvals(ctx, executor.EvalConfig{
 		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
 		PoolSize: fl.pool, MaxSessions: fl.sessions, SessionIdle: fl.idle,
+		Worker: executor.WorkerConfig{Kind: worker},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "glovebox executor: evals on (engine ready in %v)\n", time.Since(start).Round(time.Millisecond))
+	where := "in-process"
+	if worker != "" {
+		where = "in a " + worker + " worker per eval"
+	}
+	fmt.Fprintf(os.Stderr, "glovebox executor: evals on, %s (engine ready in %v)\n", where, time.Since(start).Round(time.Millisecond))
 	return nil
 }

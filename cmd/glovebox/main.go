@@ -37,7 +37,7 @@ func main() {
 	}
 	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
 	root.AddCommand(runCmd(), toolCmd())
-	root.AddCommand(executorCmd())
+	root.AddCommand(executorCmd(), evalWorkerCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})

@@ -180,6 +180,12 @@ func (e *Engine) snapshotLocked(mounts []Mount) (*snapshot, error) {
 // process that holds it (it may be compiling) unless ctx ends first.
 func lockDir(ctx context.Context, dir string) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if errors.Is(err, unix.EROFS) {
+		// A cache mounted read-only (an executor's eval worker): no one
+		// writes it here, so there is nothing to exclude; what would need
+		// building fails when written, with its own error.
+		return func() {}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("glovebox: opening the cache lock: %w", err)
 	}
