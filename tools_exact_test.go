@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -192,4 +193,47 @@ func TestTranscriptEmptyArgsShape(t *testing.T) {
 	if a, k := string(out.ToolCalls[1]["args"]), string(out.ToolCalls[1]["kwargs"]); a != "[]" || k != `{"a":1}` {
 		t.Errorf("kw: args %s kwargs %s", a, k)
 	}
+}
+
+// The generated tool methods encode one or two Integer arguments inline
+// (prelude.rb's __prepare); whatever they send must reach the tool exactly
+// as the general encoder's message does, at the int64 edges and beyond
+// them, and mixed with other types.
+func TestToolInlineIntegerArgs(t *testing.T) {
+	var ts glovebox.Toolset
+	var got [][]any
+	ts.Func("take", func(xs ...any) int { got = append(got, xs); return len(xs) })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	cases := []string{
+		`0`, `-1`, `2**62`, `2**63-1`, `-2**63`, `2**63`, `-2**63-1`, `2**100`,
+		`1, 2`, `-5, 2**63-1`, `2**63-1, -2**63`, `2**63, 1`, `1, 2**63`, `1, "x"`, `"x", 1`,
+		`1, nil`, `1.5, 2`, `1, 2, 3`, `:sym, 7`,
+	}
+	for _, args := range cases {
+		got = nil
+		res := eval(t, r, `[take(`+args+`), Glovebox.call("take", `+args+`)]`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if len(got) != 2 {
+			t.Fatalf("%s: %d calls", args, len(got))
+		}
+		if !reflect.DeepEqual(fmtArgs(got[0]), fmtArgs(got[1])) {
+			t.Errorf("%s: method sent %#v, Glovebox.call %#v", args, got[0], got[1])
+		}
+	}
+	got = nil
+	res := eval(t, r, `take(2**63-1, -2**63)`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if len(got) != 1 || !reflect.DeepEqual(got[0], []any{int64(1<<63 - 1), int64(-1 << 63)}) {
+		t.Fatalf("edges %#v", got)
+	}
+}
+
+// fmtArgs prints each argument with its Go type, so a *big.Int compares
+// by value.
+func fmtArgs(xs []any) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%T %v", x, x)
+	}
+	return out
 }

@@ -152,9 +152,18 @@ module Glovebox
       tools = JSON.parse(__send("req", ""))["tools"]
       tools.each do |name|
         raise ArgumentError, "bad tool name #{name.inspect}" unless name.match?(/\A[a-z_][A-Za-z0-9_]*[?!]?\z/)
+        pre = "call\n#{name}\n~"
         src << "private def #{name}(*args, **kwargs)\n" \
-               "  return Glovebox.call(#{name.dump}, *args, **kwargs) unless kwargs.empty? && " \
-               "(m = Glovebox.__flat(#{"call\n#{name}\n".dump}, args))\n" \
+               "  if kwargs.empty?\n" \
+               "    case args.size\n" \
+               "    when 0 then m = #{"call\n#{name}\n".dump}\n" \
+               "    when 1 then a = args[0]; m = \"#{pre.dump[1..-2]}i\#{a};\" if Integer === a && a.bit_length < 64\n" \
+               "    when 2 then a = args[0]; b = args[1]\n" \
+               "      m = \"#{pre.dump[1..-2]}i\#{a};i\#{b};\" if Integer === a && Integer === b && a.bit_length < 64 && b.bit_length < 64\n" \
+               "    end\n" \
+               "    m ||= Glovebox.__flat(#{"call\n#{name}\n".dump}, args)\n" \
+               "  end\n" \
+               "  return Glovebox.call(#{name.dump}, *args, **kwargs) unless m\n" \
                "  Glovebox.__answer(Glovebox::CHANNEL.eval(m).to_s)\nend\n"
       end
       Object.class_eval(src, "<glovebox>", 0) unless tools.empty?
