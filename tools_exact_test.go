@@ -195,10 +195,11 @@ func TestTranscriptEmptyArgsShape(t *testing.T) {
 	}
 }
 
-// The generated tool methods encode one or two Integer arguments inline
-// (prelude.rb's __prepare); whatever they send must reach the tool exactly
-// as the general encoder's message does, at the int64 edges and beyond
-// them, and mixed with other types.
+// The generated tool methods (prelude.rb's __prepare) encode one or two
+// Integers, or one valid UTF-8 or US-ASCII String, inline; whatever they
+// send must reach the tool exactly as the general encoder's message does,
+// at the int64 edges and beyond them, with invalid or other encodings, and
+// mixed with other types.
 func TestToolInlineIntegerArgs(t *testing.T) {
 	var ts glovebox.Toolset
 	var got [][]any
@@ -208,6 +209,7 @@ func TestToolInlineIntegerArgs(t *testing.T) {
 		`0`, `-1`, `2**62`, `2**63-1`, `-2**63`, `2**63`, `-2**63-1`, `2**100`,
 		`1, 2`, `-5, 2**63-1`, `2**63-1, -2**63`, `2**63, 1`, `1, 2**63`, `1, "x"`, `"x", 1`,
 		`1, nil`, `1.5, 2`, `1, 2, 3`, `:sym, 7`,
+		`"x"`, `""`, `"é;i1;"`, `"a\xff"`, `"abc".b`, `"\u00e9".encode("UTF-16LE")`, `:sym`, `"x" * 70_000`,
 	}
 	for _, args := range cases {
 		got = nil
@@ -225,6 +227,20 @@ func TestToolInlineIntegerArgs(t *testing.T) {
 	wantStatus(t, res, glovebox.StatusOK)
 	if len(got) != 1 || !reflect.DeepEqual(got[0], []any{int64(1<<63 - 1), int64(-1 << 63)}) {
 		t.Fatalf("edges %#v", got)
+	}
+}
+
+// The generated methods read integer and string answers inline too.
+func TestToolInlineAnswers(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("echo", func(x any) any { return x })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, `[echo(""), echo("s"), echo("é"), echo(-7), echo(2**63-1), echo(nil), echo(true), echo(1.5), echo([1, "i"]), echo("42i"),
+		(echo("") << "x"), echo("ab").frozen?]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	want := []any{"", "s", "é", int64(-7), int64(1<<63 - 1), nil, true, 1.5, []any{int64(1), "i"}, "42i", "x", false}
+	if !reflect.DeepEqual(res.Value, want) {
+		t.Fatalf("got %#v\nwant %#v", res.Value, want)
 	}
 }
 
