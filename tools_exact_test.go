@@ -253,3 +253,25 @@ func fmtArgs(xs []any) []string {
 	}
 	return out
 }
+
+// An answer too big for the guest's memory ends the eval with
+// StatusMemoryLimit and says so (js-value-to-string allocates the answer
+// in the guest, then checks it and the result address with one look at
+// memory), and the Runtime goes on working.
+func TestToolAnswerOverMemoryLimit(t *testing.T) {
+	var ts glovebox.Toolset
+	big := strings.Repeat("x", 600<<20)
+	ts.Func("huge", func() string { return big })
+	ts.Func("small", func() string { return "ok" })
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Memory: 512 << 20, ToolPayload: 700 << 20}})
+	res := eval(t, r, `huge.size`)
+	wantStatus(t, res, glovebox.StatusMemoryLimit)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "receiving an answer from the host") {
+		t.Fatalf("error %+v", res.Error)
+	}
+	res = eval(t, r, `small`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if res.Value != "ok" {
+		t.Fatalf("value %#v", res.Value)
+	}
+}

@@ -215,17 +215,25 @@ func hostToString(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
 	v := vmOfContext(ctx)
 	h, ret := vals.U32(0), vals.U32(1)
-	if _, ok := v.guest(ctx, ret, 8); !ok {
-		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
-	}
 	s := v.jsvals[h]
 	delete(v.jsvals, h) // each answer is read once
-	p, err := v.alloc(ctx, 1, uint32(len(s)+1))
-	if err != nil {
+	// One look at memory, after the allocation (which may have grown it),
+	// checks both addresses: memory never shrinks, so a result address
+	// outside it now was outside it before. A refused one stops the VM,
+	// so the allocation is not leaked into anything that runs on.
+	vals4 := [4]uint64{0, 0, 1, uint64(len(s) + 1)}
+	if err := v.realloc.Call(ctx, vals4[:]); err != nil {
 		return v.allocFailed(err)
 	}
-	mem := v.mem.Data(ctx) // after the allocation, which may have grown it
-	copy(mem[p:], s)       // alloc checked the bounds
+	p := uint32(vals4[0])
+	mem := v.mem.Data(ctx)
+	if _, ok := within(mem, ret, 8); !ok {
+		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
+	}
+	if _, ok := within(mem, p, uint32(len(s)+1)); !ok || p == 0 {
+		return v.allocFailed(errors.New("guest allocation failed or out of bounds"))
+	}
+	copy(mem[p:], s)
 	mem[p+uint32(len(s))] = 0
 	binary.LittleEndian.PutUint32(mem[ret:], p)
 	binary.LittleEndian.PutUint32(mem[ret+4:], uint32(len(s)))

@@ -49,3 +49,8 @@ wasmtime_error_t *gb_define_func(wasmtime_linker_t *linker, const char *module, 
 }
 
 uintptr_t gb_context_data(const wasmtime_context_t *ctx) { return (uintptr_t)wasmtime_context_get_data(ctx); }
+
+gb_mem_t gb_memory_data(const wasmtime_context_t *ctx, const wasmtime_memory_t *mem) {
+  gb_mem_t m = {wasmtime_memory_data(ctx, mem), wasmtime_memory_data_size(ctx, mem)};
+  return m;
+}

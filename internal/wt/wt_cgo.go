@@ -800,12 +800,11 @@ type Memory struct {
 // Data returns the memory's bytes. The slice aliases wasm memory: it is
 // valid until the next call into wasm (which may grow and move it).
 func (m Memory) Data(c Context) []byte {
-	p := C.wasmtime_memory_data(c.ptr, m.m)
-	n := C.wasmtime_memory_data_size(c.ptr, m.m)
-	if p == nil || n == 0 {
+	d := C.gb_memory_data(c.ptr, m.m) // one crossing for base and size
+	if d.p == nil || d.n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+	return unsafe.Slice((*byte)(unsafe.Pointer(d.p)), int(d.n))
 }
 
 //export gbHostCall
