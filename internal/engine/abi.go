@@ -124,7 +124,7 @@ func defineHost(l *wt.Linker, m *wasmbin.Module) error {
 	return nil
 }
 
-func vmOf(c *wt.Caller) *VM { return c.Context().Data().(*VM) }
+func vmOf(c *wt.Caller) *VM { return c.Data().(*VM) }
 
 func vmOfContext(c wt.Context) *VM { return c.Data().(*VM) }
 
@@ -169,7 +169,7 @@ func (v *VM) putString(c wt.Context, s []byte) (uint32, error) {
 
 func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
-	v := vmOfContext(ctx)
+	v := vmOf(c)
 	ptr, n, ret := vals.U32(0), vals.U32(1), vals.U32(2)
 	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
 		return v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", n, v.limits.Message))
@@ -213,7 +213,7 @@ const maxLiveValues = 64
 
 func hostToString(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
-	v := vmOfContext(ctx)
+	v := vmOf(c)
 	h, ret := vals.U32(0), vals.U32(1)
 	s := v.jsvals[h]
 	delete(v.jsvals, h) // each answer is read once
