@@ -34,20 +34,37 @@ func BenchmarkEvalParallel(b *testing.B) {
 }
 
 // BenchmarkToolCall reports one tool-call round trip (ns/call) beside the
-// same loop without calls.
+// same loop without calls, and the fuel one call costs (fuel/call: wasm
+// instructions, from a run with a fuel budget less the bare loop's), which
+// does not depend on the machine's load.
 func BenchmarkToolCall(b *testing.B) {
 	var ts glovebox.Toolset
 	ts.Func("ping", func() int { return 1 })
 	ts.Func("add", func(a, b int) int { return a + b })
+	ts.Func("name", func(s string) string { return s })
 	r, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, Limits: glovebox.Limits{ToolCalls: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
+	rf, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, Limits: glovebox.Limits{ToolCalls: 1 << 30, Fuel: 1 << 40}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rf.Close()
 	const calls = 1000
-	for _, c := range []struct{ name, body string }{{"calls", "ping; "}, {"add", "add(1, 2); "}, {"baseline", ""}} {
+	fuel := func(code string) uint64 {
+		res, err := rf.Eval(context.Background(), code)
+		if err != nil || res.Status != glovebox.StatusOK {
+			b.Fatal(err, res)
+		}
+		return res.FuelUsed
+	}
+	bare := fuel(fmt.Sprintf("i = 0; while i < %d; i += 1; end", calls))
+	for _, c := range []struct{ name, body string }{{"calls", "ping; "}, {"add", "add(1, 2); "}, {"name", `name("abc"); `}, {"baseline", ""}} {
 		b.Run(c.name, func(b *testing.B) {
 			code := fmt.Sprintf("i = 0; while i < %d; %si += 1; end", calls, c.body)
+			used := fuel(code)
 			var total int64
 			for b.Loop() {
 				res, err := r.Eval(context.Background(), code)
@@ -57,6 +74,7 @@ func BenchmarkToolCall(b *testing.B) {
 				total += res.Duration.Nanoseconds()
 			}
 			b.ReportMetric(float64(total)/float64(b.N)/calls, "ns/iteration")
+			b.ReportMetric(float64(int64(used-bare))/calls, "fuel/call") // signed: the baseline is about 0
 		})
 	}
 }

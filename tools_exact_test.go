@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -191,5 +192,86 @@ func TestTranscriptEmptyArgsShape(t *testing.T) {
 	}
 	if a, k := string(out.ToolCalls[1]["args"]), string(out.ToolCalls[1]["kwargs"]); a != "[]" || k != `{"a":1}` {
 		t.Errorf("kw: args %s kwargs %s", a, k)
+	}
+}
+
+// The generated tool methods (prelude.rb's __prepare) encode one or two
+// Integers, or one valid UTF-8 or US-ASCII String, inline; whatever they
+// send must reach the tool exactly as the general encoder's message does,
+// at the int64 edges and beyond them, with invalid or other encodings, and
+// mixed with other types.
+func TestToolInlineIntegerArgs(t *testing.T) {
+	var ts glovebox.Toolset
+	var got [][]any
+	ts.Func("take", func(xs ...any) int { got = append(got, xs); return len(xs) })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	cases := []string{
+		`0`, `-1`, `2**62`, `2**63-1`, `-2**63`, `2**63`, `-2**63-1`, `2**100`,
+		`1, 2`, `-5, 2**63-1`, `2**63-1, -2**63`, `2**63, 1`, `1, 2**63`, `1, "x"`, `"x", 1`,
+		`1, nil`, `1.5, 2`, `1, 2, 3`, `:sym, 7`,
+		`"x"`, `""`, `"é;i1;"`, `"a\xff"`, `"abc".b`, `"\u00e9".encode("UTF-16LE")`, `:sym`, `"x" * 70_000`,
+	}
+	for _, args := range cases {
+		got = nil
+		res := eval(t, r, `[take(`+args+`), Glovebox.call("take", `+args+`)]`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if len(got) != 2 {
+			t.Fatalf("%s: %d calls", args, len(got))
+		}
+		if !reflect.DeepEqual(fmtArgs(got[0]), fmtArgs(got[1])) {
+			t.Errorf("%s: method sent %#v, Glovebox.call %#v", args, got[0], got[1])
+		}
+	}
+	got = nil
+	res := eval(t, r, `take(2**63-1, -2**63)`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if len(got) != 1 || !reflect.DeepEqual(got[0], []any{int64(1<<63 - 1), int64(-1 << 63)}) {
+		t.Fatalf("edges %#v", got)
+	}
+}
+
+// The generated methods read integer and string answers inline too.
+func TestToolInlineAnswers(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("echo", func(x any) any { return x })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, `[echo(""), echo("s"), echo("é"), echo(-7), echo(2**63-1), echo(nil), echo(true), echo(1.5), echo([1, "i"]), echo("42i"),
+		(echo("") << "x"), echo("ab").frozen?]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	want := []any{"", "s", "é", int64(-7), int64(1<<63 - 1), nil, true, 1.5, []any{int64(1), "i"}, "42i", "x", false}
+	if !reflect.DeepEqual(res.Value, want) {
+		t.Fatalf("got %#v\nwant %#v", res.Value, want)
+	}
+}
+
+// fmtArgs prints each argument with its Go type, so a *big.Int compares
+// by value.
+func fmtArgs(xs []any) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%T %v", x, x)
+	}
+	return out
+}
+
+// An answer too big for the guest's memory ends the eval with
+// StatusMemoryLimit and says so (js-value-to-string allocates the answer
+// in the guest, then checks it and the result address with one look at
+// memory), and the Runtime goes on working.
+func TestToolAnswerOverMemoryLimit(t *testing.T) {
+	var ts glovebox.Toolset
+	big := strings.Repeat("x", 600<<20)
+	ts.Func("huge", func() string { return big })
+	ts.Func("small", func() string { return "ok" })
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Memory: 512 << 20, ToolPayload: 700 << 20}})
+	res := eval(t, r, `huge.size`)
+	wantStatus(t, res, glovebox.StatusMemoryLimit)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "receiving an answer from the host") {
+		t.Fatalf("error %+v", res.Error)
+	}
+	res = eval(t, r, `small`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if res.Value != "ok" {
+		t.Fatalf("value %#v", res.Value)
 	}
 }

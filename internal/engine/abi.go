@@ -124,7 +124,7 @@ func defineHost(l *wt.Linker, m *wasmbin.Module) error {
 	return nil
 }
 
-func vmOf(c *wt.Caller) *VM { return c.Context().Data().(*VM) }
+func vmOf(c *wt.Caller) *VM { return c.Data().(*VM) }
 
 func vmOfContext(c wt.Context) *VM { return c.Data().(*VM) }
 
@@ -169,7 +169,7 @@ func (v *VM) putString(c wt.Context, s []byte) (uint32, error) {
 
 func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
-	v := vmOfContext(ctx)
+	v := vmOf(c)
 	ptr, n, ret := vals.U32(0), vals.U32(1), vals.U32(2)
 	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
 		return v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", n, v.limits.Message))
@@ -213,19 +213,27 @@ const maxLiveValues = 64
 
 func hostToString(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
-	v := vmOfContext(ctx)
+	v := vmOf(c)
 	h, ret := vals.U32(0), vals.U32(1)
-	if _, ok := v.guest(ctx, ret, 8); !ok {
-		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
-	}
 	s := v.jsvals[h]
 	delete(v.jsvals, h) // each answer is read once
-	p, err := v.alloc(ctx, 1, uint32(len(s)+1))
-	if err != nil {
+	// One look at memory, after the allocation (which may have grown it),
+	// checks both addresses: memory never shrinks, so a result address
+	// outside it now was outside it before. A refused one stops the VM,
+	// so the allocation is not leaked into anything that runs on.
+	vals4 := [4]uint64{0, 0, 1, uint64(len(s) + 1)}
+	if err := v.realloc.Call(ctx, vals4[:]); err != nil {
 		return v.allocFailed(err)
 	}
-	mem := v.mem.Data(ctx) // after the allocation, which may have grown it
-	copy(mem[p:], s)       // alloc checked the bounds
+	p := uint32(vals4[0])
+	mem := v.mem.Data(ctx)
+	if _, ok := within(mem, ret, 8); !ok {
+		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
+	}
+	if _, ok := within(mem, p, uint32(len(s)+1)); !ok || p == 0 {
+		return v.allocFailed(errors.New("guest allocation failed or out of bounds"))
+	}
+	copy(mem[p:], s)
 	mem[p+uint32(len(s))] = 0
 	binary.LittleEndian.PutUint32(mem[ret:], p)
 	binary.LittleEndian.PutUint32(mem[ret+4:], uint32(len(s)))

@@ -277,5 +277,11 @@ void gb_wasi_output(wasi_config_t *config, uintptr_t handle);
 wasmtime_error_t *gb_define_func(wasmtime_linker_t *linker, const char *module, size_t module_len, const char *name,
                                  size_t name_len, const wasm_functype_t *ty, uintptr_t id);
 uintptr_t gb_context_data(const wasmtime_context_t *ctx);
+// A memory's base and size in one call (Memory.Data is on every host call).
+typedef struct {
+  uint8_t *p;
+  size_t n;
+} gb_mem_t;
+gb_mem_t gb_memory_data(const wasmtime_context_t *ctx, const wasmtime_memory_t *mem);
 
 #endif

@@ -15,7 +15,10 @@ wasm_functype_t *gb_functype(const uint8_t *params, size_t np, const uint8_t *re
 }
 
 wasm_trap_t *gb_host_trampoline(void *env, wasmtime_caller_t *caller, wasmtime_val_raw_t *args, size_t n) {
-  return (wasm_trap_t *)gbHostCall((uintptr_t)env, caller, args, n);
+  // The context and its data are looked up here, in C, so the Go side
+  // needs no cgo call to find them.
+  wasmtime_context_t *ctx = wasmtime_caller_context(caller);
+  return (wasm_trap_t *)gbHostCall((uintptr_t)env, caller, ctx, (uintptr_t)wasmtime_context_get_data(ctx), args, n);
 }
 
 wasmtime_error_t *gb_epoch_trampoline(wasmtime_context_t *ctx, void *data, uint64_t *delta, uint8_t *kind) {
@@ -49,3 +52,8 @@ wasmtime_error_t *gb_define_func(wasmtime_linker_t *linker, const char *module, 
 }
 
 uintptr_t gb_context_data(const wasmtime_context_t *ctx) { return (uintptr_t)wasmtime_context_get_data(ctx); }
+
+gb_mem_t gb_memory_data(const wasmtime_context_t *ctx, const wasmtime_memory_t *mem) {
+  gb_mem_t m = {wasmtime_memory_data(ctx, mem), wasmtime_memory_data_size(ctx, mem)};
+  return m;
+}

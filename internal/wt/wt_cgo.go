@@ -431,11 +431,22 @@ func registerHost(f HostFunc) uintptr {
 
 // Caller is the view a host function has of the instance calling it.
 type Caller struct {
-	ptr *C.wasmtime_caller_t
+	ptr  *C.wasmtime_caller_t
+	ctx  *C.wasmtime_context_t // the caller's context, found by the trampoline
+	data uintptr               // that context's data handle (0: none)
 }
 
 // Context returns the calling store's context.
-func (c *Caller) Context() Context { return Context{ptr: C.wasmtime_caller_context(c.ptr)} }
+func (c *Caller) Context() Context { return Context{ptr: c.ctx} }
+
+// Data returns the value given to NewStore, as Context().Data() does,
+// without a cgo call (the trampoline read it).
+func (c *Caller) Data() any {
+	if c.data == 0 {
+		return nil
+	}
+	return cgo.Handle(c.data).Value()
+}
 
 // Linker resolves a module's imports.
 type Linker struct {
@@ -800,23 +811,22 @@ type Memory struct {
 // Data returns the memory's bytes. The slice aliases wasm memory: it is
 // valid until the next call into wasm (which may grow and move it).
 func (m Memory) Data(c Context) []byte {
-	p := C.wasmtime_memory_data(c.ptr, m.m)
-	n := C.wasmtime_memory_data_size(c.ptr, m.m)
-	if p == nil || n == 0 {
+	d := C.gb_memory_data(c.ptr, m.m) // one crossing for base and size
+	if d.p == nil || d.n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+	return unsafe.Slice((*byte)(unsafe.Pointer(d.p)), int(d.n))
 }
 
 //export gbHostCall
-func gbHostCall(env C.uintptr_t, caller *C.wasmtime_caller_t, args *C.wasmtime_val_raw_t, n C.size_t) (trap unsafe.Pointer) {
+func gbHostCall(env C.uintptr_t, caller *C.wasmtime_caller_t, ctx *C.wasmtime_context_t, data C.uintptr_t, args *C.wasmtime_val_raw_t, n C.size_t) (trap unsafe.Pointer) {
 	defer func() {
 		if r := recover(); r != nil {
 			trap = newTrap(fmt.Sprintf("glovebox: host function panicked: %v", r))
 		}
 	}()
 	fns := *hostFuncs.Load()
-	c := Caller{ptr: caller}
+	c := Caller{ptr: caller, ctx: ctx, data: uintptr(data)}
 	if err := fns[env](&c, Vals{p: args, n: int(n)}); err != nil {
 		return newTrap(err.Error())
 	}
