@@ -157,3 +157,12 @@ func TestVersionNamesImageAndEngine(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxProcsLeavesASpareP(t *testing.T) {
+	if got := maxProcs("", 2); got != 3 {
+		t.Errorf("maxProcs(\"\", 2) = %d, want 3: a spare P beside two evals", got)
+	}
+	if got := maxProcs("2", 2); got != 2 {
+		t.Errorf("maxProcs(\"2\", 2) = %d, want 2: GOMAXPROCS in the environment wins", got)
+	}
+}

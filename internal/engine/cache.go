@@ -243,10 +243,14 @@ func loadModule(eng *wt.Engine, path string) (*wt.Module, error) {
 		if err != nil {
 			return err
 		}
-		defer unmap()
-		if fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b)) != want {
+		got := fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b))
+		unmap()
+		if got != want {
 			return fmt.Errorf("%w: compiled module checksum mismatch", errCorrupt)
 		}
+		// Read whole, the file sits in large folios: drop them so this
+		// process maps only the code it runs (dropPageCache).
+		dropPageCachePath(path)
 		return nil
 	})
 	if err != nil {
@@ -263,6 +267,7 @@ func saveModule(m *wt.Module, path string) error {
 	if err := writeAtomic(path, b); err != nil {
 		return err
 	}
+	dropPageCachePath(path) // see dropPageCache: written whole, mapped in part
 	sum := fmt.Sprintf("%08x %d", crc32.Checksum(b, castagnoli), len(b))
 	if err := writeAtomic(path+".sum", []byte(sum+"\n")); err != nil {
 		return err

@@ -180,6 +180,7 @@ func openRawImage(memPath, rawPath string) (*os.File, error) {
 		}
 		data = data[r.len:]
 	}
+	dropPageCache(tmp) // see dropPageCache: written whole, mapped in part
 	if err := tmp.Close(); err != nil {
 		return fail(err)
 	}

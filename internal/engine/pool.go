@@ -30,10 +30,16 @@ type Pool struct {
 	// its evals running, the last one ended quietAfter ago — so that a
 	// VM is never prepared beside an eval. busy counts running evals,
 	// lastEnd is when the last one ended (UnixNano), and kick wakes the
-	// filler when a ready VM is taken.
+	// filler when a ready VM is taken. quiet fires quietAfter after the
+	// last eval ended with none running: the first eval to start stops
+	// it, the last to end sets it again, so under load the filler sleeps
+	// instead of waking every quietAfter to look (1,000 wake-ups a
+	// second, each a thread woken on a core the evals want).
 	busy    atomic.Int64
 	lastEnd atomic.Int64
 	kick    chan struct{}
+	quiet   *time.Timer
+	wakes   atomic.Uint64 // times the filler woke to look, for tests
 }
 
 // NewPool starts a pool of size VMs prepared with tools and mounts (0
@@ -50,6 +56,7 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 	if size > 0 {
 		p.ready = make(chan *VM, size)
 		p.kick = make(chan struct{}, 1)
+		p.quiet = time.NewTimer(0) // an idle new pool fills at once
 		p.wg.Add(1)
 		go p.fill()
 	}
@@ -69,12 +76,24 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 // making one, 401 against 399 µs in one run); with 10 ms between evals
 // each finds one ready.
 func (p *Pool) Eval(ctx context.Context, req *Request) (*Outcome, error) {
-	p.busy.Add(1)
-	defer func() {
-		p.lastEnd.Store(time.Now().UnixNano())
-		p.busy.Add(-1)
-	}()
+	p.begin()
+	defer p.end()
 	return p.e.eval(ctx, req, p.get, nil)
+}
+
+// begin and end bracket an eval of the pool's: while any runs, the
+// filler's quiet timer is stopped; the last to end sets it.
+func (p *Pool) begin() {
+	if p.busy.Add(1) == 1 && p.quiet != nil {
+		p.quiet.Stop()
+	}
+}
+
+func (p *Pool) end() {
+	p.lastEnd.Store(time.Now().UnixNano())
+	if p.busy.Add(-1) == 0 && p.quiet != nil {
+		p.quiet.Reset(quietAfter)
+	}
 }
 
 // quietAfter is how long after its last eval ended, with none running, a
@@ -123,8 +142,16 @@ func (p *Pool) fill() {
 			continue
 		}
 		if wait := quietAfter - time.Duration(time.Now().UnixNano()-p.lastEnd.Load()); p.busy.Load() > 0 || wait > 0 {
+			// Wait for the pool to be quiet. An eval running now, or one
+			// that started and ended since the check, sets the timer when
+			// the last of them ends; an eval that ended just now without
+			// another running has set it already. Otherwise set it here.
+			if p.busy.Load() == 0 && wait > 0 {
+				p.quiet.Reset(wait)
+			}
 			select {
-			case <-time.After(max(wait, quietAfter)):
+			case <-p.quiet.C:
+				p.wakes.Add(1)
 			case <-p.closing:
 				return
 			}
@@ -177,6 +204,9 @@ func (p *Pool) Close() {
 		}
 		close(p.closing)
 		p.wg.Wait()
+		if p.quiet != nil {
+			p.quiet.Stop()
+		}
 		for p.ready != nil {
 			select {
 			case v := <-p.ready:

@@ -56,3 +56,42 @@ srand(1); [f.fileno, rand(1 << 30)]`
 }
 
 func replaceFD(code string, fd any) string { return fmt.Sprintf("FD = %v\n%s", fd, code) }
+
+// TestPoolFillerSleepsWhileBusy: while an eval of the pool runs, its
+// filler neither prepares a VM nor wakes up to look (it used to wake
+// every quietAfter, 1,000 times a second, on the cores the evals use);
+// once the pool has been quiet for quietAfter it fills again.
+func TestPoolFillerSleepsWhileBusy(t *testing.T) {
+	p, err := testEngine.NewPool(context.Background(), 1, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitReady := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); len(p.ready) < cap(p.ready); {
+			if time.Now().After(deadline) {
+				t.Fatal("the pool did not fill within 10 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitReady()
+	// An eval is running (the one get serves), with the pool empty.
+	p.begin()
+	v, err := p.get()
+	if err != nil {
+		p.end()
+		t.Fatal(err)
+	}
+	w0 := p.wakes.Load()
+	time.Sleep(50 * time.Millisecond)
+	woke, filled := p.wakes.Load()-w0, len(p.ready)
+	p.e.recycle(v)
+	p.end()
+	// One wake-up may be a timer set before the eval began.
+	if woke > 1 || filled != 0 {
+		t.Errorf("during 50 ms of a running eval the filler woke %d times and filled %d VMs, want at most 1 and 0", woke, filled)
+	}
+	waitReady()
+}
