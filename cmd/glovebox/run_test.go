@@ -91,7 +91,7 @@ func TestRunMessages(t *testing.T) {
 		{[]string{"--network", "allow:api.test:8080", "--", "true"}, "without a port (ports other than 80 and 443: --http-port)"},
 		{[]string{"--", "-c", "true"}, `the command "-c" looks like a flag`},
 		{[]string{"--bogus", "python3"}, "put the command after --"},
-		{[]string{"--box", "vm", "--", "true"}, `--box "vm": want bwrap, gvisor or null`},
+		{[]string{"--box", "vm", "--", "true"}, `--box "vm": want bwrap, gvisor, docker, podman, firecracker, e2b or null`},
 	} {
 		_, errOut, code := run(t, "", append([]string{"run"}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
