@@ -427,7 +427,13 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 	if variadic {
 		want += "+"
 	}
+	fast := scalarFast(fn.Interface())
 	return func(ctx context.Context, a Args) (any, error) {
+		if fast != nil && a.Keyword == nil {
+			if res, err, ok := fast(ctx, a.Positional); ok {
+				return res, err
+			}
+		}
 		npos := len(a.Positional)
 		nin := npos
 		if a.Keyword != nil {
