@@ -43,141 +43,71 @@ func argFloat(x any) (float64, bool) {
 func scalarFast(f any) scalarCall {
 	switch f := f.(type) {
 	case func() int:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 0 {
-				return nil, nil, false
-			}
-			return f(), nil, true
-		}
+		return fixed0(func(context.Context) (int, error) { return f(), nil })
 	case func() string:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 0 {
-				return nil, nil, false
-			}
-			return f(), nil, true
-		}
+		return fixed0(func(context.Context) (string, error) { return f(), nil })
 	case func() (string, error):
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 0 {
-				return nil, nil, false
-			}
-			return result(f())
-		}
+		return fixed0(func(context.Context) (string, error) { return f() })
 	case func(int) int:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argInt(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return f(a), nil, true
-		}
+		return fixed1(argInt, func(_ context.Context, a int) (int, error) { return f(a), nil })
 	case func(int, int) int:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 2 {
-				return nil, nil, false
-			}
-			a, ok1 := argInt(pos[0])
-			b, ok2 := argInt(pos[1])
-			if !ok1 || !ok2 {
-				return nil, nil, false
-			}
-			return f(a, b), nil, true
-		}
+		return fixed2(argInt, argInt, func(_ context.Context, a, b int) (int, error) { return f(a, b), nil })
 	case func(int, int) (int, error):
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 2 {
-				return nil, nil, false
-			}
-			a, ok1 := argInt(pos[0])
-			b, ok2 := argInt(pos[1])
-			if !ok1 || !ok2 {
-				return nil, nil, false
-			}
-			return result(f(a, b))
-		}
+		return fixed2(argInt, argInt, func(_ context.Context, a, b int) (int, error) { return f(a, b) })
 	case func(float64, float64) float64:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 2 {
-				return nil, nil, false
-			}
-			a, ok1 := argFloat(pos[0])
-			b, ok2 := argFloat(pos[1])
-			if !ok1 || !ok2 {
-				return nil, nil, false
-			}
-			return f(a, b), nil, true
-		}
+		return fixed2(argFloat, argFloat, func(_ context.Context, a, b float64) (float64, error) { return f(a, b), nil })
 	case func(string) string:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argString(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return f(a), nil, true
-		}
+		return fixed1(argString, func(_ context.Context, a string) (string, error) { return f(a), nil })
 	case func(string) bool:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argString(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return f(a), nil, true
-		}
+		return fixed1(argString, func(_ context.Context, a string) (bool, error) { return f(a), nil })
 	case func(string) (string, error):
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argString(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return result(f(a))
-		}
+		return fixed1(argString, func(_ context.Context, a string) (string, error) { return f(a) })
 	case func(bool) bool:
-		return func(_ context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argBool(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return f(a), nil, true
-		}
+		return fixed1(argBool, func(_ context.Context, a bool) (bool, error) { return f(a), nil })
 	case func(context.Context, string) (string, error):
-		return func(ctx context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argString(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return result(f(ctx, a))
-		}
+		return fixed1(argString, f)
 	case func(context.Context, int) (int, error):
-		return func(ctx context.Context, pos []any) (any, error, bool) {
-			if len(pos) != 1 {
-				return nil, nil, false
-			}
-			a, ok := argInt(pos[0])
-			if !ok {
-				return nil, nil, false
-			}
-			return result(f(ctx, a))
-		}
+		return fixed1(argInt, f)
 	}
 	return nil
+}
+
+// fixed0, fixed1 and fixed2 make the fast path of a call with that many
+// positional arguments, each converted by its conv.
+func fixed0[R any](call func(context.Context) (R, error)) scalarCall {
+	return func(ctx context.Context, pos []any) (any, error, bool) {
+		if len(pos) != 0 {
+			return nil, nil, false
+		}
+		return result(call(ctx))
+	}
+}
+
+func fixed1[A, R any](conv func(any) (A, bool), call func(context.Context, A) (R, error)) scalarCall {
+	return func(ctx context.Context, pos []any) (any, error, bool) {
+		if len(pos) != 1 {
+			return nil, nil, false
+		}
+		a, ok := conv(pos[0])
+		if !ok {
+			return nil, nil, false
+		}
+		return result(call(ctx, a))
+	}
+}
+
+func fixed2[A, B, R any](convA func(any) (A, bool), convB func(any) (B, bool), call func(context.Context, A, B) (R, error)) scalarCall {
+	return func(ctx context.Context, pos []any) (any, error, bool) {
+		if len(pos) != 2 {
+			return nil, nil, false
+		}
+		a, ok1 := convA(pos[0])
+		b, ok2 := convB(pos[1])
+		if !ok1 || !ok2 {
+			return nil, nil, false
+		}
+		return result(call(ctx, a, b))
+	}
 }
 
 // result is a (value, error) pair as the reflect path returns it: no value
