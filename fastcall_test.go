@@ -139,3 +139,30 @@ func TestScalarFastSameAsReflect(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCtxOnlyForContextFreeFuncs: a call skips making a context only for
+// Func tools whose Go function takes none; tools that take one (Func with a
+// context.Context first, Add, merged sets keep theirs) still get theirs.
+func TestNoCtxOnlyForContextFreeFuncs(t *testing.T) {
+	var ts, other Toolset
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ts.Func("plain", func(a, b int) int { return a + b }))
+	must(ts.Func("none", func() {}))
+	must(ts.Func("with_ctx", func(ctx context.Context, s string) (string, error) { return s, nil }))
+	must(ts.Add("raw", func(ctx context.Context, a Args) (any, error) { return nil, nil }))
+	must(other.Func("merged_plain", func(s string) string { return s }))
+	must(other.Func("merged_ctx", func(ctx context.Context) error { return nil }))
+	must(ts.Merge(&other))
+	want := map[string]bool{"plain": true, "none": true, "with_ctx": false, "raw": false, "merged_plain": true, "merged_ctx": false}
+	got := ts.clone()
+	for name, w := range want {
+		if got[name].noCtx != w || got[name].fn == nil {
+			t.Errorf("%s: noCtx %v, want %v", name, got[name].noCtx, w)
+		}
+	}
+}
