@@ -514,10 +514,11 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		out.value, out.err, out.panic = runTool(tctx, fn.fn, args)
 		tctx.end()
 	}
-	// One reading after the call serves the duration and the deadline
-	// check (each time.Now is tens of nanoseconds of a round trip).
-	end := time.Now()
-	entry.Duration = end.Sub(start)
+	// One reading after the call, of the monotonic clock only (time.Since
+	// with a monotonic start), serves the duration and the deadline check:
+	// each clock read is tens of nanoseconds of a round trip.
+	entry.Duration = time.Since(start)
+	end := start.Add(entry.Duration)
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
