@@ -258,10 +258,20 @@ func (s *Toolset) Merge(others ...*Toolset) error {
 // surface unnoticed.
 func (s *Toolset) Names() []string { return sortedKeys(s.tools) }
 
-func (s *Toolset) clone() map[string]ToolFunc {
-	out := make(map[string]ToolFunc, len(s.tools))
+// hostTool is a tool as a Runtime holds it.
+type hostTool struct {
+	fn ToolFunc
+	// noCtx: fn never looks at its context (a Func whose Go function
+	// takes none), so a call need not make one.
+	noCtx bool
+}
+
+func (s *Toolset) clone() map[string]hostTool {
+	out := make(map[string]hostTool, len(s.tools))
 	for k, v := range s.tools {
-		out[k] = v
+		sig, ok := s.sigs[k]
+		noCtx := ok && s.from[k] == "Func" && (sig.NumIn() == 0 || sig.In(0) != ctxType)
+		out[k] = hostTool{fn: v, noCtx: noCtx}
 	}
 	return out
 }
@@ -427,7 +437,13 @@ func reflectTool(fn reflect.Value) (ToolFunc, error) {
 	if variadic {
 		want += "+"
 	}
+	fast := scalarFast(fn.Interface())
 	return func(ctx context.Context, a Args) (any, error) {
+		if fast != nil && a.Keyword == nil {
+			if res, err, ok := fast(ctx, a.Positional); ok {
+				return res, err
+			}
+		}
 		npos := len(a.Positional)
 		nin := npos
 		if a.Keyword != nil {

@@ -361,7 +361,7 @@ func (v *VM) call(payload []byte) ([]byte, error) {
 	if v.ctx.Err() != nil {
 		return nil, v.stop(StatusCanceled, "the caller's context ended: "+context.Cause(v.ctx).Error())
 	}
-	if !time.Now().Before(v.deadline) {
+	if time.Until(v.deadline) <= 0 { // the monotonic clock alone: one read, not two
 		return nil, v.stop(StatusTimeout, v.timeoutMessage())
 	}
 	if err != nil {
