@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"strings"
 	"time"
@@ -406,3 +407,11 @@ type Tools interface {
 	Call(ctx context.Context, name string, args []byte) []byte
 	Transcript() json.RawMessage
 }
+
+// EgressFunc is how an OS box gets a run's network allowlist: called once
+// per run with the Command's Network.Allow hosts, it returns the dialer the
+// box's egress proxy uses for every request (refusing what the policy
+// refuses) and a release the box calls when the run ends. egress.HTTPTool
+// makes one that applies httptool's rules. A nil EgressFunc in a box's
+// Config means a Command with an allowlist is refused with ErrUnsupported.
+type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)

@@ -27,7 +27,6 @@ package bwrap
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,9 +67,9 @@ type Config struct {
 	Egress EgressFunc
 }
 
-// EgressFunc returns the dialer for a run allowing hosts, and a function
-// releasing it.
-type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
+// EgressFunc is box.EgressFunc (kept under this name for callers of this
+// package).
+type EgressFunc = box.EgressFunc
 
 var _ box.Box = (*Box)(nil)
 

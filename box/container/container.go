@@ -10,7 +10,6 @@ package container
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -41,7 +40,7 @@ type Config struct {
 	// cannot join a namespace by path, so an allowlist on docker is
 	// refused with ErrUnsupported (a proxy container on an --internal
 	// network would be the way there). nil: every allowlist is refused.
-	Egress func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
+	Egress box.EgressFunc
 }
 
 // Runner starts the engine's CLI with argv (argv[0] is the engine) and
@@ -160,21 +159,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	var extraEnv []string
 	netns := ""
 	if len(c.Network.Allow) > 0 {
-		dial, release, err := b.cfg.Egress(c.Network.Allow)
-		if err != nil {
-			return nil, fmt.Errorf("box: egress proxy: %w", err)
-		}
-		defer release()
-		creds, err := sbx.ProxyCreds(ctx, &c)
+		ns, cleanup, err := sbx.EgressNetns(ctx, b.cfg.Egress, &c)
 		if err != nil {
 			return nil, err
 		}
-		ns, ln, err := sbx.NewNetns("127.0.0.1:3128")
-		if err != nil {
-			return nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
-		}
-		defer ns.Close()
-		defer sbx.ServeProxy(ctx, ln, dial, creds)()
+		defer cleanup()
 		netns = ns.Path
 		extraEnv = sbx.ProxyEnv()
 	}

@@ -10,14 +10,15 @@ import (
 	"context"
 	"net"
 
+	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/httptool"
 )
 
-// HTTPTool returns the function a box calls per run with the Command's
+// HTTPTool returns the box.EgressFunc a box calls per run with the Command's
 // allowlist: it makes an httptool.Tool from base with AllowHosts set to
 // hosts and returns the Tool's DialURL and its Close. base's other fields
 // (TrustedPrefixes, Ports, Resolver, Dial) apply as they do to the tool.
-func HTTPTool(base httptool.Config) func(hosts []string) (func(context.Context, string) (net.Conn, error), func(), error) {
+func HTTPTool(base httptool.Config) box.EgressFunc {
 	return func(hosts []string) (func(context.Context, string) (net.Conn, error), func(), error) {
 		cfg := base
 		cfg.AllowHosts = hosts

@@ -49,7 +49,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,9 +83,9 @@ type Config struct {
 	Egress EgressFunc
 }
 
-// EgressFunc returns the dialer for a run allowing hosts, and a function
-// releasing it (the same shape as bwrap.EgressFunc).
-type EgressFunc func(hosts []string) (dial func(ctx context.Context, rawURL string) (net.Conn, error), release func(), err error)
+// EgressFunc is box.EgressFunc (kept under this name for callers of this
+// package).
+type EgressFunc = box.EgressFunc
 
 // Box is a gVisor box; make it with [New].
 type Box struct {
@@ -252,21 +251,11 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	var netns *sbx.Netns
 	if len(c.Network.Allow) > 0 {
-		dial, release, err := b.cfg.Egress(c.Network.Allow)
-		if err != nil {
-			return nil, fmt.Errorf("box: egress proxy: %w", err)
-		}
-		defer release()
-		creds, err := sbx.ProxyCreds(ctx, &c)
+		ns, cleanup, err := sbx.EgressNetns(ctx, b.cfg.Egress, &c)
 		if err != nil {
 			return nil, err
 		}
-		ns, ln, err := sbx.NewNetns("127.0.0.1:3128")
-		if err != nil {
-			return nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
-		}
-		defer ns.Close()
-		defer sbx.ServeProxy(ctx, ln, dial, creds)()
+		defer cleanup()
 		netns = ns
 		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
 	}

@@ -1,12 +1,15 @@
 package sbx
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gloveboxhq/glovebox/box"
 )
 
 // Netns is a fresh network namespace holding only a loopback interface,
@@ -94,4 +97,29 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// EgressNetns sets up c's allowlist for a backend that joins a namespace
+// by path (gVisor, Podman): a fresh network namespace holding only
+// loopback and the egress proxy on 127.0.0.1:3128 (ProxyEnv's address),
+// the proxy adding c's proxy-mode credentials. The returned cleanup stops
+// the proxy, closes the namespace and releases the dialer, in that order;
+// on error nothing is left to clean up.
+func EgressNetns(ctx context.Context, egress box.EgressFunc, c *box.Command) (*Netns, func(), error) {
+	dial, release, err := egress(c.Network.Allow)
+	if err != nil {
+		return nil, nil, fmt.Errorf("box: egress proxy: %w", err)
+	}
+	creds, err := ProxyCreds(ctx, c)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	ns, ln, err := NewNetns("127.0.0.1:3128")
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
+	}
+	stop := ServeProxy(ctx, ln, dial, creds)
+	return ns, func() { stop(); ns.Close(); release() }, nil
 }
