@@ -32,6 +32,8 @@ type Record struct {
 	Message string  `json:"message,omitempty"`
 }
 
+// Key names an example exactly: "FILE: FULL DESCRIPTION" (a repeated
+// description already carries its number in Desc).
 func (r Record) Key() string { return r.File + ": " + r.Desc }
 
 // Parsed is what one eval reported.

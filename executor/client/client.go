@@ -124,6 +124,8 @@ type Error struct {
 	err     error
 }
 
+// Error is "executor: CODE: MESSAGE", followed by the key to retry with
+// when the outcome is in doubt.
 func (e *Error) Error() string {
 	msg := "executor: " + e.Code + ": " + e.Message
 	if e.inDoubt {
