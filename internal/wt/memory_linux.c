@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "wt.h"
@@ -57,7 +58,38 @@ struct gb_slot {
   size_t total;    // bytes reserved, guard included
   gb_image *img;   // the image it maps, or NULL
   gb_slot *next;
+  // A checkpoint (gb_slot_checkpoint): the pages that differed from the
+  // image when it was taken, ascending, and their bytes then. A rewind
+  // restores those pages from here and every other written page from the
+  // image. ck_at is the rewind's cursor into ck_pages.
+  size_t *ck_pages;
+  uint8_t *ck_data;
+  size_t ck_n, ck_cap, ck_at;
+  int ck_taken;
+  // The written pages the last rewind's scan found, as runs, and the
+  // process's page-fault count read just before that scan (see
+  // gb_slot_rewind). seen_ok is cleared when the list is incomplete.
+  size_t *seen; // pairs: first page, pages
+  size_t seen_len, seen_cap;
+  long seen_faults;
+  int seen_ok;
 };
+
+static void gb_slot_drop_checkpoint(gb_slot *s) {
+  free(s->ck_pages);
+  free(s->ck_data);
+  free(s->seen);
+  s->ck_pages = NULL;
+  s->ck_data = NULL;
+  s->seen = NULL;
+  s->ck_n = s->ck_cap = s->ck_at = 0;
+  s->seen_len = s->seen_cap = 0;
+  s->ck_taken = s->seen_ok = 0;
+}
+
+// The slot the last memory made on this thread went to (see
+// gb_instantiate_slot).
+static __thread gb_slot *gb_last_slot;
 
 static __thread const gb_image *gb_next_image;
 // The limits of the store whose wasm this thread is running, set by gb_call.
@@ -127,19 +159,90 @@ static int scan_works = 1; // cleared if the kernel lacks PAGEMAP_SCAN
 
 void gb_disable_pagemap_scan(void) { __atomic_store_n(&scan_works, 0, __ATOMIC_RELAXED); }
 
+// A visit is called for each run of written pages [first, first+n) a
+// scan finds, in ascending order.
+typedef void (*gb_visit)(gb_slot *s, size_t first, size_t n);
+
 // gb_restore copies pages [first, first+n) of the image back into the slot.
 static void gb_restore(gb_slot *s, size_t first, size_t n) {
   memcpy(s->base + first * PAGE, (const uint8_t *)s->img->ro + first * PAGE, n * PAGE);
 }
 
-// gb_reset_scan finds written pages with PAGEMAP_SCAN: pages present but
+// gb_rewind_run restores pages [first, first+n) to the slot's checkpoint:
+// from the checkpoint's copy for a page it holds, else from the image.
+static void gb_rewind_run(gb_slot *s, size_t first, size_t n) {
+  size_t end = first + n;
+  while (first < end) {
+    while (s->ck_at < s->ck_n && s->ck_pages[s->ck_at] < first) s->ck_at++;
+    if (s->ck_at < s->ck_n && s->ck_pages[s->ck_at] == first) {
+      memcpy(s->base + first * PAGE, s->ck_data + s->ck_at * PAGE, PAGE);
+      first++;
+      continue;
+    }
+    size_t stop = end;
+    if (s->ck_at < s->ck_n && s->ck_pages[s->ck_at] < stop) stop = s->ck_pages[s->ck_at];
+    gb_restore(s, first, stop - first);
+    first = stop;
+  }
+}
+
+// gb_rewind_seen rewinds a run, as gb_rewind_run, and records it in the
+// slot's list of written pages.
+static void gb_rewind_seen(gb_slot *s, size_t first, size_t n) {
+  gb_rewind_run(s, first, n);
+  if (!s->seen_ok) return;
+  if (s->seen_len + 2 > s->seen_cap) {
+    size_t cap = s->seen_cap < 64 ? 64 : s->seen_cap * 2;
+    size_t *seen = realloc(s->seen, cap * sizeof *seen);
+    if (seen == NULL) {
+      s->seen_ok = 0;
+      return;
+    }
+    s->seen = seen;
+    s->seen_cap = cap;
+  }
+  s->seen[s->seen_len++] = first;
+  s->seen[s->seen_len++] = n;
+}
+
+// gb_process_faults is the process's page faults so far, all threads, or
+// -1 if it cannot be read.
+static long gb_process_faults(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return ru.ru_minflt + ru.ru_majflt;
+}
+
+// gb_note_run adds pages [first, first+n) to the checkpoint being taken;
+// on allocation failure it marks the checkpoint failed (ck_cap = SIZE_MAX).
+static void gb_note_run(gb_slot *s, size_t first, size_t n) {
+  if (s->ck_cap == SIZE_MAX) return;
+  if (s->ck_n + n > s->ck_cap) {
+    size_t cap = s->ck_cap * 2;
+    if (cap < s->ck_n + n) cap = s->ck_n + n + 64;
+    size_t *pages = realloc(s->ck_pages, cap * sizeof *pages);
+    if (pages != NULL) s->ck_pages = pages;
+    uint8_t *data = pages == NULL ? NULL : realloc(s->ck_data, cap * PAGE);
+    if (data == NULL) {
+      s->ck_cap = SIZE_MAX;
+      return;
+    }
+    s->ck_data = data;
+    s->ck_cap = cap;
+  }
+  for (size_t i = 0; i < n; i++) s->ck_pages[s->ck_n + i] = first + i;
+  memcpy(s->ck_data + s->ck_n * PAGE, s->base + first * PAGE, n * PAGE);
+  s->ck_n += n;
+}
+
+// gb_scan_ioctl finds written pages with PAGEMAP_SCAN: pages present but
 // not the image file's own (copied on write), or swapped out. It returns
-// the number restored, or -1 if the scan is unavailable or failed.
-static long gb_reset_scan(gb_slot *s) {
+// the number found, or -1 if the scan is unavailable or failed.
+static long gb_scan_ioctl(gb_slot *s, gb_visit visit) {
   gb_image *img = s->img;
   struct page_region regions[256];
   uint64_t start = (uint64_t)(uintptr_t)s->base, end = start + img->len;
-  long restored = 0;
+  long found = 0;
   while (start < end) {
     struct pm_scan_arg arg;
     memset(&arg, 0, sizeof arg);
@@ -157,21 +260,21 @@ static long gb_reset_scan(gb_slot *s) {
     for (long i = 0; i < n; i++) {
       size_t first = (regions[i].start - (uintptr_t)s->base) / PAGE;
       size_t pages = (regions[i].end - regions[i].start) / PAGE;
-      gb_restore(s, first, pages);
-      restored += (long)pages;
+      visit(s, first, pages);
+      found += (long)pages;
     }
     if (arg.walk_end <= start) return -1; // no progress: do not trust it
     start = arg.walk_end;
   }
-  return restored;
+  return found;
 }
 
-// gb_reset_pagemap is the portable scan: one pagemap entry per page.
-static long gb_reset_pagemap(gb_slot *s) {
+// gb_scan_pagemap is the portable scan: one pagemap entry per page.
+static long gb_scan_pagemap(gb_slot *s, gb_visit visit) {
   gb_image *img = s->img;
   size_t pages = img->len / PAGE;
   uint64_t buf[4096];
-  long restored = 0;
+  long found = 0;
   for (size_t first = 0; first < pages; first += 4096) {
     size_t n = pages - first < 4096 ? pages - first : 4096;
     off_t at = (off_t)(((uintptr_t)s->base / PAGE + first) * 8);
@@ -187,13 +290,26 @@ static long gb_reset_pagemap(gb_slot *s) {
         }
       }
       if (run > 0) {
-        gb_restore(s, first + i - run, run);
-        restored += (long)run;
+        visit(s, first + i - run, run);
+        found += (long)run;
         run = 0;
       }
     }
   }
-  return restored;
+  return found;
+}
+
+// gb_scan calls visit for every page of the image range that is not the
+// image file's own — written, hence copied, or swapped out — and returns
+// how many there were, or -1 if neither scan works.
+static long gb_scan(gb_slot *s, gb_visit visit) {
+  long n = -1;
+  if (__atomic_load_n(&scan_works, __ATOMIC_RELAXED)) {
+    n = gb_scan_ioctl(s, visit);
+    if (n < 0) __atomic_store_n(&scan_works, 0, __ATOMIC_RELAXED);
+  }
+  if (n < 0) n = gb_scan_pagemap(s, visit);
+  return n;
 }
 
 // gb_reset restores a slot to the image: every page of the image range
@@ -208,12 +324,8 @@ static int gb_reset(gb_slot *s, size_t *kept) {
     if (mprotect(s->base + img->len, s->size - img->len, PROT_NONE) != 0) return -1;
     s->size = img->len;
   }
-  long n = -1;
-  if (__atomic_load_n(&scan_works, __ATOMIC_RELAXED)) {
-    n = gb_reset_scan(s);
-    if (n < 0) __atomic_store_n(&scan_works, 0, __ATOMIC_RELAXED);
-  }
-  if (n < 0) n = gb_reset_pagemap(s);
+  gb_slot_drop_checkpoint(s);
+  long n = gb_scan(s, gb_restore);
   if (n < 0) return -1;
   *kept = (size_t)n;
   return 0;
@@ -247,6 +359,7 @@ static wasmtime_error_t *gb_mem_grow(void *env, size_t new_size) {
 static void gb_mem_free(void *env) {
   gb_slot *s = env;
   gb_image *img = s->img;
+  gb_slot_drop_checkpoint(s);
   if (img == NULL) {
     munmap(s->base, s->total);
     free(s);
@@ -355,6 +468,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       pthread_mutex_unlock(img->mu);
     }
   }
+  gb_last_slot = s;
   ret->env = s;
   ret->get_memory = gb_mem_get;
   ret->grow_memory = gb_mem_grow;
@@ -368,11 +482,71 @@ void gb_use_host_memory(wasm_config_t *config) {
 }
 
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap) {
+                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
   gb_next_image = img;
+  gb_last_slot = NULL;
   wasmtime_error_t *err = wasmtime_instance_pre_instantiate(pre, ctx, inst, trap);
   gb_next_image = NULL;
+  *slot = err == NULL && *trap == NULL && gb_last_slot != NULL && gb_last_slot->img == img ? gb_last_slot : NULL;
+  gb_last_slot = NULL;
   return err;
+}
+
+// gb_slot_checkpoint records the slot's current contents as the state
+// gb_slot_rewind returns it to: a copy of every page that differs from
+// the image. It returns the number of pages copied, or -1 (no checkpoint:
+// the slot has no image, grew past it, or the scan or a copy failed).
+long gb_slot_checkpoint(gb_slot *s) {
+  gb_slot_drop_checkpoint(s);
+  if (s->img == NULL || s->img->pagemap_fd < 0 || s->size != s->img->len) return -1;
+  long n = gb_scan(s, gb_note_run);
+  if (n < 0 || s->ck_cap == SIZE_MAX || (size_t)n != s->ck_n) {
+    gb_slot_drop_checkpoint(s);
+    return -1;
+  }
+  s->ck_taken = 1;
+  return n;
+}
+
+// gb_slot_rewind returns the slot to its checkpoint: every page written
+// since the image was mapped gets the checkpoint's bytes if the
+// checkpoint holds the page, else the image's. Memory is never shrunk
+// here (the instance's view of its size would go stale), so a slot that
+// grew past the image cannot be rewound. It returns the number of pages
+// restored, or -1 if the slot cannot be trusted to match its checkpoint.
+//
+// A page of the image mapping stops being the file's own only by a write
+// fault (copy on write), and the kernel counts every fault, from user
+// code, from a system call copying into the page, or from get_user_pages,
+// in the faulting thread's counters, which RUSAGE_SELF sums. So when the
+// process has taken no fault at all since the last scan began, the
+// written pages are exactly those that scan found, and the rewind copies
+// them again without scanning (the scan is about half a rewind's cost).
+// Any fault anywhere in the process, however unrelated, means a new scan.
+long gb_slot_rewind(gb_slot *s) {
+  if (!s->ck_taken || s->size != s->img->len) return -1;
+  s->ck_at = 0;
+  long faults = gb_process_faults(), n = 0;
+  if (s->seen_ok && faults >= 0 && faults == s->seen_faults) {
+    for (size_t i = 0; i < s->seen_len; i += 2) {
+      gb_rewind_run(s, s->seen[i], s->seen[i + 1]);
+      n += (long)s->seen[i + 1];
+    }
+  } else {
+    s->seen_len = 0;
+    s->seen_ok = faults >= 0;
+    s->seen_faults = faults;
+    n = gb_scan(s, gb_rewind_seen);
+    if (n < 0) {
+      s->seen_ok = 0;
+      return -1;
+    }
+  }
+  pthread_mutex_lock(s->img->mu);
+  s->img->restored += (uint64_t)n;
+  s->img->rewound++;
+  pthread_mutex_unlock(s->img->mu);
+  return n;
 }
 
 wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,

@@ -246,13 +246,15 @@ typedef struct gb_image {
   int closed;      // gb_image_close was called; freed when live reaches 0
   int pagemap_fd;  // /proc/self/pagemap, or -1: recycling disabled
   void *ro;        // read-only view of the image, the source of resets
-  uint64_t reused, made, dropped, restored;
+  uint64_t reused, made, dropped, restored, rewound;
 } gb_image;
 
 gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, size_t max_free);
 void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
+long gb_slot_checkpoint(gb_slot *s);
+long gb_slot_rewind(gb_slot *s);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
 // memory growth past mem_limit is refused (memory.grow returns -1) and
@@ -264,7 +266,7 @@ typedef struct gb_limits {
 wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
                           wasm_trap_t **trap, gb_limits *limits);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap);
+                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
 
 // trampolines defined in wt_cgo.c
 wasm_functype_t *gb_functype(const uint8_t *params, size_t np, const uint8_t *results, size_t nr);

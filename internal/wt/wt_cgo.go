@@ -542,6 +542,7 @@ func (p *InstancePre) Close() {
 type Instance struct {
 	inst  *C.wasmtime_instance_t // in C memory owned by the store
 	store *Store
+	slot  *C.gb_slot // its linear memory, when made from an Image
 }
 
 // Image is a linear-memory image: a file whose bytes become the start of
@@ -612,13 +613,14 @@ func (img *Image) Len() int { return int(img.c.len) }
 // ImageStats counts what became of the linear memories made from an image.
 type ImageStats struct {
 	Made, Reused, Dropped uint64
+	Rewound               uint64 // memories returned to a checkpoint in place (Instance.Rewind)
 	Restored              uint64 // 4 KiB pages copied back by resets
 }
 
 // Stats reports how many memories were mapped afresh, how many reused a
 // reset slot, and how many were unmapped instead of kept.
 func (img *Image) Stats() ImageStats {
-	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored)}
+	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored), Rewound: uint64(img.c.rewound)}
 }
 
 // Close releases the image's idle memories. Memories still in use keep the
@@ -636,7 +638,7 @@ func (img *Image) Close() {
 func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) {
 	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, inst.inst, &trap)
+	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, inst.inst, &trap, &inst.slot)
 	runtime.KeepAlive(img)
 	if err := takeError(err); err != nil {
 		return nil, err
@@ -645,6 +647,44 @@ func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) 
 		return nil, err
 	}
 	return inst, nil
+}
+
+// ErrNoCheckpoint is returned by Rewind for an instance whose memory has
+// no checkpoint, or cannot be returned to it.
+var ErrNoCheckpoint = errors.New("wt: the linear memory cannot be rewound to a checkpoint")
+
+// Checkpoint records the instance's linear memory as the state Rewind
+// returns it to, and returns how many 4 KiB pages that took copying (the
+// pages that differ from the image). It fails with ErrNoCheckpoint for an
+// instance not made by InstantiateImage, one whose image cannot be
+// reset (see OpenImage's keep), or one whose memory grew past the image.
+// The copy lives until the memory is freed or the next Checkpoint.
+func (i *Instance) Checkpoint() (int, error) {
+	if i.slot == nil {
+		return 0, ErrNoCheckpoint
+	}
+	n := C.gb_slot_checkpoint(i.slot)
+	if n < 0 {
+		return 0, ErrNoCheckpoint
+	}
+	return int(n), nil
+}
+
+// Rewind returns the instance's linear memory to its checkpoint, byte for
+// byte: every page written since the memory was mapped is copied back
+// from the checkpoint or the image. It returns the pages copied. It fails
+// with ErrNoCheckpoint if there is no checkpoint or the memory grew since
+// (wasm memories cannot shrink): the instance must then be discarded.
+// Globals, tables and everything outside linear memory are the caller's.
+func (i *Instance) Rewind() (int, error) {
+	if i.slot == nil {
+		return 0, ErrNoCheckpoint
+	}
+	n := C.gb_slot_rewind(i.slot)
+	if n < 0 {
+		return 0, ErrNoCheckpoint
+	}
+	return int(n), nil
 }
 
 // Instantiate instantiates m in s with explicit imports, which must be
@@ -700,6 +740,45 @@ func (i *Instance) SetGlobalBits(c Context, name string, bits uint64) error {
 		return fmt.Errorf("wt: global %q is not numeric", name)
 	}
 	return takeError(C.wasmtime_global_set(c.ptr, &g, &v))
+}
+
+// Global is an exported global of an instance, found once by name
+// (Instance.Global) so that setting it needs no lookup. It lives in C
+// memory owned by its store.
+type Global struct {
+	g    *C.wasmtime_global_t
+	kind ValKind
+}
+
+// Global returns the exported global name, or false if there is none or
+// it is not numeric.
+func (i *Instance) Global(c Context, name string) (Global, bool) {
+	ext, ok := i.export(c, name, externGlobal)
+	if !ok {
+		return Global{}, false
+	}
+	g := (*C.wasmtime_global_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_global_t{}))))
+	*g = *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
+	var cur C.wasmtime_val_t
+	C.wasmtime_global_get(c.ptr, g, &cur)
+	switch k := ValKind(cur.kind); k {
+	case I32, I64, F32, F64:
+		return Global{g: g, kind: k}, true
+	}
+	return Global{}, false
+}
+
+// SetBits sets the global from raw bits (i32 and f32 take the low 32).
+// It fails if the global is immutable.
+func (g Global) SetBits(c Context, bits uint64) error {
+	v := C.wasmtime_val_t{kind: C.uint8_t(g.kind)}
+	switch g.kind {
+	case I32, F32:
+		*(*uint32)(unsafe.Pointer(&v.of)) = uint32(bits)
+	default:
+		*(*uint64)(unsafe.Pointer(&v.of)) = bits
+	}
+	return takeError(C.wasmtime_global_set(c.ptr, g.g, &v))
 }
 
 const (
