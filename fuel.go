@@ -33,6 +33,7 @@ type altEngine struct {
 	names    []string
 	mounts   []engine.Mount
 	scratch  string
+	noReuse  bool
 }
 
 // target returns the engine and pool that r's evals run on: r's own, or,
@@ -66,6 +67,9 @@ func (a *altEngine) get(ctx context.Context) (*shared, error) {
 	if sh.pool, err = sh.eng.Load().NewPool(ctx, a.poolSize, a.names, a.mounts, a.scratch); err != nil {
 		sh.close()
 		return nil, err
+	}
+	if a.noReuse {
+		sh.pool.DisableReuse()
 	}
 	a.sh = sh
 	return sh, nil

@@ -27,9 +27,10 @@ type Limits struct {
 	Fuel uint64
 
 	// Memory caps the guest's linear memory in bytes. The booted guest
-	// already occupies about 320 MiB of address space (Ruby reserves
-	// 256 MiB at start-up that it never touches; untouched pages use no
-	// host memory), so values below Runtime.MemoryFloor are rejected.
+	// already occupies about 370 MiB of address space (Ruby reserves
+	// 256 MiB at start-up that it never touches, and 32 MiB of it is free
+	// heap the guest's data uses before memory grows; untouched pages use
+	// no host memory), so values below Runtime.MemoryFloor are rejected.
 	// The most is 4 GiB, the address space of a wasm32 guest; larger
 	// values are rejected. Running out of memory ends the eval with
 	// StatusMemoryLimit also when the address space runs out before the

@@ -40,6 +40,11 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 		return err
 	}
 	defer fresh.Close()
+	made, err := glovebox.New(ctx, glovebox.Config{PoolSize: -1, DisableVMReuse: true})
+	if err != nil {
+		return err
+	}
+	defer made.Close()
 	pooled, err := glovebox.New(ctx, glovebox.Config{}) // the default pool
 	if err != nil {
 		return err
@@ -62,7 +67,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 	// Warm up all three paths, then interleave them so drift in the
 	// machine's speed hits each alike.
 	for range 50 {
-		for _, f := range []func(context.Context, string) (*glovebox.Result, error){fresh.Eval, pooled.Eval, sess.Eval} {
+		for _, f := range []func(context.Context, string) (*glovebox.Result, error){fresh.Eval, made.Eval, pooled.Eval, sess.Eval} {
 			if _, err := eval(f, "1+1"); err != nil {
 				return err
 			}
@@ -71,7 +76,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 	// Rounds of ten back-to-back evals each of fresh VMs and of the
 	// floor, then ten each, 10 ms apart, of the pool, fresh VMs and the
 	// floor.
-	var b2b, floor, pool, gapFresh, gapFloor []time.Duration
+	var b2b, b2bMade, floor, pool, gapFresh, gapFloor []time.Duration
 	const gap = 10 * time.Millisecond
 	type mode struct {
 		f   func(context.Context, string) (*glovebox.Result, error)
@@ -85,7 +90,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 		return err
 	}
 	for range max(samples/10, 1) {
-		for _, m := range []mode{{fresh.Eval, &b2b, 0}, {sess.Eval, &floor, 0}} {
+		for _, m := range []mode{{fresh.Eval, &b2b, 0}, {made.Eval, &b2bMade, 0}, {sess.Eval, &floor, 0}} {
 			for range 10 {
 				if err := measure(m); err != nil {
 					return err
@@ -100,19 +105,21 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 			}
 		}
 	}
-	fl, bb, pl, gf, gfl := summarize(floor), summarize(b2b), summarize(pool), summarize(gapFresh), summarize(gapFloor)
+	fl, bb, bm, pl, gf, gfl := summarize(floor), summarize(b2b), summarize(b2bMade), summarize(pool), summarize(gapFresh), summarize(gapFloor)
 	st := pooled.Stats()
 	row(yes(bb.p50 <= 150*time.Microsecond && bb.p99 <= time.Millisecond), "fresh VM + 1+1, back-to-back, no pool (p50 / p99)",
 		us(bb.p50)+" / "+us(bb.p99), "floor: 1+1 in a VM that already ran one "+us(fl.p50)+" / "+us(fl.p99),
 		fmt.Sprintf("%.2fx floor", float64(bb.p50)/float64(fl.p50)), "≤ 150 µs / ≤ 1 ms")
+	row("-", "  same, each VM made from the snapshot and freed (DisableVMReuse)", us(bm.p50)+" / "+us(bm.p99),
+		"rewound VMs, above "+us(bb.p50), fmt.Sprintf("rewound %.2fx made", float64(bb.p50)/float64(bm.p50)), "-")
 	row(yes(pl.p50 <= 150*time.Microsecond && pl.p99 <= time.Millisecond && pl.p50 <= gf.p50), "fresh VM + 1+1 from the default pool, 10 ms between evals (p50 / p99)",
 		us(pl.p50)+" / "+us(pl.p99), "VM made per eval, same gaps "+us(gf.p50)+" / "+us(gf.p99),
 		fmt.Sprintf("%.2fx made", float64(pl.p50)/float64(gf.p50)), "≤ 150 µs / ≤ 1 ms, ≤ made")
 	row("-", "floor with the same 10 ms gaps (p50 / p99)", us(gfl.p50)+" / "+us(gfl.p99), "pooled, above "+us(pl.p50),
 		fmt.Sprintf("pooled %.2fx floor", float64(pl.p50)/float64(gfl.p50)), "-")
 	pages := "-"
-	if st.MemoriesReused > 0 {
-		pages = fmt.Sprintf("%.0f pages (4 KiB) restored per reused memory", float64(st.PagesRestored)/float64(st.MemoriesReused))
+	if n := st.MemoriesReused + st.VMsRewound; n > 0 {
+		pages = fmt.Sprintf("%d VMs rewound and reused; %.0f pages (4 KiB) restored per reuse", st.VMsRewound, float64(st.PagesRestored)/float64(n))
 	}
 	row("-", "pool hits over the run (evals finding a VM ready)", fmt.Sprintf("%d of %d", st.PoolHits, st.PoolHits+st.PoolMisses), pages, "-", "-")
 

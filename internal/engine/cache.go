@@ -285,6 +285,10 @@ type snapshotState struct {
 	Clock   uint64            `json:"monotonic_ns"` // the guest's monotonic clock at capture
 	Globals map[string]string `json:"globals"`      // export name -> raw bits, decimal
 	Hot     [][3]uint64       `json:"hot"`          // offset, length, 1 if written
+	// StateWriter names an instruction of the guest's code that writes a
+	// table or drops a segment ("" if none, "?" if the code could not be
+	// read): VMs are rewound for reuse only without one (rewind.go).
+	StateWriter string `json:"state_writer"`
 }
 
 func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
@@ -343,7 +347,7 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 	for _, m := range mounts {
 		guests = append(guests, m.Guest)
 	}
-	return &snapshot{img: img, globals: globals, mono: st.Clock, dir: dir, guests: guests}, nil
+	return &snapshot{img: img, globals: globals, mono: st.Clock, dir: dir, guests: guests, rewindable: st.StateWriter == ""}, nil
 }
 
 // buildSnapshot boots the guest, runs the prelude, captures linear memory
@@ -383,7 +387,7 @@ func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
 	if len(mem)%wasmbin.PageSize != 0 {
 		return errors.New("glovebox: booted memory is not a whole number of pages")
 	}
-	st := snapshotState{Version: Version, Globals: map[string]string{}, Clock: v.monotonic(time.Now())}
+	st := snapshotState{Version: Version, Globals: map[string]string{}, Clock: v.monotonic(time.Now()), StateWriter: e.stateWriter()}
 	gs, _ := e.wasm.Globals()
 	for _, g := range gs {
 		if !g.Mutable {
@@ -528,8 +532,25 @@ func (v *VM) boot() error {
 	if err != nil {
 		return fmt.Errorf("warming the driver: %w", err)
 	}
+	// Leave malloc heapHeadroom bytes of free heap: allocated and freed
+	// again, the block stays in malloc's top chunk (wasm memory cannot
+	// shrink, so wasi-libc's malloc never trims). Evals that allocate less
+	// than that never grow linear memory, which a VM rewound for reuse
+	// must not have done (rewind.go). The block is never written: it
+	// stays zero, a hole in the snapshot file, and costs no host memory
+	// until an eval uses it.
+	if _, err := v.evalString(c, fmt.Sprintf("String.new(capacity: %d)\nnil", heapHeadroom)); err != nil {
+		return fmt.Errorf("reserving heap headroom: %w", err)
+	}
+	if _, err := v.evalString(c, "GC.start\nnil"); err != nil {
+		return fmt.Errorf("reserving heap headroom: %w", err)
+	}
 	return nil
 }
+
+// heapHeadroom is the free malloc heap a snapshot leaves (see boot). It
+// counts in the memory floor, but the guest's data uses it first.
+const heapHeadroom = 32 << 20
 
 // alignClock moves the guest's monotonic clock forward, if need be, past
 // the start time wasi-libc recorded for its CPU-time emulation. The image
@@ -559,7 +580,7 @@ func (v *VM) alignClock(c wt.Context) error {
 
 // bootVersion names the boot procedure (what boot runs before the
 // snapshot is taken); it keys the snapshot with Version and the prelude.
-const bootVersion = "boot-2"
+const bootVersion = "boot-5"
 
 const (
 	bootFuel    = 1 << 40
@@ -583,7 +604,7 @@ var warmCorpus = []string{
 func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64, error) {
 	dirty := map[uint64]bool{}
 	for _, code := range warmCorpus {
-		v, err := e.prepared(s, mounts, nil, nil, true)
+		v, err := e.prepared(s, mounts, nil, nil, true, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// Pool keeps VMs ready for evals, each already prepared — reseeded, with a
-// given set of tools defined, and warmed — so an eval does not wait for
-// one to be made. Every VM still runs exactly one eval. A Pool is safe for
+// Pool keeps VMs ready for evals, each already prepared — with a given
+// set of tools defined, and warmed — so an eval does not wait for one to
+// be made. A VM whose eval ended cleanly is rewound and runs a later eval
+// (rewind.go); every eval sees a fresh VM's state. A Pool is safe for
 // concurrent use.
 type Pool struct {
 	e       *Engine
@@ -19,6 +20,7 @@ type Pool struct {
 	tools   []string
 	scratch *scratchDirs
 	ready   chan *VM
+	idle    *idleVMs // its VMs rewound after clean evals (rewind.go)
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -52,7 +54,7 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 		return nil, err
 	}
 	p := &Pool{e: e, snap: snap, mounts: append([]Mount(nil), mounts...), tools: append([]string(nil), tools...),
-		closing: make(chan struct{}), scratch: newScratchDirs(scratchBase)}
+		closing: make(chan struct{}), scratch: newScratchDirs(scratchBase), idle: &idleVMs{}}
 	if size > 0 {
 		p.ready = make(chan *VM, size)
 		p.kick = make(chan struct{}, 1)
@@ -125,7 +127,7 @@ func (p *Pool) get() (*VM, error) {
 	default:
 	}
 	p.misses.Add(1)
-	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false)
+	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false, p.idle)
 }
 
 // fill keeps the pool full, preparing VMs only while the pool is quiet.
@@ -157,7 +159,7 @@ func (p *Pool) fill() {
 			}
 			continue
 		}
-		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, true)
+		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, true, p.idle)
 		if err != nil {
 			// A missing mount directory is the evals' to report (each
 			// ends with sandbox_error saying so); anything else is news.
@@ -216,6 +218,7 @@ func (p *Pool) Close() {
 			}
 			break
 		}
+		p.idle.close()
 		p.e.poolsMu.Lock()
 		delete(p.e.pools, p)
 		p.e.poolsMu.Unlock()

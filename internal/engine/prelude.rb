@@ -152,7 +152,6 @@ module Glovebox
     # call and loop), and reads integer and string answers itself: add(1, 2)
     # costs about 16,800 fuel instead of 24,000.
     def __prepare
-      srand(Random.new_seed)
       src = +"# frozen_string_literal: true\n"
       tools = JSON.parse(__send("req", ""))["tools"]
       tools.each do |name|
@@ -188,6 +187,7 @@ module Glovebox
     # as a wire string.
     def __run
       req = JSON.parse(__send("req", ""))
+      srand(Random.new_seed) if req["reseed"] # a VM's first eval, made or rewound (see rewind.go)
       max_value = req["max_value"]
       out = begin
         __input(req)

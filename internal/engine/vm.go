@@ -108,8 +108,8 @@ type Outcome struct {
 	Trapped bool
 }
 
-// VM is one instance of the guest. It runs at most one eval and is then
-// discarded.
+// VM is one instance of the guest. It runs one eval (a session's: many)
+// and is then freed, or rewound for the next eval (rewind.go).
 type VM struct {
 	e        *Engine
 	store    *wt.Store
@@ -162,6 +162,18 @@ type VM struct {
 	// The virtual monotonic clock (see monotonic): its value at born.
 	monoBase uint64
 	born     time.Time
+
+	// Reuse (rewind.go): where the VM goes when its eval ends cleanly
+	// (nil: freed), the tools it was prepared with, its checkpoint (nil:
+	// none), the trampoline's exports kept across guards, whether its
+	// last eval ended cleanly, and whether the next eval must reseed
+	// Ruby's random generator (a rewound VM's first).
+	home     *idleVMs
+	toolsKey string
+	ck       *checkpoint
+	orig     [numShadowed]wt.Func
+	cleanEnd bool
+	reseed   bool
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -296,6 +308,7 @@ func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs) (*VM, e
 // setup makes the VM's store, scratch directory and WASI context: the
 // scratch directory at fd 3, then mounts in order.
 func (v *VM) setup(mounts []Mount) error {
+	v.mounts = mounts
 	if v.scr == nil {
 		v.scr = v.e.scratch
 	}
@@ -311,15 +324,21 @@ func (v *VM) setup(mounts []Mount) error {
 	}
 	v.store = wt.NewStore(v.e.wt, v)
 	v.store.Limit(maxMemory)
-	w := wt.WASI{Preopens: []wt.Preopen{{Host: scratch, Guest: ScratchGuest, Write: true}}}
-	for _, m := range mounts {
-		w.Preopens = append(w.Preopens, wt.Preopen{Host: m.Host, Guest: m.Guest, Write: m.Write})
-	}
-	if err := v.store.SetWASI(w); err != nil {
+	if err := v.store.SetWASI(v.wasiConfig()); err != nil {
 		v.close()
 		return err
 	}
 	return nil
+}
+
+// wasiConfig is the VM's WASI context: the scratch directory at fd 3,
+// then the mounts in order.
+func (v *VM) wasiConfig() wt.WASI {
+	w := wt.WASI{Preopens: []wt.Preopen{{Host: v.scratch, Guest: ScratchGuest, Write: true}}}
+	for _, m := range v.mounts {
+		w.Preopens = append(w.Preopens, wt.Preopen{Host: m.Host, Guest: m.Guest, Write: m.Write})
+	}
+	return w
 }
 
 // maxMemory is the linear-memory cap a VM is created with, before an
@@ -343,7 +362,7 @@ func (v *VM) bind(inst *wt.Instance) error {
 	return v.bindTrampoline()
 }
 
-// prepare runs the per-VM setup (reseeding randomness) under a fixed
+// prepare runs the per-VM setup (defining the tools) under a fixed
 // budget, before any untrusted code, then runs the eval driver once on the
 // fixed program "nil". That warm-up takes the first-run costs of a fresh
 // instance (cold caches, lazily initialised function tables) off the
@@ -380,6 +399,11 @@ func (v *VM) prepare(tools []string, warmUp bool) error {
 		return fmt.Errorf("preparing a VM: %w", err)
 	}
 	v.prepared = true
+	// The first eval reseeds Ruby's random generator before any of its
+	// code runs (the snapshot holds one seed for every VM), whether the
+	// VM was made or rewound (rewind.go): the same work either way, so
+	// an eval's fuel does not depend on which it got.
+	v.reseed = true
 	return nil
 }
 
@@ -521,6 +545,8 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	}
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
+	v.cleanEnd = kept(out) && v.stopped == ""
+	v.reseed = false
 	return out
 }
 

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// Whole-VM reuse. Making a VM from the snapshot costs a store, an
+// instance and a WASI context, and its first run pays for cold caches and
+// wasmtime's lazily filled function tables (BenchmarkVMPhases: about
+// 100 µs to make, 70 µs to prepare, and its eval 15 µs slower than the
+// same eval in a VM that already ran one). So a VM whose eval ended
+// cleanly is not freed but rewound to the state it had right after
+// prepare, and the next eval with the same tools takes it.
+//
+// What a rewind restores, and why that is everything the guest can see:
+//
+//   - Linear memory: every page written since the memory was mapped gets
+//     the bytes it had at the checkpoint (wt.Instance.Rewind), found by
+//     the same page scan that resets reused memories. A memory that grew
+//     is never rewound (wasm memories cannot shrink, and its size is
+//     visible): the VM is freed.
+//   - Globals: all of the module's mutable globals are exported (see
+//     wasmbin.ExportGlobals) and set back to their values at the
+//     checkpoint.
+//   - Tables and segments: the guest's code has no instruction that
+//     writes a table or drops a segment (checked when the snapshot is
+//     built: see stateWriter), so they are the same in every instance.
+//   - The WASI context (open files, directory cursors), the file-system
+//     guard and the scratch directory are made anew, exactly as for a new
+//     VM, when the VM is taken.
+//   - Randomness: the next eval reseeds Ruby's generator before any of
+//     its code runs (the request says so), as a new VM's first eval does.
+//   - The guest's monotonic clock restarts from its checkpoint value, so
+//     an eval cannot tell how long the VM waited or how many evals it ran.
+//   - Host-side state of the VM is zeroed except the handles to the store
+//     and instance.
+//
+// Only a VM whose eval ended ok or with an exception that Ruby unwound is
+// rewound (see kept): after a trap, a timeout, a host stop or an
+// abandoned tool call it is freed, as before.
+
+// idleVMs holds rewound VMs for reuse, most recently used last. One
+// belongs to the engine (evals without a pool) and one to each pool; the
+// snapshot, mounts and scratch directories are the holder's, so VMs are
+// told apart by their tools alone.
+type idleVMs struct {
+	mu     sync.Mutex
+	vms    []*VM
+	closed bool
+}
+
+// maxIdleVMs bounds the VMs an idleVMs keeps: enough for every core to
+// run back-to-back evals. Each pins its written pages (at most
+// maxRewindPages) and a copy of those at its checkpoint.
+var maxIdleVMs = max(runtime.GOMAXPROCS(0), 2)
+
+// maxRewindPages is the most pages (4 KiB) a rewind may copy before the
+// VM is freed instead: an eval that wrote this much (64 MiB) costs about
+// as much to rewind as to replace, and an idle VM should not pin it.
+const maxRewindPages = 16384
+
+// DisableReuse makes the pool free every VM after its eval instead of
+// rewinding it for the next (see rewind.go). Call it before the pool's
+// first eval.
+func (p *Pool) DisableReuse() { p.idle.close() }
+
+// open reports whether h takes VMs (it is not nil and not closed).
+func (h *idleVMs) open() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.closed
+}
+
+// take returns an idle VM prepared with tools, or nil.
+func (h *idleVMs) take(tools string) *VM {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.vms) - 1; i >= 0; i-- {
+		if v := h.vms[i]; v.toolsKey == tools {
+			h.vms = append(h.vms[:i], h.vms[i+1:]...)
+			return v
+		}
+	}
+	return nil
+}
+
+// put keeps v, freeing the least recently used VM if h is full. It
+// reports false (v is the caller's to free) once h is closed.
+func (h *idleVMs) put(v *VM) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	var evicted *VM
+	if len(h.vms) >= maxIdleVMs {
+		evicted = h.vms[0]
+		h.vms = append(h.vms[:0], h.vms[1:]...)
+	}
+	h.vms = append(h.vms, v)
+	h.mu.Unlock()
+	if evicted != nil {
+		evicted.close()
+	}
+	return true
+}
+
+// close frees the idle VMs; later puts are refused.
+func (h *idleVMs) close() {
+	h.mu.Lock()
+	vms := h.vms
+	h.vms, h.closed = nil, true
+	h.mu.Unlock()
+	for _, v := range vms {
+		v.close()
+	}
+}
+
+// checkpoint is a VM's state right after prepare, the state a rewind
+// returns it to (linear memory is kept by its wt.Instance).
+type checkpoint struct {
+	globals []wt.Global
+	bits    []uint64 // the globals' values
+	mono    uint64   // the guest's monotonic clock, stopped while it waits
+	nextJS  uint32   // the next host-value handle
+}
+
+// takeCheckpoint records v's prepared state so that it can be rewound. A
+// VM that cannot be checkpointed is used once and freed, as before.
+func (v *VM) takeCheckpoint(snap *snapshot) {
+	if !snap.rewindable || len(v.jsvals) != 0 {
+		return
+	}
+	if _, err := v.inst.Checkpoint(); err != nil {
+		return
+	}
+	c := v.store.Context()
+	ck := &checkpoint{mono: v.monoBase, nextJS: v.nextJS}
+	for _, g := range snap.globals {
+		bits, ok := v.inst.GlobalBits(c, g.name)
+		h, ok2 := v.inst.Global(c, g.name)
+		if !ok || !ok2 {
+			return
+		}
+		ck.globals, ck.bits = append(ck.globals, h), append(ck.bits, bits)
+	}
+	v.ck = ck
+}
+
+// errNotRewindable reports a VM that must be freed rather than rewound.
+var errNotRewindable = errors.New("the VM cannot be rewound")
+
+// rewind returns v to its checkpoint and releases what its eval held (the
+// WASI context's files, the guard's descriptors, the scratch directory's
+// contents). renew must run before its next eval.
+func (v *VM) rewind() error {
+	if v.ck == nil || !v.cleanEnd || v.abandoned.Load() || v.store == nil {
+		return errNotRewindable
+	}
+	n, err := v.inst.Rewind()
+	if err != nil {
+		return err
+	}
+	if n > maxRewindPages {
+		return fmt.Errorf("%w: %d pages written", errNotRewindable, n)
+	}
+	c := v.store.Context()
+	for i, g := range v.ck.globals {
+		if err := g.SetBits(c, v.ck.bits[i]); err != nil {
+			return err
+		}
+	}
+	// A new WASI context replaces the old one when the VM is taken. If
+	// the guest left files open, close them now rather than have an idle
+	// VM hold them (a deleted scratch file's data stays while open).
+	if !v.fs.onlyPreopens() {
+		if err := v.store.SetWASI(wt.WASI{}); err != nil {
+			return err
+		}
+	}
+	orig := v.fs.orig
+	v.fs.close()
+	if err := wipeDir(v.scratch); err != nil {
+		return err
+	}
+	*v = VM{e: v.e, store: v.store, inst: v.inst, mem: v.mem, realloc: v.realloc, evalFn: v.evalFn,
+		rstring: v.rstring, postStr: v.postStr, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
+		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals}
+	clear(v.jsvals)
+	return nil
+}
+
+// renew gives a rewound VM a new file-system guard and WASI context, made
+// now so that a mount's host directory replaced while the VM waited is
+// the one it opens, as a new VM would.
+func (v *VM) renew() error {
+	fs, err := newFSGuard(v.scratch, v.mounts)
+	if err != nil {
+		return err
+	}
+	fs.orig = v.orig
+	v.fs = fs
+	if err := v.store.SetWASI(v.wasiConfig()); err != nil {
+		return err
+	}
+	v.monoBase, v.born, v.nextJS = v.ck.mono, time.Time{}, v.ck.nextJS
+	v.reseed = true
+	return nil
+}
+
+// onlyPreopens reports whether the guest's descriptors beyond stdio are
+// exactly the preopened directories the guard started with.
+func (g *fsGuard) onlyPreopens() bool {
+	if len(g.fds) != len(g.domains) {
+		return false
+	}
+	for i := range g.domains {
+		if f := g.fds[uint32(3+i)]; f == nil || f.domain != i || f.mirror != -1 {
+			return false
+		}
+	}
+	return true
+}
+
+// stateWriter scans the code the engine compiles (compileSource, the
+// setjmp rewrite included) for an instruction that writes a table or
+// drops a segment: "" if there is none, its name if there is, "?" if the
+// code could not be read. The scan decodes every function (about 150 ms
+// for ruby.wasm), so it runs once, when a snapshot is built.
+func (e *Engine) stateWriter() string {
+	m, err := e.compileSource()
+	if err != nil {
+		return "?"
+	}
+	op, _, err := m.StateWriter()
+	if err != nil {
+		return "?"
+	}
+	return op
+}
+
+// toolsKey names a tool list for idleVMs.
+func toolsKey(tools []string) string { return strings.Join(tools, "\x00") }
+
+// ReuseStats reports how many VMs were rewound after a clean eval and how
+// many evals took a rewound VM, since the engine opened (pools included).
+func (e *Engine) ReuseStats() (rewound, reused uint64) { return e.rewinds.Load(), e.reuses.Load() }

@@ -1,0 +1,296 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// evalOK runs code on the test engine without a pool and returns its value.
+func evalOK(t *testing.T, req *Request) any {
+	t.Helper()
+	out, err := testEngine.Eval(context.Background(), req)
+	if err != nil || out.Status != StatusOK {
+		t.Fatalf("%q: %v %+v %+v", req.Code, err, out, out.Error)
+	}
+	return out.Value
+}
+
+// TestRewoundVMIsClean: a VM rewound after a clean eval and taken by the
+// next one shows that eval nothing of the last — globals, constants,
+// monkey-patches, heap contents, ENV, open descriptors, scratch files, a
+// replaced tool method, the random seed, the clock — and gives the same
+// answers a new VM gives.
+func TestRewoundVMIsClean(t *testing.T) {
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 10}
+	tools := []string{"lookup"}
+	call := func(ctx context.Context, c *Call) ([]byte, error) { return Answer(nil, "tool:"+c.Name, 8) }
+	req := func(code string) *Request { return &Request{Code: code, Limits: lim, Tools: tools, Call: call} }
+	const dirty = `$leak = "SECRET"; LEAK = 1; class Integer; def to_s(*) = "patched"; end
+class String; def leak? = true; end
+def lookup(*) = "replaced"
+secret = "HEAPSECRET" * 1000; $keep = secret
+ENV["LEAK"] = "1"
+f = File.open("/tmp/leak.txt", "w"); f.write("SECRET"); f.flush
+g = File.open("/tmp/other.txt", "w")
+srand(1); t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); sleep 0.02
+[f.fileno, g.fileno, rand(1 << 30), t0, Process.clock_gettime(Process::CLOCK_MONOTONIC)]`
+	const probe = `f = File.open("/tmp/probe.txt", "w")
+heap = ObjectSpace.each_object(String).any? { |s| s.size >= 10_000 && s.include?("HEAPSECRET") }
+[defined?($leak), defined?(LEAK), 1.to_s + "".respond_to?(:leak?).to_s, lookup, ENV["LEAK"], heap,
+ Dir.children("/tmp").sort, f.fileno, rand(1 << 30), Process.clock_gettime(Process::CLOCK_MONOTONIC)]`
+	rw0, ru0 := testEngine.ReuseStats()
+	mem0 := testEngine.MemoryStats()
+	var freshFD any
+	for round := range 6 {
+		d := evalOK(t, req(dirty)).([]any)
+		seeded, dirtyEnd := d[2], d[4].(float64)
+		got := evalOK(t, req(probe)).([]any)
+		if got[0] != nil || got[1] != nil || got[2] != "1false" || got[3] != "tool:lookup" || got[4] != nil || got[5] != false {
+			t.Fatalf("round %d: the next eval saw the last one's state: %v", round, got)
+		}
+		if !slices.Equal(got[6].([]any), []any{"probe.txt"}) {
+			t.Fatalf("round %d: scratch holds %v", round, got[6])
+		}
+		if round == 0 {
+			freshFD = got[7]
+		} else if got[7] != freshFD {
+			t.Fatalf("round %d: a new file got descriptor %v, not %v as in the first VM: descriptors leaked", round, got[7], freshFD)
+		}
+		if got[8] == seeded {
+			t.Fatalf("round %d: the next eval has the last one's random seed", round)
+		}
+		if clock := got[9].(float64); clock >= dirtyEnd {
+			t.Fatalf("round %d: the clock went on from the last eval (%v after %v): it did not restart", round, clock, dirtyEnd)
+		}
+	}
+	rw1, ru1 := testEngine.ReuseStats()
+	if rw1-rw0 < 10 || ru1-ru0 < 10 || testEngine.MemoryStats().Rewound-mem0.Rewound < 10 {
+		t.Fatalf("VMs were not reused: %d rewound, %d taken again", rw1-rw0, ru1-ru0)
+	}
+}
+
+// TestRewoundVMsReseed: evals in rewound VMs draw different random
+// numbers, as in new VMs, even when an eval seeded the generator.
+func TestRewoundVMsReseed(t *testing.T) {
+	seen := map[any]bool{}
+	for range 8 {
+		v := evalOK(t, &Request{Code: "rand(1 << 62)", Limits: testLimits})
+		if seen[v] {
+			t.Fatalf("two evals drew %v", v)
+		}
+		seen[v] = true
+	}
+}
+
+// TestRewindRefusals: a VM whose eval trapped, was stopped or grew its
+// memory is freed, not rewound, and the next eval runs normally.
+func TestRewindRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		lim        func(*Limits)
+		want       Status
+	}{
+		{"timeout", "loop {}", func(l *Limits) { l.Timeout = 50 * time.Millisecond }, StatusTimeout},
+		{"fuel", "loop {}", func(l *Limits) { l.Fuel = 5_000_000 }, StatusFuelExhausted},
+		{"memory grown", `$a = "x" * (300 << 20); 1`, func(l *Limits) {}, StatusOK},
+		{"memory limit", `a = []; loop { a << "x" * (1 << 20) }`, func(l *Limits) { l.Memory = 300 << 20 }, StatusMemoryLimit},
+		{"stack", "def f = f; f", func(l *Limits) {}, StatusError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := testLimits
+			tc.lim(&lim)
+			rw0, _ := testEngine.ReuseStats()
+			out, err := testEngine.Eval(context.Background(), &Request{Code: tc.code, Limits: lim})
+			if err != nil || out.Status != tc.want {
+				t.Fatalf("%v %+v %+v", err, out, out.Error)
+			}
+			if rw1, _ := testEngine.ReuseStats(); rw1 != rw0 && (out.Trapped || tc.name == "memory grown") {
+				t.Fatalf("a VM that ended %s (trapped %v) was rewound", out.Status, out.Trapped)
+			}
+			if v := evalOK(t, &Request{Code: "[$a, 1 + 1]", Limits: testLimits}); !slices.Equal(v.([]any), []any{nil, int64(2)}) {
+				t.Fatalf("the next eval got %v", v)
+			}
+		})
+	}
+}
+
+// BenchmarkEvalRewound is 1+1 back-to-back through Eval, each in a VM
+// rewound after the last, beside the floor (1+1 again in the same VM
+// without a rewind).
+func BenchmarkEvalRewound(b *testing.B) {
+	req := &Request{Code: "1+1", Limits: testLimits}
+	var d []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		if out, err := testEngine.Eval(context.Background(), req); err != nil || out.Status != StatusOK {
+			b.Fatal(err, out)
+		}
+		d = append(d, time.Since(t))
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// BenchmarkRewindPhases times the parts of rewinding and renewing a VM
+// after 1+1, with the pages each rewind copies.
+func BenchmarkRewindPhases(b *testing.B) {
+	h := &idleVMs{}
+	defer h.close()
+	req := &Request{Code: "1+1", Limits: testLimits}
+	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, false, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tMem, tRest, tRenew, tEval time.Duration
+	var pages int
+	for b.Loop() {
+		t0 := time.Now()
+		if out := v.run(context.Background(), req); out.Status != StatusOK {
+			b.Fatal(out)
+		}
+		t1 := time.Now()
+		n, err := v.inst.Rewind()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pages += n
+		t2 := time.Now()
+		c := v.store.Context()
+		for i, g := range v.ck.globals {
+			g.SetBits(c, v.ck.bits[i])
+		}
+		if !v.fs.onlyPreopens() {
+			v.store.SetWASI(wt.WASI{})
+		}
+		orig := v.fs.orig
+		v.fs.close()
+		wipeDir(v.scratch)
+		v.orig = orig
+		t3 := time.Now()
+		if err := v.renew(); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		tEval += t1.Sub(t0)
+		tMem += t2.Sub(t1)
+		tRest += t3.Sub(t2)
+		tRenew += t4.Sub(t3)
+	}
+	n := float64(b.N)
+	for name, d := range map[string]time.Duration{"eval": tEval, "memory": tMem, "globals+wasi+wipe": tRest, "renew": tRenew} {
+		b.ReportMetric(float64(d.Nanoseconds())/1e3/n, name+"-µs")
+	}
+	b.ReportMetric(float64(pages)/n, "pages")
+	v.close()
+}
+
+// TestRewindRestoresMemoryExactly: after each rewind the VM's linear
+// memory and globals are byte for byte what they were at the checkpoint,
+// whatever the eval did: wrote pages it never wrote before (so that the
+// rewind has to scan for them), wrote nothing new, raised, used files, or
+// ran a tool; and whether or not the process took page faults between
+// rewinds (the rewind skips its scan only when it took none).
+func TestRewindRestoresMemoryExactly(t *testing.T) {
+	h := &idleVMs{}
+	defer h.close()
+	v, err := testEngine.prepared(testEngine.base, nil, []string{"echo"}, nil, false, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	if v.ck == nil {
+		t.Fatal("no checkpoint")
+	}
+	c := v.store.Context()
+	want := append([]byte(nil), v.mem.Data(c)...)
+	wantGlobals := append([]uint64(nil), v.ck.bits...)
+	call := func(ctx context.Context, c *Call) ([]byte, error) { return Answer(nil, c.Args, 8) }
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 10}
+	for i, code := range []string{
+		"1+1",
+		"1+1",
+		`$x = "A" * 200_000; "B" * 100_000; 3`, // new pages
+		"1+1",
+		`raise "boom"`,
+		`File.write("/tmp/a", "x" * 50_000); File.read("/tmp/a").size`,
+		`echo(1, "two", [3])`,
+		`GC.start; ObjectSpace.each_object(String).count`,
+		"1+1",
+	} {
+		v.reseed = i%2 == 0
+		out := v.run(context.Background(), &Request{Code: code, Limits: lim, Tools: []string{"echo"}, Call: call})
+		if out.Trapped {
+			t.Fatalf("%q trapped: %+v", code, out.Error)
+		}
+		if i == 4 {
+			_ = make([]byte, 64<<20) // page faults in the process: the next rewind must scan
+		}
+		if err := v.rewind(); err != nil {
+			t.Fatalf("after %q: %v", code, err)
+		}
+		got := v.mem.Data(c)
+		if len(got) != len(want) {
+			t.Fatalf("after %q: memory is %d bytes, want %d", code, len(got), len(want))
+		}
+		if !bytes.Equal(got, want) {
+			n := 0
+			for p := 0; p < len(got); p += 4096 {
+				if !bytes.Equal(got[p:p+4096], want[p:p+4096]) {
+					n++
+				}
+			}
+			t.Fatalf("after %q: %d pages differ from the checkpoint", code, n)
+		}
+		for j, g := range snapGlobals(t, v) {
+			if g != wantGlobals[j] {
+				t.Fatalf("after %q: global %d is %d, want %d", code, j, g, wantGlobals[j])
+			}
+		}
+		if err := v.renew(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapGlobals reads v's mutable globals in checkpoint order.
+func snapGlobals(t *testing.T, v *VM) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, g := range testEngine.base.globals {
+		b, ok := v.inst.GlobalBits(v.store.Context(), g.name)
+		if !ok {
+			t.Fatalf("global %s unreadable", g.name)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestNoRewindWhenCodeWritesTables: a snapshot whose guest code writes a
+// table or drops a segment (stateWriter found one) gives VMs without a
+// checkpoint: each is freed after its eval, never rewound.
+func TestNoRewindWhenCodeWritesTables(t *testing.T) {
+	snap := *testEngine.base
+	snap.rewindable = false
+	h := &idleVMs{}
+	defer h.close()
+	v, err := testEngine.prepared(&snap, nil, nil, nil, false, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	if out := v.run(context.Background(), &Request{Code: "1+1", Limits: testLimits}); out.Status != StatusOK {
+		t.Fatal(out)
+	}
+	if v.ck != nil || v.rewind() == nil {
+		t.Fatal("a VM of a snapshot that is not rewindable was rewound")
+	}
+}
