@@ -400,8 +400,9 @@ func (e *Engine) EvalBooted(ctx context.Context, req *Request) (*Outcome, error)
 	return v.run(ctx, req), nil
 }
 
-// HoldIdle makes n prepared VMs and keeps them until release is called:
-// for measuring what an idle VM costs.
+// HoldIdle makes n VMs as a pool holds them between evals — prepared,
+// checkpointed, then rewound after one eval of 1+1 — and keeps them until
+// release is called: for measuring what an idle VM costs.
 func (e *Engine) HoldIdle(n int) (release func(), err error) {
 	var vms []*VM
 	release = func() {
@@ -409,13 +410,23 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 			v.close()
 		}
 	}
+	home := &idleVMs{} // gives the VMs checkpoints; they never go back to it
+	defer home.close()
+	req := &Request{Code: "1+1", Limits: warmRequest.Limits}
 	for range n {
-		v, err := e.prepared(e.base, nil, nil, nil, true, nil)
+		v, err := e.prepared(e.base, nil, nil, nil, true, home)
+		if err == nil {
+			vms = append(vms, v)
+			if out := v.run(context.Background(), req); out.Status != StatusOK {
+				err = fmt.Errorf("glovebox: 1+1 in an idle VM ended %s", out.Status)
+			} else {
+				err = v.rewind()
+			}
+		}
 		if err != nil {
 			release()
 			return nil, err
 		}
-		vms = append(vms, v)
 	}
 	return release, nil
 }

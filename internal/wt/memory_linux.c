@@ -186,6 +186,8 @@ static void gb_rewind_run(gb_slot *s, size_t first, size_t n) {
   }
 }
 
+static void gb_note_page(gb_slot *s, size_t first);
+
 // gb_rewind_seen rewinds a run, as gb_rewind_run, and records it in the
 // slot's list of written pages.
 static void gb_rewind_seen(gb_slot *s, size_t first, size_t n) {
@@ -213,9 +215,18 @@ static long gb_process_faults(void) {
   return ru.ru_minflt + ru.ru_majflt;
 }
 
-// gb_note_run adds pages [first, first+n) to the checkpoint being taken;
-// on allocation failure it marks the checkpoint failed (ck_cap = SIZE_MAX).
+// gb_note_run adds the pages of [first, first+n) that differ from the
+// image to the checkpoint being taken (a page equal to the image's is
+// rewound from the image); on allocation failure it marks the checkpoint
+// failed (ck_cap = SIZE_MAX).
 static void gb_note_run(gb_slot *s, size_t first, size_t n) {
+  for (size_t p = first; p < first + n; p++) {
+    if (memcmp(s->base + p * PAGE, (const uint8_t *)s->img->ro + p * PAGE, PAGE) != 0) gb_note_page(s, p);
+  }
+}
+
+static void gb_note_page(gb_slot *s, size_t first) {
+  size_t n = 1;
   if (s->ck_cap == SIZE_MAX) return;
   if (s->ck_n + n > s->ck_cap) {
     size_t cap = s->ck_cap * 2;
@@ -493,19 +504,20 @@ wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_co
 }
 
 // gb_slot_checkpoint records the slot's current contents as the state
-// gb_slot_rewind returns it to: a copy of every page that differs from
-// the image. It returns the number of pages copied, or -1 (no checkpoint:
-// the slot has no image, grew past it, or the scan or a copy failed).
+// gb_slot_rewind returns it to: a copy of every written page that differs
+// from the image. It returns the number of pages copied, or -1 (no
+// checkpoint: the slot has no image, grew past it, or the scan or a copy
+// failed).
 long gb_slot_checkpoint(gb_slot *s) {
   gb_slot_drop_checkpoint(s);
   if (s->img == NULL || s->img->pagemap_fd < 0 || s->size != s->img->len) return -1;
   long n = gb_scan(s, gb_note_run);
-  if (n < 0 || s->ck_cap == SIZE_MAX || (size_t)n != s->ck_n) {
+  if (n < 0 || s->ck_cap == SIZE_MAX) {
     gb_slot_drop_checkpoint(s);
     return -1;
   }
   s->ck_taken = 1;
-  return n;
+  return (long)s->ck_n;
 }
 
 // gb_slot_rewind returns the slot to its checkpoint: every page written
