@@ -119,6 +119,7 @@ type VM struct {
 	evalFn   wt.Func
 	rstring  wt.Func
 	postStr  wt.Func
+	fuel     wt.Global // the fuel left, on an engine with meter (meter.go)
 	prepared bool
 	mounts   []Mount
 	scratch  string // the host directory behind ScratchGuest
@@ -340,6 +341,9 @@ func (v *VM) bind(inst *wt.Instance) error {
 			return fmt.Errorf("the guest image lacks export %d of the expected interface", i)
 		}
 	}
+	if err := v.bindMeter(c); err != nil {
+		return err
+	}
 	return v.bindTrampoline()
 }
 
@@ -395,6 +399,9 @@ var warmRequest = Request{Code: "nil", Limits: Limits{
 }}
 
 func (v *VM) setFuel(f uint64) error {
+	if v.e.meter {
+		return v.setMeterFuel(f)
+	}
 	if v.e.cfg.NoFuel {
 		return nil
 	}
@@ -484,7 +491,9 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	// An engine without fuel has none to read; asking is an error whose
 	// message wasmtime builds with a symbolized backtrace (about 50 ms of
 	// CPU the first time in a process, measured with perf).
-	if !v.e.cfg.NoFuel {
+	if v.e.meter {
+		out.FuelUsed = v.meterFuelUsed(fuel)
+	} else if !v.e.cfg.NoFuel {
 		if left, ferr := c.Fuel(); ferr == nil && left <= fuel {
 			out.FuelUsed = fuel - left
 		}
