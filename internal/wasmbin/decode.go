@@ -51,32 +51,32 @@ func init() {
 			layouts[op], known[op] = l, true
 		}
 	}
-	set(0x00, 0x01, "")    // unreachable, nop
-	set(0x02, 0x04, "b")   // block, loop, if
-	set(0x05, 0x05, "")    // else
-	set(0x0B, 0x0B, "")    // end
-	set(0x0C, 0x0D, "u")   // br, br_if
-	set(0x0E, 0x0E, "L")   // br_table
-	set(0x0F, 0x0F, "")    // return
-	set(0x10, 0x10, "u")   // call
-	set(0x11, 0x11, "uu")  // call_indirect type table
-	set(0x12, 0x12, "u")   // return_call
-	set(0x13, 0x13, "uu")  // return_call_indirect
-	set(0x1A, 0x1B, "")    // drop, select
-	set(0x1C, 0x1C, "T")   // select t*
-	set(0x20, 0x24, "u")   // local.get/set/tee, global.get/set
-	set(0x25, 0x26, "u")   // table.get, table.set
-	set(0x28, 0x3E, "m")   // loads and stores
-	set(0x3F, 0x40, "u")   // memory.size, memory.grow (memory index)
-	set(0x41, 0x41, "s")   // i32.const
-	set(0x42, 0x42, "S")   // i64.const
-	set(0x43, 0x43, "4")   // f32.const
-	set(0x44, 0x44, "8")   // f64.const
-	set(0x45, 0xC4, "")    // numeric, sign extension
-	set(0xD0, 0xD0, "h")   // ref.null
-	set(0xD1, 0xD1, "")    // ref.is_null
-	set(0xD2, 0xD2, "u")   // ref.func
-	set(0xFC, 0xFD, "")    // prefixes: see prefixed
+	set(0x00, 0x01, "")   // unreachable, nop
+	set(0x02, 0x04, "b")  // block, loop, if
+	set(0x05, 0x05, "")   // else
+	set(0x0B, 0x0B, "")   // end
+	set(0x0C, 0x0D, "u")  // br, br_if
+	set(0x0E, 0x0E, "L")  // br_table
+	set(0x0F, 0x0F, "")   // return
+	set(0x10, 0x10, "u")  // call
+	set(0x11, 0x11, "uu") // call_indirect type table
+	set(0x12, 0x12, "u")  // return_call
+	set(0x13, 0x13, "uu") // return_call_indirect
+	set(0x1A, 0x1B, "")   // drop, select
+	set(0x1C, 0x1C, "T")  // select t*
+	set(0x20, 0x24, "u")  // local.get/set/tee, global.get/set
+	set(0x25, 0x26, "u")  // table.get, table.set
+	set(0x28, 0x3E, "m")  // loads and stores
+	set(0x3F, 0x40, "u")  // memory.size, memory.grow (memory index)
+	set(0x41, 0x41, "s")  // i32.const
+	set(0x42, 0x42, "S")  // i64.const
+	set(0x43, 0x43, "4")  // f32.const
+	set(0x44, 0x44, "8")  // f64.const
+	set(0x45, 0xC4, "")   // numeric, sign extension
+	set(0xD0, 0xD0, "h")  // ref.null
+	set(0xD1, 0xD1, "")   // ref.is_null
+	set(0xD2, 0xD2, "u")  // ref.func
+	set(0xFC, 0xFD, "")   // prefixes: see prefixed
 }
 
 // fcLayout is the layout of the 0xFC instruction sub.
