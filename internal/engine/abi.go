@@ -96,8 +96,6 @@ func defineHost(l *wt.Linker, m *wasmbin.Module) error {
 			fn = func(_ *wt.Caller, v wt.Vals) error { return nil } // identity: result = argument
 		case modCanonical + "::resource_drop_js-abi-value":
 			fn = hostDropJS
-		case wasmbin.MeterModule + "::" + wasmbin.MeterImport:
-			fn = hostOutOfFuel
 		case modWASI + "::poll_oneoff":
 			fn = hostPollOneoff
 		case modWASI + "::random_get":

@@ -11,14 +11,15 @@ import (
 // Fuel on a metered engine (Config.NoFuel and Config.WasmtimeFuel unset)
 // is counted by the guest's own code: wasmbin.PatchFuel rewrites the
 // image so that loop heads and the entries of functions that loop or call
-// subtract a static cost from an i64 global and call the host's
-// out_of_fuel when it goes negative. The module is compiled without
+// subtract a static cost from an i64 global and trap with unreachable
+// when it goes negative; such a trap is told from the guest's own
+// unreachable by the global being negative (meterExhausted). The module is compiled without
 // wasmtime's fuel; the epoch deadline still bounds wall-clock time. See
 // RATIONALE.md, "Why glovebox meters fuel itself".
 
 // meterVersion names the fuel rewrite (wasmbin.PatchFuel, MeterCap) in
 // the module's cache key; change it whenever the rewrite changes.
-const meterVersion = "meter-1"
+const meterVersion = "meter-2"
 
 // meterImage returns the header of the metered module made from m (the
 // module sjljImage chose): what the engine needs of its imports, globals
@@ -90,10 +91,9 @@ func (v *VM) meterFuelUsed(fuel uint64) uint64 {
 	return fuel - uint64(left)
 }
 
-// hostOutOfFuel is the metered guest's glovebox::out_of_fuel, called by a
-// meter point that took the fuel below zero: it stops the eval as
-// fuel_exhausted.
-func hostOutOfFuel(c *wt.Caller, _ wt.Vals) error {
-	v := vmOf(c)
-	return v.stop(StatusFuelExhausted, fmt.Sprintf("the eval used its %d units of fuel", v.limits.Fuel))
+// meterExhausted reports whether the trap we is a meter point's: an
+// unreachable reached with the fuel global below zero, which only a meter
+// point that just took it there does (see wasmbin.PatchFuel).
+func (v *VM) meterExhausted(we *wt.Error) bool {
+	return v.e.meter && we.Code == wt.TrapUnreachable && v.fuel.Get(v.store.Context()) < 0
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 func evalFuel(t *testing.T, code string, fuel uint64) *Outcome {
@@ -89,6 +91,31 @@ func TestMeterFuelIsDeterministic(t *testing.T) {
 	} {
 		if out := evalFuel(t, code, 20_000_000); out.Status != StatusFuelExhausted && out.Status != StatusSandboxError {
 			t.Fatalf("%s: %s", code, out.Status)
+		}
+	}
+}
+
+// A trap is fuel_exhausted only when the fuel global is below zero: the
+// guest's own unreachable (an abort in C) stays a crash.
+func TestMeterTrapIsToldFromGuestUnreachable(t *testing.T) {
+	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	v.limits = testLimits
+	c := v.store.Context()
+	for _, tc := range []struct {
+		fuel int64
+		want Status
+	}{{1000, StatusSandboxError}, {0, StatusSandboxError}, {-3, StatusFuelExhausted}} {
+		if err := v.fuel.Set(c, tc.fuel); err != nil {
+			t.Fatal(err)
+		}
+		out := &Outcome{}
+		v.classify(&wt.Error{Code: wt.TrapUnreachable, Message: "wasm trap: wasm `unreachable` instruction executed"}, out)
+		if out.Status != tc.want {
+			t.Fatalf("unreachable with fuel %d: %s, want %s", tc.fuel, out.Status, tc.want)
 		}
 	}
 }

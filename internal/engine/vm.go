@@ -676,7 +676,7 @@ func (v *VM) classify(err error, out *Outcome) {
 	case we.Exited:
 		out.Status = StatusError
 		out.Error = &ErrorInfo{Class: "SystemExit", Message: fmt.Sprintf("the guest exited with status %d", we.ExitStatus)}
-	case we.Code == wt.TrapOutOfFuel:
+	case we.Code == wt.TrapOutOfFuel || v.meterExhausted(we):
 		out.Status = StatusFuelExhausted
 		out.Error = &ErrorInfo{Class: stopClass[StatusFuelExhausted], Message: fmt.Sprintf("the eval used its %d units of fuel", v.limits.Fuel)}
 	case we.Code == wt.TrapStackOverflow:
