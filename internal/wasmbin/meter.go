@@ -21,10 +21,11 @@ import (
 // Each meter point charges a static cost: the instructions of its region
 // (the loop's body, or the function's body, without the bodies of the
 // loops nested in it), plus the whole body of every leaf the region calls
-// directly, capped at MeterCap. Between two meter points the guest runs at
-// most one region's straight-line code and the leaves it calls, so the
-// fuel used bounds the work done, and the same program on the same image
-// uses the same fuel every run.
+// directly, capped at MeterCap (and at least 1). Within one pass through a
+// region control only moves forward, so between two meter points the
+// guest runs each instruction of one region at most once, plus the leaves
+// it calls: the fuel used bounds the work done, and the same program on
+// the same image uses the same fuel every run.
 //
 // The fuel left is a mutable i64 global the module exports as
 // MeterGlobal; a meter point subtracts its cost and, when the result is
