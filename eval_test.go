@@ -132,7 +132,8 @@ func TestFuelBudgetPicksMeteredCode(t *testing.T) {
 	if res := eval(t, rt, code); res.FuelUsed != 0 {
 		t.Fatalf("no budget: fuel used %d", res.FuelUsed)
 	}
-	view := withLimits(t, glovebox.Limits{Fuel: 50_000_000})
+	// 100k iterations take about 5.1e7 fuel (see Limits.Fuel).
+	view := withLimits(t, glovebox.Limits{Fuel: 100_000_000})
 	if res := eval(t, view, code); res.Status != glovebox.StatusOK || res.FuelUsed == 0 {
 		t.Fatalf("with a budget: %s, fuel used %d", res.Status, res.FuelUsed)
 	}
@@ -146,7 +147,7 @@ func TestFuelBudgetPicksMeteredCode(t *testing.T) {
 	if err != nil || res.FuelUsed == 0 {
 		t.Fatalf("session with a budget: %v, fuel used %d", err, res.FuelUsed)
 	}
-	r := newRuntime(t, glovebox.Config{Limits: glovebox.Limits{Fuel: 50_000_000}})
+	r := newRuntime(t, glovebox.Config{Limits: glovebox.Limits{Fuel: 100_000_000}})
 	if res := eval(t, r, code); res.FuelUsed == 0 {
 		t.Fatal("a Runtime made with a budget counted no fuel")
 	}

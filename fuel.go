@@ -7,14 +7,15 @@ import (
 	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
-// Why two compiled variants of the guest: wasmtime counts fuel with code
-// it compiles into every function and loop, and that code costs time
-// whether or not an eval has a budget (glovebox bench: +11% to +43% on a
-// 1M-iteration while loop). So an eval without a fuel budget runs the
-// guest compiled without metering, and only evals with a budget run the
-// metered variant. Both are compiled once and cached on disk side by side
-// (each about 75-90 MB, with its own boot snapshot); the epoch deadline
-// bounds every eval's wall-clock time in both.
+// Why two compiled variants of the guest: the metered one counts fuel with
+// code inserted into every loop head and every function that loops or
+// calls (internal/wasmbin.PatchFuel; wasmtime's own fuel cost more, see
+// RATIONALE.md), and that code costs time whether or not an eval has a
+// budget (glovebox bench: about +5% on a 1M-iteration while loop). So an
+// eval without a fuel budget runs the guest as it is, and only evals with
+// a budget run the metered variant. Both are compiled once and cached on
+// disk side by side (each about 75-90 MB, with its own boot snapshot); the
+// epoch deadline bounds every eval's wall-clock time in both.
 //
 // A Runtime made with a fuel budget uses the metered engine alone (its
 // views cannot drop the budget: a zero field inherits). One made without

@@ -15,13 +15,22 @@ type Limits struct {
 	// granularity of 10 ms. Zero means DefaultTimeout.
 	Timeout time.Duration
 
-	// Fuel is a deterministic CPU budget in wasmtime fuel units (about
-	// one per WebAssembly instruction; a 1M-iteration Ruby while loop
-	// takes about 4.7e8, and the eval driver itself about 2.2e5 for a
-	// trivial program). An eval with a budget runs the guest compiled
-	// with fuel metering, which costs time of its own (glovebox bench
-	// prints how much); the first such eval on a machine compiles that
-	// variant, about a minute on 2 cores, then it is cached. Zero (the
+	// Fuel is a deterministic CPU budget in fuel units. glovebox meters
+	// the guest itself: at every loop iteration and every entry to a
+	// function that loops or calls, it charges the WebAssembly
+	// instructions of the code that runs from there to the next such
+	// point (counted when the image is rewritten, at most 64 a point), so
+	// a unit is about one wasm instruction, and the same program on the
+	// same image uses the same fuel every run. A 1M-iteration Ruby while
+	// loop takes about 5.1e8 and the eval driver itself about 1.8e5 for a
+	// trivial program; on a set of small programs the count is 0.8 to
+	// 1.15 times the wasmtime fuel units earlier versions counted, so
+	// budgets set then keep their meaning. When the budget runs out the
+	// eval ends with StatusFuelExhausted and Result.FuelUsed equals
+	// Fuel. An eval with a budget runs that metered copy of the guest,
+	// which costs time of its own (about +5% on the while loop; glovebox
+	// bench prints it); the first such eval on a machine compiles it,
+	// about 20 s to a minute on 2 cores, then it is cached. Zero (the
 	// default) means no fuel budget: the guest runs unmetered, counts no
 	// fuel (Result.FuelUsed is 0), and Timeout bounds the work.
 	Fuel uint64

@@ -23,8 +23,8 @@ type sandbox struct {
 }
 
 // fuelPerMillionLoops is the fuel a 1M-iteration Ruby while loop takes,
-// as measured for the Limits.Fuel documentation (about 4.7e8).
-const fuelPerMillionLoops = 470_000_000
+// as measured for the Limits.Fuel documentation (about 5.1e8).
+const fuelPerMillionLoops = 510_000_000
 
 // httpPrefix starts the names of the HTTP tool's guest functions.
 const httpPrefix = "http_"

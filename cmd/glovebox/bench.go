@@ -29,9 +29,10 @@ func benchCmd() *cobra.Command {
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
 		Long: `Measure glovebox on this machine. Every row prints a median (and p99 where
 latency matters) next to a baseline measured in the same run, so a noisy
-machine still yields a ratio. The first run may also compile a second copy
+machine still yields a ratio. The first run may also compile other copies
 of the guest (evals use the one without fuel metering unless they set a
-fuel budget; the fuel row needs both), about a minute, once.`,
+fuel budget; the fuel rows need both, and one metered by wasmtime's own
+fuel for comparison), about a minute each, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), os.Stdout, samples)

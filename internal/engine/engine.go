@@ -52,6 +52,10 @@ type Config struct {
 	// NoFuel compiles the guest without fuel metering, for measuring what
 	// metering costs. Fuel limits are then ignored and FuelUsed is 0.
 	NoFuel bool
+	// WasmtimeFuel meters with wasmtime's own fuel (consume_fuel) instead
+	// of glovebox's rewrite of the guest (meter.go), for measuring one
+	// against the other. Ignored with NoFuel.
+	WasmtimeFuel bool
 }
 
 // Engine owns the compiled guest and its snapshot. It is safe for
@@ -64,6 +68,8 @@ type Engine struct {
 	pre      *wt.InstancePre
 	wasm     *wasmbin.Module // the original image, parsed; its bytes are mapped
 	src      *wasmbin.Module // the unpatched image when wasm is sjljImage's header; see compileSource
+	meter    bool            // the guest is metered by glovebox's rewrite (meter.go)
+	unmeter  *wasmbin.Module // with meter, the module before the rewrite's header was added
 	unmap    func()
 	wasi     *wt.Linker // WASI alone: the originals of the shadowed calls
 	tramp    *wt.Module // see trampolineModule
@@ -153,13 +159,22 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	settings := engineSettings
-	if cfg.NoFuel {
+	if cfg.NoFuel || !cfg.WasmtimeFuel {
 		settings += ";nofuel"
 	}
 	wasm, sjljKey, err := sjljImage(parsed, sum)
 	if err != nil {
 		unmap()
 		return nil, err
+	}
+	meter := !cfg.NoFuel && !cfg.WasmtimeFuel
+	preMeter := wasm
+	if meter {
+		if wasm, err = meterImage(wasm); err != nil {
+			unmap()
+			return nil, err
+		}
+		sjljKey += "+" + meterVersion
 	}
 	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion+sjljKey)
 	e := &Engine{
@@ -174,10 +189,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		scratch:  newScratchDirs(""),
 		idle:     &idleVMs{},
 	}
-	if wasm != parsed {
+	if preMeter != parsed {
 		e.src = parsed
 	}
-	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel, MaxWasmStack: wasmStackFor(wt.DefaultThreadStack())})
+	if meter {
+		e.meter, e.unmeter = true, preMeter
+	}
+	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel || meter, MaxWasmStack: wasmStackFor(wt.DefaultThreadStack())})
 	e.ticker = newTicker(e.wt, epochTick)
 	dir := filepath.Join(cfg.CacheDir, key[:24])
 	if err := e.load(ctx, dir); err != nil {

@@ -196,8 +196,7 @@ func (v *VM) rewind() error {
 	if err := wipeDir(v.scratch); err != nil {
 		return err
 	}
-	*v = VM{e: v.e, store: v.store, inst: v.inst, mem: v.mem, realloc: v.realloc, evalFn: v.evalFn,
-		rstring: v.rstring, postStr: v.postStr, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
+	*v = VM{e: v.e, handles: v.handles, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
 		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals}
 	clear(v.jsvals)
 	return nil

@@ -30,19 +30,6 @@ func sjljImage(parsed *wasmbin.Module, sum string) (*wasmbin.Module, string, err
 	return hdr, "+" + sjljVersion, nil
 }
 
-// compileSource is the module to compile: the image with the setjmp
-// rewrite when sjljImage applied one.
-func (e *Engine) compileSource() (*wasmbin.Module, error) {
-	if e.src == nil {
-		return e.wasm, nil
-	}
-	m, _, err := e.src.PatchSjlj(wasmbin.RubyWasm4010)
-	if err != nil {
-		return nil, fmt.Errorf("glovebox: rewriting the guest's setjmp: %w", err)
-	}
-	return m, nil
-}
-
 // machineStackMax is the C (shadow) stack, in bytes, the guest's Ruby may
 // use before it raises SystemStackError: ec->machine.stack_maxsize, which
 // the WASI build leaves at 0 (no check). Measured against the 6 MiB wasm

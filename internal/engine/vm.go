@@ -108,17 +108,25 @@ type Outcome struct {
 	Trapped bool
 }
 
+// handles are a VM's store and what it looked up in its instance: all a
+// rewind keeps of the VM's Go-side state (rewind.go), so a handle added
+// here survives it and anything added to VM itself is reset.
+type handles struct {
+	store   *wt.Store
+	inst    *wt.Instance
+	mem     wt.Memory
+	realloc wt.Func
+	evalFn  wt.Func
+	rstring wt.Func
+	postStr wt.Func
+	fuel    wt.Global // the fuel left, on an engine with meter (meter.go)
+}
+
 // VM is one instance of the guest. It runs one eval (a session's: many)
 // and is then freed, or rewound for the next eval (rewind.go).
 type VM struct {
-	e        *Engine
-	store    *wt.Store
-	inst     *wt.Instance
-	mem      wt.Memory
-	realloc  wt.Func
-	evalFn   wt.Func
-	rstring  wt.Func
-	postStr  wt.Func
+	e *Engine
+	handles
 	prepared bool
 	mounts   []Mount
 	scratch  string // the host directory behind ScratchGuest
@@ -359,6 +367,9 @@ func (v *VM) bind(inst *wt.Instance) error {
 			return fmt.Errorf("the guest image lacks export %d of the expected interface", i)
 		}
 	}
+	if err := v.bindMeter(c); err != nil {
+		return err
+	}
 	return v.bindTrampoline()
 }
 
@@ -419,6 +430,9 @@ var warmRequest = Request{Code: "nil", Limits: Limits{
 }}
 
 func (v *VM) setFuel(f uint64) error {
+	if v.e.meter {
+		return v.setMeterFuel(f)
+	}
 	if v.e.cfg.NoFuel {
 		return nil
 	}
@@ -508,7 +522,9 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	// An engine without fuel has none to read; asking is an error whose
 	// message wasmtime builds with a symbolized backtrace (about 50 ms of
 	// CPU the first time in a process, measured with perf).
-	if !v.e.cfg.NoFuel {
+	if v.e.meter {
+		out.FuelUsed = v.meterFuelUsed(fuel)
+	} else if !v.e.cfg.NoFuel {
 		if left, ferr := c.Fuel(); ferr == nil && left <= fuel {
 			out.FuelUsed = fuel - left
 		}
@@ -693,7 +709,7 @@ func (v *VM) classify(err error, out *Outcome) {
 	case we.Exited:
 		out.Status = StatusError
 		out.Error = &ErrorInfo{Class: "SystemExit", Message: fmt.Sprintf("the guest exited with status %d", we.ExitStatus)}
-	case we.Code == wt.TrapOutOfFuel:
+	case we.Code == wt.TrapOutOfFuel || v.meterExhausted(we):
 		out.Status = StatusFuelExhausted
 		out.Error = &ErrorInfo{Class: stopClass[StatusFuelExhausted], Message: fmt.Sprintf("the eval used its %d units of fuel", v.limits.Fuel)}
 	case we.Code == wt.TrapStackOverflow:

@@ -127,17 +127,7 @@ func (m *Module) setMemoryMin(pages uint32) error {
 }
 
 // AppendS32 appends v in signed LEB128 (the encoding of i32.const).
-func AppendS32(b []byte, v int32) []byte {
-	x := int64(v)
-	for {
-		c := byte(x & 0x7F)
-		x >>= 7
-		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func AppendS32(b []byte, v int32) []byte { return AppendS64(b, int64(v)) }
 
 // replaceOnce returns body with the single occurrence of old replaced by
 // neu; it fails when old occurs zero or several times.

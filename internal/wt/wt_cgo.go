@@ -742,45 +742,6 @@ func (i *Instance) SetGlobalBits(c Context, name string, bits uint64) error {
 	return takeError(C.wasmtime_global_set(c.ptr, &g, &v))
 }
 
-// Global is an exported global of an instance, found once by name
-// (Instance.Global) so that setting it needs no lookup. It lives in C
-// memory owned by its store.
-type Global struct {
-	g    *C.wasmtime_global_t
-	kind ValKind
-}
-
-// Global returns the exported global name, or false if there is none or
-// it is not numeric.
-func (i *Instance) Global(c Context, name string) (Global, bool) {
-	ext, ok := i.export(c, name, externGlobal)
-	if !ok {
-		return Global{}, false
-	}
-	g := (*C.wasmtime_global_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_global_t{}))))
-	*g = *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
-	var cur C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, g, &cur)
-	switch k := ValKind(cur.kind); k {
-	case I32, I64, F32, F64:
-		return Global{g: g, kind: k}, true
-	}
-	return Global{}, false
-}
-
-// SetBits sets the global from raw bits (i32 and f32 take the low 32).
-// It fails if the global is immutable.
-func (g Global) SetBits(c Context, bits uint64) error {
-	v := C.wasmtime_val_t{kind: C.uint8_t(g.kind)}
-	switch g.kind {
-	case I32, F32:
-		*(*uint32)(unsafe.Pointer(&v.of)) = uint32(bits)
-	default:
-		*(*uint64)(unsafe.Pointer(&v.of)) = bits
-	}
-	return takeError(C.wasmtime_global_set(c.ptr, g.g, &v))
-}
-
 const (
 	externFunc   = 0
 	externGlobal = 1
