@@ -24,8 +24,9 @@ top = rows.select { |r| r["score"] > 50 }.sort_by { |r| -r["score"] }.first(20)
 { "n" => rows.size, "top" => top.map { |r| r["id"] }, "sum" => rows.sum { |r| r["score"] }, "json" => JSON.generate(top).size }`
 
 // benchVM adds the rows about what an isolated VM costs: a fresh VM per
-// eval back-to-back and from a warm pool with pauses, each beside the
-// floor (the same eval in a VM that already ran one); evals/s with 2
+// eval (rewound after the previous eval, and made from the snapshot with
+// reuse off) back-to-back and from a warm pool with pauses, each beside
+// the floor (the same eval in a VM that already ran one); evals/s with 2
 // workers against 1 on the default pool; and process start to first
 // result with its peak memory, beside a bare process start.
 func benchVM(ctx context.Context, samples int, row func(met string, cols ...string)) error {
@@ -107,7 +108,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 	}
 	fl, bb, bm, pl, gf, gfl := summarize(floor), summarize(b2b), summarize(b2bMade), summarize(pool), summarize(gapFresh), summarize(gapFloor)
 	st := pooled.Stats()
-	row(yes(bb.p50 <= 150*time.Microsecond && bb.p99 <= time.Millisecond), "fresh VM + 1+1, back-to-back, no pool (p50 / p99)",
+	row(yes(bb.p50 <= 150*time.Microsecond && bb.p99 <= time.Millisecond), "fresh VM + 1+1, back-to-back, no pool: a VM rewound after the last eval (p50 / p99)",
 		us(bb.p50)+" / "+us(bb.p99), "floor: 1+1 in a VM that already ran one "+us(fl.p50)+" / "+us(fl.p99),
 		fmt.Sprintf("%.2fx floor", float64(bb.p50)/float64(fl.p50)), "≤ 150 µs / ≤ 1 ms")
 	row("-", "  same, each VM made from the snapshot and freed (DisableVMReuse)", us(bm.p50)+" / "+us(bm.p99),
