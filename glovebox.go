@@ -57,18 +57,18 @@ type Config struct {
 	// Zero means $GLOVEBOX_IMAGE, else the pinned image, fetched once with
 	// npm into CacheDir.
 	ImagePath string
-	// PoolSize is how many prepared VMs (reseeded, tools defined,
-	// warmed) the Runtime keeps ready, so an eval does not wait for one to
-	// be made. Zero means GOMAXPROCS; negative means no pool. Runtimes in
+	// PoolSize is how many prepared VMs (tools defined, warmed) the
+	// Runtime keeps ready, so an eval does not wait for one to be made. Zero means GOMAXPROCS; negative means no pool. Runtimes in
 	// one process that share an image and a cache directory share one
 	// engine (compiled module and snapshot); each has its own pool.
 	PoolSize int
 	// DisableVMReuse makes every eval run in a VM made from the snapshot
 	// and freed afterwards. By default a VM whose eval ended cleanly (ok,
 	// or an exception Ruby unwound) is rewound — its linear memory copied
-	// back to the state it had before the eval, its globals reset, its
-	// files and WASI context made anew, its random generator reseeded — and
-	// the next eval runs in it: the eval sees exactly what a new VM would
+	// back to the state it had before the eval (Ruby's random generator
+	// unseeded again, to be seeded from fresh entropy on first use), its
+	// globals reset, its files and WASI context made anew — and the next
+	// eval runs in it: the eval sees exactly what a new VM would
 	// show it, about 100 µs sooner (README, Performance). Set it for
 	// defence in depth when no two evals may ever share a VM. The zero
 	// value reuses.

@@ -293,9 +293,6 @@ func (v *VM) handle(msg []byte) ([]byte, error) {
 		}
 		b = append(b, `],"max_value":`...)
 		b = fmt.Appendf(b, "%d", v.limits.Value)
-		if v.reseed {
-			b = append(b, `,"reseed":true`...)
-		}
 		if len(v.req.Stdin) > 0 {
 			b = append(b, `,"stdin":"`...)
 			b = base64.StdEncoding.AppendEncode(b, v.req.Stdin)

@@ -417,6 +417,9 @@ func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
 		return err
 	}
 	hot, err := e.learnHot(snap, bootMounts, mem)
+	if err == nil {
+		err = e.checkUnseeded(snap, bootMounts)
+	}
 	snap.img.Close()
 	if err != nil {
 		return fmt.Errorf("glovebox: the new snapshot does not work: %w", err)
@@ -580,7 +583,7 @@ func (v *VM) alignClock(c wt.Context) error {
 
 // bootVersion names the boot procedure (what boot runs before the
 // snapshot is taken); it keys the snapshot with Version and the prelude.
-const bootVersion = "boot-5"
+const bootVersion = "boot-6"
 
 const (
 	bootFuel    = 1 << 40
@@ -599,6 +602,32 @@ var warmCorpus = []string{
 	`def f(n) = n < 2 ? n : f(n - 1) + f(n - 2); f(15)`,
 	`Struct.new(:a).new(1)`,
 	`raise "boom"`,
+}
+
+// checkUnseeded makes sure Ruby's default random generator is not yet
+// seeded in snapshot s, as prepared VMs start: Ruby seeds it from the
+// host's entropy the first time a program uses it, so every VM, made or
+// rewound (rewind.go), draws its own numbers. If the boot or the
+// preparation had used it, every VM would draw the same sequence; two
+// VMs drawing 62 bits each tell (by chance alike once in 2^62).
+func (e *Engine) checkUnseeded(s *snapshot, mounts []Mount) error {
+	var drawn [2]any
+	for i := range drawn {
+		v, err := e.prepared(s, mounts, nil, nil, true, nil)
+		if err != nil {
+			return err
+		}
+		out := v.run(context.Background(), &Request{Code: "rand(1 << 62)", Limits: warmRequest.Limits})
+		v.close()
+		if out.Status != StatusOK {
+			return fmt.Errorf("rand ended %s: %v", out.Status, out.Error)
+		}
+		drawn[i] = out.Value
+	}
+	if drawn[0] == drawn[1] {
+		return errors.New("Ruby's random generator is seeded in the snapshot: every VM would draw the same numbers")
+	}
+	return nil
 }
 
 func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64, error) {

@@ -231,9 +231,15 @@ func cacheKey(parts ...string) string {
 // A VM whose eval ended cleanly is rewound and kept for the next eval
 // with the same tools instead (see rewind.go).
 func (e *Engine) recycle(v *VM) {
-	if v.home != nil && v.rewind() == nil && v.home.put(v) {
-		e.rewinds.Add(1)
-		return
+	if h := v.home; h != nil && v.rewindable() {
+		if h.lazy {
+			v.dirty = true // rewound by the pool's filler or its next taker
+			if h.put(v) {
+				return
+			}
+		} else if v.rewind() == nil && h.put(v) {
+			return
+		}
 	}
 	v.close()
 }
@@ -265,6 +271,12 @@ func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *s
 		v := home.take(key)
 		if v == nil {
 			break
+		}
+		if v.dirty {
+			if err := v.rewind(); err != nil {
+				v.close()
+				continue
+			}
 		}
 		if err := v.renew(); err != nil {
 			v.close()

@@ -19,7 +19,7 @@ type Pool struct {
 	mounts  []Mount
 	tools   []string
 	scratch *scratchDirs
-	ready   chan *VM
+	ready   *vmStack // prepared VMs, the most recently used on top; nil: no pool
 	idle    *idleVMs // its VMs rewound after clean evals (rewind.go)
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -56,8 +56,9 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 	p := &Pool{e: e, snap: snap, mounts: append([]Mount(nil), mounts...), tools: append([]string(nil), tools...),
 		closing: make(chan struct{}), scratch: newScratchDirs(scratchBase), idle: &idleVMs{}}
 	if size > 0 {
-		p.ready = make(chan *VM, size)
+		p.ready = &vmStack{max: size}
 		p.kick = make(chan struct{}, 1)
+		p.idle.lazy, p.idle.kick = true, p.kick
 		p.quiet = time.NewTimer(0) // an idle new pool fills at once
 		p.wg.Add(1)
 		go p.fill()
@@ -111,20 +112,16 @@ func (p *Pool) get() (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case v := <-p.ready:
+	if v := p.ready.pop(); v != nil {
 		select {
 		case p.kick <- struct{}{}: // there is room now
 		default:
 		}
-		if v != nil {
-			if fresh(v) {
-				p.hits.Add(1)
-				return v, nil
-			}
-			p.e.recycle(v)
+		if fresh(v) {
+			p.hits.Add(1)
+			return v, nil
 		}
-	default:
+		p.e.recycle(v)
 	}
 	p.misses.Add(1)
 	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false, p.idle)
@@ -135,7 +132,7 @@ func (p *Pool) get() (*VM, error) {
 func (p *Pool) fill() {
 	defer p.wg.Done()
 	for {
-		if len(p.ready) == cap(p.ready) {
+		if p.ready.full() && !p.idle.hasDirty() {
 			select {
 			case <-p.kick:
 			case <-p.closing:
@@ -159,6 +156,10 @@ func (p *Pool) fill() {
 			}
 			continue
 		}
+		p.idle.rewindDirty()
+		if p.ready.full() {
+			continue
+		}
 		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, true, p.idle)
 		if err != nil {
 			// A missing mount directory is the evals' to report (each
@@ -177,11 +178,12 @@ func (p *Pool) fill() {
 			continue
 		}
 		select {
-		case p.ready <- v: // room was checked above, and gets only take
 		case <-p.closing:
 			v.close()
 			return
+		default:
 		}
+		p.ready.push(v) // room was checked above, and gets only take
 	}
 }
 
@@ -209,14 +211,8 @@ func (p *Pool) Close() {
 		if p.quiet != nil {
 			p.quiet.Stop()
 		}
-		for p.ready != nil {
-			select {
-			case v := <-p.ready:
-				v.close()
-				continue
-			default:
-			}
-			break
+		for v := p.ready.pop(); v != nil; v = p.ready.pop() {
+			v.close()
 		}
 		p.idle.close()
 		p.e.poolsMu.Lock()
@@ -331,3 +327,49 @@ func (s *Session) Close() {
 	delete(s.p.e.sessions, s)
 	s.p.e.poolsMu.Unlock()
 }
+
+// vmStack holds a pool's prepared VMs, at most max, and hands out the one
+// put last: with VMs rewound and prepared again after each eval (see
+// rewind.go), the same few VMs keep serving, their pages warm in the
+// caches, instead of every VM in turn (a queue made pooled evals 5-10%
+// slower than evals that make their VM, measured with 10 ms gaps). A nil
+// stack is empty and full.
+type vmStack struct {
+	mu  sync.Mutex
+	vms []*VM
+	max int
+}
+
+func (s *vmStack) push(v *VM) {
+	s.mu.Lock()
+	s.vms = append(s.vms, v)
+	s.mu.Unlock()
+}
+
+// pop returns the VM pushed last, or nil.
+func (s *vmStack) pop() *VM {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.vms)
+	if n == 0 {
+		return nil
+	}
+	v := s.vms[n-1]
+	s.vms[n-1] = nil
+	s.vms = s.vms[:n-1]
+	return v
+}
+
+func (s *vmStack) len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.vms)
+}
+
+func (s *vmStack) full() bool { return s == nil || s.len() >= s.max }

@@ -11,14 +11,25 @@ import (
 // a constant, a monkey-patch, an open file descriptor, a file in scratch,
 // a changed random seed — is invisible to every later eval from the same
 // pool, whether its VM was prepared while the pool was idle (a hit),
-// made on demand (a miss), or took a memory the filler freed and reset.
+// made on demand (a miss), rewound after an earlier eval (rewind.go), or,
+// with reuse off, made over a memory an earlier VM freed and reset.
 func TestPooledVMsAreClean(t *testing.T) {
+	for _, reuse := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rewound", false: "made"}[reuse], func(t *testing.T) { testPooledVMsAreClean(t, reuse) })
+	}
+}
+
+func testPooledVMsAreClean(t *testing.T, reuse bool) {
 	p, err := testEngine.NewPool(context.Background(), 2, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	if !reuse {
+		p.DisableReuse()
+	}
 	before := testEngine.MemoryStats()
+	rw0, _ := testEngine.ReuseStats()
 	lim := testLimits
 	lim.FS = FSLimits{Write: 1 << 20, Creates: 10}
 	eval := func(code string) any {
@@ -50,8 +61,9 @@ srand(1); [f.fileno, rand(1 << 30)]`
 	}
 	hits, misses := p.Stats()
 	after := testEngine.MemoryStats()
-	if hits == 0 || misses == 0 || after.Reused == before.Reused {
-		t.Fatalf("not every path was taken: %d hits, %d misses, %d memories reused", hits, misses, after.Reused-before.Reused)
+	rw1, _ := testEngine.ReuseStats()
+	if hits == 0 || misses == 0 || (reuse && rw1 == rw0) || (!reuse && (after.Reused == before.Reused || rw1 != rw0)) {
+		t.Fatalf("not every path was taken: %d hits, %d misses, %d memories reused, %d VMs rewound", hits, misses, after.Reused-before.Reused, rw1-rw0)
 	}
 }
 
@@ -69,7 +81,7 @@ func TestPoolFillerSleepsWhileBusy(t *testing.T) {
 	defer p.Close()
 	waitReady := func() {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); len(p.ready) < cap(p.ready); {
+		for deadline := time.Now().Add(10 * time.Second); !p.ready.full(); {
 			if time.Now().After(deadline) {
 				t.Fatal("the pool did not fill within 10 s")
 			}
@@ -86,7 +98,7 @@ func TestPoolFillerSleepsWhileBusy(t *testing.T) {
 	}
 	w0 := p.wakes.Load()
 	time.Sleep(50 * time.Millisecond)
-	woke, filled := p.wakes.Load()-w0, len(p.ready)
+	woke, filled := p.wakes.Load()-w0, p.ready.len()
 	p.e.recycle(v)
 	p.end()
 	// One wake-up may be a timer set before the eval began.

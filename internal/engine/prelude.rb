@@ -187,7 +187,6 @@ module Glovebox
     # as a wire string.
     def __run
       req = JSON.parse(__send("req", ""))
-      srand(Random.new_seed) if req["reseed"] # a VM's first eval, made or rewound (see rewind.go)
       max_value = req["max_value"]
       out = begin
         __input(req)

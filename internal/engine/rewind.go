@@ -35,8 +35,11 @@ import (
 //   - The WASI context (open files, directory cursors), the file-system
 //     guard and the scratch directory are made anew, exactly as for a new
 //     VM, when the VM is taken.
-//   - Randomness: the next eval reseeds Ruby's generator before any of
-//     its code runs (the request says so), as a new VM's first eval does.
+//   - Randomness: Ruby seeds its default generator from the host's
+//     entropy (WASI random_get) the first time a program uses it, and in
+//     the snapshot — so at every checkpoint — it is not seeded yet
+//     (checked when the snapshot is built: see checkUnseeded). Each eval
+//     in a rewound VM, as in a new one, so draws its own seed.
 //   - The guest's monotonic clock restarts from its checkpoint value, so
 //     an eval cannot tell how long the VM waited or how many evals it ran.
 //   - Host-side state of the VM is zeroed except the handles to the store
@@ -50,10 +53,18 @@ import (
 // belongs to the engine (evals without a pool) and one to each pool; the
 // snapshot, mounts and scratch directories are the holder's, so VMs are
 // told apart by their tools alone.
+//
+// A pool's idleVMs is lazy: a VM goes into it unrewound ("dirty") and the
+// pool's filler rewinds it once the pool is quiet (or the next eval that
+// takes it does, first), so that with pauses between evals the rewind,
+// whose copying is slow on caches gone cold, happens in the pause instead
+// of on an eval's path. kick wakes the filler.
 type idleVMs struct {
 	mu     sync.Mutex
 	vms    []*VM
 	closed bool
+	lazy   bool
+	kick   chan struct{}
 }
 
 // maxIdleVMs bounds the VMs an idleVMs keeps: enough for every core to
@@ -111,11 +122,53 @@ func (h *idleVMs) put(v *VM) bool {
 		h.vms = append(h.vms[:0], h.vms[1:]...)
 	}
 	h.vms = append(h.vms, v)
+	dirty := v.dirty
 	h.mu.Unlock()
 	if evicted != nil {
 		evicted.close()
 	}
+	if dirty && h.kick != nil {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
 	return true
+}
+
+// hasDirty reports whether h holds a VM not yet rewound.
+func (h *idleVMs) hasDirty() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, v := range h.vms {
+		if v.dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// rewindDirty rewinds the VMs h holds unrewound, freeing those that
+// cannot be.
+func (h *idleVMs) rewindDirty() {
+	h.mu.Lock()
+	var dirty []*VM
+	keep := h.vms[:0]
+	for _, v := range h.vms {
+		if v.dirty {
+			dirty = append(dirty, v)
+		} else {
+			keep = append(keep, v)
+		}
+	}
+	clear(h.vms[len(keep):])
+	h.vms = keep
+	h.mu.Unlock()
+	for _, v := range dirty {
+		if v.rewind() != nil || !h.put(v) {
+			v.close()
+		}
+	}
 }
 
 // close frees the idle VMs; later puts are refused.
@@ -167,7 +220,7 @@ var errNotRewindable = errors.New("the VM cannot be rewound")
 // WASI context's files, the guard's descriptors, the scratch directory's
 // contents). renew must run before its next eval.
 func (v *VM) rewind() error {
-	if v.ck == nil || !v.cleanEnd || v.abandoned.Load() || v.store == nil {
+	if !v.rewindable() {
 		return errNotRewindable
 	}
 	n, err := v.inst.Rewind()
@@ -199,7 +252,14 @@ func (v *VM) rewind() error {
 	*v = VM{e: v.e, handles: v.handles, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
 		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals}
 	clear(v.jsvals)
+	v.e.rewinds.Add(1)
 	return nil
+}
+
+// rewindable reports whether v has a checkpoint and its last eval ended
+// cleanly, so that rewind may return it to the checkpoint.
+func (v *VM) rewindable() bool {
+	return v.ck != nil && v.cleanEnd && !v.abandoned.Load() && v.store != nil
 }
 
 // renew gives a rewound VM a new file-system guard and WASI context, made
@@ -216,7 +276,6 @@ func (v *VM) renew() error {
 		return err
 	}
 	v.monoBase, v.born, v.nextJS = v.ck.mono, time.Time{}, v.ck.nextJS
-	v.reseed = true
 	return nil
 }
 

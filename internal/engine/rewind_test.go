@@ -75,16 +75,39 @@ heap = ObjectSpace.each_object(String).any? { |s| s.size >= 10_000 && s.include?
 	}
 }
 
-// TestRewoundVMsReseed: evals in rewound VMs draw different random
-// numbers, as in new VMs, even when an eval seeded the generator.
-func TestRewoundVMsReseed(t *testing.T) {
+// TestRewoundVMsDrawTheirOwnRandomNumbers: evals in rewound VMs, in new
+// VMs and in VMs made with reuse off draw different random numbers (Ruby
+// seeds its generator from the host's entropy on first use, and the
+// checkpoint holds it unseeded), also after an eval seeded it itself.
+func TestRewoundVMsDrawTheirOwnRandomNumbers(t *testing.T) {
+	p, err := testEngine.NewPool(context.Background(), 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.DisableReuse()
 	seen := map[any]bool{}
-	for range 8 {
-		v := evalOK(t, &Request{Code: "rand(1 << 62)", Limits: testLimits})
-		if seen[v] {
-			t.Fatalf("two evals drew %v", v)
+	for i := range 12 {
+		code := "rand(1 << 62)"
+		if i%3 == 0 {
+			code = "srand(7); rand(1 << 62)" // the same every time: not counted
 		}
-		seen[v] = true
+		var out *Outcome
+		if i%2 == 0 {
+			out, err = testEngine.Eval(context.Background(), &Request{Code: code, Limits: testLimits})
+		} else {
+			out, err = p.Eval(context.Background(), &Request{Code: code, Limits: testLimits})
+		}
+		if err != nil || out.Status != StatusOK {
+			t.Fatal(err, out)
+		}
+		if i%3 == 0 {
+			continue
+		}
+		if seen[out.Value] {
+			t.Fatalf("two evals drew %v", out.Value)
+		}
+		seen[out.Value] = true
 	}
 }
 
@@ -225,7 +248,6 @@ func TestRewindRestoresMemoryExactly(t *testing.T) {
 		`GC.start; ObjectSpace.each_object(String).count`,
 		"1+1",
 	} {
-		v.reseed = i%2 == 0
 		out := v.run(context.Background(), &Request{Code: code, Limits: lim, Tools: []string{"echo"}, Call: call})
 		if out.Trapped {
 			t.Fatalf("%q trapped: %+v", code, out.Error)

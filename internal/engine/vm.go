@@ -174,14 +174,13 @@ type VM struct {
 	// Reuse (rewind.go): where the VM goes when its eval ends cleanly
 	// (nil: freed), the tools it was prepared with, its checkpoint (nil:
 	// none), the trampoline's exports kept across guards, whether its
-	// last eval ended cleanly, and whether the next eval must reseed
-	// Ruby's random generator (a rewound VM's first).
+	// last eval ended cleanly.
 	home     *idleVMs
 	toolsKey string
 	ck       *checkpoint
 	orig     [numShadowed]wt.Func
 	cleanEnd bool
-	reseed   bool
+	dirty    bool // in an idleVMs, not yet rewound
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -410,11 +409,6 @@ func (v *VM) prepare(tools []string, warmUp bool) error {
 		return fmt.Errorf("preparing a VM: %w", err)
 	}
 	v.prepared = true
-	// The first eval reseeds Ruby's random generator before any of its
-	// code runs (the snapshot holds one seed for every VM), whether the
-	// VM was made or rewound (rewind.go): the same work either way, so
-	// an eval's fuel does not depend on which it got.
-	v.reseed = true
 	return nil
 }
 
@@ -562,7 +556,6 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	v.cleanEnd = kept(out) && v.stopped == ""
-	v.reseed = false
 	return out
 }
 
