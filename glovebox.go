@@ -331,7 +331,8 @@ func (r *Runtime) MemoryFloor() int64 {
 // Stats is a snapshot of a Runtime's engine counters.
 type Stats struct {
 	// PoolHits and PoolMisses count this Runtime's evals that found a
-	// prepared VM waiting, and those that had to make one.
+	// prepared VM waiting, and those that did not (they took a VM rewound
+	// after an earlier eval, see VMsRewound, or made one).
 	PoolHits, PoolMisses uint64
 	// MemoriesMade, MemoriesReused and MemoriesDropped count linear
 	// memories mapped afresh, reused after a reset, and unmapped instead of
@@ -349,7 +350,8 @@ type Stats struct {
 }
 
 // Stats reports the Runtime's pool counters and its engine's memory
-// counters (shared by every Runtime on the same engine).
+// counters (shared by every Runtime on the same engine). After Close it
+// returns the zero Stats.
 func (r *Runtime) Stats() Stats {
 	eng := r.shared.eng.Load()
 	if eng == nil {

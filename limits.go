@@ -193,9 +193,9 @@ func (l Limits) withDefaults(floor int64) (Limits, error) {
 		l.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if floor > 0 && l.Memory < floor {
-		return Limits{}, fmt.Errorf("%w: Memory is %d bytes (%s), below the %s the booted guest occupies; "+
-			"most of that is address space Ruby reserves and never touches, so it costs no host memory",
-			ErrInvalidLimits, l.Memory, mib(l.Memory), mib(floor))
+		return Limits{}, fmt.Errorf("%w: Memory (--memory, limits.memory) is %d bytes (%s), below the %s the booted guest occupies; "+
+			"set at least %dMiB: most of that is address space Ruby reserves and never touches, so it costs no host memory",
+			ErrInvalidLimits, l.Memory, mib(l.Memory), mib(floor), (floor+(1<<20)-1)>>20)
 	}
 	if l.Memory > 4<<30 {
 		return Limits{}, fmt.Errorf("%w: Memory is %s, above the 4 GiB a 32-bit guest can address", ErrInvalidLimits, mib(l.Memory))

@@ -38,7 +38,7 @@ func (s *sandboxFlags) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&s.mounts, "mount", nil, "grant a host directory: HOST:GUEST[:rw] (read-only unless :rw; repeatable)")
 	f.StringVar(&s.timeout, "timeout", "", "wall-clock limit, such as 500ms, 2s or 1m (default 10s; at most 24h)")
 	f.StringVar(&s.fuel, "fuel", "", "CPU budget in fuel units (about one wasm instruction each), such as 500000000 or 5e8 (default: no fuel budget)")
-	f.StringVar(&s.memory, "memory", "", "linear memory limit, such as 512MiB or 1GiB (default 512MiB; at least the ~320MiB the booted guest occupies, at most 4GiB)")
+	f.StringVar(&s.memory, "memory", "", "linear memory limit, such as 512MiB or 1GiB (default 512MiB; at least the ~370MiB the booted guest occupies, at most 4GiB)")
 	f.StringVar(&s.stdout, "stdout-limit", "", "bytes of stdout kept, such as 64KiB (default 1MiB; at most 1GiB)")
 	f.StringVar(&s.stderr_, "stderr-limit", "", "bytes of stderr kept (default 64KiB; at most 1GiB)")
 	f.StringVar(&s.stdin, "stdin-limit", "", "bytes of standard input the guest may be given (default 1MiB; at most 1GiB)")
@@ -261,7 +261,7 @@ type profileFile struct {
 var profileKeys = append([]struct{ key, flag, doc string }{
 	{"limits.timeout", "--timeout", "wall-clock limit per eval (10s)"},
 	{"limits.fuel", "--fuel", "CPU budget in fuel units (none)"},
-	{"limits.memory", "--memory", "linear memory (512MiB; 320MiB to 4GiB)"},
+	{"limits.memory", "--memory", "linear memory (512MiB; 370MiB to 4GiB)"},
 	{"limits.stdout", "--stdout-limit", "stdout bytes kept (1MiB)"},
 	{"limits.stderr", "--stderr-limit", "stderr bytes kept (64KiB)"},
 	{"limits.stdin", "--stdin-limit", "standard input bytes given to the guest (1MiB)"},

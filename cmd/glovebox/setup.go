@@ -19,23 +19,29 @@ import (
 func setupCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "setup",
-		Short: "Fetch the Ruby image, compile it and build the boot snapshot ahead of time",
+		Short: "Fetch the Ruby image, compile it (with and without fuel metering) and build the boot snapshots ahead of time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			start := time.Now()
-			rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1})
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			res, err := rt.Eval(ctx, "RUBY_DESCRIPTION")
-			if err != nil {
-				return err
-			}
-			if err := res.Err(); err != nil {
-				return err
+			// Evals without a fuel budget run one compiled copy, evals with
+			// one another (fuel.go): build both, so that neither compiles
+			// on its first use.
+			var res *glovebox.Result
+			for _, lim := range []glovebox.Limits{{}, {Fuel: 1_000_000_000}} {
+				rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1, Limits: lim})
+				if err != nil {
+					return err
+				}
+				res, err = rt.Eval(ctx, "RUBY_DESCRIPTION")
+				rt.Close()
+				if err != nil {
+					return err
+				}
+				if err := res.Err(); err != nil {
+					return err
+				}
 			}
 			dir, _ := glovebox.DefaultCacheDir()
 			fmt.Printf("glovebox is ready (%s) in %.1fs; cache: %s\n", res.Value, time.Since(start).Seconds(), dir)

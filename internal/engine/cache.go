@@ -613,7 +613,7 @@ var warmCorpus = []string{
 func (e *Engine) checkUnseeded(s *snapshot, mounts []Mount) error {
 	var drawn [2]any
 	for i := range drawn {
-		v, err := e.prepared(s, mounts, nil, nil, true, nil)
+		v, err := e.prepared(s, mounts, nil, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -633,7 +633,7 @@ func (e *Engine) checkUnseeded(s *snapshot, mounts []Mount) error {
 func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64, error) {
 	dirty := map[uint64]bool{}
 	for _, code := range warmCorpus {
-		v, err := e.prepared(s, mounts, nil, nil, true, nil)
+		v, err := e.prepared(s, mounts, nil, nil, nil)
 		if err != nil {
 			return nil, err
 		}

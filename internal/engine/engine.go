@@ -256,16 +256,16 @@ func (e *Engine) recycle(v *VM) {
 // saves a goroutine hand-off (measured: about 0.6 ms of a 1 ms pooled
 // eval when the process was otherwise idle).
 func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
-	return e.eval(ctx, req, func() (*VM, error) { return e.prepared(e.base, nil, req.Tools, nil, false, e.idle) }, nil)
+	return e.eval(ctx, req, func() (*VM, error) { return e.prepared(e.base, nil, req.Tools, nil, e.idle) }, nil)
 }
 
 // prepared returns a VM from snap with mounts, prepared with tools: a
 // rewound one from home if it holds one (see rewind.go), else a new one,
-// with the warm-up run when warmUp (for a VM that will wait in a pool).
-// Its scratch directory comes from scr (nil: the engine's). A VM made
+// with the warm-up run (see prepare). Its scratch directory comes from
+// scr (nil: the engine's). A VM made
 // with a home goes back to it after a clean eval; home must be used with
 // one snap, mounts and scr only.
-func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *scratchDirs, warmUp bool, home *idleVMs) (*VM, error) {
+func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *scratchDirs, home *idleVMs) (*VM, error) {
 	key := toolsKey(tools)
 	for {
 		v := home.take(key)
@@ -293,9 +293,11 @@ func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *s
 	if err != nil {
 		return nil, err
 	}
-	// A VM that will be rewound is checkpointed warm, so every eval it
-	// runs after a rewind starts with the driver's caches filled.
-	if err := v.prepare(tools, warmUp || home.open()); err != nil {
+	// Always warm: a VM that will be rewound is checkpointed warm, so
+	// every eval it runs after a rewind starts with the driver's caches
+	// filled, and every VM runs an eval in the same state, so the eval's
+	// fuel does not depend on whether its VM was made, pooled or rewound.
+	if err := v.prepare(tools, true); err != nil {
 		v.close()
 		return nil, err
 	}
@@ -444,7 +446,7 @@ func (e *Engine) HoldIdle(n int) (release func(), err error) {
 	defer home.close()
 	req := &Request{Code: "1+1", Limits: warmRequest.Limits}
 	for range n {
-		v, err := e.prepared(e.base, nil, nil, nil, true, home)
+		v, err := e.prepared(e.base, nil, nil, nil, home)
 		if err == nil {
 			vms = append(vms, v)
 			if out := v.run(context.Background(), req); out.Status != StatusOK {

@@ -24,7 +24,7 @@ func TestMeteredEngineUsesTheRewrite(t *testing.T) {
 	if !testEngine.meter {
 		t.Fatal("the default metered engine does not use the fuel rewrite")
 	}
-	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, false, nil)
+	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestMeterFuelIsDeterministic(t *testing.T) {
 // A trap is fuel_exhausted only when the fuel global is below zero: the
 // guest's own unreachable (an abort in C) stays a crash.
 func TestMeterTrapIsToldFromGuestUnreachable(t *testing.T) {
-	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, false, nil)
+	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func (p *Pool) get() (*VM, error) {
 		p.e.recycle(v)
 	}
 	p.misses.Add(1)
-	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, false, p.idle)
+	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, p.idle)
 }
 
 // fill keeps the pool full, preparing VMs only while the pool is quiet.
@@ -160,7 +160,7 @@ func (p *Pool) fill() {
 		if p.ready.full() {
 			continue
 		}
-		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, true, p.idle)
+		v, err := p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, p.idle)
 		if err != nil {
 			// A missing mount directory is the evals' to report (each
 			// ends with sandbox_error saying so); anything else is news.

@@ -167,7 +167,7 @@ func BenchmarkRewindPhases(b *testing.B) {
 	h := &idleVMs{}
 	defer h.close()
 	req := &Request{Code: "1+1", Limits: testLimits}
-	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, false, h)
+	v, err := testEngine.prepared(testEngine.base, nil, nil, nil, h)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func BenchmarkRewindPhases(b *testing.B) {
 func TestRewindRestoresMemoryExactly(t *testing.T) {
 	h := &idleVMs{}
 	defer h.close()
-	v, err := testEngine.prepared(testEngine.base, nil, []string{"echo"}, nil, false, h)
+	v, err := testEngine.prepared(testEngine.base, nil, []string{"echo"}, nil, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestNoRewindWhenCodeWritesTables(t *testing.T) {
 	snap.rewindable = false
 	h := &idleVMs{}
 	defer h.close()
-	v, err := testEngine.prepared(&snap, nil, nil, nil, false, h)
+	v, err := testEngine.prepared(&snap, nil, nil, nil, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,5 +314,46 @@ func TestNoRewindWhenCodeWritesTables(t *testing.T) {
 	}
 	if v.ck != nil || v.rewind() == nil {
 		t.Fatal("a VM of a snapshot that is not rewindable was rewound")
+	}
+}
+
+// TestFuelSameWhateverTheVM: an eval's fuel is the same whether its VM
+// was rewound, made for it, or waiting in a pool (made warm either way).
+func TestFuelSameWhateverTheVM(t *testing.T) {
+	lim := testLimits
+	lim.Fuel = 1 << 40
+	req := &Request{Code: `[1, 2, 3].map { |x| x * 2 }.sum`, Limits: lim}
+	made, err := testEngine.NewPool(context.Background(), 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer made.Close()
+	made.DisableReuse()
+	pooled, err := testEngine.NewPool(context.Background(), 2, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooled.Close()
+	pooled.DisableReuse()
+	var want uint64
+	for i := range 9 {
+		var out *Outcome
+		switch i % 3 {
+		case 0:
+			out, err = testEngine.Eval(context.Background(), req)
+		case 1:
+			out, err = made.Eval(context.Background(), req)
+		case 2:
+			time.Sleep(20 * time.Millisecond) // the filler has a VM ready
+			out, err = pooled.Eval(context.Background(), req)
+		}
+		if err != nil || out.Status != StatusOK {
+			t.Fatal(err, out)
+		}
+		if i == 0 {
+			want = out.FuelUsed
+		} else if out.FuelUsed != want {
+			t.Fatalf("eval %d (%s) used %d fuel, the first %d", i, []string{"rewound", "made", "pooled"}[i%3], out.FuelUsed, want)
+		}
 	}
 }

@@ -380,9 +380,11 @@ func (v *VM) bind(inst *wt.Instance) error {
 // 0.34 ms p50, without it 0.60 ms. It leaves no state an eval could
 // observe beyond what the snapshot holds.
 //
-// A VM made for an eval that is waiting (warmUp false) skips the warm-up:
-// it would only move the same first-run costs from the eval to just
-// before it, and add a run of the driver (see BenchmarkVMPhases).
+// Every VM an eval gets is warmed (warmUp; Engine.prepared): a VM made
+// for an eval already waiting would gain nothing from it (the same
+// first-run costs move from the eval to just before it, plus a run of the
+// driver: see BenchmarkVMPhases), but an eval's fuel would then depend on
+// whether its VM was made cold or taken warm from a pool or a rewind.
 func (v *VM) prepare(tools []string, warmUp bool) error {
 	c := v.store.Context()
 	if err := v.setFuel(prepareFuel); err != nil {
