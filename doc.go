@@ -112,8 +112,8 @@
 // A guest has no host files beyond its scratch directory and the mounts
 // it is given, an empty
 // environment, fixed arguments, no processes, no threads and no network.
-// UTF-8 is the default encoding; randomness comes from the host's CSPRNG
-// and every VM is reseeded. Ruby's string hash seed and heap layout are
+// UTF-8 is the default encoding; randomness comes from the host's CSPRNG:
+// Ruby seeds its generator from it on first use in each eval. Ruby's string hash seed and heap layout are
 // fixed in the boot snapshot and so shared by every VM: the seed cannot be
 // reseeded after boot, and what it protects against (hash flooding) is
 // already bounded per eval by its time, fuel and memory limits.

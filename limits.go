@@ -21,7 +21,9 @@ type Limits struct {
 	// instructions of the code that runs from there to the next such
 	// point (counted when the image is rewritten, at most 64 a point), so
 	// a unit is about one wasm instruction, and the same program on the
-	// same image uses the same fuel every run. A 1M-iteration Ruby while
+	// same image uses the same fuel every run (unless what it does depends
+	// on random numbers: rand(10) rejects and redraws some values, so its
+	// count varies by a few hundred units). A 1M-iteration Ruby while
 	// loop takes about 5.1e8 and the eval driver itself about 1.8e5 for a
 	// trivial program; on a set of small programs the count is 0.8 to
 	// 1.15 times the wasmtime fuel units earlier versions counted, so

@@ -61,6 +61,8 @@ type Result struct {
 	Error *GuestError
 	// FuelUsed is the fuel the eval consumed, the driver's share
 	// included; 0 when Limits.Fuel is 0 (no budget: nothing is counted).
+	// It is the same for the same program every run, whichever VM ran it,
+	// unless the program's work depends on random numbers.
 	FuelUsed uint64
 	// Duration is the wall-clock time of the eval inside the VM.
 	Duration time.Duration
