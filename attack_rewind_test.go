@@ -1,0 +1,223 @@
+package glovebox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+)
+
+// Attacks on whole-VM reuse (internal/engine/rewind.go): an eval that
+// ends cleanly leaves its VM to be rewound and run the next eval. Each
+// test has an attacker eval try to leave something behind — in memory,
+// in Ruby's global state, in the WASI context, in host descriptors — and
+// a probe eval, in the rewound VM, must see exactly what it sees in a VM
+// made from the snapshot (a Runtime with DisableVMReuse).
+
+// rewindProbe observes what an eval can of the VM it runs in. Its value
+// must be the same in a rewound VM as in a new one; it prints one line,
+// and must print nothing else (an at_exit handler, finalizer, trace hook
+// or fiber left by the attacker would print into it).
+const rewindProbe = `mark = "ATTACK" + "MARK"
+leaks = ObjectSpace.each_object(String).count { |s| !s.equal?(mark) && (s.include?(mark) rescue false) }
+fd = File.open("/tmp/probe.txt", "w") { |f| f.fileno }
+puts "probe-out"
+[leaks, global_variables.sort.map(&:to_s), Object.constants.size, TOPLEVEL_BINDING.local_variables.map(&:to_s),
+ $0, ARGV, ENV.to_h, $stdin.read, $LOAD_PATH.size, $LOADED_FEATURES.size, (begin; require("evil"); rescue LoadError; "LoadError"; end),
+ defined?(EvilConst), GC.enable, GC.stress, $stdout.equal?(STDOUT), $stdout.sync, STDOUT.closed?, STDERR.closed?,
+ STDIN.closed?, Dir.children("/tmp").sort, fd, Dir.children("/mnt/w").sort, File.read("/mnt/w/seed.txt"),
+ Encoding.default_external.to_s, Encoding.default_internal.to_s, $VERBOSE, Warning[:deprecated], $,.inspect, $/,
+ RubyVM::InstructionSequence.compile_option[:tailcall_optimization], Thread.current.keys.map(&:to_s),
+ Fiber.current.storage.to_a.inspect, echo("tool-ok"), 1.to_s, "".respond_to?(:leak?), Kernel.respond_to?(:leak),
+ Glovebox::Deadlines::STACK.size, Object.instance_methods.size, Kernel.private_instance_methods.size,
+ Process.clock_gettime(Process::CLOCK_MONOTONIC) < $mono_limit.to_f + 1e9, GC.count, umask = File.umask]`
+
+// rewindAttacks each try to leave state behind. All end cleanly (ok, or
+// an exception Ruby unwound), so their VMs are rewound, unless their
+// memory grew.
+var rewindAttacks = []struct {
+	name, code string
+	opts       []glovebox.EvalOption
+}{
+	{"input", `$in = $stdin.read; $stdin = StringIO.new("more"); ARGV << "x"; $in + ARGV.join`,
+		[]glovebox.EvalOption{glovebox.WithStdin(strings.NewReader("ATTACKMARK-stdin")), glovebox.WithArgs("ATTACKMARK-arg")}},
+	{"globals", `$g = 1; X_LEAK = 1; x_local = 1; $0 = "pwn"; ARGV << "pwn"; ENV["PWN"] = "1"; $LOAD_PATH.unshift("/tmp")
+$LOADED_FEATURES << "fake.rb"; Thread.current[:pwn] = 1; Fiber[:pwn] = 1; File.umask(0o777)
+class Integer; def to_s(*) = "patched"; end; class String; def leak? = true; end; module Kernel; def self.leak = 1; end
+def echo(*) = "replaced"; 1`, nil},
+	{"gc and encodings", `GC.disable; GC.stress = false; Encoding.default_internal = Encoding::ASCII_8BIT
+Encoding.default_external = "ASCII-8BIT"; $VERBOSE = true; Warning[:deprecated] = true; $/ = "X"
+RubyVM::InstructionSequence.compile_option = { tailcall_optimization: true }; def Warning.warn(*) = print("WARN-LEAK"); 1`, nil},
+	{"hooks that print later", `at_exit { puts "AT-EXIT-LEAK" }; END { puts "END-LEAK" }
+ObjectSpace.define_finalizer(+"x", proc { puts "FINALIZER-LEAK" }); (trap("EXIT") { puts "TRAP-LEAK" } rescue nil)
+TracePoint.new(:line, :call) { print "TRACE-LEAK" }.enable; set_trace_func(proc { print "STF-LEAK" }); 1`, nil},
+	{"suspended fibers", `$e = [1, 2, 3].each; $e.next; $f = Fiber.new { Fiber.yield; puts "FIBER-LEAK" }; $f.resume
+$g = Enumerator.new { |y| y << 1; puts "ENUM-LEAK"; y << 2 }; $g.next; 1`, nil},
+	{"stdout games", `STDOUT.sync = false; STDOUT.write("unflushed "); $stdout = StringIO.new; $stderr = $stdout
+(STDERR.reopen(File.open("/tmp/err.txt", "w")) rescue nil); (STDOUT.reopen(File.open("/tmp/out.txt", "w")) rescue nil)
+(IO.for_fd(1).reopen(IO.for_fd(5)) rescue nil); o = IO.new(1); o.sync = false; o.write("held in a buffer"); puts "to a file"; 1`, nil},
+	{"stdio closed", `STDOUT.close; STDERR.close; STDIN.close; (IO.for_fd(0).close rescue nil); 1`, nil},
+	{"preopens closed and renumbered", `f = File.open("/tmp/a.txt", "w"); IO.for_fd(3, autoclose: true).close
+(IO.for_fd(4, autoclose: true).close rescue nil); f.reopen(STDOUT) rescue nil; 1`, nil},
+	{"requires", `File.write("/tmp/evil.rb", "puts 'EVIL-LEAK'; $evil = 1"); $LOAD_PATH.unshift("/tmp"); require "evil"
+File.write("/tmp/evil2.rb", "EvilConst = 1"); autoload(:EvilConst, "/tmp/evil2.rb"); 1`, nil},
+	{"files held open", `$w = File.open("/mnt/w/held.txt", "w"); $w.write("x" * 1000); $w.flush
+$d = File.open("/tmp/deleted.bin", "w"); $d.write("z" * 300_000); $d.flush; File.delete("/tmp/deleted.bin")
+$r = File.open("/mnt/w/seed.txt"); $dir = Dir.open("/mnt/w"); $dir.read; 1`, nil},
+	{"memory written many ways", `m = "ATTACK" + "MARK"; $m = m * 100_000; $u = Random.urandom(1 << 20)
+File.write("/tmp/big.txt", m * 200_000); $rd = File.read("/tmp/big.txt"); $t = echo(m * 10_000)
+$h = "y" * (20 << 20); $h[-10, 10] = m; $clk = 200.times.map { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+$mark = m; srand(42); 1`, nil},
+	{"rescued deep recursion", `def deep(n) = deep(n + 1); begin; deep(0); rescue SystemStackError; $deep = 1; end
+def deep2(n) = (begin; deep2(n + 1); ensure; $x = n; end); begin; deep2(0); rescue SystemStackError; $deep2 = 1; end
+def deep3(n) = [n, deep3(n + 1)].inspect; (begin; deep3(0); rescue SystemStackError; end); "ATTACK" + "MARK" + "after"`, nil},
+	{"exit with handlers", `at_exit { puts "AT-EXIT-LEAK" }; $pending = "ATTACK" + "MARK"; exit 3`, nil},
+	{"raise in ensure", `$x = "ATTACK" + "MARK"; begin; raise "a"; ensure; raise "b"; end`, nil},
+	{"uncaught throw", `$x = "ATTACK" + "MARK"; throw :nowhere`, nil},
+	{"timeout rescued", `require "timeout"; $x = "ATTACK" + "MARK"; Timeout.timeout(0.01) { loop { } } rescue nil
+Timeout.timeout(5) { $y = 1 }; 1`, nil},
+	{"big value refused", `$x = "ATTACK" + "MARK"; "v" * (2 << 20)`, nil},
+}
+
+// rewindRuntime is a Runtime with no pool (every eval takes an idle VM
+// if there is one), a tool, a writable mount and a scratch base of the
+// test's own.
+func rewindRuntime(t *testing.T, disable bool) (*glovebox.Runtime, string, string) {
+	t.Helper()
+	base := t.TempDir()
+	mnt, scratch := filepath.Join(base, "w"), filepath.Join(base, "scratch")
+	must(t, os.MkdirAll(mnt, 0o755))
+	must(t, os.MkdirAll(scratch, 0o755))
+	must(t, os.WriteFile(filepath.Join(mnt, "seed.txt"), []byte("seed"), 0o644))
+	var ts glovebox.Toolset
+	must(t, ts.Func("echo", func(s string) string { return s }))
+	r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1, Tools: &ts, ScratchDir: scratch,
+		DisableVMReuse: disable, Mounts: []glovebox.Mount{{HostPath: mnt, GuestPath: "/mnt/w", Writable: true}},
+		Limits: glovebox.Limits{Timeout: 10 * time.Second, Value: 1 << 20, FileWrite: 64 << 20, FileCreates: 100}})
+	must(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r, mnt, scratch
+}
+
+// probeValue runs the probe and returns its value, checking its output.
+func probeValue(t *testing.T, r *glovebox.Runtime, after string, opts ...glovebox.EvalOption) []any {
+	t.Helper()
+	res, err := r.EvalWith(context.Background(), "$mono_limit = 0\n"+rewindProbe, opts...)
+	must(t, err)
+	if res.Status != glovebox.StatusOK {
+		t.Fatalf("after %s: probe: %s %+v", after, res.Status, res.Error)
+	}
+	if res.Stdout != "probe-out\n" || res.Stderr != "" {
+		t.Fatalf("after %s: the probe printed %q / %q: the attacker's code ran in it", after, res.Stdout, res.Stderr)
+	}
+	return res.Value.([]any)
+}
+
+// heldFiles lists the process's descriptors for anything but directories
+// under the given host paths, and deleted files anywhere under them.
+func heldFiles(t *testing.T, roots ...string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	must(t, err)
+	var out []string
+	for _, e := range ents {
+		p := "/proc/self/fd/" + e.Name()
+		target, err := os.Readlink(p)
+		if err != nil {
+			continue
+		}
+		for _, root := range roots {
+			if !strings.HasPrefix(target, root) {
+				continue
+			}
+			if st, err := os.Stat(p); err == nil && st.IsDir() && !strings.HasSuffix(target, "(deleted)") {
+				continue
+			}
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// TestAttackRewindLeavesNothing: after each attack, the probe in the
+// rewound VM sees what it sees in a new VM, prints only its own line,
+// and no descriptor of the attacker's files is held by the idle VM.
+func TestAttackRewindLeavesNothing(t *testing.T) {
+	fresh, _, _ := rewindRuntime(t, true)
+	want := probeValue(t, fresh, "nothing")
+	if again := probeValue(t, fresh, "nothing"); !reflect.DeepEqual(want, again) {
+		t.Fatalf("the probe is not deterministic in new VMs:\n%v\n%v", want, again)
+	}
+	r, mnt, scratch := rewindRuntime(t, false)
+	probeValue(t, r, "nothing") // leaves a VM idle
+	st0 := r.Stats()
+	rewound := 0
+	for _, a := range rewindAttacks {
+		before := r.Stats().VMsRewound
+		res, err := r.EvalWith(context.Background(), a.code, a.opts...)
+		must(t, err)
+		if res.Status != glovebox.StatusOK && res.Status != glovebox.StatusError {
+			t.Fatalf("%s: %s %+v", a.name, res.Status, res.Error)
+		}
+		if r.Stats().VMsRewound > before {
+			rewound++
+		}
+		if held := heldFiles(t, mnt, scratch); len(held) > 0 {
+			t.Fatalf("after %s, with its VM idle, the process holds %v", a.name, held)
+		}
+		reused := r.Stats().VMsReused
+		got := probeValue(t, r, a.name)
+		if r.Stats().VMsReused == reused && r.Stats().VMsRewound > before {
+			t.Fatalf("after %s: the probe did not run in the rewound VM", a.name)
+		}
+		// The mount is the host's: what the attacker left there stays.
+		got[21], want[21] = nil, nil
+		os.Remove(filepath.Join(mnt, "held.txt"))
+		if !reflect.DeepEqual(got, want) {
+			for i := range want {
+				if i < len(got) && !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("after %s: probe item %d is %#v in the rewound VM, %#v in a new one", a.name, i, got[i], want[i])
+				}
+			}
+			t.FailNow()
+		}
+	}
+	st1 := r.Stats()
+	t.Logf("%d of %d attacks rewound; %d rewound, %d reused", rewound, len(rewindAttacks), st1.VMsRewound-st0.VMsRewound, st1.VMsReused-st0.VMsReused)
+	if rewound < len(rewindAttacks)-2 {
+		t.Fatalf("only %d of %d attacker VMs were rewound: the test proves little", rewound, len(rewindAttacks))
+	}
+}
+
+// TestAttackRewindProbeHasTeeth: the probe notices each attack when it
+// runs after it in the same VM without a rewind (a session), so that
+// TestAttackRewindLeavesNothing passing means something.
+func TestAttackRewindProbeHasTeeth(t *testing.T) {
+	fresh, _, _ := rewindRuntime(t, true)
+	want := probeValue(t, fresh, "nothing")
+	want[21] = nil
+	r, mnt, _ := rewindRuntime(t, false)
+	for _, a := range rewindAttacks {
+		s, err := r.NewSession()
+		must(t, err)
+		res, err := s.EvalWith(context.Background(), a.code, a.opts...)
+		must(t, err)
+		t.Logf("%s: %s %v", a.name, res.Status, res.Error)
+		p, err := s.Eval(context.Background(), "$mono_limit = 0\n"+rewindProbe)
+		must(t, err)
+		s.Close()
+		os.Remove(filepath.Join(mnt, "held.txt"))
+		if p.Status == glovebox.StatusOK && p.Stdout == "probe-out\n" && p.Stderr == "" {
+			got := p.Value.([]any)
+			got[21] = nil
+			if reflect.DeepEqual(got, want) {
+				t.Errorf("%s: the probe sees nothing of it even in the same VM", a.name)
+			}
+		}
+	}
+}
