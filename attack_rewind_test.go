@@ -221,3 +221,138 @@ func TestAttackRewindProbeHasTeeth(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackRewindSessionToPlainEval: a session's VM goes back to the
+// pool's idle list when the session closes; the plain eval that takes it
+// sees none of the session's state.
+func TestAttackRewindSessionToPlainEval(t *testing.T) {
+	fresh, _, _ := rewindRuntime(t, true)
+	want := probeValue(t, fresh, "nothing")
+	want[21] = nil
+	r, mnt, scratch := rewindRuntime(t, false)
+	for i, a := range rewindAttacks {
+		s, err := r.NewSession()
+		must(t, err)
+		for _, code := range []string{a.code, `$second = "ATTACK" + "MARK"; 1`} {
+			res, err := s.EvalWith(context.Background(), code, a.opts...)
+			must(t, err)
+			if res.SessionReset {
+				t.Fatalf("%s: the session was reset: %s %+v", a.name, res.Status, res.Error)
+			}
+		}
+		st := r.Stats()
+		s.Close()
+		if r.Stats().VMsRewound == st.VMsRewound {
+			t.Fatalf("%s: the session's VM was not rewound when it closed", a.name)
+		}
+		if held := heldFiles(t, mnt, scratch); len(held) > 0 {
+			t.Fatalf("after session %s closed, the process holds %v", a.name, held)
+		}
+		var got []any
+		if i%2 == 0 {
+			got = probeValue(t, r, "session "+a.name)
+		} else { // a new session's first eval takes it too
+			s2, err := r.NewSession()
+			must(t, err)
+			p, err := s2.Eval(context.Background(), "$mono_limit = 0\n"+rewindProbe)
+			must(t, err)
+			s2.Close()
+			if p.Status != glovebox.StatusOK || p.Stdout != "probe-out\n" || p.Stderr != "" {
+				t.Fatalf("after session %s: the next session's probe: %s %+v %q %q", a.name, p.Status, p.Error, p.Stdout, p.Stderr)
+			}
+			got = p.Value.([]any)
+		}
+		if r.Stats().VMsReused == st.VMsReused {
+			t.Fatalf("%s: the probe did not take the session's VM", a.name)
+		}
+		got[21] = nil
+		os.Remove(filepath.Join(mnt, "held.txt"))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("after session %s: the probe saw %v, want %v", a.name, got, want)
+		}
+	}
+}
+
+// TestAttackRewindRefusedAfterAbandonedToolCall: a VM whose tool call
+// outlived the eval (the tool ignores its context) is never rewound, even
+// though the tool returns and Ruby then ends cleanly; the next eval runs
+// in a new VM and sees nothing.
+func TestAttackRewindRefusedAfterAbandonedToolCall(t *testing.T) {
+	release := make(chan struct{})
+	returned := make(chan struct{}, 2)
+	var ts glovebox.Toolset
+	must(t, ts.Func("stuck", func() string {
+		<-release
+		select {
+		case returned <- struct{}{}:
+		default:
+		}
+		return "late"
+	}))
+	r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1, Tools: &ts,
+		Limits: glovebox.Limits{Timeout: 50 * time.Millisecond}})
+	must(t, err)
+	defer r.Close()
+	st := r.Stats()
+	res, err := r.Eval(context.Background(), `$x = "ATTACK" + "MARK"; stuck; $y = stuck; 1`)
+	must(t, err)
+	wantStatus(t, res, glovebox.StatusTimeout)
+	close(release)
+	<-returned
+	// The VM runs on after the tool returns (a second call, if the host
+	// lets it make one, returns at once) and ends; give it time to.
+	select {
+	case <-returned:
+	case <-time.After(time.Second):
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := r.Stats().VMsRewound - st.VMsRewound; n != 0 {
+		t.Fatalf("%d VMs rewound after an abandoned tool call", n)
+	}
+	res = eval(t, r, `m = "ATTACK" + "MARK"; [defined?($x), defined?($y), ObjectSpace.each_object(String).count { |s| !s.equal?(m) && s.include?(m) }]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !reflect.DeepEqual(res.Value, []any{nil, nil, int64(0)}) {
+		t.Fatalf("the next eval saw %v", res.Value)
+	}
+	if r.Stats().VMsReused != st.VMsReused {
+		t.Fatal("the next eval took a rewound VM")
+	}
+}
+
+// TestAttackRewindRefusals: an eval that grew its memory, or ended in a
+// trap or a host stop even after rescuing, leaves no VM to reuse.
+func TestAttackRewindRefusals(t *testing.T) {
+	r, _, _ := rewindRuntime(t, false)
+	for _, c := range []struct {
+		name, code string
+		lim        glovebox.Limits
+	}{
+		{"grown and kept", `$big = "ATTACK" + "MARK" + "g" * (40 << 20); 1`, glovebox.Limits{}},
+		{"memory limit rescued", `begin; a = []; loop { a << "m" * (8 << 20) }; rescue NoMemoryError; a = nil; end; $x = "ATTACK" + "MARK"; 1`,
+			glovebox.Limits{Memory: 420 << 20}},
+		{"exit!", `$x = "ATTACK" + "MARK"; exit!(0)`, glovebox.Limits{}},
+		{"timeout in rescue", `$x = "ATTACK" + "MARK"; begin; loop {}; rescue Exception; loop {}; end`, glovebox.Limits{Timeout: 100 * time.Millisecond}},
+		{"wasm stack", `$x = "ATTACK" + "MARK"; def f(n) = [n, f(n + 1)].hash; f(0)`, glovebox.Limits{}},
+	} {
+		rr := r
+		if c.lim != (glovebox.Limits{}) {
+			var err error
+			rr, err = r.WithLimits(c.lim)
+			must(t, err)
+		}
+		st := r.Stats()
+		res, err := rr.Eval(context.Background(), c.code)
+		must(t, err)
+		t.Logf("%s: %s %v", c.name, res.Status, res.Error)
+		if (c.name == "grown and kept") != (res.Status == glovebox.StatusOK) {
+			t.Fatalf("%s ended ok", c.name)
+		}
+		if n := r.Stats().VMsRewound - st.VMsRewound; n != 0 && c.name != "wasm stack" {
+			t.Fatalf("%s: %d VMs rewound", c.name, n)
+		}
+		res = eval(t, r, `m = "ATTACK" + "MARK"; [$x, $big, ObjectSpace.each_object(String).count { |s| !s.equal?(m) && s.include?(m) }]`)
+		if res.Status != glovebox.StatusOK || !reflect.DeepEqual(res.Value, []any{nil, nil, int64(0)}) {
+			t.Fatalf("after %s the next eval saw %s %v %v", c.name, res.Status, res.Value, res.Error)
+		}
+	}
+}
