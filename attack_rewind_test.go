@@ -2,10 +2,13 @@ package glovebox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,5 +357,110 @@ func TestAttackRewindRefusals(t *testing.T) {
 		if res.Status != glovebox.StatusOK || !reflect.DeepEqual(res.Value, []any{nil, nil, int64(0)}) {
 			t.Fatalf("after %s the next eval saw %s %v %v", c.name, res.Status, res.Value, res.Error)
 		}
+	}
+}
+
+// TestAttackRewindConcurrentEvals: evals racing on one Runtime, with and
+// without tools (the VM goroutine path), each leaving a marker of its
+// own, never see another's marker, and none ends other than ok.
+func TestAttackRewindConcurrentEvals(t *testing.T) {
+	r, _, _ := rewindRuntime(t, false)
+	plain, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1})
+	must(t, err)
+	defer plain.Close()
+	st := r.Stats()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt := r
+			if w%2 == 1 {
+				rt = plain
+			}
+			for i := range 15 {
+				tool := ""
+				if w%2 == 0 && i%2 == 0 {
+					tool = `echo("x"); `
+				}
+				code := fmt.Sprintf(`%sm = "MARK" + "ER"; seen = ObjectSpace.each_object(String).count { |s| !s.equal?(m) && s.include?(m) }
+$mine = m + "-%d-%d" + "x" * 10_000; File.write("/tmp/m", $mine); out = [seen, defined?($mine_prev), Dir.children("/tmp") - ["m"]]`, tool, w, i)
+				res, err := rt.Eval(context.Background(), code+"\n$mine_prev = 1\nout")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Status != glovebox.StatusOK {
+					errs <- fmt.Errorf("worker %d eval %d: %s %+v", w, i, res.Status, res.Error)
+					return
+				}
+				if v := res.Value.([]any); v[0] != int64(0) || v[1] != nil || len(v[2].([]any)) != 0 {
+					errs <- fmt.Errorf("worker %d eval %d saw another eval's state: %v", w, i, v)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if r.Stats().VMsReused == st.VMsReused {
+		t.Fatal("no VM was reused")
+	}
+}
+
+// TestAttackRewindCloseLeavesNothing: closing a Runtime whose idle VMs
+// held files, directories and tool state leaves no descriptor, scratch
+// directory or goroutine behind.
+func TestAttackRewindCloseLeavesNothing(t *testing.T) {
+	countFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		must(t, err)
+		return len(ents)
+	}
+	// Warm up what a first Runtime makes once per process (the shared
+	// engine is rt's; a Runtime with mounts builds its layout's snapshot).
+	r0, _, _ := rewindRuntime(t, false)
+	eval(t, r0, "1")
+	r0.Close()
+	time.Sleep(50 * time.Millisecond)
+	fds0, g0 := countFDs(), runtime.NumGoroutine()
+	r, mnt, scratch := rewindRuntime(t, false)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				res, err := r.Eval(context.Background(), fmt.Sprintf(`$f = File.open("/mnt/w/k%d.txt", "w"); $d = Dir.open("/tmp")
+$s = File.open("/tmp/s.txt", "w"); $s.write("s" * 100_000); $s.flush; echo("x"); 1`, w))
+				if err != nil || res.Status != glovebox.StatusOK {
+					t.Errorf("%v %+v", err, res)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if r.Stats().VMsRewound == 0 {
+		t.Fatal("nothing was rewound")
+	}
+	r.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left, _ := os.ReadDir(privateScratch(scratch))
+		fds, g := countFDs(), runtime.NumGoroutine()
+		held := heldFiles(t, mnt, scratch)
+		if len(left) == 0 && fds <= fds0 && g <= g0 && len(held) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Close: %d scratch directories, %d descriptors (%d before), %d goroutines (%d before), holding %v",
+				len(left), fds, fds0, g, g0, held)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
