@@ -464,3 +464,28 @@ $s = File.open("/tmp/s.txt", "w"); $s.write("s" * 100_000); $s.flush; echo("x");
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAttackRewindMountReplacedWhileIdle: a mount's host directory
+// replaced while a VM that used it waits rewound: the next eval in that
+// VM sees the new directory, and writes there, not into the old one.
+func TestAttackRewindMountReplacedWhileIdle(t *testing.T) {
+	r, mnt, _ := rewindRuntime(t, false)
+	res := eval(t, r, `$f = File.open("/mnt/w/old.txt", "w"); $f.write("old"); $f.flush; Dir.children("/mnt/w").sort`)
+	wantStatus(t, res, glovebox.StatusOK)
+	moved := mnt + ".old"
+	must(t, os.Rename(mnt, moved))
+	must(t, os.Mkdir(mnt, 0o755))
+	must(t, os.WriteFile(filepath.Join(mnt, "new.txt"), []byte("new"), 0o644))
+	st := r.Stats()
+	res = eval(t, r, `File.write("/mnt/w/written.txt", "w"); [Dir.children("/mnt/w").sort, File.read("/mnt/w/new.txt")]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if r.Stats().VMsReused == st.VMsReused {
+		t.Fatal("the eval did not take the rewound VM")
+	}
+	if !reflect.DeepEqual(res.Value, []any{[]any{"new.txt", "written.txt"}, "new"}) {
+		t.Fatalf("the rewound VM saw %v", res.Value)
+	}
+	if _, err := os.Stat(filepath.Join(moved, "written.txt")); err == nil {
+		t.Fatal("the rewound VM wrote into the replaced directory")
+	}
+}
