@@ -53,6 +53,8 @@ var rewindAttacks = []struct {
 $LOADED_FEATURES << "fake.rb"; Thread.current[:pwn] = 1; Fiber[:pwn] = 1; File.umask(0o777)
 class Integer; def to_s(*) = "patched"; end; class String; def leak? = true; end; module Kernel; def self.leak = 1; end
 def echo(*) = "replaced"; 1`, nil},
+	{"driver replaced", `module Glovebox; def self.__run = '{"status":"ok","value":"FORGED"}'; def self.__input(*) = nil; end
+module JSON; def self.generate(*) = '{"status":"ok","value":"FORGED"}'; def self.parse(*) = { "code" => "0" }; end; 1`, nil},
 	{"gc and encodings", `GC.disable; GC.stress = false; Encoding.default_internal = Encoding::ASCII_8BIT
 Encoding.default_external = "ASCII-8BIT"; $VERBOSE = true; Warning[:deprecated] = true; $/ = "X"
 RubyVM::InstructionSequence.compile_option = { tailcall_optimization: true }; def Warning.warn(*) = print("WARN-LEAK"); 1`, nil},
