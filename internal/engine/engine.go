@@ -345,19 +345,29 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 		defer e.running.Done()
 		out := v.run(ctx, req)
 		if !v.settled.CompareAndSwap(false, true) {
-			e.recycle(v) // Eval gave up on it and has returned
+			v.close() // Eval gave up on it and has returned: never rewound
 			return
 		}
-		// Keep or free the VM before Eval returns: a session's next eval
-		// must not start while this one's scratch directory is wiped.
-		finish(out)
+		if testHookSettled != nil {
+			testHookSettled()
+		}
 		done <- out
 	}()
+	// received keeps or frees the VM once its outcome has arrived, on
+	// Eval's goroutine: before Eval returns (a session's next eval must
+	// not start while this one's scratch directory is wiped), and only
+	// after Eval has stopped looking at the VM (a VM rewound by its own
+	// goroutine could be taken by another eval while Eval, its deadline
+	// passed, still watched it, and gave that eval's VM up as its own).
+	received := func(out *Outcome) *Outcome {
+		finish(out)
+		return out
+	}
 	giveUp := func(s Status, msg string) *Outcome {
 		if v.settled.CompareAndSwap(false, true) {
 			return v.abandon(s, msg, start)
 		}
-		return <-done // the VM returned just now and is being settled
+		return received(<-done) // the VM returned just now
 	}
 	timer := time.NewTimer(req.Limits.Timeout + abandonGrace)
 	defer timer.Stop()
@@ -371,7 +381,7 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 		for waited := time.Duration(0); ; waited += abandonGrace {
 			select {
 			case out := <-done:
-				return out
+				return received(out)
 			case <-tick.C:
 				if v.inTool.Load() || waited >= stuckLimit {
 					return giveUp(s, msg)
@@ -382,7 +392,7 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 	for {
 		select {
 		case out := <-done:
-			return out, nil
+			return received(out), nil
 		case <-ctx.Done():
 			return wait(StatusCanceled, "the caller's context ended: "+context.Cause(ctx).Error()), nil
 		case <-timer.C:
@@ -393,7 +403,7 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 		}
 		select {
 		case out := <-done:
-			return out, nil
+			return received(out), nil
 		default:
 		}
 		if !v.inTool.Load() {
@@ -402,6 +412,11 @@ func (e *Engine) eval(ctx context.Context, req *Request, get func() (*VM, error)
 		return giveUp(StatusTimeout, fmt.Sprintf("the eval ran past its %v wall-clock limit", req.Limits.Timeout)), nil
 	}
 }
+
+// testHookSettled, if set, runs on a tool-using eval's VM goroutine once
+// the VM has returned and settled, just before it reports to Eval (see
+// TestAttackRewoundVMStillWatchedByItsLastEval).
+var testHookSettled func()
 
 // stuckLimit is how long past its deadline Eval waits for a VM that is
 // not in a tool call before abandoning it anyway.
