@@ -112,7 +112,7 @@ func TestAttackRewindExactAfterAdversarialWrites(t *testing.T) {
 	h := &idleVMs{}
 	defer h.close()
 	tools := []string{"echo"}
-	v, err := testEngine.prepared(testEngine.base, nil, tools, nil, false, h)
+	v, err := testEngine.prepared(testEngine.base, nil, tools, nil, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,6 @@ func TestAttackRewindExactAfterAdversarialWrites(t *testing.T) {
 	lastFaults := int64(-1)
 	check := func(phase, code string) {
 		t.Helper()
-		v.reseed = runs%2 == 0
 		runs++
 		out := v.run(context.Background(), &Request{Code: code, Limits: lim, Tools: tools, Call: call})
 		if out.Trapped || (out.Status != StatusOK && out.Status != StatusError) {
