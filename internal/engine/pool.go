@@ -58,7 +58,7 @@ func (e *Engine) NewPool(ctx context.Context, size int, tools []string, mounts [
 	if size > 0 {
 		p.ready = &vmStack{max: size}
 		p.kick = make(chan struct{}, 1)
-		p.idle.lazy, p.idle.kick = true, p.kick
+		p.idle.lazy = true
 		p.quiet = time.NewTimer(0) // an idle new pool fills at once
 		p.wg.Add(1)
 		go p.fill()

@@ -58,13 +58,16 @@ import (
 // pool's filler rewinds it once the pool is quiet (or the next eval that
 // takes it does, first), so that with pauses between evals the rewind,
 // whose copying is slow on caches gone cold, happens in the pause instead
-// of on an eval's path. kick wakes the filler.
+// of on an eval's path. Putting a VM does not wake the filler (a wake-up
+// per eval cost back-to-back evals more than the rewind): the filler
+// looks when the pool turns quiet, and when an eval takes a ready VM.
+// Until then a dirty VM keeps its last eval's scratch files and open
+// descriptors (within that eval's quotas).
 type idleVMs struct {
 	mu     sync.Mutex
 	vms    []*VM
 	closed bool
 	lazy   bool
-	kick   chan struct{}
 }
 
 // maxIdleVMs bounds the VMs an idleVMs keeps: enough for every core to
@@ -122,16 +125,9 @@ func (h *idleVMs) put(v *VM) bool {
 		h.vms = append(h.vms[:0], h.vms[1:]...)
 	}
 	h.vms = append(h.vms, v)
-	dirty := v.dirty
 	h.mu.Unlock()
 	if evicted != nil {
 		evicted.close()
-	}
-	if dirty && h.kick != nil {
-		select {
-		case h.kick <- struct{}{}:
-		default:
-		}
 	}
 	return true
 }
