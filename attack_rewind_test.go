@@ -491,3 +491,32 @@ func TestAttackRewindMountReplacedWhileIdle(t *testing.T) {
 		t.Fatal("the rewound VM wrote into the replaced directory")
 	}
 }
+
+// TestAttackRewindNoDescriptorCreep: a VM rewound again and again, each
+// eval opening files, directories and preopens anew, holds no more host
+// descriptors after 60 evals than after 10.
+func TestAttackRewindNoDescriptorCreep(t *testing.T) {
+	r, _, _ := rewindRuntime(t, false)
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		must(t, err)
+		return len(ents)
+	}
+	run := func(n int) {
+		for i := range n {
+			res := eval(t, r, fmt.Sprintf(`$a = File.open("/mnt/w/c%d.txt", "w"); $b = Dir.open("/tmp"); $c = File.open("/tmp/x", "w")
+$d = IO.for_fd(IO.sysopen("/mnt/w/seed.txt")); $e = File.open("/mnt/w/seed.txt"); $e.close; echo("x"); 1`, i%3))
+			wantStatus(t, res, glovebox.StatusOK)
+		}
+	}
+	st := r.Stats()
+	run(10)
+	before := count()
+	run(50)
+	if after := count(); after > before {
+		t.Fatalf("%d descriptors after 10 evals, %d after 60", before, after)
+	}
+	if n := r.Stats().VMsReused - st.VMsReused; n < 55 {
+		t.Fatalf("only %d of 60 evals took a rewound VM", n)
+	}
+}
