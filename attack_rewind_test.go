@@ -491,3 +491,50 @@ func TestAttackRewindMountReplacedWhileIdle(t *testing.T) {
 		t.Fatal("the rewound VM wrote into the replaced directory")
 	}
 }
+
+// TestAttackRewindNoDescriptorCreep: a VM rewound again and again, each
+// eval opening files, directories and preopens anew, holds no more host
+// descriptors after 60 evals than after 10.
+func TestAttackRewindNoDescriptorCreep(t *testing.T) {
+	r, _, _ := rewindRuntime(t, false)
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		must(t, err)
+		return len(ents)
+	}
+	run := func(n int) {
+		for i := range n {
+			res := eval(t, r, fmt.Sprintf(`$a = File.open("/mnt/w/c%d.txt", "w"); $b = Dir.open("/tmp"); $c = File.open("/tmp/x", "w")
+$d = IO.for_fd(IO.sysopen("/mnt/w/seed.txt")); $e = File.open("/mnt/w/seed.txt"); $e.close; echo("x"); 1`, i%3))
+			wantStatus(t, res, glovebox.StatusOK)
+		}
+	}
+	st := r.Stats()
+	run(10)
+	before := count()
+	run(50)
+	if after := count(); after > before {
+		t.Fatalf("%d descriptors after 10 evals, %d after 60", before, after)
+	}
+	if n := r.Stats().VMsReused - st.VMsReused; n < 55 {
+		t.Fatalf("only %d of 60 evals took a rewound VM", n)
+	}
+}
+
+// TestAttackScratchTimesTellNothing: a VM's scratch directory is wiped
+// and kept for the next eval (the same VM rewound, or another VM taking
+// the recycled directory), so its times used to show the next eval when
+// the last one changed it (its last file, or the wipe after it). Each
+// eval sees /tmp's times no earlier than its own start.
+func TestAttackScratchTimesTellNothing(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		r, _, _ := rewindRuntime(t, disable)
+		eval(t, r, `File.write("/tmp/a", "x"); Dir.mkdir("/tmp/d"); 1`)
+		before := float64(time.Now().UnixNano()) / 1e9
+		res := eval(t, r, `s = File.stat("/tmp"); d = File.open("/tmp") { |f| f.stat }; [s.atime, s.mtime, s.ctime, d.atime, d.mtime, d.ctime].map(&:to_f).min`)
+		wantStatus(t, res, glovebox.StatusOK)
+		if seen := res.Value.(float64); seen < before {
+			t.Fatalf("reuse disabled %v: the eval saw /tmp changed at %.6f, %.3f s before it started: the time of the last eval's work", disable, seen, before-seen)
+		}
+	}
+}

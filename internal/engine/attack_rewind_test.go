@@ -3,6 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -202,4 +205,49 @@ func TestAttackRewindExactAfterAdversarialWrites(t *testing.T) {
 	}
 	stop.Store(true)
 	t.Logf("%d runs; %d with no page fault in the process between rewinds (the scan skipped)", runs, skips)
+}
+
+// TestAttackRewoundVMKeepsItsTools: an idle VM serves only evals with
+// exactly the tools it was prepared with: an eval with fewer, more or
+// other tools never gets one (its methods would be wrong), and every
+// eval sees exactly its own tools as methods.
+func TestAttackRewoundVMKeepsItsTools(t *testing.T) {
+	call := func(ctx context.Context, c *Call) ([]byte, error) { return Answer(nil, c.Name, 8) }
+	sets := [][]string{{"alpha"}, nil, {"alpha", "beta"}, {"beta"}, {"beta", "alpha"}, {"alpha"}, nil}
+	_, ru0 := testEngine.ReuseStats()
+	defer func() {
+		// The idle list keeps maxIdleVMs, least recently used out.
+		_, ru1 := testEngine.ReuseStats()
+		t.Logf("%d of %d evals took a rewound VM", ru1-ru0, 3*len(sets))
+		if ru1 == ru0 {
+			t.Error("no eval took a rewound VM")
+		}
+	}()
+	for round := range 3 {
+		for _, tools := range sets {
+			req := &Request{Limits: testLimits, Tools: tools, Call: call,
+				Code: `%w[alpha beta].select { |m| respond_to?(m, true) } + [(alpha rescue "none")]`}
+			if tools == nil {
+				req.Call = nil
+			}
+			got := evalOK(t, req).([]any)
+			want := []any{}
+			for _, n := range tools {
+				want = append(want, n)
+			}
+			slicesSortAny(want)
+			if slices.Contains(tools, "alpha") {
+				want = append(want, "alpha")
+			} else {
+				want = append(want, "none")
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("round %d, tools %v: the eval saw %v, want %v", round, tools, got, want)
+			}
+		}
+	}
+}
+
+func slicesSortAny(a []any) {
+	slices.SortFunc(a, func(x, y any) int { return strings.Compare(x.(string), y.(string)) })
 }

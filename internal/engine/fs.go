@@ -146,6 +146,9 @@ type fsGuard struct {
 	// stdioGone marks stdout and stderr once the guest closed or
 	// replaced them: their writes then go to wasmtime like any other.
 	stdioGone [3]bool
+	// scratchID is the scratch directory's inode: its times are shown
+	// no earlier than the eval's start (see putFilestat).
+	scratchID fileID
 }
 
 type domain struct {
@@ -177,6 +180,12 @@ func newFSGuard(scratch string, mounts []Mount) (*fsGuard, error) {
 				what = "is not a directory"
 			}
 			return nil, &MountError{Host: m.Host, Guest: m.Guest, Msg: fmt.Sprintf("the host path %s for mount %s %s (%v)", m.Host, m.Guest, what, err)}
+		}
+		if i == 0 {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil {
+				g.scratchID = idOf(&st)
+			}
 		}
 		g.domains = append(g.domains, domain{Mount: m, root: fd})
 		g.fds[uint32(3+i)] = &guestFD{domain: i, mirror: -1}
@@ -1031,6 +1040,17 @@ func (v *VM) putFilestat(c *wt.Caller, ptr uint32, st *unix.Stat_t) uint32 {
 	b[16] = ft
 	binary.LittleEndian.PutUint64(b[24:], uint64(st.Nlink))
 	binary.LittleEndian.PutUint64(b[32:], uint64(max(st.Size, 0)))
+	if v.fs != nil && idOf(st) == v.fs.scratchID && !v.started.IsZero() {
+		// The scratch directory outlives evals (a rewound VM keeps it,
+		// and directories are recycled between VMs): times from before
+		// this eval would tell it when the last one wrote there.
+		start := unix.NsecToTimespec(v.started.UnixNano())
+		for _, ts := range []*unix.Timespec{&st.Atim, &st.Mtim, &st.Ctim} {
+			if ts.Nano() < start.Nano() {
+				*ts = start
+			}
+		}
+	}
 	binary.LittleEndian.PutUint64(b[40:], wasiTime(st.Atim))
 	binary.LittleEndian.PutUint64(b[48:], wasiTime(st.Mtim))
 	binary.LittleEndian.PutUint64(b[56:], wasiTime(st.Ctim))
