@@ -40,6 +40,11 @@ type EvalConfig struct {
 	// has the guest's tool methods defined, so each set of tool names
 	// has its own pool); zero means 1, negative none.
 	PoolSize int
+	// DisableVMReuse is glovebox.Config's: every eval in a VM made for
+	// it, never one rewound after another eval (by default a VM is, and
+	// tenants with the same tool names can share it, reset byte for byte
+	// between them). It costs about 100 µs an eval.
+	DisableVMReuse bool
 	// MaxToolSets bounds the tool sets with a pool kept between evals;
 	// the least recently used idle one is closed past it. Zero means
 	// DefaultMaxToolSets.
@@ -119,7 +124,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 		cfg.MaxToolBytes = DefaultMaxToolBytes
 	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: cfg.PoolSize, Logger: s.log})
+		PoolSize: cfg.PoolSize, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
@@ -223,7 +228,7 @@ func (e *evals) toolSet(ctx context.Context, names []string) (*glovebox.Runtime,
 		}
 	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
-		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, Logger: e.s.log})
+		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, Logger: e.s.log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -617,3 +617,27 @@ func TestEvalConcurrentSameKeys(t *testing.T) {
 		t.Errorf("%d evals ran for 10 keys", n)
 	}
 }
+
+// TestEvalDisableVMReuse: with EvalConfig.DisableVMReuse no VM behind the
+// server's evals is rewound; by default they are.
+func TestEvalDisableVMReuse(t *testing.T) {
+	for _, off := range []bool{true, false} {
+		p := startInproc(t, 1, nil)
+		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, DisableVMReuse: off}); err != nil {
+			t.Fatal(err)
+		}
+		a := newApp(t, gb.Limits{})
+		ev := p.client(t, p.toks.a).Evaluator(a.rt)
+		before := p.srv.VMsRewound()
+		for range 4 {
+			res, err := ev.EvalWith(context.Background(), "add(1, 2)", client.EvalOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus(t, res, gb.StatusOK)
+		}
+		if rewound := p.srv.VMsRewound() - before; off != (rewound == 0) {
+			t.Errorf("DisableVMReuse %v: %d VMs rewound", off, rewound)
+		}
+	}
+}

@@ -16,3 +16,7 @@ func (s *Server) ToolSets() int {
 	defer s.evals.mu.Unlock()
 	return len(s.evals.sets)
 }
+
+// VMsRewound is how many VMs the engine behind the server's evals has
+// rewound for reuse (glovebox.Stats.VMsRewound; engine-wide).
+func (s *Server) VMsRewound() uint64 { return s.evals.base.Stats().VMsRewound }

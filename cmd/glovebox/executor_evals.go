@@ -21,6 +21,7 @@ var executorEvalFlags struct {
 	idle     time.Duration
 	pool     int
 	worker   string
+	noReuse  bool
 }
 
 // addExecutorEvalFlags registers them (one line in executor.go).
@@ -32,6 +33,7 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.DurationVar(&executorEvalFlags.idle, "eval-session-idle", 0, "close a session unused this long (0: 10m)")
 	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
 	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tool set (0: 1; negative: none)")
+	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, never one rewound after another eval (tenants with the same tool names may otherwise share a VM, reset byte for byte between evals; costs about 100 µs an eval)")
 }
 
 // enableExecutorEvals turns evals on when --evals was given (one line in
@@ -52,7 +54,7 @@ func enableExecutorEvals(srv *executor.Server, worker string) error {
 	start := time.Now()
 	err := srv.EnableEvals(ctx, executor.EvalConfig{
 		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
-		PoolSize: fl.pool, MaxSessions: fl.sessions, SessionIdle: fl.idle,
+		PoolSize: fl.pool, DisableVMReuse: fl.noReuse, MaxSessions: fl.sessions, SessionIdle: fl.idle,
 		Worker: executor.WorkerConfig{Kind: worker},
 	})
 	if err != nil {
