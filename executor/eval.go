@@ -143,7 +143,13 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	s.Handle("DELETE "+wire.PathEvals+"/{key}", s.cancelRun)
 	s.Handle("POST "+wire.PathSessions, e.newSession)
 	s.Handle("DELETE "+wire.PathSessions+"/{id}", e.closeSession)
-	go e.janitor()
+	// Tracked with the purge loop, so that Close returns only once the
+	// evals' runtimes and worker processes are closed.
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		e.janitor()
+	}()
 	return nil
 }
 

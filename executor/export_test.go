@@ -20,3 +20,11 @@ func (s *Server) ToolSets() int {
 // VMsRewound is how many VMs the engine behind the server's evals has
 // rewound for reuse (glovebox.Stats.VMsRewound; engine-wide).
 func (s *Server) VMsRewound() uint64 { return s.evals.base.Stats().VMsRewound }
+
+// SetRefillHook makes f run as each spare eval worker starts, and returns
+// a function restoring the old hook.
+func SetRefillHook(f func()) func() {
+	old := testHookRefill
+	testHookRefill = f
+	return func() { testHookRefill = old }
+}

@@ -81,7 +81,7 @@ type Server struct {
 	stop     context.CancelFunc
 	draining atomic.Bool
 	wg       sync.WaitGroup // jobs admitted and not finished
-	bg       sync.WaitGroup // the purge loop
+	bg       sync.WaitGroup // the purge loop and the evals' janitor
 
 	evals *evals // nil until EnableEvals (eval.go)
 

@@ -298,10 +298,15 @@ type workerPool struct {
 	log     *slog.Logger
 	logOnce sync.Once      // the first worker's posture is logged
 	reaping sync.WaitGroup // workers that answered, being reaped
-	mu      sync.Mutex
-	spare   []*worker // started ahead, idle
-	want    int       // how many spares to keep
-	closed  bool
+	// starting counts spares being started (refill): close waits for
+	// them, so that none is left running when the server is gone (a
+	// bwrap killed mid-start by its parent's death can leave its
+	// sandbox's init behind).
+	starting sync.WaitGroup
+	mu       sync.Mutex
+	spare    []*worker // started ahead, idle
+	want     int       // how many spares to keep
+	closed   bool
 }
 
 // worker is one started worker process.
@@ -357,7 +362,12 @@ func (wp *workerPool) refill() {
 	n := wp.want - len(wp.spare)
 	wp.mu.Unlock()
 	for range n {
+		wp.starting.Add(1)
 		go func() {
+			defer wp.starting.Done()
+			if testHookRefill != nil {
+				testHookRefill()
+			}
 			w, err := wp.start()
 			if err != nil {
 				return // the next eval starts its own and reports why
@@ -374,6 +384,10 @@ func (wp *workerPool) refill() {
 	}
 }
 
+// testHookRefill, if set, runs as a spare starts (see
+// TestEvalWorkerCloseWaitsForStartingSpare).
+var testHookRefill func()
+
 // close stops the spares; evals running in workers end with the server.
 func (wp *workerPool) close() {
 	wp.mu.Lock()
@@ -384,6 +398,7 @@ func (wp *workerPool) close() {
 	for _, w := range ss {
 		w.stop()
 	}
+	wp.starting.Wait() // each sees closed and stops its worker
 	wp.reaping.Wait()
 }
 

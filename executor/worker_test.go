@@ -463,3 +463,57 @@ func TestEvalWorkerSpareKilledIdle(t *testing.T) {
 		wantStatus(t, res, gb.StatusOK)
 	}
 }
+
+// TestEvalWorkerCloseWaitsForStartingSpare: a spare being started when
+// the server closes is stopped before Close returns. Close used to return
+// at once, and a process exiting right after it (a test binary, a
+// draining executor) killed the half-started bwrap by its death signal,
+// which can leave the sandbox's init behind (seen once: an orphaned
+// bwrap after `make test`).
+func TestEvalWorkerCloseWaitsForStartingSpare(t *testing.T) {
+	var rb [8]byte
+	rand.Read(rb[:])
+	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	p := startWorkerEvals(t, nil, 1, mark)
+	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
+	release := make(chan struct{})
+	blocked := make(chan struct{}, 1)
+	defer executor.SetRefillHook(func() {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+		<-release
+	})()
+	res, err := ev.Eval(context.Background(), `1 + 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusOK)
+	select {
+	case <-blocked: // the eval is over and its spare is being started
+	case <-time.After(30 * time.Second):
+		t.Fatal("no spare was started after the eval")
+	}
+	p.hs.Close()
+	closed := make(chan struct{})
+	go func() { p.srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while a spare was still being started")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(marked(mark)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // killed processes still exiting
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("worker processes left after Close: %v", left)
+	}
+}

@@ -1,0 +1,46 @@
+package bwrap_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/box/bwrap"
+)
+
+// strays lists the host processes whose command line holds marker.
+func strays(marker string) []string {
+	var out []string
+	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err == nil && strings.Contains(string(b), marker) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " ")+" ("+m+")")
+		}
+	}
+	return out
+}
+
+// TestWorkerKilledAtOnceLeavesNothing: a worker killed right after it
+// started — while bwrap is still setting up its sandbox, before the
+// sandbox's init has asked to die with its parent — leaves no process
+// behind.
+func TestWorkerKilledAtOnceLeavesNothing(t *testing.T) {
+	b := requiresBwrap(t)
+	marker := fmt.Sprintf("glovebox-worker-test-%d", os.Getpid())
+	for i := range 60 {
+		w, err := b.StartWorker(bwrap.WorkerSpec{Argv: []string{"/bin/sleep", "1000", marker}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i%12) * 250 * time.Microsecond) // kill at every stage of bwrap's set-up
+		w.Kill()
+		w.Wait()
+		if s := strays(marker); len(s) > 0 {
+			t.Fatalf("round %d: processes left: %q", i, s)
+		}
+	}
+}
