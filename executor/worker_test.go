@@ -81,9 +81,7 @@ puts "two #{x}"
 // in a row each get a worker of their own (the guest's globals do not
 // carry over), and closing the server stops the idle spare.
 func TestEvalWorkerSpares(t *testing.T) {
-	var rb [8]byte
-	rand.Read(rb[:])
-	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	mark := newMark()
 	p := startWorkerEvals(t, nil, 1, mark)
 	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
 	for i := range 3 {
@@ -223,9 +221,7 @@ func marked(mark string) []int {
 // a hang), leaves no process behind, and the executor serves the next
 // eval.
 func TestEvalWorkerKilled(t *testing.T) {
-	var rb [8]byte
-	rand.Read(rb[:])
-	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	mark := newMark()
 	p := startWorkerEvals(t, nil, -1, mark)
 	var ts gb.Toolset
 	killed := make(chan []int, 1)
@@ -329,9 +325,7 @@ func BenchmarkEvalWorker(b *testing.B) {
 // record names the backend "wasm+bwrap"; canceling a running eval
 // (DELETE) ends it canceled and leaves no worker process behind.
 func TestEvalWorkerLimitsAndCancel(t *testing.T) {
-	var rb [8]byte
-	rand.Read(rb[:])
-	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	mark := newMark()
 	p := startWorkerEvals(t, nil, -1, mark)
 	a := newApp(t, gb.Limits{Timeout: 500 * time.Millisecond, Stdout: 4096})
 	ev := p.client(t, p.toks.a).Evaluator(a.rt)
@@ -435,9 +429,7 @@ func TestEvalWorkerRealProcess(t *testing.T) {
 // handed to it just as it died runs again in a fresh worker (it had sent
 // nothing, so the client saw nothing twice).
 func TestEvalWorkerSpareKilledIdle(t *testing.T) {
-	var rb [8]byte
-	rand.Read(rb[:])
-	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	mark := newMark()
 	p := startWorkerEvals(t, nil, 1, mark)
 	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
 	for i := range 4 {
@@ -471,9 +463,7 @@ func TestEvalWorkerSpareKilledIdle(t *testing.T) {
 // which can leave the sandbox's init behind (seen once: an orphaned
 // bwrap after `make test`).
 func TestEvalWorkerCloseWaitsForStartingSpare(t *testing.T) {
-	var rb [8]byte
-	rand.Read(rb[:])
-	mark := "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
+	mark := newMark()
 	p := startWorkerEvals(t, nil, 1, mark)
 	ev := p.client(t, p.toks.a).Evaluator(newApp(t, gb.Limits{}).rt)
 	release := make(chan struct{})
@@ -516,4 +506,12 @@ func TestEvalWorkerCloseWaitsForStartingSpare(t *testing.T) {
 	if left := marked(mark); len(left) > 0 {
 		t.Errorf("worker processes left after Close: %v", left)
 	}
+}
+
+// newMark is an environment entry unique to one test, to find its worker
+// processes by (see marked).
+func newMark() string {
+	var rb [8]byte
+	rand.Read(rb[:])
+	return "GLOVEBOX_TEST_MARK=" + hex.EncodeToString(rb[:])
 }
