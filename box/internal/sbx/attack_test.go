@@ -134,11 +134,12 @@ func TestProxyRefusesTraceToCredentialHost(t *testing.T) {
 		}
 		fmt.Fprintf(c, "%s http://API.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", m)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		c.Close()
 		if err != nil {
+			c.Close()
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, _ := io.ReadAll(resp.Body) // before Close: the body may not be buffered yet
+		c.Close()
 		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "TRACE") || dialled.Load() {
 			t.Errorf("%s: status %d %q, dialled %v; want 403 naming TRACE, no dial", m, resp.StatusCode, body, dialled.Load())
 		}
