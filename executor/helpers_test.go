@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,11 +274,26 @@ func (s *procSetup) start(t testing.TB) *proc {
 	return p
 }
 
-// kill SIGKILLs the executor's whole process group (bwrap dies with its
-// parent anyway) and waits for it.
+// kill SIGKILLs the executor's whole process group and waits for it,
+// then anything still running the glovebox binary under test: a bwrap
+// worker's sandbox init can miss its parent's death (a later executor's
+// sweep would kill it, a minute on), and a test must leave no process.
 func (p *proc) kill() {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
+	if built == "" {
+		return
+	}
+	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmds {
+		b, err := os.ReadFile(c)
+		if err != nil || !strings.Contains(string(b), built) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c))); err == nil && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func (s *procSetup) client(t testing.TB, url, tok string) *client.Client {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +88,23 @@ func TestSweepStaleRuns(t *testing.T) {
 			os.Remove(g)
 		}
 	}()
+	// A process the killed run left in its group (a sandbox's init that
+	// missed its parent's death): the sweep kills it, then removes the
+	// group.
+	var strayDone chan error
+	if staleGroup != "" {
+		stray := exec.Command("sleep", "60")
+		if err := stray.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer stray.Process.Kill()
+		if err := os.WriteFile(filepath.Join(staleGroup, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(staleGroup, old, old)
+		strayDone = make(chan error, 1)
+		go func() { strayDone <- stray.Wait() }()
+	}
 
 	res := run(t, b, box.Command{Argv: []string{"true"}})
 	if res.ExitStatus != 0 {
@@ -103,6 +121,13 @@ func TestSweepStaleRuns(t *testing.T) {
 	}
 	if staleGroup != "" && !gone(staleGroup) {
 		t.Errorf("the stale run's cgroup %s was left", staleGroup)
+	}
+	if strayDone != nil {
+		select {
+		case <-strayDone:
+		case <-time.After(5 * time.Second):
+			t.Errorf("the process left in the stale run's cgroup was not killed")
+		}
 	}
 	if liveGroup != "" && gone(liveGroup) {
 		t.Errorf("the live run's cgroup %s was removed", liveGroup)

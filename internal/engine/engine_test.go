@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -482,5 +483,21 @@ func TestFailedOpenStopsTicker(t *testing.T) {
 	time.Sleep(3 * epochTick)
 	if after := runtime.NumGoroutine(); after > before {
 		t.Fatalf("%d goroutines before the failed Open, %d after", before, after)
+	}
+}
+
+// TestNoDescriptorLeaksToChildren: a process this one starts (a sandboxed
+// command, an eval worker) inherits no descriptor of the engine's: the
+// snapshot's memory image, compiled code or pagemap.
+func TestNoDescriptorLeaksToChildren(t *testing.T) {
+	evalOK(t, &Request{Code: "1+1", Limits: testLimits}) // the engine has its images open
+	out, err := exec.Command("/bin/sh", "-c", "ls -l /proc/self/fd/").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(out))
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "memory.raw") || strings.Contains(l, "memory-image") || strings.Contains(l, ".cwasm") || strings.Contains(l, "pagemap") {
+			t.Errorf("a child inherits: %s", l)
+		}
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	_ "github.com/bytecodealliance/wasmtime-go/v39" // links libwasmtime
 )
 
@@ -587,7 +589,10 @@ func OpenImage(f *os.File, hot []Range, keep int) (*Image, error) {
 	}
 	// The C image owns a duplicate of the descriptor, closed when the last
 	// memory made from the image is freed (resets read through it).
-	fd, err := syscall.Dup(int(f.Fd()))
+	// Close-on-exec like every descriptor Go opens: a plain dup would be
+	// inherited by every process this one starts (sandboxed commands and
+	// eval workers included).
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	f.Close()
 	if err != nil {
 		C.free(unsafe.Pointer(arr))

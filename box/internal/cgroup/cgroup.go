@@ -176,6 +176,22 @@ func (g *Group) Kill() {
 	}
 }
 
+// killStrays SIGKILLs the processes in the group dir (through cgroup.kill
+// where the kernel has it) and waits up to 100 ms for them to leave it.
+func killStrays(dir string) {
+	if len(pids(dir)) == 0 {
+		return
+	}
+	if write(dir, "cgroup.kill", "1") != nil {
+		for _, pid := range pids(dir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	for i := 0; i < 100 && len(pids(dir)) > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func pids(dir string) []int {
 	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -225,8 +241,12 @@ func (g *Group) Remove() {
 // prefix+… directly under this process's own v2 group, under each v1
 // hierarchy's glovebox group, and (runsc's own groups, "glovebox-"+name)
 // at each v1 hierarchy's top, that were last changed over age ago and
-// whose name orphan approves (its run directory is gone). rmdir fails
-// while a group holds a process or a child group: those stay.
+// whose name orphan approves (its run directory is gone). Processes still
+// in such a group are killed first: they outlived the process that ran
+// them (a sandbox's init that missed its parent's death, say), and
+// nothing else would ever end them. rmdir fails while a group holds a
+// process that has not exited yet or a child group: those stay for the
+// next sweep.
 func Sweep(prefix string, age time.Duration, orphan func(name string) bool) {
 	var parents []string
 	if own := ownV2(); own != "" {
@@ -253,7 +273,9 @@ func Sweep(prefix string, age time.Duration, orphan func(name string) bool) {
 			if err != nil || now.Sub(fi.ModTime()) < age || !orphan(name) {
 				continue
 			}
-			os.Remove(filepath.Join(parent, e.Name()))
+			dir := filepath.Join(parent, e.Name())
+			killStrays(dir)
+			os.Remove(dir)
 		}
 	}
 }
