@@ -112,20 +112,9 @@ func allFaults() int64 {
 // background) or none at all (the rewind then skips its scan: evals that
 // write only pages the last scan found).
 func TestAttackRewindExactAfterAdversarialWrites(t *testing.T) {
-	h := &idleVMs{}
-	defer h.close()
 	tools := []string{"echo"}
-	v, err := testEngine.prepared(testEngine.base, nil, tools, nil, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.close()
-	if v.ck == nil {
-		t.Fatal("no checkpoint")
-	}
+	v, want, wantGlobals := checkpointedVM(t, tools)
 	c := v.store.Context()
-	want := append([]byte(nil), v.mem.Data(c)...)
-	wantGlobals := append([]uint64(nil), v.ck.bits...)
 	call := func(ctx context.Context, c *Call) ([]byte, error) { return Answer(nil, c.Args[0], 8) }
 	lim := testLimits
 	lim.FS = FSLimits{Write: 64 << 20, Creates: 100}

@@ -89,6 +89,8 @@ type Engine struct {
 	// VMs rewound and taken again.
 	idle            *idleVMs
 	rewinds, reuses atomic.Uint64
+	stateOnce       sync.Once // stateWriter's scan
+	stateOp         string
 
 	// mu is held for reading by every running eval and for writing by
 	// Close, which so waits for them before freeing the engine.

@@ -199,12 +199,11 @@ func (v *VM) takeCheckpoint(snap *snapshot) {
 	c := v.store.Context()
 	ck := &checkpoint{mono: v.monoBase, nextJS: v.nextJS}
 	for _, g := range snap.globals {
-		bits, ok := v.inst.GlobalBits(c, g.name)
-		h, ok2 := v.inst.Global(c, g.name)
-		if !ok || !ok2 {
+		h, ok := v.inst.Global(c, g.name)
+		if !ok {
 			return
 		}
-		ck.globals, ck.bits = append(ck.globals, h), append(ck.bits, bits)
+		ck.globals, ck.bits = append(ck.globals, h), append(ck.bits, h.Bits(c))
 	}
 	v.ck = ck
 }
@@ -292,18 +291,19 @@ func (g *fsGuard) onlyPreopens() bool {
 // stateWriter scans the code the engine compiles (compileSource, the
 // setjmp rewrite included) for an instruction that writes a table or
 // drops a segment: "" if there is none, its name if there is, "?" if the
-// code could not be read. The scan decodes every function (about 150 ms
-// for ruby.wasm), so it runs once, when a snapshot is built.
+// code could not be read. Rewriting and decoding every function takes
+// about 0.3 s for ruby.wasm, so it runs when a snapshot is built (the
+// answer is cached with it), at most once per engine.
 func (e *Engine) stateWriter() string {
-	m, err := e.compileSource()
-	if err != nil {
-		return "?"
-	}
-	op, _, err := m.StateWriter()
-	if err != nil {
-		return "?"
-	}
-	return op
+	e.stateOnce.Do(func() {
+		e.stateOp = "?"
+		if m, err := e.compileSource(); err == nil {
+			if op, _, err := m.StateWriter(); err == nil {
+				e.stateOp = op
+			}
+		}
+	})
+	return e.stateOp
 }
 
 // toolsKey names a tool list for idleVMs.

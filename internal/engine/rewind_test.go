@@ -224,19 +224,8 @@ func BenchmarkRewindPhases(b *testing.B) {
 // ran a tool; and whether or not the process took page faults between
 // rewinds (the rewind skips its scan only when it took none).
 func TestRewindRestoresMemoryExactly(t *testing.T) {
-	h := &idleVMs{}
-	defer h.close()
-	v, err := testEngine.prepared(testEngine.base, nil, []string{"echo"}, nil, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.close()
-	if v.ck == nil {
-		t.Fatal("no checkpoint")
-	}
+	v, want, wantGlobals := checkpointedVM(t, []string{"echo"})
 	c := v.store.Context()
-	want := append([]byte(nil), v.mem.Data(c)...)
-	wantGlobals := append([]uint64(nil), v.ck.bits...)
 	call := func(ctx context.Context, c *Call) ([]byte, error) { return Answer(nil, c.Args, 8) }
 	lim := testLimits
 	lim.FS = FSLimits{Write: 1 << 20, Creates: 10}
@@ -359,4 +348,22 @@ func TestFuelSameWhateverTheVM(t *testing.T) {
 			t.Fatalf("eval %d (%s) used %d fuel, the first %d", i, []string{"rewound", "made", "pooled"}[i%3], out.FuelUsed, want)
 		}
 	}
+}
+
+// checkpointedVM is a VM prepared with tools and checkpointed for reuse
+// (freed when t ends), with its linear memory and globals at the
+// checkpoint.
+func checkpointedVM(t *testing.T, tools []string) (*VM, []byte, []uint64) {
+	t.Helper()
+	h := &idleVMs{}
+	t.Cleanup(h.close)
+	v, err := testEngine.prepared(testEngine.base, nil, tools, nil, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.close)
+	if v.ck == nil {
+		t.Fatal("no checkpoint")
+	}
+	return v, append([]byte(nil), v.mem.Data(v.store.Context())...), append([]uint64(nil), v.ck.bits...)
 }

@@ -3,7 +3,10 @@ package wt
 // #include "wt.h"
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Global is an exported numeric global, looked up once so that reading
 // and writing it costs one C call each (no name lookup). It lives in C
@@ -13,57 +16,83 @@ type Global struct {
 	kind ValKind
 }
 
-// GlobalI64 returns the exported global name, which must be an i64; ok is
-// false when there is no such export or it is not an i64 global.
-func (i *Instance) GlobalI64(c Context, name string) (g Global, ok bool) {
+// lookupGlobal finds the exported numeric global name: a copy of its
+// handle and its kind, or false if there is none or it is not numeric.
+func (i *Instance) lookupGlobal(c Context, name string) (C.wasmtime_global_t, ValKind, bool) {
 	ext, ok := i.export(c, name, externGlobal)
 	if !ok {
-		return Global{}, false
+		return C.wasmtime_global_t{}, 0, false
 	}
-	p := (*C.wasmtime_global_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_global_t{}))))
-	*p = *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
-	var v C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, p, &v)
-	if ValKind(v.kind) != I64 {
-		return Global{}, false
+	g := *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
+	var cur C.wasmtime_val_t
+	C.wasmtime_global_get(c.ptr, &g, &cur)
+	switch k := ValKind(cur.kind); k {
+	case I32, I64, F32, F64:
+		return g, k, true
 	}
-	return Global{g: p, kind: I64}, true
-}
-
-// Valid reports whether g was found.
-func (g Global) Valid() bool { return g.g != nil }
-
-// Get reads the global.
-func (g Global) Get(c Context) int64 {
-	var v C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, g.g, &v)
-	return *(*int64)(unsafe.Pointer(&v.of))
-}
-
-// Set writes the global, which must be mutable.
-func (g Global) Set(c Context, x int64) error {
-	v := C.wasmtime_val_t{kind: C.uint8_t(I64)}
-	*(*int64)(unsafe.Pointer(&v.of)) = x
-	return takeError(C.wasmtime_global_set(c.ptr, g.g, &v))
+	return C.wasmtime_global_t{}, 0, false
 }
 
 // Global returns the exported global name, or false if there is none or
 // it is not numeric.
 func (i *Instance) Global(c Context, name string) (Global, bool) {
-	ext, ok := i.export(c, name, externGlobal)
+	g, k, ok := i.lookupGlobal(c, name)
 	if !ok {
 		return Global{}, false
 	}
-	g := (*C.wasmtime_global_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_global_t{}))))
-	*g = *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
-	var cur C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, g, &cur)
-	switch k := ValKind(cur.kind); k {
-	case I32, I64, F32, F64:
-		return Global{g: g, kind: k}, true
+	p := (*C.wasmtime_global_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_global_t{}))))
+	*p = g
+	return Global{g: p, kind: k}, true
+}
+
+// GlobalI64 returns the exported global name, which must be an i64; ok is
+// false when there is no such export or it is not an i64 global.
+func (i *Instance) GlobalI64(c Context, name string) (Global, bool) {
+	if g, ok := i.Global(c, name); ok && g.kind == I64 {
+		return g, true
 	}
 	return Global{}, false
 }
+
+// GlobalBits returns the raw bits of the exported global name (i32 and
+// f32 in the low 32 bits), or false if there is no numeric global so
+// named. It looks the global up each time: see Global for a handle.
+func (i *Instance) GlobalBits(c Context, name string) (uint64, bool) {
+	g, k, ok := i.lookupGlobal(c, name)
+	if !ok {
+		return 0, false
+	}
+	return Global{g: &g, kind: k}.Bits(c), true
+}
+
+// SetGlobalBits sets the exported mutable global name from raw bits, as
+// Global.SetBits does. It fails if there is no numeric global so named.
+func (i *Instance) SetGlobalBits(c Context, name string, bits uint64) error {
+	g, k, ok := i.lookupGlobal(c, name)
+	if !ok {
+		return fmt.Errorf("wt: no numeric exported global %q", name)
+	}
+	return Global{g: &g, kind: k}.SetBits(c, bits)
+}
+
+// Valid reports whether g was found.
+func (g Global) Valid() bool { return g.g != nil }
+
+// Bits reads the global as raw bits (i32 and f32 in the low 32 bits).
+func (g Global) Bits(c Context) uint64 {
+	var v C.wasmtime_val_t
+	C.wasmtime_global_get(c.ptr, g.g, &v)
+	if g.kind == I32 || g.kind == F32 {
+		return uint64(*(*uint32)(unsafe.Pointer(&v.of)))
+	}
+	return *(*uint64)(unsafe.Pointer(&v.of))
+}
+
+// Get reads an i64 global.
+func (g Global) Get(c Context) int64 { return int64(g.Bits(c)) }
+
+// Set writes an i64 global, which must be mutable.
+func (g Global) Set(c Context, x int64) error { return g.SetBits(c, uint64(x)) }
 
 // SetBits sets the global from raw bits (i32 and f32 take the low 32).
 // It fails if the global is immutable.

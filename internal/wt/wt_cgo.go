@@ -726,27 +726,6 @@ func Instantiate(s *Store, m *Module, mem *Memory, funcs []Func) (*Instance, err
 	return inst, nil
 }
 
-// SetGlobalBits sets the exported mutable global name from raw bits.
-func (i *Instance) SetGlobalBits(c Context, name string, bits uint64) error {
-	ext, ok := i.export(c, name, externGlobal)
-	if !ok {
-		return fmt.Errorf("wt: no exported global %q", name)
-	}
-	g := *(*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
-	var cur C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, &g, &cur)
-	v := C.wasmtime_val_t{kind: cur.kind}
-	switch ValKind(cur.kind) {
-	case I32, F32:
-		*(*uint32)(unsafe.Pointer(&v.of)) = uint32(bits)
-	case I64, F64:
-		*(*uint64)(unsafe.Pointer(&v.of)) = bits
-	default:
-		return fmt.Errorf("wt: global %q is not numeric", name)
-	}
-	return takeError(C.wasmtime_global_set(c.ptr, &g, &v))
-}
-
 const (
 	externFunc   = 0
 	externGlobal = 1
@@ -781,25 +760,6 @@ func (i *Instance) Memory(c Context, name string) (Memory, bool) {
 	m := (*C.wasmtime_memory_t)(i.store.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_memory_t{}))))
 	*m = *(*C.wasmtime_memory_t)(unsafe.Pointer(&ext.of))
 	return Memory{m: m}, true
-}
-
-// GlobalBits returns the raw bits of the exported global name (i32 and f32
-// in the low 32 bits).
-func (i *Instance) GlobalBits(c Context, name string) (uint64, bool) {
-	ext, ok := i.export(c, name, externGlobal)
-	if !ok {
-		return 0, false
-	}
-	g := (*C.wasmtime_global_t)(unsafe.Pointer(&ext.of))
-	var v C.wasmtime_val_t
-	C.wasmtime_global_get(c.ptr, g, &v)
-	switch ValKind(v.kind) {
-	case I32, F32:
-		return uint64(*(*uint32)(unsafe.Pointer(&v.of))), true
-	case I64, F64:
-		return *(*uint64)(unsafe.Pointer(&v.of)), true
-	}
-	return 0, false
 }
 
 // Func is an exported function. It lives in C memory owned by its store,
