@@ -41,7 +41,7 @@ type altEngine struct {
 // for a view with a fuel budget of an unmetered Runtime, the metered one.
 // It fails with ErrClosed once r is closed.
 func (r *Runtime) target(ctx context.Context) (*shared, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	if r.limits.Fuel == 0 || r.shared.metered {

@@ -99,6 +99,33 @@ type Runtime struct {
 	mounts  []Mount
 	hooks   Hooks
 	log     *slog.Logger
+	// view is set on a Runtime WithLimits made: its own closed flag, and
+	// the view it was derived from (nil for a view of the Runtime New
+	// made). Closing a view sets its flag only; see Close.
+	view *view
+}
+
+// view is the state a view has of its own.
+type view struct {
+	closed atomic.Bool
+	parent *view
+}
+
+// viewClosed reports whether v or a view it was derived from is closed.
+func (v *view) viewClosed() bool {
+	for ; v != nil; v = v.parent {
+		if v.closed.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// closed reports whether evals on r must fail with ErrClosed: the
+// Runtime New made is closed, or r is a view closed itself (or derived
+// from one that is).
+func (r *Runtime) closed() bool {
+	return r.shared.eng.Load() == nil || r.view.viewClosed()
 }
 
 // shared is what a Runtime and the views WithLimits derives from it have
@@ -261,9 +288,20 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 }
 
 // Close releases the Runtime; the engine is freed when the last Runtime
-// using it closes, after its running evals finish. Views made by
-// WithLimits share this one: closing any of them closes all.
+// using it closes, after its running evals finish. Closing the Runtime
+// New made closes every view WithLimits derived from it (their evals
+// then fail with ErrClosed).
+//
+// Closing a view closes that view only: later calls on it (and on views
+// derived from it) fail with ErrClosed, while the Runtime it came from
+// and its other views go on; evals already running on the view finish.
+// So `defer view.Close()` is harmless, and neither needed: a view holds
+// no resources of its own. Close is idempotent and returns nil.
 func (r *Runtime) Close() error {
+	if r.view != nil {
+		r.view.closed.Store(true)
+		return nil
+	}
 	r.shared.close()
 	return nil
 }
@@ -297,11 +335,12 @@ func (sh *shared) close() {
 // WithLimits returns a view of r whose evals use l's non-zero fields in
 // place of r's: a per-call override that changes only what it sets (zero
 // fields keep r's configured values, and defaults apply as in New). r is
-// unchanged. The view shares r's engine, pool and tools; it fails with
-// [ErrInvalidLimits] or ErrClosed.
+// unchanged. The view shares r's engine, pool and tools; closing it
+// leaves r open (see Close). It fails with [ErrInvalidLimits] or
+// ErrClosed.
 func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
 	eng := r.shared.eng.Load()
-	if eng == nil {
+	if eng == nil || r.view.viewClosed() {
 		return nil, ErrClosed
 	}
 	raw := l.over(r.raw)
@@ -311,6 +350,7 @@ func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
 	}
 	v := *r
 	v.limits, v.raw = l, raw
+	v.view = &view{parent: r.view}
 	return &v, nil
 }
 
@@ -385,7 +425,7 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 // [WithArgs]) or stream its output ([WithOutput]). Input they cannot give
 // fails with [ErrInvalidInput] before anything runs.
 func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	req, st := r.request(code)

@@ -42,7 +42,7 @@ type Session struct {
 // is taken (prepared, from r's pool when one is waiting) at the first
 // eval. It fails with ErrClosed when r is closed.
 func (r *Runtime) NewSession() (*Session, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	sh, err := r.target(context.Background())
