@@ -521,12 +521,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	if n >= r.limits.ToolCalls {
 		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
 		entry.Args, entry.Elided = Args{}, true
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if c.Err != nil {
+		var pe *engine.PayloadError
+		if errors.As(c.Err, &pe) {
+			msg := fmt.Sprintf("%s was passed %d bytes of arguments, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, pe.Size, pe.Limit)
+			entry.Args, entry.Elided = Args{}, true
+			st.finish(ctx, &entry, OutcomeOversized, msg)
+			return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
+		}
 		msg := fmt.Sprintf("malformed call to %q: %v", c.Name, c.Err)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeInvalid, msg)
 		return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 	}
 	fn, ok := r.tools[c.Name]
@@ -536,19 +543,23 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
 		}
 		entry.Args, entry.Elided = Args{}, c.Size > 0 // unknown tools' arguments are not kept
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeUnknownTool, msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
 	if r.hooks.BeforeCall != nil {
-		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
-			st.finish(ctx, &entry, err.Error())
+		if err, panicked := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
+			outcome := OutcomeVetoed
+			if panicked {
+				outcome = OutcomePanic
+			}
+			st.finish(ctx, &entry, outcome, err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
 	if r.approve[c.Name] {
 		if reason, ok := st.approve(ctx, c, args); !ok {
 			entry.Approval = "denied"
-			st.finish(ctx, &entry, reason)
+			st.finish(ctx, &entry, OutcomeDenied, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 		}
 		entry.Approval = "approved"
@@ -556,7 +567,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	start := time.Now()
@@ -587,36 +598,40 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		st.finish(ctx, &entry, "tool call failed")
+		st.finish(ctx, &entry, OutcomePanic, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !end.Before(c.Deadline) {
 		// The eval's own limit ended the call; the engine reports it.
-		msg := "the eval's time ran out during the call"
+		msg, outcome := "the eval's time ran out during the call", OutcomeTimeout
 		if ctx.Err() != nil {
-			msg = "the caller's context ended during the call"
+			msg, outcome = "the caller's context ended during the call", OutcomeCanceled
 		}
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, outcome, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if err := out.err; err != nil {
 		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
 			if ge != nil {
-				st.finish(ctx, &entry, ge.Message)
+				st.finish(ctx, &entry, remoteOutcome(ge.Class), ge.Message)
 				return nil, ge
 			}
-			st.finish(ctx, &entry, ab.Message)
+			outcome := OutcomeBudgetExceeded
+			if ab.Status == engine.StatusTimeout {
+				outcome = OutcomeTimeout
+			}
+			st.finish(ctx, &entry, outcome, ab.Message)
 			return nil, ab
 		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			st.finish(ctx, &entry, msg)
+			st.finish(ctx, &entry, OutcomeInvalid, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -625,27 +640,27 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			st.finish(ctx, &entry, te.Message)
+			st.finish(ctx, &entry, OutcomeError, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeError, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
 	b, err := engine.Answer(nil, out.value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeInvalid, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
-		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
-		st.finish(ctx, &entry, msg)
-		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+		msg := fmt.Sprintf("%s returned %d bytes of data, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, len(b)-2, r.limits.ToolPayload)
+		st.finish(ctx, &entry, OutcomeOversized, msg)
+		return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
 	}
 	entry.Result = out.value
 	st.keep(&entry, len(b))
-	st.finish(ctx, &entry, "")
+	st.finish(ctx, &entry, OutcomeOK, "")
 	return b, nil
 }
 
@@ -657,11 +672,11 @@ func (st *evalState) keep(entry *ToolCall, n int) {
 	}
 }
 
-// finish records entry, with the message the guest saw ("" on success),
-// and runs the AfterCall hook.
-func (st *evalState) finish(ctx context.Context, entry *ToolCall, errMsg string) {
+// finish records entry, with how it ended and the message the guest saw
+// ("" on success), and runs the AfterCall hook.
+func (st *evalState) finish(ctx context.Context, entry *ToolCall, outcome CallOutcome, errMsg string) {
 	r := st.r
-	entry.Error = errMsg
+	entry.Outcome, entry.Error = outcome, errMsg
 	st.mu.Lock()
 	st.calls = append(st.calls, *entry)
 	st.mu.Unlock()
@@ -749,14 +764,16 @@ func runTool(ctx context.Context, fn ToolFunc, args Args) (res any, err error, p
 	return res, err, nil
 }
 
-func safeHook(r *Runtime, tool string, f func() error) (err error) {
+// safeHook runs the BeforeCall hook f; panicked reports that it
+// panicked (err is then a generic message).
+func safeHook(r *Runtime, tool string, f func() error) (err error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.logPanic("BeforeCall hook", tool, recovered(p))
-			err = errors.New("tool call failed")
+			err, panicked = errors.New("tool call failed"), true
 		}
 	}()
-	return f()
+	return f(), false
 }
 
 // sanitize returns the message the guest sees for a tool's own error.
