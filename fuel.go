@@ -20,7 +20,7 @@ import (
 // A Runtime made with a fuel budget uses the metered engine alone (its
 // views cannot drop the budget: a zero field inherits). One made without
 // uses the unmetered engine, and opens the metered one — compiling it on
-// the machine's first use, about a minute on 2 cores — the first time one
+// the machine's first use, 20 s to a minute on 2 cores — the first time one
 // of its views with a budget evaluates.
 
 // altEngine is the metered engine and pool of a Runtime whose own engine

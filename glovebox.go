@@ -79,7 +79,7 @@ type Config struct {
 	// first-run steps at Info level. Zero means slog.Default().
 	Logger *slog.Logger
 	// Progress, if set, is told when a slow step starts (the first-run
-	// fetch, compile and snapshot build, about a minute on 2 cores) and
+	// fetch, compile and snapshot build, one to two minutes on 2 cores) and
 	// returns a function called when it ends. Zero means each step is
 	// logged through Logger at Info level as it starts and ends.
 	Progress func(step string) (done func())
@@ -156,7 +156,7 @@ func DefaultCacheDir() (string, error) {
 }
 
 // New creates a Runtime. On first use it fetches the guest image with npm,
-// compiles it and boots Ruby to build the snapshot (about a minute on a
+// compiles it and boots Ruby to build the snapshot (one to two minutes on a
 // 2-core machine; Config.Progress hears about it, or else Config.Logger at
 // Info level); later, from the on-disk cache, it takes tens of
 // milliseconds. Calling New early is the way to pay that cost up front.

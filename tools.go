@@ -543,6 +543,8 @@ type Hooks struct {
 	// BeforeCall runs before each tool call; a non-nil error vetoes the
 	// call, and its message is what the guest sees (as
 	// Glovebox::ToolError, unsanitized: the message is the host's own).
+	// The transcript entry of a vetoed call has Outcome OutcomeVetoed; a
+	// BeforeCall that panics vetoes it too, with OutcomePanic.
 	BeforeCall func(ctx context.Context, tool string, args Args) error
 	// AfterCall runs after each call that was attempted (vetoed ones
 	// included) with its transcript entry.
@@ -573,7 +575,8 @@ type ToolCall struct {
 	Duration time.Duration
 	// Elided is set when Args and Result were dropped: the eval's
 	// transcript already held MaxTranscriptData bytes of data, the tool
-	// name was unknown, or the call was over budget.
+	// name was unknown, the call was over Limits.ToolCalls, or its
+	// arguments were over Limits.ToolPayload (they were not decoded).
 	Elided bool
 	// Approval is "approved" or "denied" for a call of a tool that needs
 	// approval, "" for any other call.
