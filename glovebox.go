@@ -514,7 +514,12 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
-	st.keep(&entry, c.Size)
+	var tooBig *engine.PayloadError
+	if errors.As(c.Err, &tooBig) {
+		entry.Elided = true // arguments too large to read are not kept, nor counted
+	} else {
+		st.keep(&entry, c.Size)
+	}
 	st.mu.Lock()
 	n := len(st.calls)
 	st.mu.Unlock()
@@ -525,10 +530,8 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if c.Err != nil {
-		var pe *engine.PayloadError
-		if errors.As(c.Err, &pe) {
-			msg := fmt.Sprintf("%s was passed %d bytes of arguments, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, pe.Size, pe.Limit)
-			entry.Args, entry.Elided = Args{}, true
+		if tooBig != nil {
+			msg := fmt.Sprintf("%s was passed %d bytes of arguments, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, tooBig.Size, tooBig.Limit)
 			st.finish(ctx, &entry, OutcomeOversized, msg)
 			return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
 		}
