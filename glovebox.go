@@ -359,7 +359,7 @@ func (r *Runtime) Limits() Limits { return r.limits }
 
 // MemoryFloor is the smallest Limits.Memory accepted: the linear memory
 // the booted guest occupies, in bytes (about 370 MiB, 32 MiB of it free
-// heap for the guest's data).
+// heap for the guest's data); 0 once the Runtime New made is closed.
 func (r *Runtime) MemoryFloor() int64 {
 	eng := r.shared.eng.Load()
 	if eng == nil {
@@ -394,7 +394,7 @@ type Stats struct {
 // returns the zero Stats.
 func (r *Runtime) Stats() Stats {
 	eng := r.shared.eng.Load()
-	if eng == nil {
+	if eng == nil || r.view.viewClosed() {
 		return Stats{}
 	}
 	h, m := r.shared.pool.Stats()

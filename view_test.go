@@ -32,6 +32,9 @@ func TestClosingAViewLeavesTheRuntimeOpen(t *testing.T) {
 	defer s.Close()
 	wantStatus(t, sessionEval(t, s, `1`), glovebox.StatusOK)
 
+	if quick.Stats() != (glovebox.Stats{}) {
+		t.Errorf("Stats of a closed view: %+v, want zero", quick.Stats())
+	}
 	// The closed view, and views derived from it, refuse.
 	for name, v := range map[string]*glovebox.Runtime{"closed view": quick, "view of it": inner} {
 		if _, err := v.Eval(context.Background(), `1`); !errors.Is(err, glovebox.ErrClosed) {

@@ -341,10 +341,12 @@ func (v *VM) toolName(b []byte) string {
 // stops the guest.
 func (v *VM) oversized(msg []byte) ([]byte, error) {
 	op, rest, _ := bytes.Cut(msg[:min(len(msg), len("call\n")+maxToolName+1)], newline)
-	if string(op) != "call" || v.flushing {
+	nameB, _, named := bytes.Cut(rest, newline)
+	if string(op) != "call" || !named || v.flushing {
+		// Not a call the prelude makes: a name of at most maxToolName
+		// bytes, a newline, the arguments.
 		return nil, v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", len(msg), v.limits.Message))
 	}
-	nameB, _, _ := bytes.Cut(rest, newline)
 	size := len(msg) - len("call\n") - len(nameB) - 1
 	if size <= v.limits.Message { // the limit counts the arguments, not the name
 		return v.handle(msg)
