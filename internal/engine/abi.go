@@ -335,10 +335,10 @@ func (v *VM) toolName(b []byte) string {
 }
 
 // oversized answers a message over Limits.Message without reading past
-// its head: a tool call's arguments over the limit are not decoded, and the call reaches
-// the CallFunc with Err a *PayloadError, which counts and records it and
-// answers with the guest error it returns. Any other message that large
-// stops the guest.
+// its head: a tool call's arguments over the limit are not decoded, and
+// the call reaches the CallFunc with Err a *PayloadError, which counts
+// and records it and answers with the guest error it returns. Any other
+// message that large stops the guest.
 func (v *VM) oversized(msg []byte) ([]byte, error) {
 	op, rest, _ := bytes.Cut(msg[:min(len(msg), len("call\n")+maxToolName+1)], newline)
 	nameB, _, named := bytes.Cut(rest, newline)
