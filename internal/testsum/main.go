@@ -109,6 +109,12 @@ func (s *summary) read(r io.Reader) {
 		}
 		s.event(e)
 	}
+	if err := sc.Err(); err != nil {
+		// A line too long to parse: pass the rest through unparsed, so
+		// go test is never blocked writing to a reader that stopped.
+		fmt.Fprintln(s.stderr, "testsum:", err)
+		io.Copy(s.stdout, r)
+	}
 	if s.anyFailed {
 		fmt.Fprintln(s.stdout, "FAIL")
 	}
