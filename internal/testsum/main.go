@@ -74,6 +74,8 @@ type testState struct {
 	result string   // its "--- FAIL: name (time)" line
 	failed bool
 	kids   []*testState // subtests, in the order they ended
+	open   int          // where an unfinished line's rest goes (openNone...)
+	openAt int          // for openOut, its index in the package's output
 }
 
 type pkgState struct {
@@ -160,17 +162,7 @@ func (s *summary) event(e event) {
 	t := p.test(e.Test)
 	switch e.Action {
 	case "output":
-		switch {
-		case framing(e.Output):
-		case strings.HasPrefix(e.Output, "--- FAIL: "):
-			t.result = e.Output
-		case strings.HasPrefix(e.Output, "    "):
-			t.logs = append(t.logs, e.Output)
-		default:
-			// Printed by the test itself, not logged: plain go test
-			// shows it where it came, when the package fails.
-			p.out = append(p.out, e.Output)
-		}
+		t.output(p, e.Output)
 	case "fail", "pass", "skip":
 		t.failed = e.Action == "fail"
 		if e.Action == "skip" {
@@ -184,6 +176,40 @@ func (s *summary) event(e event) {
 		}
 	}
 }
+
+// output files one output event of t: test2json splits a long line
+// into several events, only the last ending in a newline, and the rest
+// of a line goes where its start went.
+func (t *testState) output(p *pkgState, text string) {
+	switch {
+	case t.open == openLog:
+		t.logs[len(t.logs)-1] += text
+	case t.open == openOut:
+		p.out[t.openAt] += text
+	case t.open == openDropped:
+	case framing(text):
+		t.open = openDropped
+	case strings.HasPrefix(text, "--- FAIL: "):
+		t.result, t.open = text, openDropped // complete: the time ends it
+	case strings.HasPrefix(text, "    "):
+		t.logs, t.open = append(t.logs, text), openLog
+	default:
+		// Printed by the test itself, not logged: plain go test shows
+		// it where it came, when the package fails.
+		p.out, t.open, t.openAt = append(p.out, text), openOut, len(p.out)
+	}
+	if strings.HasSuffix(text, "\n") {
+		t.open = openNone
+	}
+}
+
+// Where the rest of a test's unfinished output line goes.
+const (
+	openNone    = iota
+	openLog     // t.logs' last line
+	openOut     // p.out[t.openAt]
+	openDropped // nowhere: a framing line
+)
 
 // report is the text plain go test prints for failed test t at depth
 // (0 for a top-level test): its result line, its log, then its failed

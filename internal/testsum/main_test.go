@@ -27,9 +27,9 @@ func TestSub(t *testing.T) {
 func TestBare(t *testing.T) { t.SkipNow() }
 `,
 	"bad/bad_test.go": `package bad
-import ("fmt"; "testing")
-func TestPass(t *testing.T) { t.Log("hidden"); fmt.Println("printed by a passing test") }
-func TestFail(t *testing.T) { t.Log("shown\nsecond line"); t.Fatal("broken") }
+import ("fmt"; "strings"; "testing")
+func TestPass(t *testing.T) { t.Log("hidden"); fmt.Println("printed by a passing test", strings.Repeat("p", 70000)) }
+func TestFail(t *testing.T) { t.Log("shown\nsecond line", strings.Repeat("y", 70000)); t.Fatal("broken") }
 func TestParent(t *testing.T) {
 	t.Log("parent log")
 	t.Run("kid", func(t *testing.T) {
