@@ -357,7 +357,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	}
 	key := req.IdempotencyKey
 	if key == "" {
-		key = wire.DeriveKey(&req.Command)
+		key = wire.NewKey("r-") // no key given: a run of its own
 	}
 	c := req.Command.Box()
 	creds := req.Credentials
