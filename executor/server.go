@@ -162,10 +162,17 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("DELETE "+wire.PathRuns+"/{key}", s.cancelRun)
 	s.Handle("GET "+wire.PathRuns+"/{key}/outputs/{path...}", s.getOutput)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.evals == nil && (pathUnder(r.URL.Path, wire.PathEvals) || pathUnder(r.URL.Path, wire.PathSessions)) {
+			writeError(w, wire.Errorf(wire.CodeEvalsDisabled, "this executor does not run evals: start it with --evals (Server.EnableEvals)"))
+			return
+		}
 		writeError(w, wire.Errorf(wire.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return s, nil
 }
+
+// pathUnder reports whether p is route or below it.
+func pathUnder(p, route string) bool { return p == route || strings.HasPrefix(p, route+"/") }
 
 // SetTenants replaces the tenants (a token rotated, a tenant added or
 // removed, limits changed) without a restart: requests authenticate
@@ -369,26 +376,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 
 // runCommand runs c on the backend, streaming its output into j.
 func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds map[string]string) *wire.Record {
-	if c.Limits.Output == 0 || c.Limits.Output > s.cfg.MaxOutput {
-		c.Limits.Output = min(box.DefaultOutput, s.cfg.MaxOutput)
-		if c.Limits.Output == 0 {
-			c.Limits.Output = s.cfg.MaxOutput
-		}
-	}
-	if c.Timeout == 0 || c.Timeout > s.cfg.MaxTimeout {
-		c.Timeout = min(box.DefaultTimeout, s.cfg.MaxTimeout)
-	}
-	capAt := func(v *int64, max int64) {
-		if *v == 0 || *v > max {
-			*v = max
-		}
-	}
-	capAt(&c.Limits.Memory, s.cfg.MaxMemory)
-	capAt(&c.Limits.Disk, s.cfg.MaxDisk)
-	capAt(&c.Limits.OutputFiles, s.cfg.MaxOutputFiles)
-	if c.Limits.Pids == 0 || c.Limits.Pids > s.cfg.MaxPids {
-		c.Limits.Pids = s.cfg.MaxPids
-	}
+	s.capLimits(&c)
 	if len(creds) > 0 {
 		c.Credentials = map[string]func(context.Context) (string, error){}
 		for k, v := range creds {
@@ -424,6 +412,29 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
 	}
 	return rec
+}
+
+// capLimits lowers c's limits to the executor's caps. Output and Timeout:
+// zero takes box's default (1 MiB, 30 s) or the cap if lower, a request
+// over the cap gets the cap (not the default). Memory, Pids, Disk and
+// OutputFiles: zero or over the cap gets the cap.
+func (s *Server) capLimits(c *box.Command) {
+	pick := func(v, def, cap int64) int64 {
+		switch {
+		case v <= 0:
+			return min(def, cap)
+		case v > cap:
+			return cap
+		}
+		return v
+	}
+	l := &c.Limits
+	l.Output = int(pick(int64(l.Output), box.DefaultOutput, int64(s.cfg.MaxOutput)))
+	c.Timeout = time.Duration(pick(int64(c.Timeout), int64(box.DefaultTimeout), int64(s.cfg.MaxTimeout)))
+	l.Memory = pick(l.Memory, s.cfg.MaxMemory, s.cfg.MaxMemory)
+	l.Disk = pick(l.Disk, s.cfg.MaxDisk, s.cfg.MaxDisk)
+	l.OutputFiles = pick(l.OutputFiles, s.cfg.MaxOutputFiles, s.cfg.MaxOutputFiles)
+	l.Pids = int(pick(int64(l.Pids), int64(s.cfg.MaxPids), int64(s.cfg.MaxPids)))
 }
 
 // cancelRun cancels the caller's unfinished run under {key}: a queued one

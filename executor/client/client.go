@@ -97,6 +97,16 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// Close releases the Client's idle connections to the executor (its
+// HTTP client's CloseIdleConnections, Config.HTTPClient's too when one was
+// given). It does not cancel runs: a Run still streaming keeps its
+// connection until it returns, and the Client stays usable (a later call
+// dials anew). It returns nil.
+func (c *Client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
 // Isolation is the executor backend's isolation (from GET /v1/info).
 func (c *Client) Isolation() box.Isolation { return box.Isolation(c.info.Isolation) }
 

@@ -60,6 +60,14 @@ func (f *Fleet) index(key string) int {
 	return bi
 }
 
+// Close closes every member ([Client.Close]); it returns nil.
+func (f *Fleet) Close() error {
+	for _, m := range f.members {
+		m.Close()
+	}
+	return nil
+}
+
 // Isolation is the first member's (a fleet runs one backend).
 func (f *Fleet) Isolation() box.Isolation { return f.members[0].Isolation() }
 

@@ -23,6 +23,7 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed" // 405
 	CodeUnavailable      Code = "unavailable"        // 503: draining, or the store is not usable
 	CodeInternal         Code = "internal"           // 500: the store failed; nothing was started
+	CodeEvalsDisabled    Code = "evals_disabled"     // 501: an eval or session route on an executor started without --evals
 
 	// Codes of a run that ended without a result (the "error" of a
 	// final record; the HTTP status of the stream was already 200).
@@ -56,6 +57,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusMethodNotAllowed
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeEvalsDisabled:
+		return http.StatusNotImplemented
 	}
 	return http.StatusInternalServerError
 }
