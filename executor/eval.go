@@ -436,7 +436,7 @@ type streamWriter struct {
 }
 
 func (w streamWriter) Write(p []byte) (int, error) {
-	w.j.emit(wire.Event{Type: w.typ, Data: bytes.Clone(p)})
+	w.j.output(w.typ, p)
 	return len(p), nil
 }
 

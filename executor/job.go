@@ -36,11 +36,19 @@ type job struct {
 	spec   jobSpec
 	tenant *tenant
 
-	mu      sync.Mutex
-	events  []wire.Event
-	changed chan struct{} // closed and replaced at each emit and at the end
-	final   *wire.Record  // set once, at the end
-	state   string
+	mu     sync.Mutex
+	events []wire.Event
+	// pend is output not yet an event: writes of one stream (pendType)
+	// coalesced into one event of up to maxEventData bytes, emitted when
+	// full, when another event or the end comes, or flushEvery after its
+	// first byte (flushing is then set), so the event count follows the
+	// bytes and the time, not the number of writes.
+	pend     []byte
+	pendType string
+	flushing bool
+	changed  chan struct{} // closed and replaced at each emit and at the end
+	final    *wire.Record  // set once, at the end
+	state    string
 	// ready is closed once the store said whether this key was new
 	// (existing is then nil) or already recorded (existing is that
 	// entry, and the job never runs).
@@ -57,13 +65,74 @@ type job struct {
 	done   chan struct{} // closed once final is set
 }
 
-// emit appends an event and wakes the streams following the job.
+// Output coalescing: an output event carries up to maxEventData bytes,
+// and output waits at most flushEvery to become one. A program writing
+// a byte at a time a million times makes a few hundred events, not a
+// million (each event costs a slice header and a JSON line on every
+// stream following the job: 49 → 648 MiB measured before). Our choices:
+// 64 KiB is the pipe buffer's size; 20 ms is below what a person
+// watching output notices.
+const (
+	maxEventData = 64 << 10
+	flushEvery   = 20 * time.Millisecond
+)
+
+// emit appends an event (after the output pending before it, to keep
+// the order) and wakes the streams following the job.
 func (j *job) emit(ev wire.Event) {
 	j.mu.Lock()
+	j.flushLocked()
 	j.events = append(j.events, ev)
+	j.wakeLocked()
+	j.mu.Unlock()
+}
+
+// output adds p, written by the job to stdout or stderr (typ), to its
+// event log, coalesced with the writes around it (see maxEventData).
+// p is copied.
+func (j *job) output(typ string, p []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.pendType != typ {
+		j.flushLocked()
+		j.pendType = typ
+	}
+	for len(p) > 0 {
+		if j.pend == nil {
+			j.pend = make([]byte, 0, min(max(len(p), 512), maxEventData))
+		}
+		n := min(len(p), maxEventData-len(j.pend))
+		j.pend, p = append(j.pend, p[:n]...), p[n:]
+		if len(j.pend) == maxEventData {
+			j.flushLocked()
+			j.pendType = typ
+		}
+	}
+	if len(j.pend) > 0 && !j.flushing {
+		j.flushing = true
+		time.AfterFunc(flushEvery, func() {
+			j.mu.Lock()
+			j.flushing = false
+			j.flushLocked()
+			j.mu.Unlock()
+		})
+	}
+}
+
+// flushLocked turns the pending output into an event. Called with mu.
+func (j *job) flushLocked() {
+	if len(j.pend) == 0 {
+		return
+	}
+	j.events = append(j.events, wire.Event{Type: j.pendType, Data: j.pend})
+	j.pend, j.pendType = nil, ""
+	j.wakeLocked()
+}
+
+// wakeLocked wakes the streams following the job. Called with mu.
+func (j *job) wakeLocked() {
 	close(j.changed)
 	j.changed = make(chan struct{})
-	j.mu.Unlock()
 }
 
 func (j *job) setState(s string) {
@@ -74,10 +143,10 @@ func (j *job) setState(s string) {
 
 func (j *job) finish(rec *wire.Record) {
 	j.mu.Lock()
+	j.flushLocked()
 	j.final = rec
 	close(j.done)
-	close(j.changed)
-	j.changed = make(chan struct{})
+	j.wakeLocked()
 	j.mu.Unlock()
 }
 

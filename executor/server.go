@@ -388,7 +388,7 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		if stream == 2 {
 			typ = wire.EventStderr
 		}
-		j.emit(wire.Event{Type: typ, Data: append([]byte(nil), p...)})
+		j.output(typ, p)
 	}
 	res, err := s.backend.Run(ctx, c)
 	rec := &wire.Record{}
