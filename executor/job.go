@@ -18,7 +18,11 @@ import (
 type jobSpec struct {
 	kind, key, hash string
 	expires         *time.Time
-	work            func(ctx context.Context, j *job) *wire.Record
+	// maxRecord is the most bytes the job's final record can take (its
+	// output limits in base64, and room for the rest): what it reserves
+	// of its tenant's MaxStoredBytes.
+	maxRecord int64
+	work      func(ctx context.Context, j *job) *wire.Record
 	// attach, when set, is called for each request served by the job's
 	// stream (the first and every attached one) after the accepted
 	// event; evals use it to hand tool calls to whichever client holds
@@ -59,6 +63,9 @@ type job struct {
 	// slots is 2 when the job took its tenant's and the server's slot at
 	// admission (it was recorded running: no queue, one write less).
 	slots int
+	// budget is the room reserved for its final record in its tenant's
+	// MaxStoredBytes (negative: no bound); the record is cut to fit.
+	budget int64
 
 	ctx    context.Context // the job's; cancel ends it (DELETE, shutdown)
 	cancel context.CancelFunc
@@ -182,15 +189,22 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	}
 	if !t.reserve() {
 		s.mu.Unlock()
-		// A retry of a finished job is answered even at the limit.
-		if e, err := s.store.get(r.Context(), t.Name, spec.key); err == nil && wire.Final(e.State) {
-			s.answerStored(w, r, e, spec)
-			return
-		}
-		s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
+		s.refuseNew(w, r, t, spec, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
 		return
 	}
-	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{})}
+	// Room in the store: the disk, and the tenant's quota of records.
+	werr := s.space.diskShort()
+	budget := int64(-1)
+	if werr == nil {
+		budget, werr = s.space.reserve(t, spec.maxRecord)
+	}
+	if werr != nil {
+		t.release()
+		s.mu.Unlock()
+		s.refuseNew(w, r, t, spec, werr)
+		return
+	}
+	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{}), budget: budget}
 	j.ctx, j.cancel = context.WithCancel(s.base)
 	s.active[id] = j
 	s.wg.Add(1)
@@ -212,13 +226,17 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	now := time.Now()
 	old, created, err := s.store.begin(s.base, &entry{Tenant: t.Name, Key: spec.key, Kind: spec.kind, Hash: spec.hash,
 		State: state, Started: state == wire.StateRunning, Created: now})
+	s.space.wrote(err)
 	if err != nil || !created {
+		s.space.settle(t.Name, budget, 0)
 		if j.slots == 2 {
 			<-s.slots
 			<-t.slot
 		}
 		j.cancel()
-		if err != nil {
+		if storeFull(err) {
+			j.failed = wire.Errorf(wire.CodeStoreFull, "the executor's store is full (%v); nothing was started", err)
+		} else if err != nil {
 			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
 		}
 		j.existing = old
@@ -243,6 +261,17 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	}
 	go s.execute(j, id, now)
 	s.follow(w, r, j, false)
+}
+
+// refuseNew refuses a job that was not admitted with e, unless its key
+// names a finished job: a retry of one is answered from its record even
+// when the tenant is at a limit or the store is full.
+func (s *Server) refuseNew(w http.ResponseWriter, r *http.Request, t *tenant, spec jobSpec, e *wire.Error) {
+	if old, err := s.store.get(r.Context(), t.Name, spec.key); err == nil && wire.Final(old.State) {
+		s.answerStored(w, r, old, spec)
+		return
+	}
+	s.refuse(w, r, e)
 }
 
 func conflict(key string) *wire.Error {
@@ -362,7 +391,9 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		// reports as lost, never runs again.
 		// (A job that had its slots at admission was recorded running then.)
 		if j.slots < 2 {
-			if err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil); err != nil {
+			err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil)
+			s.space.wrote(err)
+			if err != nil {
 				rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
 				break
 			}
@@ -383,14 +414,25 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	}
 	now := time.Now()
 	rec.Key, rec.Backend, rec.Started, rec.Finished, rec.Created = j.spec.key, backend, started, &now, queuedAt
-	data, err := json.Marshal(rec)
+	data, err := fitRecord(rec, j.budget)
 	if err == nil {
 		err = s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data)
+		s.space.wrote(err)
 	}
 	if err != nil {
-		// The record stays "running": the next start reports it lost.
-		s.log.Error("storing a final record failed", "tenant", t.Name, "key", j.spec.key, "err", err)
+		// Followers must not be told an outcome the store does not
+		// hold: they get "lost" (store_failed), which is what the store
+		// says from now on: this smaller record if it can be written,
+		// else the "running" entry, read as lost (lookup, and recover at
+		// the next start). The job is never run again either way.
+		s.log.Error("storing a final record failed", "tenant", t.Name, "key", j.spec.key, "state", rec.State, "err", err)
+		rec = storeFailedRecord(rec, kind, err)
+		data, _ = json.Marshal(rec)
+		if s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data) != nil {
+			data = nil
+		}
 	}
+	s.space.settle(t.Name, j.budget, len(data))
 	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
 	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
 	j.finish(rec)

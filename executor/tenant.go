@@ -28,6 +28,14 @@ type Tenant struct {
 	MaxQueuedRuns int `yaml:"max_queued_runs" json:"max_queued_runs"`
 	// MaxRequestBytes caps a request body; DefaultMaxRequestBytes.
 	MaxRequestBytes int64 `yaml:"max_request_bytes" json:"max_request_bytes"`
+	// MaxStoredBytes bounds the bytes of records the store keeps for
+	// the tenant (each job's final record, kept for the retention):
+	// each job reserves room for its largest possible record (or what
+	// is left) when admitted; a job for which less than 64 KiB is left
+	// is refused quota_exceeded before it starts, and a record larger
+	// than its reservation is cut to fit (Record.QuotaTruncated).
+	// DefaultMaxStoredBytes; negative: no bound.
+	MaxStoredBytes int64 `yaml:"max_stored_bytes" json:"max_stored_bytes"`
 }
 
 // Tenant limit defaults: our choices for a 2-core executor running
@@ -36,6 +44,10 @@ const (
 	DefaultMaxConcurrentRuns = 4
 	DefaultMaxQueuedRuns     = 16
 	DefaultMaxRequestBytes   = 8 << 20
+	// DefaultMaxStoredBytes is 256 MiB: about fourteen of the largest
+	// run records (two 4 MiB outputs and 4 MiB of files, in base64) a
+	// day, or thousands of ordinary ones.
+	DefaultMaxStoredBytes = 256 << 20
 )
 
 // MintToken returns a new bearer token ("gbx_" and 43 base64url
@@ -101,6 +113,9 @@ func newTenants(ts []Tenant, old []*tenant) ([]*tenant, error) {
 		}
 		if t.MaxRequestBytes == 0 {
 			t.MaxRequestBytes = DefaultMaxRequestBytes
+		}
+		if t.MaxStoredBytes == 0 {
+			t.MaxStoredBytes = DefaultMaxStoredBytes
 		}
 		nt := &tenant{Tenant: t}
 		copy(nt.hash[:], h)
