@@ -64,7 +64,8 @@ type job struct {
 	// admission (it was recorded running: no queue, one write less).
 	slots int
 	// budget is the room reserved for its final record in its tenant's
-	// MaxStoredBytes (negative: no bound); the record is cut to fit.
+	// MaxStoredBytes when it started (negative: none, or no bound); the
+	// record is cut to fit.
 	budget int64
 
 	ctx    context.Context // the job's; cancel ends it (DELETE, shutdown)
@@ -192,11 +193,11 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.refuseNew(w, r, t, spec, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d runs running and %d queued", t.Name, t.MaxConcurrentRuns, t.MaxQueuedRuns))
 		return
 	}
-	// Room in the store: the disk, and the tenant's quota of records.
+	// Room in the store: the disk, and the tenant's quota of records
+	// (reserved when the job starts).
 	werr := s.space.diskShort()
-	budget := int64(-1)
 	if werr == nil {
-		budget, werr = s.space.reserve(t, spec.maxRecord)
+		werr = s.space.check(t)
 	}
 	if werr != nil {
 		t.release()
@@ -204,7 +205,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.refuseNew(w, r, t, spec, werr)
 		return
 	}
-	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{}), budget: budget}
+	j := &job{spec: spec, tenant: t, changed: make(chan struct{}), ready: make(chan struct{}), state: wire.StateQueued, done: make(chan struct{}), budget: -1}
 	j.ctx, j.cancel = context.WithCancel(s.base)
 	s.active[id] = j
 	s.wg.Add(1)
@@ -228,7 +229,6 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		State: state, Started: state == wire.StateRunning, Created: now})
 	s.space.wrote(err)
 	if err != nil || !created {
-		s.space.settle(t.Name, budget, 0)
 		if j.slots == 2 {
 			<-s.slots
 			<-t.slot
@@ -386,6 +386,12 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	case got < 2:
 		rec = &wire.Record{State: wire.StateExpired, Error: wire.Errorf(wire.CodeRunExpired, "still queued at its expires_at; it did not run")}
 	default:
+		var werr *wire.Error
+		if j.budget, werr = s.space.reserve(t, j.spec.maxRecord); werr != nil {
+			j.budget = -1
+			rec = &wire.Record{State: wire.StateFailed, Error: werr}
+			break
+		}
 		// The state is durable before the backend sees the command: a
 		// crash from here on leaves "running", which the next start
 		// reports as lost, never runs again.

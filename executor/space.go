@@ -70,10 +70,19 @@ func (sp *space) wrote(err error) {
 	sp.failed.Store(&msg)
 }
 
-// reserve takes room for a record of up to want bytes in t's quota: all
-// of it, or what is left when less; a refusal when under minReserve
-// (and under want) is left.
-func (sp *space) reserve(t *tenant, want int64) (int64, *wire.Error) {
+// check is the refusal of a new job of t when its quota has less than
+// minReserve left, else nil.
+func (sp *space) check(t *tenant) *wire.Error {
+	_, err := sp.take(t, minReserve, false)
+	return err
+}
+
+// reserve takes room for a record of up to want bytes in t's quota, as
+// the job starts: all of it, or what is left when less; a refusal when
+// under minReserve (and under want) is left. Negative: no bound.
+func (sp *space) reserve(t *tenant, want int64) (int64, *wire.Error) { return sp.take(t, want, true) }
+
+func (sp *space) take(t *tenant, want int64, keep bool) (int64, *wire.Error) {
 	if t.MaxStoredBytes < 0 {
 		return -1, nil
 	}
@@ -82,10 +91,12 @@ func (sp *space) reserve(t *tenant, want int64) (int64, *wire.Error) {
 	left := t.MaxStoredBytes - sp.used[t.Name] - sp.reserved[t.Name]
 	got := min(want, left)
 	if got < min(want, minReserve) {
-		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records (and %d reserved by jobs in flight), at its max_stored_bytes of %d; records are freed after the retention; nothing was started",
+		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records (and %d reserved by jobs running), at its max_stored_bytes of %d; records are freed after the retention; it did not run",
 			t.Name, sp.used[t.Name], sp.reserved[t.Name], t.MaxStoredBytes)
 	}
-	sp.reserved[t.Name] += got
+	if keep {
+		sp.reserved[t.Name] += got
+	}
 	return got, nil
 }
 

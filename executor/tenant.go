@@ -29,11 +29,13 @@ type Tenant struct {
 	// MaxRequestBytes caps a request body; DefaultMaxRequestBytes.
 	MaxRequestBytes int64 `yaml:"max_request_bytes" json:"max_request_bytes"`
 	// MaxStoredBytes bounds the bytes of records the store keeps for
-	// the tenant (each job's final record, kept for the retention):
+	// the tenant (each job's final record, kept for the retention). A
+	// request finding less than 64 KiB left (after the room its running
+	// jobs reserved) is refused quota_exceeded before it is recorded;
 	// each job reserves room for its largest possible record (or what
-	// is left) when admitted; a job for which less than 64 KiB is left
-	// is refused quota_exceeded before it starts, and a record larger
-	// than its reservation is cut to fit (Record.QuotaTruncated).
+	// is left) as it starts, a queued one finding under 64 KiB then ends
+	// failed (quota_exceeded) without running, and a record larger than
+	// its reservation is cut to fit (Record.QuotaTruncated).
 	// DefaultMaxStoredBytes; negative: no bound.
 	MaxStoredBytes int64 `yaml:"max_stored_bytes" json:"max_stored_bytes"`
 }
