@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,49 +140,47 @@ func fitRecord(rec *wire.Record, budget int64) ([]byte, error) {
 }
 
 // cutRecord drops about over bytes of JSON from rec's largest output
-// part; false when there is none left.
+// part, leaving it no smaller than the next largest (which the next call
+// cuts); an outputs file goes whole, first among equals. False when
+// there is nothing left to cut.
 func cutRecord(rec *wire.Record, over int) bool {
+	type part struct {
+		n    int
+		file bool
+		cut  func(keep int)
+	}
+	var parts []part
+	cut := over + 16
 	if r := rec.Result; r != nil {
-		big, bigLen := "", 0
+		cut = over*3/4 + 16 // base64: 3 bytes per 4 of JSON
+		parts = append(parts,
+			part{len(r.Stdout), false, func(k int) { r.Stdout, r.StdoutTruncated = r.Stdout[:k], true }},
+			part{len(r.Stderr), false, func(k int) { r.Stderr, r.StderrTruncated = r.Stderr[:k], true }})
 		for name, data := range r.Outputs {
-			if len(data) > bigLen || (len(data) == bigLen && name < big) {
-				big, bigLen = name, len(data)
-			}
+			parts = append(parts, part{len(data), true, func(int) { delete(r.Outputs, name); r.OutputsTruncated = true }})
 		}
-		cut := over*3/4 + 16 // base64: 4 bytes of JSON per 3
-		switch {
-		case len(r.Outputs) > 0 && bigLen >= len(r.Stdout) && bigLen >= len(r.Stderr):
-			delete(r.Outputs, big)
-			r.OutputsTruncated = true
-		case len(r.Stdout) > 0 && len(r.Stdout) >= len(r.Stderr):
-			r.Stdout, r.StdoutTruncated = r.Stdout[:max(len(r.Stdout)-cut, 0)], true
-		case len(r.Stderr) > 0:
-			r.Stderr, r.StderrTruncated = r.Stderr[:max(len(r.Stderr)-cut, 0)], true
-		default:
-			return false
-		}
-		return true
-	}
-	if e := rec.Eval; e != nil {
-		cut := over + 16
-		switch {
-		case len(e.ToolCalls) > 0:
+	} else if e := rec.Eval; e != nil {
+		if len(e.ToolCalls) > 0 { // the client keeps its own transcript
 			e.ToolCalls = nil
-		case len(e.Stdout) > 0 && len(e.Stdout) >= len(e.Stderr):
-			e.Stdout, e.StdoutTruncated = cutString(e.Stdout, cut), true
-		case len(e.Stderr) > 0:
-			e.Stderr, e.StderrTruncated = cutString(e.Stderr, cut), true
-		default:
-			return false
+			return true
 		}
-		return true
+		parts = append(parts,
+			part{len(e.Stdout), false, func(k int) { e.Stdout, e.StdoutTruncated = strings.ToValidUTF8(e.Stdout[:k], ""), true }},
+			part{len(e.Stderr), false, func(k int) { e.Stderr, e.StderrTruncated = strings.ToValidUTF8(e.Stderr[:k], ""), true }})
 	}
-	return false
-}
-
-// cutString drops n bytes from the end of s, and a character cut in two.
-func cutString(s string, n int) string {
-	return strings.ToValidUTF8(s[:max(len(s)-n, 0)], "")
+	sort.SliceStable(parts, func(a, b int) bool {
+		return parts[a].n > parts[b].n || (parts[a].n == parts[b].n && parts[a].file && !parts[b].file)
+	})
+	if len(parts) == 0 || parts[0].n == 0 {
+		return false
+	}
+	p, next := parts[0], parts[1].n
+	keep := max(p.n-cut, next)
+	if keep == p.n { // level with the next: halve the cut, the next takes the rest
+		keep = max(p.n-(cut+1)/2, 0)
+	}
+	p.cut(keep)
+	return true
 }
 
 // storeFailedRecord is the record a job gets when its final record could
