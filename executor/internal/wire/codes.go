@@ -117,9 +117,9 @@ type Record struct {
 	Eval     *EvalResult `json:"eval,omitempty"` // an eval's outcome (eval.go)
 	Error    *Error      `json:"error,omitempty"`
 	// QuotaTruncated says the record was cut to fit the tenant's
-	// max_stored_bytes: output (stdout, stderr, outputs files; an eval's
-	// tool-call transcript) was dropped from its end, and the field's own
-	// truncated flag is set.
+	// max_stored_bytes: an eval's tool-call transcript was dropped, or
+	// the end of stdout or stderr, or whole outputs files, each with its
+	// own truncated flag set.
 	QuotaTruncated bool `json:"quota_truncated,omitempty"`
 }
 
