@@ -342,11 +342,16 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	}
 	key := req.IdempotencyKey
 	if key == "" {
-		key = wire.DeriveEvalKey(req)
+		key = wire.NewKey("e-") // no key given: an eval of its own
 	}
 	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes}
+	lim := e.limits(req.Limits)
 	e.s.serveJob(w, r, t, jobSpec{
 		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
+		// Output and the value, allowing for JSON escapes, and room for
+		// the rest; the tool-call transcript is kept when it fits (it
+		// is the first part cut: the client keeps its own).
+		maxRecord: 2*int64(lim.Stdout+lim.Stderr+lim.Value) + minReserve,
 		work: func(ctx context.Context, j *job) *wire.Record {
 			return e.run(ctx, j, t, key, run, req, names)
 		},
@@ -436,7 +441,7 @@ type streamWriter struct {
 }
 
 func (w streamWriter) Write(p []byte) (int, error) {
-	w.j.emit(wire.Event{Type: w.typ, Data: bytes.Clone(p)})
+	w.j.output(w.typ, p)
 	return len(p), nil
 }
 

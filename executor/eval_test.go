@@ -60,15 +60,16 @@ type errWriter struct{ a *app }
 
 func (w errWriter) Write(p []byte) (int, error) { w.a.note("err:" + string(p)); return len(p), nil }
 
-// notes is the log with consecutive output pieces joined (puts writes
-// the text and the newline separately).
+// notes is the log with consecutive output pieces of one stream joined
+// (puts writes the text and the newline separately, and the executor
+// coalesces writes into events as it likes).
 func (a *app) notes() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []string
 	for _, n := range a.log {
-		if k := len(out) - 1; k >= 0 && strings.HasPrefix(n, "out:") && strings.HasPrefix(out[k], "out:") {
-			out[k] += strings.TrimPrefix(n, "out:")
+		if k := len(out) - 1; k >= 0 && len(n) > 4 && (n[:4] == "out:" || n[:4] == "err:") && strings.HasPrefix(out[k], n[:4]) {
+			out[k] += n[4:]
 			continue
 		}
 		out = append(out, n)
@@ -147,7 +148,7 @@ puts "three #{o["total"]}"
 	if res.Stdout != "one\ntwo 3\nthree 12.5\n" || res.Stderr != "warn\n" {
 		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
-	want := []string{"out:one\n", "tool:add(1,2)", "out:two 3\n", "err:warn", "err:\n", "tool:lookup(A7)", "out:three 12.5\n"}
+	want := []string{"out:one\n", "tool:add(1,2)", "out:two 3\n", "err:warn\n", "tool:lookup(A7)", "out:three 12.5\n"}
 	if got := a.notes(); !slices.Equal(got, want) {
 		t.Errorf("order on the client:\n got %q\nwant %q", got, want)
 	}

@@ -1,6 +1,12 @@
 package executor
 
-import "time"
+import (
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+)
 
 // SetStreamWriteTimeout changes how long one event write may block (tests
 // use a short one) and returns a function restoring the old value.
@@ -28,3 +34,9 @@ func SetRefillHook(f func()) func() {
 	testHookRefill = f
 	return func() { testHookRefill = old }
 }
+
+// CapLimits is c with the executor's caps applied, as a run gets them.
+func (s *Server) CapLimits(c box.Command) box.Command { s.capLimits(&c); return c }
+
+// EvalLimits is the glovebox.Limits an eval asking for l runs with.
+func (s *Server) EvalLimits(l wire.EvalLimits) glovebox.Limits { return s.evals.limits(l) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -121,17 +120,8 @@ func TestOutputsPerTenant(t *testing.T) {
 
 func get(t *testing.T, p *inproc, path, tok string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", p.hs.URL+path, nil)
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := p.hs.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	_, body := rawDo(t, p, tok, "GET", path, "")
+	return body
 }
 
 // TestCancel: DELETE kills a running command (no process survives) and the

@@ -46,6 +46,11 @@ type Config struct {
 	// DefaultDisk 256 MiB, DefaultOutputFiles 4 MiB).
 	MaxMemory, MaxDisk, MaxOutputFiles int64
 	MaxPids                            int
+	// MinStoreFree is the bytes the store's file system must keep free:
+	// with less, new jobs are refused store_full before they start and
+	// /readyz is 503. Zero means DefaultMinStoreFree; negative: not
+	// checked.
+	MinStoreFree int64
 	// Retention is how long a finished record is kept: a repeat of its
 	// key within it gets the record; after it, the key is free and a
 	// repeat runs anew. Zero means DefaultRetention.
@@ -72,6 +77,7 @@ type Server struct {
 	posture box.Posture
 	tenants atomic.Pointer[[]*tenant] // swapped whole by SetTenants
 	store   store
+	space   *space
 	m       *metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -132,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MinStoreFree == 0 {
+		cfg.MinStoreFree = DefaultMinStoreFree
+	}
 	st, err := openStore(cfg.StorePath)
 	if err != nil {
 		return nil, err
@@ -141,9 +150,14 @@ func New(cfg Config) (*Server, error) {
 		st.close()
 		return nil, fmt.Errorf("executor: store %s: %w", cfg.StorePath, err)
 	}
+	used, err := st.usage(context.Background())
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("executor: store %s: %w", cfg.StorePath, err)
+	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st,
+		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st, space: newSpace(cfg.StorePath, cfg.MinStoreFree, used),
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
 		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
@@ -162,10 +176,17 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("DELETE "+wire.PathRuns+"/{key}", s.cancelRun)
 	s.Handle("GET "+wire.PathRuns+"/{key}/outputs/{path...}", s.getOutput)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.evals == nil && (pathUnder(r.URL.Path, wire.PathEvals) || pathUnder(r.URL.Path, wire.PathSessions)) {
+			writeError(w, wire.Errorf(wire.CodeEvalsDisabled, "this executor does not run evals: start it with --evals (Server.EnableEvals)"))
+			return
+		}
 		writeError(w, wire.Errorf(wire.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return s, nil
 }
+
+// pathUnder reports whether p is route or below it.
+func pathUnder(p, route string) bool { return p == route || strings.HasPrefix(p, route+"/") }
 
 // SetTenants replaces the tenants (a token rotated, a tenant added or
 // removed, limits changed) without a restart: requests authenticate
@@ -264,10 +285,15 @@ func (s *Server) purgeLoop() {
 	defer s.bg.Done()
 	every := max(min(s.cfg.Retention/10, time.Hour), time.Second)
 	for {
-		if n, err := s.store.purge(s.base, time.Now().Add(-s.cfg.Retention)); err != nil {
+		n, err := s.store.purge(s.base, time.Now().Add(-s.cfg.Retention))
+		s.space.wrote(err)
+		if err != nil {
 			s.log.Error("purging old records failed", "err", err)
 		} else if n > 0 {
 			s.log.Info("purged old records", "count", n)
+			if err := s.space.recount(s.base, s.store); err != nil {
+				s.log.Error("counting stored bytes failed", "err", err)
+			}
 		}
 		select {
 		case <-s.base.Done():
@@ -287,6 +313,20 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if err := s.store.ping(ctx); err != nil {
 		writeError(w, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
 		return
+	}
+	if e := s.space.diskShort(); e != nil {
+		writeError(w, wire.Errorf(wire.CodeUnavailable, "%s", e.Message))
+		return
+	}
+	// After a failed write, ready again only once a write succeeds: try
+	// one (a small one; the disk check above covers large records).
+	if msg := s.space.failed.Load(); msg != nil {
+		err := s.store.probe(ctx)
+		s.space.wrote(err)
+		if err != nil {
+			writeError(w, wire.Errorf(wire.CodeUnavailable, "store: the last write failed (%s), and a probe write too: %v", *msg, err))
+			return
+		}
 	}
 	io.WriteString(w, "ready\n")
 }
@@ -357,38 +397,23 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	}
 	key := req.IdempotencyKey
 	if key == "" {
-		key = wire.DeriveKey(&req.Command)
+		key = wire.NewKey("r-") // no key given: a run of its own
 	}
 	c := req.Command.Box()
+	s.capLimits(&c)
 	creds := req.Credentials
 	s.serveJob(w, r, t, jobSpec{
 		kind: "run", key: key, hash: wire.Hash(&req.Command), expires: req.ExpiresAt,
-		work: func(ctx context.Context, j *job) *wire.Record { return s.runCommand(ctx, j, c, creds) },
+		// stdout and stderr in the record and its result, outputs files,
+		// all in base64, and room for the rest.
+		maxRecord: (2*int64(c.Limits.Output)+c.Limits.OutputFiles)*4/3 + minReserve,
+		work:      func(ctx context.Context, j *job) *wire.Record { return s.runCommand(ctx, j, c, creds) },
 	})
 }
 
-// runCommand runs c on the backend, streaming its output into j.
+// runCommand runs c (its limits capped) on the backend, streaming its
+// output into j.
 func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds map[string]string) *wire.Record {
-	if c.Limits.Output == 0 || c.Limits.Output > s.cfg.MaxOutput {
-		c.Limits.Output = min(box.DefaultOutput, s.cfg.MaxOutput)
-		if c.Limits.Output == 0 {
-			c.Limits.Output = s.cfg.MaxOutput
-		}
-	}
-	if c.Timeout == 0 || c.Timeout > s.cfg.MaxTimeout {
-		c.Timeout = min(box.DefaultTimeout, s.cfg.MaxTimeout)
-	}
-	capAt := func(v *int64, max int64) {
-		if *v == 0 || *v > max {
-			*v = max
-		}
-	}
-	capAt(&c.Limits.Memory, s.cfg.MaxMemory)
-	capAt(&c.Limits.Disk, s.cfg.MaxDisk)
-	capAt(&c.Limits.OutputFiles, s.cfg.MaxOutputFiles)
-	if c.Limits.Pids == 0 || c.Limits.Pids > s.cfg.MaxPids {
-		c.Limits.Pids = s.cfg.MaxPids
-	}
 	if len(creds) > 0 {
 		c.Credentials = map[string]func(context.Context) (string, error){}
 		for k, v := range creds {
@@ -400,7 +425,7 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		if stream == 2 {
 			typ = wire.EventStderr
 		}
-		j.emit(wire.Event{Type: typ, Data: append([]byte(nil), p...)})
+		j.output(typ, p)
 	}
 	res, err := s.backend.Run(ctx, c)
 	rec := &wire.Record{}
@@ -424,6 +449,29 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
 	}
 	return rec
+}
+
+// capLimits lowers c's limits to the executor's caps. Output and Timeout:
+// zero takes box's default (1 MiB, 30 s) or the cap if lower, a request
+// over the cap gets the cap (not the default). Memory, Pids, Disk and
+// OutputFiles: zero or over the cap gets the cap.
+func (s *Server) capLimits(c *box.Command) {
+	pick := func(v, def, cap int64) int64 {
+		switch {
+		case v <= 0:
+			return min(def, cap)
+		case v > cap:
+			return cap
+		}
+		return v
+	}
+	l := &c.Limits
+	l.Output = int(pick(int64(l.Output), box.DefaultOutput, int64(s.cfg.MaxOutput)))
+	c.Timeout = time.Duration(pick(int64(c.Timeout), int64(box.DefaultTimeout), int64(s.cfg.MaxTimeout)))
+	l.Memory = pick(l.Memory, s.cfg.MaxMemory, s.cfg.MaxMemory)
+	l.Disk = pick(l.Disk, s.cfg.MaxDisk, s.cfg.MaxDisk)
+	l.OutputFiles = pick(l.OutputFiles, s.cfg.MaxOutputFiles, s.cfg.MaxOutputFiles)
+	l.Pids = int(pick(int64(l.Pids), int64(s.cfg.MaxPids), int64(s.cfg.MaxPids)))
 }
 
 // cancelRun cancels the caller's unfinished run under {key}: a queued one
@@ -490,7 +538,14 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
 	}
-	return recordOf(e), nil
+	rec := recordOf(e)
+	if !wire.Final(rec.State) && s.liveJob(t.Name, key) == nil {
+		// No job of this process holds it (recover marked those of
+		// earlier ones lost): its end could not be stored.
+		rec.State = wire.StateLost
+		rec.Error = wire.Errorf(wire.CodeStoreFailed, "the %s ended but its final record could not be stored: its outcome is lost, and it is never run again under this key", e.Kind)
+	}
+	return rec, nil
 }
 
 // recordOf is an entry's record: the stored final one, or one made from

@@ -36,8 +36,20 @@ type store interface {
 	// purge deletes the final entries last updated before t and
 	// returns how many.
 	purge(ctx context.Context, before time.Time) (int, error)
+	// usage is the bytes of records each tenant has stored.
+	usage(ctx context.Context) (map[string]int64, error)
+	// probe makes one small durable write, to learn whether writes
+	// succeed again after one failed.
+	probe(ctx context.Context) error
 	ping(ctx context.Context) error
 	close() error
+}
+
+// storeFull reports whether err is the store's disk (or SQLite's size
+// limit) being full: SQLITE_FULL.
+func storeFull(err error) bool {
+	var ce interface{ Code() int }
+	return errors.As(err, &ce) && ce.Code()&0xff == 13
 }
 
 // entry is one stored job. Record is the JSON of a wire.Record.
@@ -74,7 +86,8 @@ func openStore(path string) (*sqliteStore, error) {
 		updated INTEGER NOT NULL,
 		record  BLOB,
 		PRIMARY KEY (tenant, key)
-	)`)
+	);
+	CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)`)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("executor: store %s: %w", path, err)
@@ -152,6 +165,29 @@ func (s *sqliteStore) purge(ctx context.Context, before time.Time) (int, error) 
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
+}
+
+func (s *sqliteStore) usage(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT tenant, COALESCE(SUM(LENGTH(record)), 0) FROM jobs GROUP BY tenant`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var t string
+		var n int64
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		out[t] = n
+	}
+	return out, rows.Err()
+}
+
+func (s *sqliteStore) probe(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)`, time.Now().UnixNano())
+	return err
 }
 
 func (s *sqliteStore) ping(ctx context.Context) error {

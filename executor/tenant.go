@@ -28,6 +28,16 @@ type Tenant struct {
 	MaxQueuedRuns int `yaml:"max_queued_runs" json:"max_queued_runs"`
 	// MaxRequestBytes caps a request body; DefaultMaxRequestBytes.
 	MaxRequestBytes int64 `yaml:"max_request_bytes" json:"max_request_bytes"`
+	// MaxStoredBytes bounds the bytes of records the store keeps for
+	// the tenant (each job's final record, kept for the retention). A
+	// request finding less than 64 KiB left (after the room its running
+	// jobs reserved) is refused quota_exceeded before it is recorded;
+	// each job reserves room for its largest possible record (or what
+	// is left) as it starts, a queued one finding under 64 KiB then ends
+	// failed (quota_exceeded) without running, and a record larger than
+	// its reservation is cut to fit (Record.QuotaTruncated).
+	// DefaultMaxStoredBytes; negative: no bound.
+	MaxStoredBytes int64 `yaml:"max_stored_bytes" json:"max_stored_bytes"`
 }
 
 // Tenant limit defaults: our choices for a 2-core executor running
@@ -36,6 +46,10 @@ const (
 	DefaultMaxConcurrentRuns = 4
 	DefaultMaxQueuedRuns     = 16
 	DefaultMaxRequestBytes   = 8 << 20
+	// DefaultMaxStoredBytes is 256 MiB: about fourteen of the largest
+	// run records (two 4 MiB outputs and 4 MiB of files, in base64) a
+	// day, or thousands of ordinary ones.
+	DefaultMaxStoredBytes = 256 << 20
 )
 
 // MintToken returns a new bearer token ("gbx_" and 43 base64url
@@ -101,6 +115,9 @@ func newTenants(ts []Tenant, old []*tenant) ([]*tenant, error) {
 		}
 		if t.MaxRequestBytes == 0 {
 			t.MaxRequestBytes = DefaultMaxRequestBytes
+		}
+		if t.MaxStoredBytes == 0 {
+			t.MaxStoredBytes = DefaultMaxStoredBytes
 		}
 		nt := &tenant{Tenant: t}
 		copy(nt.hash[:], h)

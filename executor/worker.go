@@ -587,12 +587,12 @@ func (e *evals) workerAttempt(ctx context.Context, j *job, run *evalRun, req *wi
 				if outBytes += len(m.Data); outBytes > lim.Stdout {
 					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stdout, the eval's limit; it was killed", lim.Stdout), start), false
 				}
-				j.emit(wire.Event{Type: wire.EventStdout, Data: m.Data})
+				j.output(wire.EventStdout, m.Data)
 			case "stderr":
 				if errBytes += len(m.Data); errBytes > lim.Stderr {
 					return sandboxError(fmt.Sprintf("the eval worker streamed over %d bytes of stderr, the eval's limit; it was killed", lim.Stderr), start), false
 				}
-				j.emit(wire.Event{Type: wire.EventStderr, Data: m.Data})
+				j.output(wire.EventStderr, m.Data)
 			case "tool_call":
 				if !toolNamed(names, m.Name) {
 					return sandboxError(fmt.Sprintf("the eval worker called tool %q, not one of the eval's", m.Name), start), false

@@ -31,9 +31,9 @@ type Request struct {
 	// Credentials holds the resolved credential values, sent only in the
 	// request body, never in the key or a log line.
 	Credentials map[string]string
-	// IdempotencyKey names this logical run (the caller's choice, e.g. a
-	// hash of the command without credentials), so the executor can
-	// answer a deliberate retry from its record.
+	// IdempotencyKey names this logical run, so the executor can answer
+	// a deliberate retry from its record; empty means none: the executor
+	// client then sends a fresh random key, and the run always runs.
 	IdempotencyKey string
 	// Stream, when set, gets the command's stdout (1) and stderr (2) as
 	// the executor relays them, in order, from one goroutine: the
@@ -52,8 +52,10 @@ type Box struct {
 
 var _ box.Box = (*Box)(nil)
 
-// New wraps x. key computes the idempotency key of a command; nil means
-// none is sent.
+// New wraps x. key computes the idempotency key of a command, for a
+// caller who wants a command sent again answered from its first run
+// (executor/client.Key is one such function); nil means none is sent, so
+// every Run runs: the same command three times is three runs.
 func New(x Executor, key func(*box.Command) string) *Box { return &Box{x: x, key: key} }
 
 // Posture is (the executor's isolation, remote).

@@ -37,6 +37,8 @@ type executorFile struct {
 	MaxPids        int   `yaml:"max_pids"`
 	MaxDisk        int64 `yaml:"max_disk"`
 	MaxOutputFiles int64 `yaml:"max_output_files"`
+	// MinStoreFree is executor.Config's (bytes; zero: 64 MiB).
+	MinStoreFree int64 `yaml:"min_store_free"`
 	// Egress is the proxy rule base for commands with a network
 	// allowlist (httptool's rules; the allowlist comes from the command).
 	Egress struct {
@@ -69,11 +71,13 @@ tokens (make one with 'glovebox executor token') and their limits:
       max_concurrent_runs: 4    # default 4
       max_queued_runs: 16       # default 16
       max_request_bytes: 8388608
+      max_stored_bytes: 268435456  # records kept (24 h); default 256 MiB
   max_runs: 8                   # across tenants; default 8
   max_memory: 536870912         # caps each run's limits; defaults: box's
   max_pids: 128                 #   (512 MiB, 128, 256 MiB of /tmp,
   max_disk: 268435456           #   4 MiB of outputs files)
   max_output_files: 4194304
+  min_store_free: 67108864      # below it: new runs store_full, /readyz 503
   egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
 
 SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
@@ -104,7 +108,7 @@ settings need a restart. Endpoints besides /v1:
 			}
 			cfg := executor.Config{Backend: b, StorePath: storePath, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
 				MaxMemory: fc.MaxMemory, MaxPids: fc.MaxPids, MaxDisk: fc.MaxDisk, MaxOutputFiles: fc.MaxOutputFiles,
-				Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+				MinStoreFree: fc.MinStoreFree, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
 			if fc.MaxTimeout != "" {
 				if cfg.MaxTimeout, err = parseDuration("max_timeout", fc.MaxTimeout); err != nil {
 					return usageError{err}

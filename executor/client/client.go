@@ -10,12 +10,14 @@
 //
 // # Failures, idempotency and retries
 //
-// Every request carries an idempotency key: the caller's, or [Key] of the
-// command (credentials excluded), so running the same command again is a
-// retry of the same logical run. The executor records the key before it
-// starts work and answers a repeat from its record (or attaches to the run
-// in progress): it never runs a key twice. The client never retries on its
-// own. An error is an [*Error]:
+// Every request carries an idempotency key: the caller's, or else a fresh
+// random one, so a Run without a key always runs (the same command run
+// three times runs three times). A caller who wants identical commands to
+// share one run passes [Key] on purpose (remote.New(c, client.Key)). The
+// executor records the key before it starts work and answers a repeat
+// from its record (or attaches to the run in progress): it never runs a
+// key twice. The client never retries on its own. An error is an
+// [*Error]:
 //
 //   - InDoubt() true (it wraps remote.ErrInDoubt): the transport failed
 //     after the request may have reached the executor; the command may be
@@ -95,15 +97,27 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// Close releases the Client's idle connections to the executor (its
+// HTTP client's CloseIdleConnections, Config.HTTPClient's too when one was
+// given). It does not cancel runs: a Run still streaming keeps its
+// connection until it returns, and the Client stays usable (a later call
+// dials anew). It returns nil.
+func (c *Client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
 // Isolation is the executor backend's isolation (from GET /v1/info).
 func (c *Client) Isolation() box.Isolation { return box.Isolation(c.info.Isolation) }
 
 // Backend is the executor's backend name ("bwrap", "gvisor").
 func (c *Client) Backend() string { return c.info.Backend }
 
-// Key is the idempotency key the client and the executor derive for a
-// command when the caller gives none: "h-" and 32 hex digits of the
+// Key is a key made from the command: "h-" and 32 hex digits of the
 // SHA-256 of its wire form (local functions and credentials excluded).
+// Neither the client nor the executor uses it unasked; pass it as
+// remote.New's key function to have a command sent again within the
+// executor's retention answered from the first run's record.
 func Key(cmd *box.Command) string {
 	w := wire.FromBox(cmd)
 	return wire.DeriveKey(&w)
@@ -150,8 +164,9 @@ func (e *Error) Unwrap() []error {
 	return out
 }
 
-// Run runs req.Command on the executor under req.IdempotencyKey (or [Key]
-// of the command) and returns its Result; stdout and stderr go to
+// Run runs req.Command on the executor under req.IdempotencyKey (or a
+// fresh random key "r-" and 32 hex digits when it is empty: the key of
+// an error, Error.Key, is the one to retry with) and returns its Result; stdout and stderr go to
 // req.Stream as they arrive (for a run that had already finished under
 // the key, answered from its record, the recorded stdout then stderr). A deadline on ctx becomes the request's
 // expires_at: the executor refuses it, or does not start it, after then.
@@ -159,7 +174,7 @@ func (e *Error) Unwrap() []error {
 func (c *Client) Run(ctx context.Context, req remote.Request) (*box.Result, error) {
 	wr := wire.RunRequest{Command: wire.FromBox(&req.Command), IdempotencyKey: req.IdempotencyKey, Credentials: req.Credentials}
 	if wr.IdempotencyKey == "" {
-		wr.IdempotencyKey = wire.DeriveKey(&wr.Command)
+		wr.IdempotencyKey = wire.NewKey("r-")
 	}
 	if d, ok := ctx.Deadline(); ok {
 		wr.ExpiresAt = &d

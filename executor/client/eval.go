@@ -3,8 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -155,11 +153,7 @@ func evalLimits(l glovebox.Limits) wire.EvalLimits {
 	}
 }
 
-func newEvalKey() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return "e-" + hex.EncodeToString(b[:])
-}
+func newEvalKey() string { return wire.NewKey("e-") }
 
 // eval sends req and serves its tool calls until the result.
 func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptions) (*glovebox.Result, error) {

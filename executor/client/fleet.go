@@ -9,6 +9,7 @@ import (
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/remote"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 )
 
 // Fleet spreads requests over several executors, each with its own
@@ -59,15 +60,23 @@ func (f *Fleet) index(key string) int {
 	return bi
 }
 
+// Close closes every member ([Client.Close]); it returns nil.
+func (f *Fleet) Close() error {
+	for _, m := range f.members {
+		m.Close()
+	}
+	return nil
+}
+
 // Isolation is the first member's (a fleet runs one backend).
 func (f *Fleet) Isolation() box.Isolation { return f.members[0].Isolation() }
 
-// Run runs req on the member its key picks (the key derived as
-// [Client.Run] derives it when req has none). Errors as for Client.Run;
+// Run runs req on the member its key picks (a fresh random key when req
+// has none, as [Client.Run] makes). Errors as for Client.Run;
 // retry an in-doubt one with [Fleet.Retry], which reaches the same member.
 func (f *Fleet) Run(ctx context.Context, req remote.Request) (*box.Result, error) {
 	if req.IdempotencyKey == "" {
-		req.IdempotencyKey = Key(&req.Command)
+		req.IdempotencyKey = wire.NewKey("r-")
 	}
 	return f.Pick(req.IdempotencyKey).Run(ctx, req)
 }

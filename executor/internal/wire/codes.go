@@ -23,6 +23,9 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed" // 405
 	CodeUnavailable      Code = "unavailable"        // 503: draining, or the store is not usable
 	CodeInternal         Code = "internal"           // 500: the store failed; nothing was started
+	CodeEvalsDisabled    Code = "evals_disabled"     // 501: an eval or session route on an executor started without --evals
+	CodeStoreFull        Code = "store_full"         // 507: the store's disk is (nearly) full; nothing was started
+	CodeQuotaExceeded    Code = "quota_exceeded"     // 507: the tenant's stored records are at its max_stored_bytes; nothing was started
 
 	// Codes of a run that ended without a result (the "error" of a
 	// final record; the HTTP status of the stream was already 200).
@@ -31,6 +34,7 @@ const (
 	CodeLost        Code = "lost"          // the executor stopped while the run was queued or running; it is never re-run
 	CodeRunExpired  Code = "run_expired"   // the run was still queued at its expires_at and never started
 	CodeCanceled    Code = "canceled"      // DELETE /v1/runs/{key} cancelled it before it started; it did not run
+	CodeStoreFailed Code = "store_failed"  // the job ended but its final record could not be stored (state lost); never re-run
 )
 
 // HTTPStatus is the status a response refused with c carries.
@@ -56,6 +60,10 @@ func (c Code) HTTPStatus() int {
 		return http.StatusMethodNotAllowed
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeEvalsDisabled:
+		return http.StatusNotImplemented
+	case CodeStoreFull, CodeQuotaExceeded:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -108,6 +116,11 @@ type Record struct {
 	Result   *Result     `json:"result,omitempty"`
 	Eval     *EvalResult `json:"eval,omitempty"` // an eval's outcome (eval.go)
 	Error    *Error      `json:"error,omitempty"`
+	// QuotaTruncated says the record was cut to fit the tenant's
+	// max_stored_bytes: an eval's tool-call transcript was dropped, or
+	// the end of stdout or stderr, or whole outputs files, each with its
+	// own truncated flag set.
+	QuotaTruncated bool `json:"quota_truncated,omitempty"`
 }
 
 // Result is box.Result's wire form; stdout, stderr and outputs are bytes

@@ -82,7 +82,7 @@ type EvalLimits struct {
 // EvalRequest is the body of POST /v1/evals.
 type EvalRequest struct {
 	// IdempotencyKey names the logical eval within the tenant; empty
-	// means [DeriveEvalKey]. The Go client sends a fresh random key per
+	// means a fresh random one ([NewKey] "e-"). The Go client sends a fresh random key per
 	// Eval call (the same code asked twice is two evals), and the same
 	// key only for a deliberate retry.
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
@@ -164,10 +164,6 @@ func EvalHash(r *EvalRequest) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
-
-// DeriveEvalKey is the key of an eval request that carries none: "e-"
-// and the first 32 hex digits of [EvalHash].
-func DeriveEvalKey(r *EvalRequest) string { return "e-" + EvalHash(r)[:32] }
 
 // DecodeEvalRequest parses a POST /v1/evals body strictly (see
 // [Strict]): a valid key when given, code that is UTF-8, tool names

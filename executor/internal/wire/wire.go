@@ -8,6 +8,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -91,8 +92,10 @@ func (c *Command) Box() box.Command {
 
 // RunRequest is the body of POST /v1/runs.
 type RunRequest struct {
-	// IdempotencyKey names the logical run within the tenant; empty
-	// means the executor derives it with [DeriveKey].
+	// IdempotencyKey names the logical run within the tenant, chosen
+	// by the caller to make a retry: empty means the executor gives the
+	// run a fresh random key ([NewKey] "r-"), so a request without one
+	// always runs.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// ExpiresAt, when set, is the instant after which the caller no
 	// longer wants the run: a request arriving later is refused with
@@ -123,9 +126,20 @@ func Hash(c *Command) string {
 	return hex.EncodeToString(h[:])
 }
 
-// DeriveKey is the idempotency key of a command whose caller gives none:
-// "h-" and the first 32 hex digits (128 bits) of [Hash].
+// DeriveKey is a key made from the command itself: "h-" and the first 32
+// hex digits (128 bits) of [Hash]. Nothing uses it unasked: a caller who
+// wants identical commands answered from one record passes it on purpose
+// (executor/client's Key).
 func DeriveKey(c *Command) string { return "h-" + Hash(c)[:32] }
+
+// NewKey is a fresh random idempotency key: prefix and 32 hex digits
+// (128 random bits), e.g. "r-…" for a run, "e-…" for an eval. A request
+// sent without a key gets one, so it is a run of its own.
+func NewKey(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
 
 // DecodeRunRequest parses a POST /v1/runs body strictly: one JSON
 // object, no unknown fields, no trailing data, a valid key when given,
