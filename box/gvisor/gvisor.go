@@ -41,8 +41,11 @@
 // any other runsc failure (no root or delegated cgroup, an unknown
 // platform, a bad bundle) is an error wrapping box.ErrBackend that quotes
 // runsc's first error and says what to do. A command's own exit 128
-// stays its own. Leftover run directories and cgroups are swept as the
-// bwrap box's are (see its package comment).
+// stays its own. When the sandbox process dies before runsc has the
+// container's exit (killed from outside: an operator's kill -9, the
+// host's OOM killer), runsc's own log of the run says so and the Result
+// has KilledExternally. Leftover run directories and cgroups are swept as
+// the bwrap box's are (see its package comment).
 package gvisor
 
 import (
@@ -325,7 +328,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	// runsc's own errors go to stderr, mixed with the command's, and to
 	// this log, which only the run writes (kill and delete log elsewhere).
-	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json"}, global...), "run", "--bundle", bundle, id)...)
+	// The run command's own info log (a few KiB: the sandbox's and the
+	// gofer's are not written) tells a sandbox that died under runsc.
+	runLog := filepath.Join(w.Root, "runsc-run.txt")
+	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json", "--debug-log", runLog, "--debug-command=run"}, global...), "run", "--bundle", bundle, id)...)
 	kill := func() {
 		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
 		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
@@ -336,6 +342,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	p.Hold = mayBeRunscError
 	p.Finish = func(res *box.Result) error {
+		if !res.TimedOut && !res.Canceled && !res.KilledForMemory && sandboxLost(runLog) {
+			res.KilledExternally = true
+			return nil
+		}
 		if res.ExitStatus != 128 || res.TimedOut || res.Canceled {
 			return nil
 		}
@@ -400,6 +410,15 @@ func mayBeRunscError(e []byte) bool {
 		}
 	}
 	return true
+}
+
+// sandboxLost reports whether runsc's run log f says the sandbox process
+// ended before it reported the container's exit: runsc then falls back
+// to the sandbox process's own status ("… Will try waiting on the sandbox
+// process instead"), which is how a sentry killed from outside shows.
+func sandboxLost(f string) bool {
+	data, err := os.ReadFile(f)
+	return err == nil && strings.Contains(string(data), "Will try waiting on the sandbox process")
 }
 
 // runscError is the first error runsc logged to the JSON log file f, or
