@@ -159,7 +159,11 @@ type Mount struct {
 	// /etc, /lib*, /proc, /run, /sbin, /sys, /tmp, /usr, /work), such as
 	// /data or /mnt/in.
 	GuestPath string `json:"guest_path"`
-	Writable  bool   `json:"writable,omitempty"` // the command may write; default read-only
+	// Writable lets the command write there; the default is read-only.
+	// What it may make is the package's file policy: no setuid or
+	// setgid bits, file capabilities or device nodes (see the package
+	// doc).
+	Writable bool `json:"writable,omitempty"`
 }
 
 // reservedGuest are the guest paths a Mount may not be on or under.

@@ -291,3 +291,68 @@ func TestTierKilledFromOutside(t *testing.T) {
 		}
 	})
 }
+
+// setidScript tries every way to give a file in /out (a writable mount),
+// /work and /tmp a privilege the host would honour, and prints one line
+// per attempt: "NAME ok" or "NAME refused".
+const setidScript = `
+import errno, os, shutil
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, "refused" if e.errno in (errno.EPERM, errno.EACCES, errno.EOPNOTSUPP) else e)
+for d in ("/out", "/work", "/tmp"):
+    t = d + "/t"
+    shutil.copy("/bin/true", t)
+    attempt(d + " chmod 4755", lambda: os.chmod(t, 0o4755))
+    attempt(d + " chmod 2755", lambda: os.chmod(t, 0o2755))
+    attempt(d + " chmod 6755", lambda: os.chmod(t, 0o6755))
+    attempt(d + " fchmod 4755", lambda: os.fchmod(os.open(t, os.O_RDONLY), 0o4755))
+    attempt(d + " open 4755", lambda: os.close(os.open(d + "/o", os.O_CREAT | os.O_WRONLY, 0o4755)))
+    attempt(d + " open 2755", lambda: os.close(os.open(d + "/o", os.O_CREAT | os.O_WRONLY, 0o2755)))
+    os.mkdir(d + "/dir")
+    attempt(d + " chmod dir 2777", lambda: os.chmod(d + "/dir", 0o2777))
+    attempt(d + " setcap", lambda: os.setxattr(t, "security.capability", bytes.fromhex("0000000200200000000000000000000000000000")))
+    attempt(d + " mknod chr", lambda: os.mknod(d + "/null", 0o20666, os.makedev(1, 3)))
+    attempt(d + " mknod blk", lambda: os.mknod(d + "/sda", 0o60666, os.makedev(8, 0)))
+    attempt(d + " chmod 755", lambda: os.chmod(t, 0o755))
+`
+
+// TestTierNoSetidFiles: the file policy of the box package (see doc.go)
+// holds on every tier: no set-user-ID or set-group-ID bit, no file
+// capability and no device node can be made, in a writable mount (seen
+// from the host: stat shows none of the bits), the working directory or
+// /tmp; an ordinary chmod works.
+func TestTierNoSetidFiles(t *testing.T) {
+	var want strings.Builder
+	for _, d := range []string{"/out", "/work", "/tmp"} {
+		for _, a := range []string{"chmod 4755", "chmod 2755", "chmod 6755", "fchmod 4755", "open 4755", "open 2755",
+			"chmod dir 2777", "setcap", "mknod chr", "mknod blk"} {
+			want.WriteString(d + " " + a + " refused\n")
+		}
+		want.WriteString(d + " chmod 755 ok\n")
+	}
+	forTiers(t, func(t *testing.T, tr tier, b box.Box) {
+		out := walkableTemp(t)
+		os.Chmod(out, 0o1777)
+		res := runIn(t, b, box.Command{Argv: []string{"python3", "-c", setidScript},
+			Mounts: []box.Mount{{HostPath: out, GuestPath: "/out", Writable: true}}})
+		if res.ExitStatus != 0 || res.Stdout != want.String() {
+			t.Errorf("exit %d stderr %s\n got:\n%s\nwant:\n%s", res.ExitStatus, res.Stderr, res.Stdout, want.String())
+		}
+		filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return nil
+			}
+			if fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeDevice|os.ModeCharDevice) != 0 {
+				t.Errorf("the host sees %s as %v", p, fi.Mode())
+			}
+			if n, err := syscall.Getxattr(p, "security.capability", nil); err == nil || n > 0 {
+				t.Errorf("the host sees a file capability on %s", p)
+			}
+			return nil
+		})
+	})
+}

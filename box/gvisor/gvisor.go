@@ -2,8 +2,10 @@
 // between the command and the host. Each run gets an OCI bundle generated
 // from the Command: a read-only root file system holding the host's /usr
 // read-only, a private /tmp (tmpfs) and working directory, no
-// capabilities, no-new-privileges, a non-root user, and no network
-// (--network=none). With Command.Tools, the tool socket is bound read-only
+// capabilities, no-new-privileges, a non-root user, no network
+// (--network=none), and the box package's file policy (no setuid or
+// setgid bits, no device nodes) as an OCI seccomp filter the sentry
+// applies (--oci-seccomp). With Command.Tools, the tool socket is bound read-only
 // at /run/glovebox and runsc may open (connect to) host unix sockets only.
 // The timeout kills the sandbox (runsc kill, then delete).
 //
@@ -62,6 +64,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
 )
 
 // Config is a gVisor box's set-up; its zero value is the default.
@@ -132,7 +135,7 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		map[string]any{"destination": "/proc", "type": "proc", "source": "proc"},
 		map[string]any{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
 			"options": []string{"nosuid", "nodev", fmt.Sprintf("size=%d", l.Disk)}},
-		map[string]any{"destination": sbx.GuestWork, "type": "bind", "source": work, "options": []string{"rbind", "rw"}},
+		map[string]any{"destination": sbx.GuestWork, "type": "bind", "source": work, "options": []string{"rbind", "rw", "nosuid", "nodev"}},
 	}
 	ro := b.cfg.ReadOnly
 	if len(ro) == 0 {
@@ -151,7 +154,22 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		if m.Writable {
 			mode = "rw"
 		}
-		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode}})
+		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode, "nosuid", "nodev"}})
+	}
+	linux := map[string]any{
+		"namespaces": []any{
+			map[string]any{"type": "pid"}, map[string]any{"type": "network"}, map[string]any{"type": "ipc"},
+			map[string]any{"type": "uts"}, map[string]any{"type": "mount"},
+		},
+		"resources": map[string]any{
+			"memory": map[string]any{"limit": l.Memory},
+			"pids":   map[string]any{"limit": HostPids(l.Pids)},
+		},
+	}
+	// The box package's file-mode policy (no set-user-ID or set-group-ID
+	// bits), applied by the sentry (runsc --oci-seccomp).
+	if f := seccomp.OCI(); f != nil {
+		linux["seccomp"] = f
 	}
 	return map[string]any{
 		"ociVersion": "1.0.2",
@@ -177,16 +195,7 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		"root":     map[string]any{"path": "rootfs", "readonly": true},
 		"hostname": "glovebox",
 		"mounts":   mounts,
-		"linux": map[string]any{
-			"namespaces": []any{
-				map[string]any{"type": "pid"}, map[string]any{"type": "network"}, map[string]any{"type": "ipc"},
-				map[string]any{"type": "uts"}, map[string]any{"type": "mount"},
-			},
-			"resources": map[string]any{
-				"memory": map[string]any{"limit": l.Memory},
-				"pids":   map[string]any{"limit": HostPids(l.Pids)},
-			},
-		},
+		"linux":    linux,
 	}
 }
 
@@ -314,7 +323,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
 	logf := filepath.Join(w.Root, "runsc.log")
-	global := []string{"--root", state, "--network=none"}
+	global := []string{"--root", state, "--network=none", "--oci-seccomp"}
 	if netns != nil {
 		global[2] = "--network=host"
 	}
