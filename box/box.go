@@ -159,7 +159,11 @@ type Mount struct {
 	// /etc, /lib*, /proc, /run, /sbin, /sys, /tmp, /usr, /work), such as
 	// /data or /mnt/in.
 	GuestPath string `json:"guest_path"`
-	Writable  bool   `json:"writable,omitempty"` // the command may write; default read-only
+	// Writable lets the command write there; the default is read-only.
+	// What it may make is the package's file policy: no setuid or
+	// setgid bits, file capabilities or device nodes (see the package
+	// doc).
+	Writable bool `json:"writable,omitempty"`
 }
 
 // reservedGuest are the guest paths a Mount may not be on or under.
@@ -352,7 +356,8 @@ type Result struct {
 	StdoutTruncated bool   `json:"stdout_truncated"` // more than Limits.Output bytes were written
 	StderrTruncated bool   `json:"stderr_truncated"`
 	// ExitStatus is the command's exit code; 128+N when signal N ended
-	// it; 124 on timeout; 137 when killed for memory or cancelled. As in
+	// it; 124 on timeout; 137 when killed for memory or cancelled; 128+N
+	// (137 for SIGKILL) when KilledExternally. As in
 	// the shell, 127 means Argv[0] was not found and 126 that it was
 	// found but could not be executed (not executable, a directory);
 	// the OS backends then put one line naming it on Stderr,
@@ -360,8 +365,19 @@ type Result struct {
 	// execute: REASON".
 	ExitStatus      int  `json:"exit_status"`
 	TimedOut        bool `json:"timed_out"`
-	KilledForMemory bool `json:"killed_for_memory"` // the memory limit's OOM killer ended a process
+	KilledForMemory bool `json:"killed_for_memory"` // an OOM killer ended a process of the run (its memory limit's, or the host's)
 	Canceled        bool `json:"canceled"`          // the caller's context ended the run
+	// KilledExternally says something outside the run and outside this
+	// Box ended the sandbox itself with a signal (an operator's kill -9,
+	// the host's OOM killer picking the sandbox's process, another
+	// program killing the run's cgroup): bwrap's host process, or the
+	// runsc run process or its sandbox (sentry) process, died of a signal
+	// the Box did not send. ExitStatus is then 128+N. It is not set with
+	// TimedOut, Canceled or KilledForMemory, which name their own kill. A
+	// signal that reaches only the command's own processes inside the
+	// sandbox (the command killing itself, say) is the command's: 128+N
+	// with no flag, as in a shell.
+	KilledExternally bool `json:"killed_externally"`
 	// Duration is start to result, sandbox set-up included.
 	Duration time.Duration `json:"-"`
 	Posture

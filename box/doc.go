@@ -36,6 +36,26 @@
 // [Limits]. Files the command leaves in /work/outputs come back in
 // Result.Outputs.
 //
+// # What a command may make of a file
+//
+// One policy on every OS backend, for every file system the command can
+// write (a writable [Mount], which the host sees; the working directory;
+// /tmp): a command cannot give a file a privilege. Setting S_ISUID or
+// S_ISGID (chmod, fchmod, fchmodat, and open, openat, creat or mknod with
+// either bit in the mode) fails with EPERM, on files and directories
+// alike; setting a file capability (setxattr of security.capability)
+// fails with EPERM or EOPNOTSUPP; making a character or block device
+// (mknod) fails with EPERM. Ordinary modes (0755, 0644, the sticky bit on
+// one's own directory), FIFOs and sockets work. So no file a run leaves on
+// the host is a setuid or setgid program, a capability-bearing binary or a
+// device node, whichever user runs the box. bwrap enforces it with its
+// seccomp filter (the bits) and the kernel (capabilities and devices need
+// privileges the guest's user namespace does not confer); gVisor with the
+// same rules in the OCI seccomp filter the sentry applies (runsc
+// --oci-seccomp; it has no security.* extended attributes at all), and
+// mounts the working directory and writable mounts nosuid, nodev. The
+// cases are in tiers_test.go, one table over the backends.
+//
 // # Network
 //
 // Network.Allow gives the command an HTTP(S) proxy (HTTP_PROXY and

@@ -445,7 +445,8 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		Stdout: []byte(res.Stdout), Stderr: []byte(res.Stderr),
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		ExitStatus: res.ExitStatus, TimedOut: res.TimedOut, KilledForMemory: res.KilledForMemory, Canceled: res.Canceled,
-		DurationMS: float64(res.Duration.Microseconds()) / 1000, Isolation: string(s.posture.Isolation),
+		KilledExternally: res.KilledExternally,
+		DurationMS:       float64(res.Duration.Microseconds()) / 1000, Isolation: string(s.posture.Isolation),
 		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
 	}
 	return rec

@@ -17,11 +17,15 @@
 // # Leftovers
 //
 // Each run's host directory (glovebox-run-* in the temp dir) holds a lock
-// file the run keeps flocked. A run first sweeps, at most every ten
-// seconds per process, what killed runs left: this user's run
-// directories whose lock is free and that are over a minute old, and the
-// empty glovebox cgroups whose run directory is gone. The gVisor box does
-// the same.
+// file the run keeps flocked, and the process that made the run's cgroup
+// keeps each of its directories flocked, until the run ends: the kernel
+// lets a lock go when its holder dies, however it dies. A run first
+// sweeps, at most every ten seconds per process, what killed runs left:
+// this user's run directories in its temp dir whose lock is free and that
+// are over a minute old, and the glovebox cgroups over a minute old whose
+// locks are free, whichever process or temp dir made them (what still
+// runs in such a group is killed first). A live run, of this process or
+// any other, is never touched. The gVisor box does the same.
 package bwrap
 
 import (

@@ -13,9 +13,9 @@ import (
 )
 
 // TestSweepStaleRuns: a run sweeps the run directories killed runs left in
-// its temp dir (lock free, over a minute old) and their empty cgroups, and
-// leaves a live run's directory (its lock held by another process), a
-// young one, a symbolic link and its target, and the live run's cgroup.
+// its temp dir (lock free, over a minute old) and their cgroups (lock
+// free), and leaves a live run's directory and cgroup (their locks held
+// by another process), a young one, a symbolic link and its target.
 func TestSweepStaleRuns(t *testing.T) {
 	b := requiresBwrap(t)
 	flock, err := exec.LookPath("flock")
@@ -54,21 +54,7 @@ func TestSweepStaleRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { holder.Process.Kill(); holder.Wait() }()
-	for i := 0; ; i++ {
-		f, err := os.Open(filepath.Join(live, ".lock"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		f.Close()
-		if err != nil {
-			break
-		}
-		if i == 500 {
-			t.Fatal("flock(1) never took the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLocked(t, filepath.Join(live, ".lock"))
 
 	// Cgroups (v1, where this host has them and lets us): one for the
 	// stale run, one for the live run.
@@ -88,6 +74,15 @@ func TestSweepStaleRuns(t *testing.T) {
 			os.Remove(g)
 		}
 	}()
+	// The live run's owner holds its group's lock (cgroup.New does).
+	if liveGroup != "" {
+		h := exec.Command(flock, "-x", liveGroup, "sleep", "60")
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { h.Process.Kill(); h.Wait() }()
+		waitLocked(t, liveGroup)
+	}
 	// A process the killed run left in its group (a sandbox's init that
 	// missed its parent's death): the sweep kills it, then removes the
 	// group.
@@ -140,5 +135,25 @@ func TestSweepStaleRuns(t *testing.T) {
 		if e.Name() != "glovebox-run-live1" && e.Name() != "glovebox-run-young1" && e.Name() != "glovebox-run-link1" && e.Name() != "elsewhere" {
 			t.Errorf("left in the temp dir: %s", e.Name())
 		}
+	}
+}
+
+// waitLocked waits until another process holds the flock of p.
+func waitLocked(t *testing.T, p string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close()
+		if err != nil {
+			return
+		}
+		if i == 500 {
+			t.Fatalf("flock(1) never took the lock of %s", p)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -2,8 +2,10 @@
 // between the command and the host. Each run gets an OCI bundle generated
 // from the Command: a read-only root file system holding the host's /usr
 // read-only, a private /tmp (tmpfs) and working directory, no
-// capabilities, no-new-privileges, a non-root user, and no network
-// (--network=none). With Command.Tools, the tool socket is bound read-only
+// capabilities, no-new-privileges, a non-root user, no network
+// (--network=none), and the box package's file policy (no setuid or
+// setgid bits, no device nodes) as an OCI seccomp filter the sentry
+// applies (--oci-seccomp). With Command.Tools, the tool socket is bound read-only
 // at /run/glovebox and runsc may open (connect to) host unix sockets only.
 // The timeout kills the sandbox (runsc kill, then delete).
 //
@@ -41,8 +43,11 @@
 // any other runsc failure (no root or delegated cgroup, an unknown
 // platform, a bad bundle) is an error wrapping box.ErrBackend that quotes
 // runsc's first error and says what to do. A command's own exit 128
-// stays its own. Leftover run directories and cgroups are swept as the
-// bwrap box's are (see its package comment).
+// stays its own. When the sandbox process dies before runsc has the
+// container's exit (killed from outside: an operator's kill -9, the
+// host's OOM killer), runsc's own log of the run says so and the Result
+// has KilledExternally. Leftover run directories and cgroups are swept as
+// the bwrap box's are (see its package comment).
 package gvisor
 
 import (
@@ -59,6 +64,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
 )
 
 // Config is a gVisor box's set-up; its zero value is the default.
@@ -129,7 +135,7 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		map[string]any{"destination": "/proc", "type": "proc", "source": "proc"},
 		map[string]any{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
 			"options": []string{"nosuid", "nodev", fmt.Sprintf("size=%d", l.Disk)}},
-		map[string]any{"destination": sbx.GuestWork, "type": "bind", "source": work, "options": []string{"rbind", "rw"}},
+		map[string]any{"destination": sbx.GuestWork, "type": "bind", "source": work, "options": []string{"rbind", "rw", "nosuid", "nodev"}},
 	}
 	ro := b.cfg.ReadOnly
 	if len(ro) == 0 {
@@ -148,7 +154,22 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		if m.Writable {
 			mode = "rw"
 		}
-		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode}})
+		mounts = append(mounts, map[string]any{"destination": m.GuestPath, "type": "bind", "source": m.HostPath, "options": []string{"rbind", mode, "nosuid", "nodev"}})
+	}
+	linux := map[string]any{
+		"namespaces": []any{
+			map[string]any{"type": "pid"}, map[string]any{"type": "network"}, map[string]any{"type": "ipc"},
+			map[string]any{"type": "uts"}, map[string]any{"type": "mount"},
+		},
+		"resources": map[string]any{
+			"memory": map[string]any{"limit": l.Memory},
+			"pids":   map[string]any{"limit": HostPids(l.Pids)},
+		},
+	}
+	// The box package's file-mode policy (no set-user-ID or set-group-ID
+	// bits), applied by the sentry (runsc --oci-seccomp).
+	if f := seccomp.OCI(); f != nil {
+		linux["seccomp"] = f
 	}
 	return map[string]any{
 		"ociVersion": "1.0.2",
@@ -174,16 +195,7 @@ func (b *Box) Spec(c *box.Command, env []string, work string, etc string) map[st
 		"root":     map[string]any{"path": "rootfs", "readonly": true},
 		"hostname": "glovebox",
 		"mounts":   mounts,
-		"linux": map[string]any{
-			"namespaces": []any{
-				map[string]any{"type": "pid"}, map[string]any{"type": "network"}, map[string]any{"type": "ipc"},
-				map[string]any{"type": "uts"}, map[string]any{"type": "mount"},
-			},
-			"resources": map[string]any{
-				"memory": map[string]any{"limit": l.Memory},
-				"pids":   map[string]any{"limit": HostPids(l.Pids)},
-			},
-		},
+		"linux":    linux,
 	}
 }
 
@@ -311,7 +323,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	os.MkdirAll(state, 0o700)
 	id := "glovebox-" + filepath.Base(w.Root)
 	logf := filepath.Join(w.Root, "runsc.log")
-	global := []string{"--root", state, "--network=none"}
+	global := []string{"--root", state, "--network=none", "--oci-seccomp"}
 	if netns != nil {
 		global[2] = "--network=host"
 	}
@@ -325,7 +337,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	// runsc's own errors go to stderr, mixed with the command's, and to
 	// this log, which only the run writes (kill and delete log elsewhere).
-	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json"}, global...), "run", "--bundle", bundle, id)...)
+	// The run command's own info log (a few KiB: the sandbox's and the
+	// gofer's are not written) tells a sandbox that died under runsc.
+	runLog := filepath.Join(w.Root, "runsc-run.txt")
+	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json", "--debug-log", runLog, "--debug-command=run"}, global...), "run", "--bundle", bundle, id)...)
 	kill := func() {
 		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
 		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
@@ -336,6 +351,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	p.Hold = mayBeRunscError
 	p.Finish = func(res *box.Result) error {
+		if !res.TimedOut && !res.Canceled && !res.KilledForMemory && sandboxLost(runLog) {
+			res.KilledExternally = true
+			return nil
+		}
 		if res.ExitStatus != 128 || res.TimedOut || res.Canceled {
 			return nil
 		}
@@ -400,6 +419,15 @@ func mayBeRunscError(e []byte) bool {
 		}
 	}
 	return true
+}
+
+// sandboxLost reports whether runsc's run log f says the sandbox process
+// ended before it reported the container's exit: runsc then falls back
+// to the sandbox process's own status ("… Will try waiting on the sandbox
+// process instead"), which is how a sentry killed from outside shows.
+func sandboxLost(f string) bool {
+	data, err := os.ReadFile(f)
+	return err == nil && strings.Contains(string(data), "Will try waiting on the sandbox process")
 }
 
 // runscError is the first error runsc logged to the JSON log file f, or

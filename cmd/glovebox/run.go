@@ -152,6 +152,7 @@ Exit status: the command's (124 on timeout, 137 when killed for memory,
 the shell), or 2 for usage or host errors (the sandbox failing to
 start included: gVisor without root, say). With --json, one JSON object
 describes the result (stdout, stderr, exit_status, timed_out, killed_for_memory,
+killed_externally (something outside glovebox killed the sandbox: exit 128+N),
 duration_ms, backend, isolation, trust, off_host, outputs, tool_calls,
 enforced).`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -541,6 +542,8 @@ func reportRun(res *box.Result, l box.Limits, dir string, saved error) {
 		fmt.Fprintf(os.Stderr, "glovebox: the command was killed for going over its memory limit of %s (exit 137; raise it with --memory)\n", humanize.IBytes(uint64(l.Memory)))
 	case res.Canceled:
 		fmt.Fprintf(os.Stderr, "glovebox: the run was interrupted (exit 137)\n")
+	case res.KilledExternally:
+		fmt.Fprintf(os.Stderr, "glovebox: the sandbox was killed from outside glovebox (exit %d): by an operator, the host's OOM killer or another program\n", res.ExitStatus)
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		fmt.Fprintf(os.Stderr, "glovebox: output past %s per stream was dropped (raise it with --output-limit)\n", humanize.IBytes(uint64(l.Output)))

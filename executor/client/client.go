@@ -234,9 +234,10 @@ func (c *Client) result(rec *wire.Record, key string) (*box.Result, error) {
 	return &box.Result{
 		Stdout: string(r.Stdout), Stderr: string(r.Stderr), StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		ExitStatus: r.ExitStatus, TimedOut: r.TimedOut, KilledForMemory: r.KilledForMemory, Canceled: r.Canceled,
-		Duration: time.Duration(r.DurationMS * float64(time.Millisecond)),
-		Posture:  box.Posture{Backend: "remote", Isolation: box.Isolation(r.Isolation), Trust: box.TrustRemote},
-		Outputs:  r.Outputs, OutputsTruncated: r.OutputsTruncated, Enforced: r.Enforced,
+		KilledExternally: r.KilledExternally,
+		Duration:         time.Duration(r.DurationMS * float64(time.Millisecond)),
+		Posture:          box.Posture{Backend: "remote", Isolation: box.Isolation(r.Isolation), Trust: box.TrustRemote},
+		Outputs:          r.Outputs, OutputsTruncated: r.OutputsTruncated, Enforced: r.Enforced,
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -197,5 +198,70 @@ func TestScratchBaseRefused(t *testing.T) {
 	st, err := os.Stat(filepath.Join(base, fmt.Sprintf("glovebox-%d", uid)))
 	if err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("private base: %v %v", st, err)
+	}
+}
+
+// TestSweepScratchByLock: a scratch directory is swept when no process
+// holds its lock, whatever PID its name carries: one named with a PID
+// that is dead here but whose owner lives (in another PID namespace,
+// say: another process holds its lock) stays; one named with a live PID
+// (its owner died and the PID was reused: this process's own) goes; a
+// directory this process's scratchDirs hands out is locked from the
+// moment it has its name, and goes when it is put back and removed.
+func TestSweepScratchByLock(t *testing.T) {
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skipf("flock(1) is not installed: %v", err)
+	}
+	priv, err := privateScratchBase(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(priv, fmt.Sprintf("glovebox-scratch-%d-elsewhere", deadPID(t)))
+	reused := filepath.Join(priv, fmt.Sprintf("glovebox-scratch-%d-reused", os.Getpid()))
+	for _, d := range []string{live, reused} {
+		if err := os.MkdirAll(filepath.Join(d, "f"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := exec.Command(flock, "-x", live, "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	for i := 0; ; i++ {
+		fd, err := unix.Open(live, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		unix.Close(fd)
+		if err != nil {
+			break
+		}
+		if i == 500 {
+			t.Fatal("flock(1) never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := &scratchDirs{base: priv}
+	mine, err := s.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepScratch(priv)
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live owner's directory was swept: %v", err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("this process's own directory was swept: %v", err)
+	}
+	if _, err := os.Lstat(reused); !os.IsNotExist(err) {
+		t.Errorf("a dead owner's directory (its PID alive again) was left: %v", err)
+	}
+	s.close()
+	s.put(mine)
+	if _, err := os.Lstat(mine); !os.IsNotExist(err) {
+		t.Errorf("a put-back directory after close was left: %v", err)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -1084,6 +1084,9 @@ type scratchDirs struct {
 	mu     sync.Mutex
 	used   []string
 	closed bool
+	// locks hold each directory this process made open, flocked, until
+	// it is removed: sweepScratch's proof, in any process, of an owner.
+	locks map[string]*os.File
 }
 
 // maxIdleScratch bounds the directories kept for reuse.
@@ -1163,10 +1166,16 @@ var swept sync.Map
 
 // sweepScratch removes scratch directories under base (this user's
 // private base) left by processes that have exited without closing their
-// Runtimes (killed, or never calling Close): each directory's name
-// carries its creator's process ID. Only real directories owned by this
-// user are touched, and nothing below them is followed through a
-// symbolic link (see removeTree).
+// Runtimes (killed, or never calling Close). Ownership is proved by lock:
+// the process that made a directory holds a flock on it until it removes
+// it, and the kernel drops the lock when that process dies, so a
+// directory whose lock can be taken has no live owner, whatever PID or
+// PID namespace its maker had (a PID in the name, checked with kill,
+// took a live owner in another PID namespace for dead, and a dead one
+// whose PID was reused for alive). A directory is named
+// glovebox-scratch-… only once its maker holds the lock (see get). Only
+// real directories owned by this user are touched, and nothing below them
+// is followed through a symbolic link (see removeTree).
 func sweepScratch(base string) {
 	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -1178,17 +1187,22 @@ func sweepScratch(base string) {
 		return
 	}
 	for _, name := range names {
-		rest, ok := strings.CutPrefix(name, "glovebox-scratch-")
-		if !ok {
+		// A glovebox-newscratch- directory is one a process died making
+		// (between mkdir and rename), unless it is under a minute old.
+		fresh := strings.HasPrefix(name, "glovebox-newscratch-")
+		if !fresh && !strings.HasPrefix(name, "glovebox-scratch-") {
 			continue
 		}
-		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
-		if err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
+		fd, err := unix.Openat(bfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // not a real directory: not ours to judge
 		}
-		if unix.Kill(pid, 0) == unix.ESRCH {
+		var st unix.Stat_t
+		young := fresh && (unix.Fstat(fd, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) < time.Minute)
+		if !young && unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
 			removeTree(bfd, name)
 		}
+		unix.Close(fd)
 	}
 }
 
@@ -1204,10 +1218,33 @@ func (s *scratchDirs) get() (string, error) {
 		return d, nil
 	}
 	s.mu.Unlock()
-	d, err := os.MkdirTemp(s.base, fmt.Sprintf("glovebox-scratch-%d-", os.Getpid()))
+	// Made under another name, locked, then renamed: a sweep never sees
+	// a glovebox-scratch- directory whose lock is free while its maker
+	// lives.
+	tmp, err := os.MkdirTemp(s.base, "glovebox-newscratch-")
 	if err != nil {
 		return "", fmt.Errorf("creating the scratch directory: %w", err)
 	}
+	d := filepath.Join(s.base, "glovebox-scratch-"+strings.TrimPrefix(filepath.Base(tmp), "glovebox-newscratch-"))
+	lock, err := os.OpenFile(tmp, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, d, unix.RENAME_NOREPLACE)
+		}
+		if err != nil {
+			lock.Close()
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("creating the scratch directory: %w", err)
+	}
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*os.File{}
+	}
+	s.locks[d] = lock
+	s.mu.Unlock()
 	return d, nil
 }
 
@@ -1215,7 +1252,7 @@ func (s *scratchDirs) get() (string, error) {
 // it is kept for reuse, else removed.
 func (s *scratchDirs) put(d string) {
 	if wipeDir(d) != nil { // nothing adds entries meanwhile: no error, empty
-		removeScratch(d)
+		s.remove(d)
 		return
 	}
 	s.mu.Lock()
@@ -1225,7 +1262,7 @@ func (s *scratchDirs) put(d string) {
 		return
 	}
 	s.mu.Unlock()
-	removeScratch(d)
+	s.remove(d)
 }
 
 // close removes the idle directories; later puts remove theirs.
@@ -1235,7 +1272,19 @@ func (s *scratchDirs) close() {
 	s.used, s.closed = nil, true
 	s.mu.Unlock()
 	for _, d := range ds {
-		removeScratch(d)
+		s.remove(d)
+	}
+}
+
+// remove removes the scratch directory d, then lets its lock go.
+func (s *scratchDirs) remove(d string) {
+	removeScratch(d)
+	s.mu.Lock()
+	lock := s.locks[d]
+	delete(s.locks, d)
+	s.mu.Unlock()
+	if lock != nil {
+		lock.Close()
 	}
 }
 

@@ -33,6 +33,41 @@ type Group struct {
 	memDir   string
 	path     string   // the group's path below each hierarchy's root
 	Enforced []string // "memory:cgroup", "pids:cgroup", "cpu:cgroup"
+	// locks hold each of dirs open with flock(LOCK_EX) until Remove: the
+	// proof for Sweep, in any process, that the group's owner lives.
+	locks []*os.File
+}
+
+// own makes dir (its parent must exist) and takes its lock: a group
+// whose directory existed already (a name another process chose too) is
+// not shared.
+func (g *Group) own(dir string) bool {
+	if os.Mkdir(dir, 0o755) != nil {
+		return false
+	}
+	f, err := lockDir(dir)
+	if err != nil {
+		os.Remove(dir)
+		return false
+	}
+	g.dirs = append(g.dirs, dir)
+	g.locks = append(g.locks, f)
+	return true
+}
+
+// lockDir opens the group directory dir (not through a symbolic link)
+// and takes its flock without waiting. The error is the open's, or the
+// flock's (EWOULDBLOCK: another process holds it).
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Path is the group's path below the hierarchy's root ("/glovebox/NAME"
@@ -71,10 +106,10 @@ func newV2(name string, l Limits) (*Group, error) {
 		return nil, ErrUnavailable
 	}
 	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	g := &Group{v2: true, memDir: dir, path: filepath.Join("/", own, name)}
+	if !g.own(dir) {
 		return nil, ErrUnavailable
 	}
-	g := &Group{dirs: []string{dir}, v2: true, memDir: dir, path: filepath.Join("/", own, name)}
 	if l.Memory > 0 && write(dir, "memory.max", strconv.FormatInt(l.Memory, 10)) == nil {
 		write(dir, "memory.swap.max", "0")
 		g.Enforced = append(g.Enforced, "memory:cgroup")
@@ -105,10 +140,9 @@ func newV1(name string, l Limits) (*Group, error) {
 	g := &Group{path: "/glovebox/" + name}
 	mk := func(ctrl string) (string, bool) {
 		dir := filepath.Join(Root, ctrl, "glovebox", name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if os.MkdirAll(filepath.Dir(dir), 0o755) != nil || !g.own(dir) {
 			return "", false
 		}
-		g.dirs = append(g.dirs, dir)
 		return dir, true
 	}
 	if l.Memory > 0 {
@@ -227,7 +261,8 @@ func (g *Group) OOMKilled() bool {
 	return false
 }
 
-// Remove kills what is left and deletes the group's directories.
+// Remove kills what is left, deletes the group's directories, then lets
+// their locks go (a directory rmdir could not remove is Sweep's then).
 func (g *Group) Remove() {
 	g.Kill()
 	for _, d := range g.dirs {
@@ -235,47 +270,91 @@ func (g *Group) Remove() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	for _, f := range g.locks {
+		f.Close()
+	}
+	g.locks = nil
 }
 
-// Sweep removes (rmdir) the run groups left behind: directories named
-// prefix+… directly under this process's own v2 group, under each v1
-// hierarchy's glovebox group, and (runsc's own groups, "glovebox-"+name)
-// at each v1 hierarchy's top, that were last changed over age ago and
-// whose name orphan approves (its run directory is gone). Processes still
-// in such a group are killed first: they outlived the process that ran
-// them (a sandbox's init that missed its parent's death, say), and
-// nothing else would ever end them. rmdir fails while a group holds a
-// process that has not exited yet or a child group: those stay for the
+// Sweep removes the run groups left behind by processes that died: the
+// directories named prefix+… directly under this process's own v2 group
+// and under each v1 hierarchy's glovebox group, that were last changed
+// over age ago. Ownership is proved by lock, not guessed: the process that
+// made a group (New) holds a flock on each of its directories until
+// Remove, and the kernel drops it when that process dies however it dies,
+// whatever its temp dir, mount or PID namespace. So a name is swept only
+// when Sweep can take the lock of every directory of that name (runsc adds
+// directories of the same name in the other v1 hierarchies; those carry
+// no lock but go with their name), holding them while it kills what is
+// still inside (a sandbox's init that missed its owner's death: nothing
+// else would ever end it) and removes them. runsc's own groups (made when
+// New could not make one: "glovebox-"+prefix+… at a v1 hierarchy's top)
+// have no lock to prove anything by: they are only rmdir'ed, which fails
+// while one holds a process or a child group. What fails stays for the
 // next sweep.
-func Sweep(prefix string, age time.Duration, orphan func(name string) bool) {
+func Sweep(prefix string, age time.Duration) {
+	now := time.Now()
+	old := func(dir string) bool {
+		fi, err := os.Lstat(dir)
+		return err == nil && fi.IsDir() && now.Sub(fi.ModTime()) >= age
+	}
 	var parents []string
 	if own := ownV2(); own != "" {
 		parents = append(parents, filepath.Join(Root, own))
 	}
 	hs, _ := os.ReadDir(Root)
 	for _, h := range hs {
-		if h.IsDir() {
-			parents = append(parents, filepath.Join(Root, h.Name()), filepath.Join(Root, h.Name(), "glovebox"))
+		if !h.IsDir() {
+			continue
+		}
+		parents = append(parents, filepath.Join(Root, h.Name(), "glovebox"))
+		es, _ := os.ReadDir(filepath.Join(Root, h.Name()))
+		for _, e := range es {
+			dir := filepath.Join(Root, h.Name(), e.Name())
+			if e.IsDir() && strings.HasPrefix(e.Name(), "glovebox-"+prefix) && old(dir) {
+				os.Remove(dir)
+			}
 		}
 	}
-	now := time.Now()
+	byName := map[string][]string{}
+	var names []string
 	for _, parent := range parents {
 		es, _ := os.ReadDir(parent)
 		for _, e := range es {
-			name := e.Name()
-			if strings.HasPrefix(name, "glovebox-"+prefix) {
-				name = strings.TrimPrefix(name, "glovebox-")
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				if byName[e.Name()] == nil {
+					names = append(names, e.Name())
+				}
+				byName[e.Name()] = append(byName[e.Name()], filepath.Join(parent, e.Name()))
 			}
-			if !e.IsDir() || !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			fi, err := e.Info()
-			if err != nil || now.Sub(fi.ModTime()) < age || !orphan(name) {
-				continue
-			}
-			dir := filepath.Join(parent, e.Name())
-			killStrays(dir)
-			os.Remove(dir)
 		}
+	}
+	for _, name := range names {
+		sweepGroup(byName[name], old)
+	}
+}
+
+// sweepGroup removes the directories of one group name when all are old
+// and none is locked by a live owner.
+func sweepGroup(dirs []string, old func(string) bool) {
+	var locks []*os.File
+	defer func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}()
+	for _, d := range dirs {
+		if !old(d) {
+			return
+		}
+		f, err := lockDir(d)
+		if err != nil {
+			return // its owner lives (or it is not ours to judge)
+		}
+		locks = append(locks, f)
+	}
+	for _, d := range dirs {
+		killStrays(d)
+		os.Remove(d)
 	}
 }

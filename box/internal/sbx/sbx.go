@@ -43,9 +43,16 @@ func Prepare(c *box.Command) (*Workdir, error) {
 		return nil, err
 	}
 	w := &Workdir{Root: root, Work: filepath.Join(root, "work"), Tmp: filepath.Join(root, "tmp")}
-	w.lock, err = os.OpenFile(filepath.Join(root, LockName), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	// The lock file is made and locked under another name, then renamed
+	// into place: whoever opens LockName finds it locked already (a
+	// directory without one is judged by LegacyAge).
+	tmpLock := filepath.Join(root, LockName+".new")
+	w.lock, err = os.OpenFile(tmpLock, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err == nil {
 		err = syscall.Flock(int(w.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err == nil {
+		err = os.Rename(tmpLock, filepath.Join(root, LockName))
 	}
 	if err != nil {
 		w.Remove()
@@ -322,6 +329,10 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Re
 		res.Canceled, res.ExitStatus = true, 137
 	case res.KilledForMemory && res.ExitStatus == 0:
 		res.ExitStatus = 137
+	case !res.KilledForMemory && signaled(cmd):
+		// The sandbox's own host process died of a signal nobody here
+		// sent (the kills above come only on timeout or cancel).
+		res.KilledExternally = true
 	}
 	mu.Lock()
 	res.Stdout, res.StdoutTruncated = string(out.buf), out.truncated
@@ -338,6 +349,15 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Re
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// signaled reports whether cmd's process was ended by a signal.
+func signaled(cmd *exec.Cmd) bool {
+	if cmd.ProcessState == nil {
+		return false
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
 }
 
 func exitStatus(cmd *exec.Cmd, err error) int {

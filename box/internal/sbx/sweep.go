@@ -58,14 +58,15 @@ func maybeSweep(base string) {
 // Sweep removes what runs killed with their host process left behind:
 // run directories in base (real directories, not symbolic links, owned by
 // this user, older than StaleAge) whose lock it can take at once, and
-// then the empty glovebox cgroups older than StaleAge whose run directory
-// is not in base (a live run of a process with another temp dir keeps
-// its group: the group holds its processes, and rmdir fails). It returns the run directories' names it removed.
-// Nothing is followed through a symbolic link: a directory is checked by
-// an open with O_NOFOLLOW and compared with what was listed, and removed
-// by os.RemoveAll (which unlinks a symbolic link it meets, never its
-// target); a cgroup is removed with rmdir, which fails while it holds a
-// process or a child group.
+// then the glovebox cgroups, whichever temp dir their run used, whose
+// owner's lock it can take (see cgroup.Sweep: each group's directories
+// stay flocked by the process that made them until the run ends, so a
+// live run of any process is never touched). It returns the run
+// directories' names it removed. Nothing is followed through a symbolic
+// link: a directory is checked by an open with O_NOFOLLOW and compared
+// with what was listed, and removed by os.RemoveAll (which unlinks a
+// symbolic link it meets, never its target); a cgroup is removed with
+// rmdir, which fails while it holds a process or a child group.
 func Sweep(base string) []string {
 	var removed []string
 	d, err := os.Open(base)
@@ -84,10 +85,7 @@ func Sweep(base string) []string {
 			removed = append(removed, name)
 		}
 	}
-	cgroup.Sweep(RunPrefix, StaleAge, func(name string) bool {
-		_, err := os.Lstat(filepath.Join(base, name))
-		return errors.Is(err, os.ErrNotExist)
-	})
+	cgroup.Sweep(RunPrefix, StaleAge)
 	return removed
 }
 

@@ -63,8 +63,11 @@ const (
 
 // modeArg locates a system call's file mode argument, and, for the open
 // family, the flags argument that says whether the mode is used (-1: the
-// mode is always used).
-type modeArg struct{ mode, flags int }
+// mode is always used); name is the call's name.
+type modeArg struct {
+	mode, flags int
+	name        string
+}
 
 // modeArgs are the calls that give a file a mode. The guest's uid inside
 // the user namespace maps to the uid that runs the box (root, for a
@@ -149,6 +152,51 @@ func sortedModeCalls() []int {
 	}
 	slices.Sort(nrs)
 	return nrs
+}
+
+// OCI is the filter's refusal of S_ISUID and S_ISGID as an OCI runtime
+// spec's linux.seccomp object, for a runtime that applies such a filter
+// inside its own sandbox (gVisor's runsc with --oci-seccomp): every other
+// call is allowed; the calls of modeArgs fail with EPERM when their mode
+// has either bit (open and openat only when they create: O_CREAT or
+// O_TMPFILE), and mknod and mknodat when they would make a character or
+// block device (which a namespace sandbox's kernel refuses by itself:
+// CAP_MKNOD counts only in the host's user namespace; a user-space kernel
+// has its own devices to reach). Its shape: {"defaultAction": "SCMP_ACT_ALLOW", "syscalls":
+// [{"names": [NAME], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args":
+// [{"index": I, "value": BIT, "valueTwo": BIT, "op":
+// "SCMP_CMP_MASKED_EQ"}, …]}, …]}, one rule per call, bit and creating
+// flag (a rule's args must all match; any rule refuses). Nil on an
+// architecture without a table (ErrUnsupportedArch's).
+func OCI() map[string]any {
+	if auditArch == 0 {
+		return nil
+	}
+	has := func(i int, bit uint32) map[string]any {
+		return map[string]any{"index": i, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}
+	}
+	var rules []any
+	rule := func(name string, args ...any) {
+		rules = append(rules, map[string]any{"names": []string{name}, "action": "SCMP_ACT_ERRNO", "errnoRet": uint(unix.EPERM), "args": args})
+	}
+	for _, nr := range sortedModeCalls() {
+		a := modeArgs[nr]
+		if a.name == "mknod" || a.name == "mknodat" {
+			for _, kind := range []uint32{unix.S_IFCHR, unix.S_IFBLK} {
+				rule(a.name, map[string]any{"index": a.mode, "value": uint32(unix.S_IFMT), "valueTwo": kind, "op": "SCMP_CMP_MASKED_EQ"})
+			}
+		}
+		for _, bit := range []uint32{unix.S_ISUID, unix.S_ISGID} {
+			if a.flags < 0 {
+				rule(a.name, has(a.mode, bit))
+				continue
+			}
+			for _, f := range []uint32{unix.O_CREAT, 0o20000000} {
+				rule(a.name, has(a.flags, f), has(a.mode, bit))
+			}
+		}
+	}
+	return map[string]any{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}
 }
 
 // Bytes is Program in the kernel's struct sock_filter layout (8 bytes per

@@ -78,3 +78,41 @@ func simulate(p []Insn, nr, arg0 uint32) uint32 {
 	}
 	return 0
 }
+
+// TestOCIMatchesFilter: the OCI form refuses both bits in every call the
+// filter checks the mode of, and device nodes in mknod and mknodat.
+func TestOCIMatchesFilter(t *testing.T) {
+	f := OCI()
+	if f == nil {
+		t.Skip("no syscall table for this architecture")
+	}
+	bits := map[string]int{}
+	for _, r := range f["syscalls"].([]any) {
+		r := r.(map[string]any)
+		name := r["names"].([]string)[0]
+		if r["action"] != "SCMP_ACT_ERRNO" || r["errnoRet"] != uint(unix.EPERM) {
+			t.Errorf("%s: %v", name, r)
+		}
+		for _, a := range r["args"].([]any) {
+			a := a.(map[string]any)
+			if a["op"] != "SCMP_CMP_MASKED_EQ" {
+				t.Errorf("%s: op %v", name, a["op"])
+			}
+			if v := a["value"].(uint32); v == unix.S_ISUID || v == unix.S_ISGID {
+				bits[name] |= int(v)
+			}
+			if a["value"].(uint32) == unix.S_IFMT {
+				bits[name] |= 1
+			}
+		}
+	}
+	for _, a := range modeArgs {
+		want := unix.S_ISUID | unix.S_ISGID
+		if a.name == "mknod" || a.name == "mknodat" {
+			want |= 1
+		}
+		if bits[a.name] != want {
+			t.Errorf("%s: refused bits %o, want %o", a.name, bits[a.name], want)
+		}
+	}
+}

@@ -24,7 +24,7 @@ var syscalls = map[string]int{
 }
 
 var modeArgs = map[int]modeArg{
-	unix.SYS_CHMOD: {1, -1}, unix.SYS_FCHMOD: {1, -1}, unix.SYS_FCHMODAT: {2, -1}, unix.SYS_FCHMODAT2: {2, -1},
-	unix.SYS_CREAT: {1, -1}, unix.SYS_MKNOD: {1, -1}, unix.SYS_MKNODAT: {2, -1},
-	unix.SYS_OPEN: {2, 1}, unix.SYS_OPENAT: {3, 2},
+	unix.SYS_CHMOD: {1, -1, "chmod"}, unix.SYS_FCHMOD: {1, -1, "fchmod"}, unix.SYS_FCHMODAT: {2, -1, "fchmodat"},
+	unix.SYS_FCHMODAT2: {2, -1, "fchmodat2"}, unix.SYS_CREAT: {1, -1, "creat"}, unix.SYS_MKNOD: {1, -1, "mknod"},
+	unix.SYS_MKNODAT: {2, -1, "mknodat"}, unix.SYS_OPEN: {2, 1, "open"}, unix.SYS_OPENAT: {3, 2, "openat"},
 }

@@ -23,6 +23,6 @@ var syscalls = map[string]int{
 }
 
 var modeArgs = map[int]modeArg{
-	unix.SYS_FCHMOD: {1, -1}, unix.SYS_FCHMODAT: {2, -1}, unix.SYS_FCHMODAT2: {2, -1},
-	unix.SYS_MKNODAT: {2, -1}, unix.SYS_OPENAT: {3, 2},
+	unix.SYS_FCHMOD: {1, -1, "fchmod"}, unix.SYS_FCHMODAT: {2, -1, "fchmodat"}, unix.SYS_FCHMODAT2: {2, -1, "fchmodat2"},
+	unix.SYS_MKNODAT: {2, -1, "mknodat"}, unix.SYS_OPENAT: {3, 2, "openat"},
 }

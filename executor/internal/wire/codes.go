@@ -134,6 +134,7 @@ type Result struct {
 	TimedOut         bool              `json:"timed_out,omitempty"`
 	KilledForMemory  bool              `json:"killed_for_memory,omitempty"`
 	Canceled         bool              `json:"canceled,omitempty"`
+	KilledExternally bool              `json:"killed_externally,omitempty"` // box.Result.KilledExternally
 	DurationMS       float64           `json:"duration_ms"`
 	Isolation        string            `json:"isolation"`
 	Outputs          map[string][]byte `json:"outputs,omitempty"`
