@@ -468,7 +468,7 @@ func (e *Engine) bootVM(mounts []Mount) (*VM, error) {
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, img)
+	inst, err := e.pre.InstantiateImage(v.store, img, false)
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("glovebox: instantiating the guest image: %w", err)

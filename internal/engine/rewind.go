@@ -68,6 +68,11 @@ type idleVMs struct {
 	vms    []*VM
 	closed bool
 	lazy   bool
+	// noReuse is set by DisableReuse: the holder's VMs are never rewound,
+	// and each is made in linear memory mapped anew (newVM's fresh), so
+	// that nothing of an earlier VM's eval shows in which of its pages
+	// are resident.
+	noReuse bool
 }
 
 // maxIdleVMs bounds the VMs an idleVMs keeps: enough for every core to
@@ -81,9 +86,29 @@ var maxIdleVMs = max(runtime.GOMAXPROCS(0), 2)
 const maxRewindPages = 16384
 
 // DisableReuse makes the pool free every VM after its eval instead of
-// rewinding it for the next (see rewind.go). Call it before the pool's
-// first eval.
-func (p *Pool) DisableReuse() { p.idle.close() }
+// rewinding it for the next (see rewind.go), and make each VM's linear
+// memory mapped anew instead of reset from a freed VM's: a reset keeps
+// the pages the earlier VM wrote resident, so an eval timing its first
+// writes could tell how much memory earlier evals wrote (any pool's on
+// the engine). A VM made so also leaves its memory to be mapped anew for
+// whichever VM takes it next. Call it before the pool's first eval.
+func (p *Pool) DisableReuse() {
+	p.idle.mu.Lock()
+	p.idle.noReuse = true
+	p.idle.mu.Unlock()
+	p.idle.close()
+}
+
+// fresh reports whether VMs made for h need memory mapped anew (see
+// DisableReuse). A nil h does not.
+func (h *idleVMs) fresh() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.noReuse
+}
 
 // open reports whether h takes VMs (it is not nil and not closed).
 func (h *idleVMs) open() bool {

@@ -287,13 +287,15 @@ func validUTF8(b []byte) []byte {
 	return []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
 }
 
-// newVM instantiates the snapshot. The VM is not yet prepared.
-func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs) (*VM, error) {
+// newVM instantiates the snapshot. The VM is not yet prepared. With
+// fresh its linear memory is mapped anew rather than reset from an
+// earlier VM's (wt.InstancePre.InstantiateImage).
+func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs, fresh bool) (*VM, error) {
 	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, snap.img)
+	inst, err := e.pre.InstantiateImage(v.store, snap.img, fresh)
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("instantiating the snapshot: %w", err)

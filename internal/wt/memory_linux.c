@@ -10,6 +10,14 @@
 // page fault or an unmap is expensive (about 11–16 µs per written page
 // here, under a paravirtualized MMU that also serialises page-table
 // changes across CPUs), reuse keeps making a VM off that path.
+//
+// A reset leaves the pages an earlier instance wrote resident and private
+// (their bytes copied back), so a guest that times its first writes can
+// tell how much memory earlier instances wrote. An instance made fresh
+// (gb_instantiate's fresh) gets a slot mapped anew instead — a reused
+// slot's image range is mapped over again, dropping every page it held —
+// and its slot is mapped anew for whoever takes it next, so neither
+// learns anything of the other from residency or faults.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -73,6 +81,9 @@ struct gb_slot {
   size_t seen_len, seen_cap;
   long seen_faults;
   int seen_ok;
+  // Made for a fresh instance: whoever takes the slot next maps it anew
+  // (gb_remap) instead of resetting it.
+  int fresh;
 };
 
 static void gb_slot_drop_checkpoint(gb_slot *s) {
@@ -92,6 +103,9 @@ static void gb_slot_drop_checkpoint(gb_slot *s) {
 static __thread gb_slot *gb_last_slot;
 
 static __thread const gb_image *gb_next_image;
+// Whether the memory made next on this thread must be mapped anew (see
+// gb_instantiate).
+static __thread int gb_next_fresh;
 // The limits of the store whose wasm this thread is running, set by gb_call.
 static __thread gb_limits *gb_cur_limits;
 
@@ -323,6 +337,35 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
   return n;
 }
 
+// gb_map_image maps the image privately over [base, base+len) and
+// faults in its hot ranges, as a memory made afresh starts. It returns 0,
+// or -1 with errno set.
+static int gb_map_image(uint8_t *base, gb_image *img) {
+  if (mmap(base, img->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, img->fd, 0) == MAP_FAILED) return -1;
+  for (size_t i = 0; i < img->nhot; i++) {
+    uint64_t off = img->hot[2 * i], len = img->hot[2 * i + 1] & ~GB_HOT_WRITE;
+    int advice = (img->hot[2 * i + 1] & GB_HOT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+    if (off + len <= img->len) madvise(base + off, len, advice); // best effort: older kernels lack it
+  }
+  return 0;
+}
+
+// gb_remap returns a slot to the state of one just made: the image
+// mapped anew over its range (every page an earlier instance wrote, or
+// read, is dropped, so the next instance's first touches fault as in a
+// new memory) and growth past it released. It returns 0, or -1 if the
+// slot must be unmapped.
+static int gb_remap(gb_slot *s) {
+  gb_image *img = s->img;
+  if (s->size > img->len) {
+    if (madvise(s->base + img->len, s->size - img->len, MADV_DONTNEED) != 0) return -1;
+    if (mprotect(s->base + img->len, s->size - img->len, PROT_NONE) != 0) return -1;
+    s->size = img->len;
+  }
+  gb_slot_drop_checkpoint(s);
+  return gb_map_image(s->base, img);
+}
+
 // gb_reset restores a slot to the image: every page of the image range
 // that is not the image file's own page — written, hence copied, or
 // swapped out — gets the image's bytes back, and growth past the image is
@@ -420,7 +463,8 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
     img->live++;
     pthread_mutex_unlock(img->mu);
     size_t kept = 0;
-    if (s != NULL && (gb_reset(s, &kept) != 0 || kept > MAX_KEPT_PAGES)) {
+    int remap = s != NULL && (gb_next_fresh || s->fresh);
+    if (s != NULL && (remap ? gb_remap(s) != 0 : gb_reset(s, &kept) != 0 || kept > MAX_KEPT_PAGES)) {
       // Not provably clean, or pinning too much memory: start afresh.
       munmap(s->base, s->total);
       free(s);
@@ -448,15 +492,10 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       s->img = img;
       size_t mapped = 0;
       if (img != NULL && img->len > 0) {
-        if (mmap(base, img->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, img->fd, 0) == MAP_FAILED) {
+        if (gb_map_image(base, img) != 0) {
           err = gb_errno("map memory image");
         } else {
           mapped = img->len;
-          for (size_t i = 0; i < img->nhot; i++) {
-            uint64_t off = img->hot[2 * i], len = img->hot[2 * i + 1] & ~GB_HOT_WRITE;
-            int advice = (img->hot[2 * i + 1] & GB_HOT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-            if (off + len <= img->len) madvise(base + off, len, advice); // best effort: older kernels lack it
-          }
         }
       }
       if (err == NULL && size > mapped && mprotect(base + mapped, size - mapped, PROT_READ | PROT_WRITE) != 0)
@@ -479,6 +518,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       pthread_mutex_unlock(img->mu);
     }
   }
+  s->fresh = gb_next_fresh;
   gb_last_slot = s;
   ret->env = s;
   ret->get_memory = gb_mem_get;
@@ -492,15 +532,28 @@ void gb_use_host_memory(wasm_config_t *config) {
   wasmtime_config_host_memory_creator_set(config, &c);
 }
 
+// gb_instantiate instantiates pre with its memory made from img. With
+// fresh set the memory is mapped anew even if it reuses a slot, and the
+// slot is mapped anew again for whoever takes it after (see the top of
+// this file).
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
+                                 int fresh, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
   gb_next_image = img;
+  gb_next_fresh = fresh;
   gb_last_slot = NULL;
   wasmtime_error_t *err = wasmtime_instance_pre_instantiate(pre, ctx, inst, trap);
   gb_next_image = NULL;
+  gb_next_fresh = 0;
   *slot = err == NULL && *trap == NULL && gb_last_slot != NULL && gb_last_slot->img == img ? gb_last_slot : NULL;
   gb_last_slot = NULL;
   return err;
+}
+
+// gb_slot_range reports the slot's image range, for tests that look at
+// which of its pages are resident.
+void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
+  *base = (uintptr_t)s->base;
+  *len = s->img == NULL ? s->size : s->img->len;
 }
 
 // gb_slot_checkpoint records the slot's current contents as the state

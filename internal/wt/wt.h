@@ -266,7 +266,8 @@ typedef struct gb_limits {
 wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
                           wasm_trap_t **trap, gb_limits *limits);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+                                 int fresh, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len);
 
 // trampolines defined in wt_cgo.c
 wasm_functype_t *gb_functype(const uint8_t *params, size_t np, const uint8_t *results, size_t nr);

@@ -640,10 +640,24 @@ func (img *Image) Close() {
 
 // InstantiateImage creates an instance in s whose linear memory starts as
 // img. The engine must have been made with HostMemory.
-func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) {
+//
+// With fresh false the memory may be a reset one an earlier instance
+// used (see OpenImage's keep): its bytes are the image's, but the pages
+// that instance wrote stay resident, so the guest's first writes to them
+// take no page fault, and its timing can tell how much memory earlier
+// instances wrote. With fresh true the memory is mapped anew, faulting
+// like one never used, and when freed it is mapped anew again for
+// whichever instance takes it next, so no instance learns of this one
+// from residency either. Mapping anew costs the page faults a reset
+// saves (see OpenImage).
+func (p *InstancePre) InstantiateImage(s *Store, img *Image, fresh bool) (*Instance, error) {
 	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, inst.inst, &trap, &inst.slot)
+	f := C.int(0)
+	if fresh {
+		f = 1
+	}
+	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, f, inst.inst, &trap, &inst.slot)
 	runtime.KeepAlive(img)
 	if err := takeError(err); err != nil {
 		return nil, err
@@ -652,6 +666,20 @@ func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) 
 		return nil, err
 	}
 	return inst, nil
+}
+
+// MemoryRange is the address and length in bytes of the instance's
+// linear memory image range (zero for an instance not made by
+// InstantiateImage), for tests that read which of its pages are
+// resident (/proc/self/pagemap).
+func (i *Instance) MemoryRange() (base uintptr, n int) {
+	if i.slot == nil {
+		return 0, 0
+	}
+	var b C.uintptr_t
+	var l C.size_t
+	C.gb_slot_range(i.slot, &b, &l)
+	return uintptr(b), int(l)
 }
 
 // ErrNoCheckpoint is returned by Rewind for an instance whose memory has
