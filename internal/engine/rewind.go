@@ -91,12 +91,16 @@ const maxRewindPages = 16384
 // the pages the earlier VM wrote resident, so an eval timing its first
 // writes could tell how much memory earlier evals wrote (any pool's on
 // the engine). A VM made so also leaves its memory to be mapped anew for
-// whichever VM takes it next. Call it before the pool's first eval.
+// whichever VM takes it next. Call it before the pool's first eval; VMs
+// the pool's filler made before are not used (see Pool.get).
 func (p *Pool) DisableReuse() {
 	p.idle.mu.Lock()
 	p.idle.noReuse = true
 	p.idle.mu.Unlock()
 	p.idle.close()
+	for v := p.ready.pop(); v != nil; v = p.ready.pop() {
+		v.close()
+	}
 }
 
 // fresh reports whether VMs made for h need memory mapped anew (see

@@ -181,6 +181,7 @@ type VM struct {
 	orig     [numShadowed]wt.Func
 	cleanEnd bool
 	dirty    bool // in an idleVMs, not yet rewound
+	fresh    bool // its linear memory was mapped anew (see Pool.DisableReuse)
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -291,7 +292,7 @@ func validUTF8(b []byte) []byte {
 // fresh its linear memory is mapped anew rather than reset from an
 // earlier VM's (wt.InstancePre.InstantiateImage).
 func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs, fresh bool) (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr}
+	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr, fresh: fresh}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
