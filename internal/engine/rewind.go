@@ -73,6 +73,38 @@ type idleVMs struct {
 	// that nothing of an earlier VM's eval shows in which of its pages
 	// are resident.
 	noReuse bool
+	// cks holds, per tools key, the memory checkpoint of the last VM
+	// prepared for h, for the next one to share if it is the same (VMs
+	// prepared alike are, byte for byte): a pool's idle VMs and sessions
+	// keep one copy of their checkpoint between them instead of one each
+	// (74 pages, 0.30 MB, for the base snapshot without tools).
+	cks map[string]*wt.CheckpointData
+}
+
+// like returns a reference to the checkpoint a VM prepared with tools
+// key may share, or nil; the caller releases it.
+func (h *idleVMs) like(key string) *wt.CheckpointData {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cks[key].Ref()
+}
+
+// keepLike makes d the checkpoint later VMs prepared with key share,
+// releasing the one it replaces; once h is closed it releases d.
+func (h *idleVMs) keepLike(key string, d *wt.CheckpointData) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		d.Release()
+		return
+	}
+	if h.cks == nil {
+		h.cks = map[string]*wt.CheckpointData{}
+	}
+	old := h.cks[key]
+	h.cks[key] = d
+	h.mu.Unlock()
+	old.Release()
 }
 
 // maxIdleVMs bounds the VMs an idleVMs keeps: enough for every core to
@@ -199,11 +231,14 @@ func (h *idleVMs) rewindDirty() {
 // close frees the idle VMs; later puts are refused.
 func (h *idleVMs) close() {
 	h.mu.Lock()
-	vms := h.vms
-	h.vms, h.closed = nil, true
+	vms, cks := h.vms, h.cks
+	h.vms, h.cks, h.closed = nil, nil, true
 	h.mu.Unlock()
 	for _, v := range vms {
 		v.close()
+	}
+	for _, d := range cks {
+		d.Release()
 	}
 }
 
@@ -222,8 +257,16 @@ func (v *VM) takeCheckpoint(snap *snapshot) {
 	if !snap.rewindable || len(v.jsvals) != 0 {
 		return
 	}
-	if _, err := v.inst.Checkpoint(); err != nil {
+	like := v.home.like(v.toolsKey)
+	_, shared, err := v.inst.Checkpoint(like)
+	like.Release()
+	if err != nil {
 		return
+	}
+	if !shared {
+		if d := v.inst.CheckpointData(); d != nil {
+			v.home.keepLike(v.toolsKey, d)
+		}
 	}
 	c := v.store.Context()
 	ck := &checkpoint{mono: v.monoBase, nextJS: v.nextJS}

@@ -70,10 +70,13 @@ struct gb_slot {
   // image when it was taken, ascending, and their bytes then. A rewind
   // restores those pages from here and every other written page from the
   // image. ck_at is the rewind's cursor into ck_pages.
+  // Once taken, they belong to ck_share, which slots whose checkpoints
+  // are byte for byte the same share (see gb_slot_checkpoint).
   size_t *ck_pages;
   uint8_t *ck_data;
   size_t ck_n, ck_cap, ck_at;
   int ck_taken;
+  gb_ckdata *ck_share;
   // The written pages the last rewind's scan found, as runs, and the
   // process's page-fault count read just before that scan (see
   // gb_slot_rewind). seen_ok is cleared when the list is incomplete.
@@ -86,9 +89,44 @@ struct gb_slot {
   int fresh;
 };
 
+// A taken checkpoint's pages and bytes, shared by every slot whose
+// checkpoint is the same (prepared VMs with the same tools are, byte for
+// byte), and freed with the last reference.
+struct gb_ckdata {
+  long refs;
+  size_t n;
+  size_t *pages;
+  uint8_t *data;
+};
+
+void gb_ckdata_release(gb_ckdata *d) {
+  if (d == NULL || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  free(d->pages);
+  free(d->data);
+  free(d);
+}
+
+gb_ckdata *gb_ckdata_ref(gb_ckdata *d) {
+  __atomic_add_fetch(&d->refs, 1, __ATOMIC_ACQ_REL);
+  return d;
+}
+
+// gb_slot_ckdata returns a new reference to the slot's taken checkpoint,
+// or NULL if it has none.
+gb_ckdata *gb_slot_ckdata(gb_slot *s) {
+  if (!s->ck_taken || s->ck_share == NULL) return NULL;
+  __atomic_add_fetch(&s->ck_share->refs, 1, __ATOMIC_ACQ_REL);
+  return s->ck_share;
+}
+
 static void gb_slot_drop_checkpoint(gb_slot *s) {
-  free(s->ck_pages);
-  free(s->ck_data);
+  if (s->ck_share != NULL) {
+    gb_ckdata_release(s->ck_share); // it owns ck_pages and ck_data
+    s->ck_share = NULL;
+  } else {
+    free(s->ck_pages);
+    free(s->ck_data);
+  }
   free(s->seen);
   s->ck_pages = NULL;
   s->ck_data = NULL;
@@ -558,10 +596,13 @@ void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
 
 // gb_slot_checkpoint records the slot's current contents as the state
 // gb_slot_rewind returns it to: a copy of every written page that differs
-// from the image. It returns the number of pages copied, or -1 (no
-// checkpoint: the slot has no image, grew past it, or the scan or a copy
-// failed).
-long gb_slot_checkpoint(gb_slot *s) {
+// from the image. If like (another slot's, from gb_slot_ckdata; may be
+// NULL) holds exactly the same pages with the same bytes, the slot shares
+// it instead of keeping its own copy, and *shared is set. It returns the
+// number of pages the checkpoint holds, or -1 (no checkpoint: the slot
+// has no image, grew past it, or the scan or a copy failed).
+long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
+  *shared = 0;
   gb_slot_drop_checkpoint(s);
   if (s->img == NULL || s->img->pagemap_fd < 0 || s->size != s->img->len) return -1;
   long n = gb_scan(s, gb_note_run);
@@ -569,6 +610,31 @@ long gb_slot_checkpoint(gb_slot *s) {
     gb_slot_drop_checkpoint(s);
     return -1;
   }
+  if (like != NULL && s->ck_n > 0 && like->n == s->ck_n && memcmp(like->pages, s->ck_pages, s->ck_n * sizeof *s->ck_pages) == 0 &&
+      memcmp(like->data, s->ck_data, s->ck_n * PAGE) == 0) {
+    free(s->ck_pages);
+    free(s->ck_data);
+    __atomic_add_fetch(&like->refs, 1, __ATOMIC_ACQ_REL);
+    s->ck_share = like;
+    *shared = 1;
+  } else {
+    gb_ckdata *d = malloc(sizeof *d);
+    if (d == NULL) {
+      gb_slot_drop_checkpoint(s);
+      return -1;
+    }
+    // Give back the capacity the copy grew by doubling.
+    if (s->ck_n > 0 && s->ck_n < s->ck_cap) {
+      uint8_t *data = realloc(s->ck_data, s->ck_n * PAGE);
+      if (data != NULL) s->ck_data = data;
+    }
+    *d = (gb_ckdata){.refs = 1, .n = s->ck_n, .pages = s->ck_pages, .data = s->ck_data};
+    s->ck_share = d;
+  }
+  s->ck_pages = s->ck_share->pages;
+  s->ck_data = s->ck_share->data;
+  s->ck_n = s->ck_share->n;
+  s->ck_cap = s->ck_n;
   s->ck_taken = 1;
   return (long)s->ck_n;
 }

@@ -232,6 +232,7 @@ wasmtime_error_t *wasmtime_global_set(wasmtime_context_t *, const wasmtime_globa
 // GB_HOT_WRITE set, for reading otherwise.
 #define GB_HOT_WRITE (1ULL << 63)
 typedef struct gb_slot gb_slot;
+typedef struct gb_ckdata gb_ckdata;
 typedef struct gb_image {
   int fd;
   size_t len;
@@ -253,7 +254,10 @@ gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, siz
 void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
-long gb_slot_checkpoint(gb_slot *s);
+long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared);
+gb_ckdata *gb_slot_ckdata(gb_slot *s);
+void gb_ckdata_release(gb_ckdata *d);
+gb_ckdata *gb_ckdata_ref(gb_ckdata *d);
 long gb_slot_rewind(gb_slot *s);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear

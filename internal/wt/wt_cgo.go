@@ -687,20 +687,73 @@ func (i *Instance) MemoryRange() (base uintptr, n int) {
 var ErrNoCheckpoint = errors.New("wt: the linear memory cannot be rewound to a checkpoint")
 
 // Checkpoint records the instance's linear memory as the state Rewind
-// returns it to, and returns how many 4 KiB pages that took copying (the
-// pages that differ from the image). It fails with ErrNoCheckpoint for an
-// instance not made by InstantiateImage, one whose image cannot be
-// reset (see OpenImage's keep), or one whose memory grew past the image.
-// The copy lives until the memory is freed or the next Checkpoint.
-func (i *Instance) Checkpoint() (int, error) {
+// returns it to, and returns how many 4 KiB pages the checkpoint holds
+// (the pages that differ from the image). If like (nil: none) holds the
+// same pages with the same bytes — another instance's checkpoint, from
+// CheckpointData — the instance shares it instead of keeping a copy, and
+// shared is true: prepared VMs with the same tools have identical
+// checkpoints, so a pool's idle VMs keep one copy between them. It fails
+// with ErrNoCheckpoint for an instance not made by InstantiateImage, one
+// whose image cannot be reset (see OpenImage's keep), or one whose
+// memory grew past the image. The copy lives until the memory is freed
+// or the next Checkpoint, and as long as a CheckpointData refers to it.
+func (i *Instance) Checkpoint(like *CheckpointData) (pages int, shared bool, err error) {
 	if i.slot == nil {
-		return 0, ErrNoCheckpoint
+		return 0, false, ErrNoCheckpoint
 	}
-	n := C.gb_slot_checkpoint(i.slot)
+	var l *C.gb_ckdata
+	if like != nil {
+		l = like.c
+	}
+	var sh C.int
+	n := C.gb_slot_checkpoint(i.slot, l, &sh)
+	runtime.KeepAlive(like)
 	if n < 0 {
-		return 0, ErrNoCheckpoint
+		return 0, false, ErrNoCheckpoint
 	}
-	return int(n), nil
+	return int(n), sh != 0, nil
+}
+
+// CheckpointData is a reference to a checkpoint's copy of memory (see
+// Instance.Checkpoint), kept so that later instances can share it. The
+// zero value and nil refer to none. Release it when done; the copy is
+// freed once no instance and no CheckpointData refers to it.
+type CheckpointData struct{ c *C.gb_ckdata }
+
+// CheckpointData returns a new reference to the instance's checkpoint,
+// or nil if it has none.
+func (i *Instance) CheckpointData() *CheckpointData {
+	if i.slot == nil {
+		return nil
+	}
+	c := C.gb_slot_ckdata(i.slot)
+	if c == nil {
+		return nil
+	}
+	return &CheckpointData{c: c}
+}
+
+// Same reports whether d and o refer to the same copy of memory (false
+// if either refers to none).
+func (d *CheckpointData) Same(o *CheckpointData) bool {
+	return d != nil && o != nil && d.c != nil && d.c == o.c
+}
+
+// Ref returns a new reference to the same checkpoint (nil for nil).
+func (d *CheckpointData) Ref() *CheckpointData {
+	if d == nil || d.c == nil {
+		return nil
+	}
+	return &CheckpointData{c: C.gb_ckdata_ref(d.c)}
+}
+
+// Release drops the reference. Calling it on nil, or twice, does nothing.
+func (d *CheckpointData) Release() {
+	if d == nil || d.c == nil {
+		return
+	}
+	C.gb_ckdata_release(d.c)
+	d.c = nil
 }
 
 // Rewind returns the instance's linear memory to its checkpoint, byte for
