@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/procmem"
 )
 
 // benchMidEval is the mid-size data eval of the worker rows: it builds,
@@ -299,4 +300,33 @@ func runQueueWait() time.Duration {
 		}
 	}
 	return total
+}
+
+// sessionMemory holds n sessions of rt, each having run one small eval
+// (a variable set, so each VM holds state of its own), and returns the
+// private memory (procmem.Private, bytes) the process had before and
+// with them held, as the idle-VM row measures VMs.
+func sessionMemory(ctx context.Context, rt *glovebox.Runtime, n int) (before, after int64, err error) {
+	var held []*glovebox.Session
+	defer func() {
+		for _, s := range held {
+			s.Close()
+		}
+	}()
+	before = procmem.Private()
+	for i := range n {
+		s, err := rt.NewSession()
+		if err != nil {
+			return 0, 0, err
+		}
+		held = append(held, s)
+		res, err := s.Eval(ctx, fmt.Sprintf("x = %d", i))
+		if err != nil {
+			return 0, 0, err
+		}
+		if res.Status != glovebox.StatusOK {
+			return 0, 0, fmt.Errorf("a session's eval ended %s: %+v", res.Status, res.Error)
+		}
+	}
+	return before, procmem.Private(), nil
 }
