@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/procmem"
 )
 
@@ -305,7 +306,8 @@ func runQueueWait() time.Duration {
 // sessionMemory holds n sessions of rt, each having run one small eval
 // (a variable set, so each VM holds state of its own), and returns the
 // private memory (procmem.Private, bytes) the process had before and
-// with them held, as the idle-VM row measures VMs.
+// with them held, as the idle-VM row measures VMs: sessions opened first,
+// unmeasured, take the freed memories the engine keeps for reuse.
 func sessionMemory(ctx context.Context, rt *glovebox.Runtime, n int) (before, after int64, err error) {
 	var held []*glovebox.Session
 	defer func() {
@@ -313,8 +315,10 @@ func sessionMemory(ctx context.Context, rt *glovebox.Runtime, n int) (before, af
 			s.Close()
 		}
 	}()
-	before = procmem.Private()
-	for i := range n {
+	for i := range engine.KeptMemories() + n {
+		if i == engine.KeptMemories() {
+			before = procmem.Private()
+		}
 		s, err := rt.NewSession()
 		if err != nil {
 			return 0, 0, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gloveboxhq/glovebox/internal/wt"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,14 +31,14 @@ func minorFaults() int64 {
 // snapshot), prepare (reseed, tools), the eval, and freeing; and, as the
 // floor, 1+1 again in the VM that already ran one. Its memory is reset
 // from a freed VM's, as by default.
-func BenchmarkVMPhases(b *testing.B) { benchVMPhases(b, false) }
+func BenchmarkVMPhases(b *testing.B) { benchVMPhases(b, 0) }
 
 // BenchmarkVMPhasesFresh is BenchmarkVMPhases with each VM's memory
 // mapped anew, as with DisableReuse: what a VM whose page residency
 // tells nothing of earlier evals costs.
-func BenchmarkVMPhasesFresh(b *testing.B) { benchVMPhases(b, true) }
+func BenchmarkVMPhasesFresh(b *testing.B) { benchVMPhases(b, wt.GroupFresh) }
 
-func benchVMPhases(b *testing.B, fresh bool) {
+func benchVMPhases(b *testing.B, group uint64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	req := &Request{Code: "1+1", Limits: testLimits}
@@ -51,7 +52,7 @@ func benchVMPhases(b *testing.B, fresh bool) {
 		var f [phases + 1]int64
 		mark := func(i int) { t[i], f[i] = time.Now(), minorFaults() }
 		mark(0)
-		v, err := testEngine.newVM(testEngine.base, nil, nil, fresh)
+		v, err := testEngine.newVM(testEngine.base, nil, nil, group)
 		if err != nil {
 			b.Fatal(err)
 		}

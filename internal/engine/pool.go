@@ -118,9 +118,9 @@ func (p *Pool) get() (*VM, error) {
 		default:
 		}
 		switch {
-		case v.fresh != p.idle.fresh():
-			// Made by the filler before DisableReuse, in memory reset
-			// from another VM's: not for this pool's evals.
+		case v.group != p.idle.memGroup():
+			// Made by the filler before DisableReuse or SetMemoryGroup,
+			// in memory of another group: not for this pool's evals.
 			v.close()
 		case fresh(v):
 			p.hits.Add(1)

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 // vmPages reads /proc/self/pagemap for v's linear memory image
@@ -99,5 +102,56 @@ func TestNoReuseMemoryFaultsAsNew(t *testing.T) {
 			t.Errorf("round %d: a reusing pool's VM, after the no-reuse pool's %d-page eval, has %d present and %d written pages (a new VM %d and %d)",
 				round, wrote, p2, w2, p0, w0)
 		}
+	}
+}
+
+// TestMemoryGroupsKeepResidencyApart: a freed VM's memory is reset for a
+// VM of its pool's memory group (its written pages stay resident: the
+// reset's point) and mapped anew for a VM of another group, which so
+// sees no page of the freed VM's eval resident (what the executor's
+// tenants rely on, issue 22 A5). The eval is cut by its timeout, so
+// that its VM is freed rather than rewound.
+func TestMemoryGroupsKeepResidencyApart(t *testing.T) {
+	ctx := context.Background()
+	pools := map[uint64]*Pool{}
+	for _, g := range []uint64{1, 2, wt.GroupFresh} {
+		p, err := testEngine.NewPool(ctx, 0, nil, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		p.SetMemoryGroup(g)
+		pools[g] = p
+	}
+	look := func(p *Pool) (present, written int) {
+		v, err := p.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.close()
+		return vmPages(t, v)
+	}
+	p0, w0 := look(pools[wt.GroupFresh])
+	const wrote = 12 << 20 / 4096
+	lim := testLimits
+	lim.Timeout = 300 * time.Millisecond
+	cut := &Request{Code: "s = \"x\" * (12 << 20); loop {}", Limits: lim}
+	write := func() {
+		out, err := pools[1].Eval(ctx, cut)
+		if err != nil || out.Status != StatusTimeout {
+			t.Fatal(err, out)
+		}
+	}
+	write()
+	p1, w1 := look(pools[2])
+	t.Logf("a new VM: %d pages present, %d written; group 2 after group 1's eval: %d and %d", p0, w0, p1, w1)
+	if p1-p0 > wrote/4 || w1-w0 > wrote/4 {
+		t.Errorf("a VM of group 2, after group 1's %d-page eval, has %d present and %d written pages (a new VM %d and %d)", wrote, p1, w1, p0, w0)
+	}
+	write()
+	p2, w2 := look(pools[1])
+	t.Logf("group 1 after its own eval: %d and %d", p2, w2)
+	if w2-w0 < wrote/2 {
+		t.Errorf("a VM of group 1, after group 1's %d-page eval, has %d written pages (a new VM %d): its memory was not reset and reused", wrote, w2, w0)
 	}
 }

@@ -68,11 +68,9 @@ type idleVMs struct {
 	vms    []*VM
 	closed bool
 	lazy   bool
-	// noReuse is set by DisableReuse: the holder's VMs are never rewound,
-	// and each is made in linear memory mapped anew (newVM's fresh), so
-	// that nothing of an earlier VM's eval shows in which of its pages
-	// are resident.
-	noReuse bool
+	// group is the memory group of the holder's VMs (newVM's group; see
+	// Pool.SetMemoryGroup); DisableReuse sets wt.GroupFresh.
+	group uint64
 	// cks holds, per tools key, the memory checkpoint of the last VM
 	// prepared for h, for the next one to share if it is the same (VMs
 	// prepared alike are, byte for byte): a pool's idle VMs and sessions
@@ -118,32 +116,43 @@ var maxIdleVMs = max(runtime.GOMAXPROCS(0), 2)
 const maxRewindPages = 16384
 
 // DisableReuse makes the pool free every VM after its eval instead of
-// rewinding it for the next (see rewind.go), and make each VM's linear
-// memory mapped anew instead of reset from a freed VM's: a reset keeps
-// the pages the earlier VM wrote resident, so an eval timing its first
-// writes could tell how much memory earlier evals wrote (any pool's on
-// the engine). A VM made so also leaves its memory to be mapped anew for
-// whichever VM takes it next. Call it before the pool's first eval; VMs
-// the pool's filler made before are not used (see Pool.get).
+// rewinding it for the next (see rewind.go), and puts its VMs in memory
+// group wt.GroupFresh (see SetMemoryGroup): each VM's linear memory is
+// mapped anew, not reset from a freed VM's, and is left to be mapped anew
+// for whichever VM takes it next. Call it before the pool's first eval;
+// VMs the pool's filler made before are not used (see Pool.get).
 func (p *Pool) DisableReuse() {
-	p.idle.mu.Lock()
-	p.idle.noReuse = true
-	p.idle.mu.Unlock()
+	p.SetMemoryGroup(wt.GroupFresh)
 	p.idle.close()
+}
+
+// SetMemoryGroup puts the pool's VMs in memory group g (zero: the
+// default, every pool's). A freed VM's linear memory is reset and kept
+// for a later VM; a reset restores its bytes but leaves the pages the
+// VM wrote resident, so an eval timing its first writes could tell how
+// much memory earlier evals wrote. A memory is reset for a VM of the
+// group that used it last, and mapped anew (faulting as one never used)
+// for a VM of any other. Rewound VMs (rewind.go) never leave their pool.
+// Call it before the pool's first eval; VMs the pool's filler made before
+// are not used (see Pool.get).
+func (p *Pool) SetMemoryGroup(g uint64) {
+	p.idle.mu.Lock()
+	p.idle.group = g
+	p.idle.mu.Unlock()
 	for v := p.ready.pop(); v != nil; v = p.ready.pop() {
 		v.close()
 	}
 }
 
-// fresh reports whether VMs made for h need memory mapped anew (see
-// DisableReuse). A nil h does not.
-func (h *idleVMs) fresh() bool {
+// memGroup is the memory group of VMs made for h (see
+// Pool.SetMemoryGroup). A nil h's is the default, zero.
+func (h *idleVMs) memGroup() uint64 {
 	if h == nil {
-		return false
+		return 0
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.noReuse
+	return h.group
 }
 
 // open reports whether h takes VMs (it is not nil and not closed).

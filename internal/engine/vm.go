@@ -180,8 +180,8 @@ type VM struct {
 	ck       *checkpoint
 	orig     [numShadowed]wt.Func
 	cleanEnd bool
-	dirty    bool // in an idleVMs, not yet rewound
-	fresh    bool // its linear memory was mapped anew (see Pool.DisableReuse)
+	dirty    bool   // in an idleVMs, not yet rewound
+	group    uint64 // its linear memory's group (see Pool.SetMemoryGroup)
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -288,15 +288,15 @@ func validUTF8(b []byte) []byte {
 	return []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
 }
 
-// newVM instantiates the snapshot. The VM is not yet prepared. With
-// fresh its linear memory is mapped anew rather than reset from an
-// earlier VM's (wt.InstancePre.InstantiateImage).
-func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs, fresh bool) (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr, fresh: fresh}
+// newVM instantiates the snapshot. The VM is not yet prepared. Its
+// linear memory is reset from an earlier VM's only if that VM was of the
+// same memory group, else mapped anew (wt.InstancePre.InstantiateImage).
+func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs, group uint64) (*VM, error) {
+	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr, group: group}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, snap.img, fresh)
+	inst, err := e.pre.InstantiateImage(v.store, snap.img, group)
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("instantiating the snapshot: %w", err)

@@ -13,11 +13,12 @@
 //
 // A reset leaves the pages an earlier instance wrote resident and private
 // (their bytes copied back), so a guest that times its first writes can
-// tell how much memory earlier instances wrote. An instance made fresh
-// (gb_instantiate's fresh) gets a slot mapped anew instead — a reused
-// slot's image range is mapped over again, dropping every page it held —
-// and its slot is mapped anew for whoever takes it next, so neither
-// learns anything of the other from residency or faults.
+// tell how much memory earlier instances wrote. So a slot is reset only
+// for an instance of the group (gb_instantiate's group) that last used
+// it: for any other, its image range is mapped over again, dropping every
+// page it held, and it faults as a new one. Group GB_GROUP_FRESH is never
+// the same as another: its instances always get slots mapped anew, and
+// leave theirs to be mapped anew for whoever takes them next.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -84,9 +85,10 @@ struct gb_slot {
   size_t seen_len, seen_cap;
   long seen_faults;
   int seen_ok;
-  // Made for a fresh instance: whoever takes the slot next maps it anew
-  // (gb_remap) instead of resetting it.
-  int fresh;
+  // The group of the instance it was last made for: one of another
+  // group, or of GB_GROUP_FRESH, maps it anew (gb_remap) instead of
+  // resetting it.
+  uint64_t group;
 };
 
 // A taken checkpoint's pages and bytes, shared by every slot whose
@@ -141,9 +143,8 @@ static void gb_slot_drop_checkpoint(gb_slot *s) {
 static __thread gb_slot *gb_last_slot;
 
 static __thread const gb_image *gb_next_image;
-// Whether the memory made next on this thread must be mapped anew (see
-// gb_instantiate).
-static __thread int gb_next_fresh;
+// The group of the memory made next on this thread (see gb_instantiate).
+static __thread uint64_t gb_next_group;
 // The limits of the store whose wasm this thread is running, set by gb_call.
 static __thread gb_limits *gb_cur_limits;
 
@@ -501,7 +502,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
     img->live++;
     pthread_mutex_unlock(img->mu);
     size_t kept = 0;
-    int remap = s != NULL && (gb_next_fresh || s->fresh);
+    int remap = s != NULL && (gb_next_group == GB_GROUP_FRESH || s->group != gb_next_group);
     if (s != NULL && (remap ? gb_remap(s) != 0 : gb_reset(s, &kept) != 0 || kept > MAX_KEPT_PAGES)) {
       // Not provably clean, or pinning too much memory: start afresh.
       munmap(s->base, s->total);
@@ -556,7 +557,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       pthread_mutex_unlock(img->mu);
     }
   }
-  s->fresh = gb_next_fresh;
+  s->group = gb_next_group;
   gb_last_slot = s;
   ret->env = s;
   ret->get_memory = gb_mem_get;
@@ -570,18 +571,18 @@ void gb_use_host_memory(wasm_config_t *config) {
   wasmtime_config_host_memory_creator_set(config, &c);
 }
 
-// gb_instantiate instantiates pre with its memory made from img. With
-// fresh set the memory is mapped anew even if it reuses a slot, and the
-// slot is mapped anew again for whoever takes it after (see the top of
-// this file).
+// gb_instantiate instantiates pre with its memory made from img. A slot
+// last used by another group than group, or any slot if group is
+// GB_GROUP_FRESH, is mapped anew rather than reset (see the top of this
+// file).
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 int fresh, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
+                                 uint64_t group, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
   gb_next_image = img;
-  gb_next_fresh = fresh;
+  gb_next_group = group;
   gb_last_slot = NULL;
   wasmtime_error_t *err = wasmtime_instance_pre_instantiate(pre, ctx, inst, trap);
   gb_next_image = NULL;
-  gb_next_fresh = 0;
+  gb_next_group = 0;
   *slot = err == NULL && *trap == NULL && gb_last_slot != NULL && gb_last_slot->img == img ? gb_last_slot : NULL;
   gb_last_slot = NULL;
   return err;

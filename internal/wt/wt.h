@@ -270,7 +270,8 @@ typedef struct gb_limits {
 wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
                           wasm_trap_t **trap, gb_limits *limits);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 int fresh, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+                                 uint64_t group, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+#define GB_GROUP_FRESH UINT64_MAX
 void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len);
 
 // trampolines defined in wt_cgo.c

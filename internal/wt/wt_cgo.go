@@ -638,26 +638,28 @@ func (img *Image) Close() {
 	img.c = nil
 }
 
+// GroupFresh is the memory group whose instances never share a reset
+// memory with another instance (see InstantiateImage).
+const GroupFresh = ^uint64(0)
+
 // InstantiateImage creates an instance in s whose linear memory starts as
 // img. The engine must have been made with HostMemory.
 //
-// With fresh false the memory may be a reset one an earlier instance
-// used (see OpenImage's keep): its bytes are the image's, but the pages
-// that instance wrote stay resident, so the guest's first writes to them
-// take no page fault, and its timing can tell how much memory earlier
-// instances wrote. With fresh true the memory is mapped anew, faulting
-// like one never used, and when freed it is mapped anew again for
-// whichever instance takes it next, so no instance learns of this one
-// from residency either. Mapping anew costs the page faults a reset
-// saves (see OpenImage).
-func (p *InstancePre) InstantiateImage(s *Store, img *Image, fresh bool) (*Instance, error) {
+// The memory may be a reset one an earlier instance used (see
+// OpenImage's keep): its bytes are the image's, but the pages that
+// instance wrote stay resident, so the guest's first writes to them take
+// no page fault, and its timing can tell how much memory earlier
+// instances wrote. A memory is reset only for an instance of the same
+// group as the one that used it last; for another group it is mapped
+// anew, faulting as one never used. Group GroupFresh matches no
+// instance, itself included: its memory is always mapped anew, and left
+// to be mapped anew for whichever instance takes it next. Mapping anew
+// costs the page faults a reset saves (see OpenImage). Zero is the
+// default group.
+func (p *InstancePre) InstantiateImage(s *Store, img *Image, group uint64) (*Instance, error) {
 	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	f := C.int(0)
-	if fresh {
-		f = 1
-	}
-	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, f, inst.inst, &trap, &inst.slot)
+	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, C.uint64_t(group), inst.inst, &trap, &inst.slot)
 	runtime.KeepAlive(img)
 	if err := takeError(err); err != nil {
 		return nil, err
