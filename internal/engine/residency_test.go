@@ -42,6 +42,18 @@ func vmPages(t *testing.T, v *VM) (present, written int) {
 	return present, written
 }
 
+// poolPages takes a VM from p as its next eval would get it, reads its
+// residency (vmPages) and frees it.
+func poolPages(t *testing.T, p *Pool) (present, written int) {
+	t.Helper()
+	v, err := p.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	return vmPages(t, v)
+}
+
 // TestNoReuseMemoryFaultsAsNew: a VM made for an eval of a pool with
 // reuse disabled gets linear memory in which no page an earlier eval
 // wrote is resident, so the eval's first writes fault as in a VM never
@@ -67,16 +79,7 @@ func TestNoReuseMemoryFaultsAsNew(t *testing.T) {
 	}
 	defer reuse.Close()
 
-	// look takes a VM from p as its next eval would get it, reads its
-	// residency and frees it.
-	look := func(p *Pool) (present, written int) {
-		v, err := p.get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.close()
-		return vmPages(t, v)
-	}
+	look := func(p *Pool) (int, int) { return poolPages(t, p) }
 	const wrote = 12 << 20 / 4096 // pages the big eval writes
 	big := &Request{Code: "s = \"x\" * (12 << 20); s.bytesize", Limits: testLimits}
 	p0, w0 := look(noReuse)
@@ -123,14 +126,7 @@ func TestMemoryGroupsKeepResidencyApart(t *testing.T) {
 		p.SetMemoryGroup(g)
 		pools[g] = p
 	}
-	look := func(p *Pool) (present, written int) {
-		v, err := p.get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.close()
-		return vmPages(t, v)
-	}
+	look := func(p *Pool) (int, int) { return poolPages(t, p) }
 	p0, w0 := look(pools[wt.GroupFresh])
 	const wrote = 12 << 20 / 4096
 	lim := testLimits
