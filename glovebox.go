@@ -86,9 +86,9 @@ type Config struct {
 	// VM's memory is then mapped anew, so its pages fault as in a VM
 	// never used, and the memory is mapped anew again for whichever VM
 	// takes it next, so neither does any later eval learn of this
-	// Runtime's. It costs the page faults reuse saves: about 1–2 ms more
-	// per eval on a paravirtualized host (RATIONALE.md, "Why can
-	// DisableVMReuse not be the default?"). The zero value reuses.
+	// Runtime's. It costs the page faults reuse saves: COSTS_GODOC
+	// (RATIONALE.md, "What do a rewound VM and a reused memory still
+	// tell?"). The zero value reuses.
 	DisableVMReuse bool
 	// ReuseGroup keeps this Runtime's VMs' memory apart from Runtimes of
 	// other groups in the same process: a freed VM's linear memory is

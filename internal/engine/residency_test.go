@@ -151,3 +151,30 @@ func TestMemoryGroupsKeepResidencyApart(t *testing.T) {
 		t.Errorf("a VM of group 1, after group 1's %d-page eval, has %d written pages (a new VM %d): its memory was not reset and reused", wrote, w2, w0)
 	}
 }
+
+// TestRewoundVMKeepsItsGroup: a rewound VM stays in its pool's memory
+// group. It lost it once (the rewind rebuilt the VM without it), and a
+// pool's get then dropped every rewound VM its filler had readied as one
+// of another group: a VM made per eval.
+func TestRewoundVMKeepsItsGroup(t *testing.T) {
+	p, err := testEngine.NewPool(context.Background(), 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetMemoryGroup(7)
+	v, err := p.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	if out := v.run(context.Background(), &Request{Code: "1+1", Limits: testLimits}); out.Status != StatusOK {
+		t.Fatal(out)
+	}
+	if err := v.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	if v.group != 7 {
+		t.Errorf("a rewound VM of group 7 is in group %d", v.group)
+	}
+}

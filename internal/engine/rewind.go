@@ -326,7 +326,7 @@ func (v *VM) rewind() error {
 		return err
 	}
 	*v = VM{e: v.e, handles: v.handles, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
-		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals}
+		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals, group: v.group}
 	clear(v.jsvals)
 	v.e.rewinds.Add(1)
 	return nil
