@@ -118,7 +118,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 	row(yes(bb.p50 <= 150*time.Microsecond && bb.p99 <= time.Millisecond), "fresh VM + 1+1, back-to-back, no pool: a VM rewound after the last eval (p50 / p99)",
 		us(bb.p50)+" / "+us(bb.p99), "floor: 1+1 in a VM that already ran one "+us(fl.p50)+" / "+us(fl.p99),
 		fmt.Sprintf("%.2fx floor", float64(bb.p50)/float64(fl.p50)), "≤ 150 µs / ≤ 1 ms")
-	row("-", "  same, each VM made from the snapshot and freed (DisableVMReuse)", us(bm.p50)+" / "+us(bm.p99),
+	row("-", "  same, each VM made from the snapshot in memory mapped anew, and freed (DisableVMReuse)", us(bm.p50)+" / "+us(bm.p99),
 		"rewound VMs, above "+us(bb.p50), fmt.Sprintf("rewound %.2fx made", float64(bb.p50)/float64(bm.p50)), "-")
 	row(yes(bp.p50 <= 150*time.Microsecond && bp.p99 <= time.Millisecond && bp.p50 <= bm.p50), "fresh VM + 1+1 from the default pool, back-to-back (p50 / p99)",
 		us(bp.p50)+" / "+us(bp.p99), "VM made per eval "+us(bm.p50)+" / "+us(bm.p99),
