@@ -36,9 +36,10 @@ type EvalConfig struct {
 	// them. Zero fields mean glovebox's defaults (glovebox.DefaultTimeout,
 	// DefaultMemory, …).
 	Limits glovebox.Limits
-	// PoolSize is how many prepared VMs each tool set keeps ready (a VM
-	// has the guest's tool methods defined, so each set of tool names
-	// has its own pool); zero means 1, negative none.
+	// PoolSize is how many prepared VMs each tenant's tool set (each tool
+	// set, with ShareVMsAcrossTenants) keeps ready (a VM has the guest's
+	// tool methods defined, so each set of tool names has its own pool);
+	// zero means 1, negative none.
 	PoolSize int
 	// DisableVMReuse is glovebox.Config's: every eval in a VM made for
 	// it, in linear memory mapped anew, never one rewound after another
@@ -93,7 +94,7 @@ const (
 type evals struct {
 	s      *Server
 	cfg    EvalConfig
-	base   *glovebox.Runtime // no tools: for tool-less evals, and the caps
+	base   *glovebox.Runtime // no tools: the caps, and tool-less evals with ShareVMsAcrossTenants
 	caps   glovebox.Limits   // base's limits, defaults filled in
 	worker *workerPool       // nil: evals run in-process
 
@@ -136,8 +137,15 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	if cfg.MaxToolBytes <= 0 {
 		cfg.MaxToolBytes = DefaultMaxToolBytes
 	}
+	// base runs tool-less evals only when tenants share VMs; otherwise
+	// each tenant has its own Runtime for them (see toolSet), and base,
+	// kept for the caps, needs no pool.
+	basePool := cfg.PoolSize
+	if !cfg.ShareVMsAcrossTenants {
+		basePool = -1
+	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: cfg.PoolSize, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
+		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
