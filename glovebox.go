@@ -87,10 +87,11 @@ type Config struct {
 	// never used, and the memory is mapped anew again for whichever VM
 	// takes it next, so neither does any later eval learn of this
 	// Runtime's. It costs the page faults reuse saves, about 230 per VM
-	// (make, prepare and 1+1), which took a 1+1 from 0.71–0.81 ms p50 to
-	// 1.29–1.48 ms on a loaded 2-core host, against 0.31–0.38 ms for a
-	// rewound VM (RATIONALE.md, "What do a rewound VM and a reused memory
-	// still tell?"). The zero value reuses.
+	// (make, prepare and 1+1): on a quiet 2-core host 617 µs against
+	// 278 µs for a VM in reset memory and 155 µs p50 for a rewound one,
+	// and 0.5–0.8 ms more per eval under load (RATIONALE.md, "What do a
+	// rewound VM and a reused memory still tell?"). The zero value
+	// reuses.
 	DisableVMReuse bool
 	// ReuseGroup keeps this Runtime's VMs' memory apart from Runtimes of
 	// other groups in the same process: a freed VM's linear memory is

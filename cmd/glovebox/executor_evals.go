@@ -34,7 +34,7 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.DurationVar(&executorEvalFlags.idle, "eval-session-idle", 0, "close a session unused this long (0: 10m)")
 	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
 	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tenant and tool set (0: 1; negative: none)")
-	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, in memory mapped anew, never one rewound or reset after another eval (by default a tenant's VM is rewound for its next eval: the bytes are reset, but timing first writes tells how much memory its earlier evals wrote; costs the page faults reuse saves, about 0.5-0.8 ms an eval here)")
+	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, in memory mapped anew, never one rewound or reset after another eval (by default a tenant's VM is rewound for its next eval: the bytes are reset, but timing first writes tells how much memory its earlier evals wrote; costs the page faults reuse saves, about 0.3-0.8 ms an eval here)")
 	f.BoolVar(&executorEvalFlags.share, "eval-share-vms", false, "let tenants naming the same tools share rewound VMs and reset memory (saves a pool and idle VMs per tenant; what first-write timing tells then crosses tenants)")
 }
 
