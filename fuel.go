@@ -35,6 +35,7 @@ type altEngine struct {
 	mounts   []engine.Mount
 	scratch  string
 	noReuse  bool
+	group    uint64 // Config.ReuseGroup's memory group
 }
 
 // target returns the engine and pool that r's evals run on: r's own, or,
@@ -71,6 +72,8 @@ func (a *altEngine) get(ctx context.Context) (*shared, error) {
 	}
 	if a.noReuse {
 		sh.pool.DisableReuse()
+	} else if a.group != 0 {
+		sh.pool.SetMemoryGroup(a.group)
 	}
 	a.sh = sh
 	return sh, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 // EnvCacheDir names the environment variable that overrides the cache
@@ -63,16 +65,43 @@ type Config struct {
 	// engine (compiled module and snapshot); each has its own pool.
 	PoolSize int
 	// DisableVMReuse makes every eval run in a VM made from the snapshot
-	// and freed afterwards. By default a VM whose eval ended cleanly (ok,
-	// or an exception Ruby unwound) is rewound — its linear memory copied
-	// back to the state it had before the eval (Ruby's random generator
-	// unseeded again, to be seeded from fresh entropy on first use), its
-	// globals reset, its files and WASI context made anew — and the next
-	// eval runs in it: the eval sees exactly what a new VM would
-	// show it, about 100 µs sooner (README, Performance). Set it for
-	// defence in depth when no two evals may ever share a VM. The zero
-	// value reuses.
+	// and freed afterwards, in linear memory mapped anew. By default a VM
+	// whose eval ended cleanly (ok, or an exception Ruby unwound) is
+	// rewound — its linear memory copied back to the state it had before
+	// the eval (Ruby's random generator unseeded again, to be seeded from
+	// fresh entropy on first use), its globals reset, its files and WASI
+	// context made anew — and the next eval runs in it: the eval sees
+	// exactly what a new VM would show it, about 100 µs sooner (README,
+	// Performance). And a VM that is freed leaves its linear memory to be
+	// reset (its bytes copied back) for the next VM made, by any Runtime
+	// of the process (see ReuseGroup).
+	//
+	// Bytes are all a rewind or a reset restores. The pages an earlier
+	// eval wrote stay resident, so an eval timing its first writes to
+	// fresh heap can tell whether its VM or memory ran an eval before and
+	// roughly how much memory that eval wrote (measured: a 28 MiB fill
+	// took 11 ms in a rewound VM against 33–43 ms in a new one); caches
+	// and wasmtime's lazily filled function tables differ likewise. Set
+	// DisableVMReuse when no eval may learn even that of another: each
+	// VM's memory is then mapped anew, so its pages fault as in a VM
+	// never used, and the memory is mapped anew again for whichever VM
+	// takes it next, so neither does any later eval learn of this
+	// Runtime's. It costs the page faults reuse saves, about 230 per VM
+	// (make, prepare and 1+1): on a quiet 2-core host 617 µs against
+	// 278 µs for a VM in reset memory and 155 µs p50 for a rewound one,
+	// and 0.5–0.8 ms more per eval under load (RATIONALE.md, "What do a
+	// rewound VM and a reused memory still tell?"). The zero value
+	// reuses.
 	DisableVMReuse bool
+	// ReuseGroup keeps this Runtime's VMs' memory apart from Runtimes of
+	// other groups in the same process: a freed VM's linear memory is
+	// reset for a later VM of the same group and mapped anew (faulting as
+	// one never used) for one of another, so what residency tells (see
+	// DisableVMReuse) never crosses groups. Rewound VMs never leave their
+	// Runtime whatever the group. The executor gives each tenant its own
+	// group. Zero ("") is the group of every Runtime that sets none;
+	// DisableVMReuse overrides it.
+	ReuseGroup string
 	// Logger receives host-side reports: panicking tools and hooks (one
 	// Error line with the value and where it happened; the stack at Debug
 	// level), cache rebuilds, and, when Progress is nil, the slow
@@ -236,12 +265,30 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	group := memoryGroup(cfg.ReuseGroup)
 	if cfg.DisableVMReuse {
 		sh.pool.DisableReuse()
+	} else if group != 0 {
+		sh.pool.SetMemoryGroup(group)
 	}
 	sh.alt.cfg, sh.alt.poolSize, sh.alt.names, sh.alt.mounts, sh.alt.scratch = ecfg, max(pool, 0), r.names, engineMounts(r.mounts), cfg.ScratchDir
-	sh.alt.noReuse = cfg.DisableVMReuse
+	sh.alt.noReuse, sh.alt.group = cfg.DisableVMReuse, group
 	return r, nil
+}
+
+// memoryGroup is the engine's memory group for Config.ReuseGroup g: zero
+// for "", else a 64-bit hash of g that is neither zero nor
+// wt.GroupFresh (two names share a group with odds of 2^-64).
+func memoryGroup(g string) uint64 {
+	if g == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(g))
+	if n := h.Sum64(); n != 0 && n != wt.GroupFresh {
+		return n
+	}
+	return 1
 }
 
 // logProgress reports slow steps through log at Info level, for a

@@ -36,18 +36,31 @@ type EvalConfig struct {
 	// them. Zero fields mean glovebox's defaults (glovebox.DefaultTimeout,
 	// DefaultMemory, …).
 	Limits glovebox.Limits
-	// PoolSize is how many prepared VMs each tool set keeps ready (a VM
-	// has the guest's tool methods defined, so each set of tool names
-	// has its own pool); zero means 1, negative none.
+	// PoolSize is how many prepared VMs each tenant's tool set (each tool
+	// set, with ShareVMsAcrossTenants) keeps ready (a VM has the guest's
+	// tool methods defined, so each set of tool names has its own pool);
+	// zero means 1, negative none.
 	PoolSize int
 	// DisableVMReuse is glovebox.Config's: every eval in a VM made for
-	// it, never one rewound after another eval (by default a VM is, and
-	// tenants with the same tool names can share it, reset byte for byte
-	// between them). It costs about 100 µs an eval.
+	// it, in linear memory mapped anew, never one rewound after another
+	// eval or memory reset after one (by default a VM is rewound for the
+	// tenant's next eval with the same tools: its bytes are reset, but
+	// page residency can tell that tenant how much memory its own earlier
+	// evals wrote). See glovebox.Config.DisableVMReuse for the cost.
 	DisableVMReuse bool
-	// MaxToolSets bounds the tool sets with a pool kept between evals;
-	// the least recently used idle one is closed past it. Zero means
-	// DefaultMaxToolSets.
+	// ShareVMsAcrossTenants lets tenants naming the same tools share one
+	// Runtime, and so each other's rewound VMs and reset memory (bytes
+	// reset exactly; what residency still tells, see
+	// glovebox.Config.DisableVMReuse, then crosses tenants). The zero
+	// value keeps each tenant's VMs and memory its own: a Runtime per
+	// tenant and tool set, in a memory group of its own
+	// (glovebox.Config.ReuseGroup), which costs each tenant its own pool
+	// and idle VMs (about 1 MB each) and a VM made for its first eval.
+	ShareVMsAcrossTenants bool
+	// MaxToolSets bounds the Runtimes (one per tenant and tool set, or per
+	// tool set with ShareVMsAcrossTenants; tool-less evals count as a tool
+	// set) kept between evals; the least recently used idle one is closed
+	// past it. Zero means DefaultMaxToolSets.
 	MaxToolSets int
 	// MaxSessions bounds each tenant's open sessions; zero means
 	// DefaultMaxSessions.
@@ -81,18 +94,19 @@ const (
 type evals struct {
 	s      *Server
 	cfg    EvalConfig
-	base   *glovebox.Runtime // no tools: for tool-less evals, and the caps
+	base   *glovebox.Runtime // no tools: the caps, and tool-less evals with ShareVMsAcrossTenants
 	caps   glovebox.Limits   // base's limits, defaults filled in
 	worker *workerPool       // nil: evals run in-process
 
 	mu       sync.Mutex
-	sets     map[string]*toolSet       // sorted names joined by "," → runtime
+	sets     map[string]*toolSet       // tenant "\x00" sorted names joined by "," → runtime
 	live     map[string]*evalRun       // tenant "\x00" key → running eval
 	sessions map[string]*remoteSession // session ID → session
 }
 
 // toolSet is a Runtime whose tools relay to the client, shared by every
-// eval naming the same tools.
+// eval of one tenant (of any, with ShareVMsAcrossTenants) naming the same
+// tools.
 type toolSet struct {
 	rt   *glovebox.Runtime
 	refs int
@@ -123,8 +137,15 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	if cfg.MaxToolBytes <= 0 {
 		cfg.MaxToolBytes = DefaultMaxToolBytes
 	}
+	// base runs tool-less evals only when tenants share VMs; otherwise
+	// each tenant has its own Runtime for them (see toolSet), and base,
+	// kept for the caps, needs no pool.
+	basePool := cfg.PoolSize
+	if !cfg.ShareVMsAcrossTenants {
+		basePool = -1
+	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: cfg.PoolSize, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
+		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
@@ -214,12 +235,17 @@ func (e *evals) closeAll() {
 	e.base.Close()
 }
 
-// toolSet returns the Runtime for names (sorted, checked) and its release.
-func (e *evals) toolSet(ctx context.Context, names []string) (*glovebox.Runtime, func(), error) {
-	if len(names) == 0 {
-		return e.base, func() {}, nil
+// toolSet returns the Runtime for tenant's evals with names (sorted,
+// checked) and its release.
+func (e *evals) toolSet(ctx context.Context, tenant string, names []string) (*glovebox.Runtime, func(), error) {
+	group := "tenant:" + tenant
+	if e.cfg.ShareVMsAcrossTenants {
+		if len(names) == 0 {
+			return e.base, func() {}, nil
+		}
+		tenant, group = "", ""
 	}
-	key := strings.Join(names, ",")
+	key := tenant + "\x00" + strings.Join(names, ",")
 	e.mu.Lock()
 	if ts, ok := e.sets[key]; ok {
 		ts.refs++
@@ -234,7 +260,7 @@ func (e *evals) toolSet(ctx context.Context, names []string) (*glovebox.Runtime,
 		}
 	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
-		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, Logger: e.s.log})
+		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -395,7 +421,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 		defer e.done(rs)
 		res, err = rs.gs.EvalWith(ctx, req.Code, opts...)
 	} else {
-		rt, release, terr := e.toolSet(ctx, names)
+		rt, release, terr := e.toolSet(ctx, t.Name, names)
 		if terr != nil {
 			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the eval did not run", terr)}
 		}
@@ -729,7 +755,7 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
 		return
 	}
-	rt, release, terr := e.toolSet(r.Context(), names)
+	rt, release, terr := e.toolSet(r.Context(), t.Name, names)
 	if terr != nil {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeInternal, "making the VM: %v", terr))
 		return

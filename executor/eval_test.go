@@ -642,3 +642,35 @@ func TestEvalDisableVMReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalVMsStayWithTenant: by default a VM one tenant's eval ran is
+// rewound for that tenant's next eval with the same tools only, never
+// for another tenant's (issue 22 A5: what residency tells of the earlier
+// eval would cross tenants); with EvalConfig.ShareVMsAcrossTenants the
+// other tenant's eval takes it.
+func TestEvalVMsStayWithTenant(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		p := startInproc(t, 1, nil)
+		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, ShareVMsAcrossTenants: share}); err != nil {
+			t.Fatal(err)
+		}
+		a := newApp(t, gb.Limits{})
+		evA, evB := p.client(t, p.toks.a).Evaluator(a.rt), p.client(t, p.toks.b).Evaluator(a.rt)
+		eval := func(ev *client.Evaluator) uint64 {
+			before := p.srv.VMsReused()
+			res, err := ev.EvalWith(context.Background(), "add(1, 2)", client.EvalOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus(t, res, gb.StatusOK)
+			return p.srv.VMsReused() - before
+		}
+		eval(evA) // leaves a VM rewound
+		if got := eval(evB); share != (got == 1) {
+			t.Errorf("ShareVMsAcrossTenants %v: tenant b's first eval took %d VMs tenant a's eval left", share, got)
+		}
+		if got := eval(evB); got != 1 {
+			t.Errorf("ShareVMsAcrossTenants %v: tenant b's second eval took %d rewound VMs, want its own first one's", share, got)
+		}
+	}
+}

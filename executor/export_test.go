@@ -27,6 +27,10 @@ func (s *Server) ToolSets() int {
 // rewound for reuse (glovebox.Stats.VMsRewound; engine-wide).
 func (s *Server) VMsRewound() uint64 { return s.evals.base.Stats().VMsRewound }
 
+// VMsReused is how many evals took a rewound VM (glovebox.Stats.VMsReused;
+// engine-wide).
+func (s *Server) VMsReused() uint64 { return s.evals.base.Stats().VMsReused }
+
 // SetRefillHook makes f run as each spare eval worker starts, and returns
 // a function restoring the old hook.
 func SetRefillHook(f func()) func() {

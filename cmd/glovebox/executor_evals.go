@@ -22,6 +22,7 @@ var executorEvalFlags struct {
 	pool     int
 	worker   string
 	noReuse  bool
+	share    bool
 }
 
 // addExecutorEvalFlags registers them (one line in executor.go).
@@ -32,8 +33,9 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.IntVar(&executorEvalFlags.sessions, "eval-sessions", 0, "open sessions per tenant (0: 8)")
 	f.DurationVar(&executorEvalFlags.idle, "eval-session-idle", 0, "close a session unused this long (0: 10m)")
 	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
-	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tool set (0: 1; negative: none)")
-	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, never one rewound after another eval (tenants with the same tool names may otherwise share a VM, reset byte for byte between evals; costs about 100 µs an eval)")
+	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tenant and tool set (0: 1; negative: none)")
+	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, in memory mapped anew, never one rewound or reset after another eval (by default a tenant's VM is rewound for its next eval: the bytes are reset, but timing first writes tells how much memory its earlier evals wrote; costs the page faults reuse saves, about 0.3-0.8 ms an eval here)")
+	f.BoolVar(&executorEvalFlags.share, "eval-share-vms", false, "let tenants naming the same tools share rewound VMs and reset memory (saves a pool and idle VMs per tenant; what first-write timing tells then crosses tenants)")
 }
 
 // enableExecutorEvals turns evals on when --evals was given (one line in
@@ -54,7 +56,7 @@ func enableExecutorEvals(srv *executor.Server, worker string) error {
 	start := time.Now()
 	err := srv.EnableEvals(ctx, executor.EvalConfig{
 		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
-		PoolSize: fl.pool, DisableVMReuse: fl.noReuse, MaxSessions: fl.sessions, SessionIdle: fl.idle,
+		PoolSize: fl.pool, DisableVMReuse: fl.noReuse, ShareVMsAcrossTenants: fl.share, MaxSessions: fl.sessions, SessionIdle: fl.idle,
 		Worker: executor.WorkerConfig{Kind: worker},
 	})
 	if err != nil {

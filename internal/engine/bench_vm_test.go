@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gloveboxhq/glovebox/internal/wt"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,8 +29,16 @@ func minorFaults() int64 {
 // BenchmarkVMPhases times the phases of a fresh VM + 1+1 separately, with
 // the page faults each takes: make (store, WASI, instance from the
 // snapshot), prepare (reseed, tools), the eval, and freeing; and, as the
-// floor, 1+1 again in the VM that already ran one.
-func BenchmarkVMPhases(b *testing.B) {
+// floor, 1+1 again in the VM that already ran one. Its memory is reset
+// from a freed VM's, as by default.
+func BenchmarkVMPhases(b *testing.B) { benchVMPhases(b, 0) }
+
+// BenchmarkVMPhasesFresh is BenchmarkVMPhases with each VM's memory
+// mapped anew, as with DisableReuse: what a VM whose page residency
+// tells nothing of earlier evals costs.
+func BenchmarkVMPhasesFresh(b *testing.B) { benchVMPhases(b, wt.GroupFresh) }
+
+func benchVMPhases(b *testing.B, group uint64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	req := &Request{Code: "1+1", Limits: testLimits}
@@ -43,7 +52,7 @@ func BenchmarkVMPhases(b *testing.B) {
 		var f [phases + 1]int64
 		mark := func(i int) { t[i], f[i] = time.Now(), minorFaults() }
 		mark(0)
-		v, err := testEngine.newVM(testEngine.base, nil, nil)
+		v, err := testEngine.newVM(testEngine.base, nil, nil, group)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -339,7 +339,7 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 		}
 		hot = append(hot, wt.Range{Off: h[0], Len: h[1], Write: h[2] == 1})
 	}
-	img, err := wt.OpenImage(f, hot, 2*runtime.NumCPU()+8)
+	img, err := wt.OpenImage(f, hot, KeptMemories())
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (e *Engine) bootVM(mounts []Mount) (*VM, error) {
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, img)
+	inst, err := e.pre.InstantiateImage(v.store, img, 0)
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("glovebox: instantiating the guest image: %w", err)
@@ -550,6 +550,10 @@ func (v *VM) boot() error {
 	}
 	return nil
 }
+
+// KeptMemories is how many freed linear memories a snapshot keeps, reset,
+// for later VMs (wt.OpenImage's keep): 2 per CPU, and 8.
+func KeptMemories() int { return 2*runtime.NumCPU() + 8 }
 
 // heapHeadroom is the free malloc heap a snapshot leaves (see boot). It
 // counts in the memory floor, but the guest's data uses it first.

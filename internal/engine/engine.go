@@ -291,7 +291,7 @@ func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *s
 		e.reuses.Add(1)
 		return v, nil
 	}
-	v, err := e.newVM(snap, mounts, scr)
+	v, err := e.newVM(snap, mounts, scr, home.memGroup())
 	if err != nil {
 		return nil, err
 	}

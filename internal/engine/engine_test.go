@@ -325,7 +325,7 @@ func TestReusedMemoryIsClean(t *testing.T) {
 func testReusedMemoryIsClean(t *testing.T) {
 	want := snapshotBytes(t)
 	for round := range 3 {
-		v, err := testEngine.newVM(testEngine.base, nil, nil)
+		v, err := testEngine.newVM(testEngine.base, nil, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func testReusedMemoryIsClean(t *testing.T) {
 	// After all that, a fresh VM still starts from the snapshot exactly.
 	time.Sleep(100 * time.Millisecond) // let the closers free the last VMs
 	for range 4 {
-		v, err := testEngine.newVM(testEngine.base, nil, nil)
+		v, err := testEngine.newVM(testEngine.base, nil, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,11 +117,17 @@ func (p *Pool) get() (*VM, error) {
 		case p.kick <- struct{}{}: // there is room now
 		default:
 		}
-		if fresh(v) {
+		switch {
+		case v.group != p.idle.memGroup():
+			// Made by the filler before DisableReuse or SetMemoryGroup,
+			// in memory of another group: not for this pool's evals.
+			v.close()
+		case fresh(v):
 			p.hits.Add(1)
 			return v, nil
+		default:
+			p.e.recycle(v)
 		}
-		p.e.recycle(v)
 	}
 	p.misses.Add(1)
 	return p.e.prepared(p.snap, p.mounts, p.tools, p.scratch, p.idle)

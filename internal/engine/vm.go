@@ -180,7 +180,8 @@ type VM struct {
 	ck       *checkpoint
 	orig     [numShadowed]wt.Func
 	cleanEnd bool
-	dirty    bool // in an idleVMs, not yet rewound
+	dirty    bool   // in an idleVMs, not yet rewound
+	group    uint64 // its linear memory's group (see Pool.SetMemoryGroup)
 }
 
 var _ wt.StoreHooks = (*VM)(nil)
@@ -287,13 +288,15 @@ func validUTF8(b []byte) []byte {
 	return []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
 }
 
-// newVM instantiates the snapshot. The VM is not yet prepared.
-func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs) (*VM, error) {
-	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr}
+// newVM instantiates the snapshot. The VM is not yet prepared. Its
+// linear memory is reset from an earlier VM's only if that VM was of the
+// same memory group, else mapped anew (wt.InstancePre.InstantiateImage).
+func (e *Engine) newVM(snap *snapshot, mounts []Mount, scr *scratchDirs, group uint64) (*VM, error) {
+	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: snap.mono, born: time.Now(), mounts: mounts, scr: scr, group: group}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
-	inst, err := e.pre.InstantiateImage(v.store, snap.img)
+	inst, err := e.pre.InstantiateImage(v.store, snap.img, group)
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("instantiating the snapshot: %w", err)

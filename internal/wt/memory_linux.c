@@ -10,6 +10,15 @@
 // page fault or an unmap is expensive (about 11–16 µs per written page
 // here, under a paravirtualized MMU that also serialises page-table
 // changes across CPUs), reuse keeps making a VM off that path.
+//
+// A reset leaves the pages an earlier instance wrote resident and private
+// (their bytes copied back), so a guest that times its first writes can
+// tell how much memory earlier instances wrote. So a slot is reset only
+// for an instance of the group (gb_instantiate's group) that last used
+// it: for any other, its image range is mapped over again, dropping every
+// page it held, and it faults as a new one. Group GB_GROUP_FRESH is never
+// the same as another: its instances always get slots mapped anew, and
+// leave theirs to be mapped anew for whoever takes them next.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -62,10 +71,13 @@ struct gb_slot {
   // image when it was taken, ascending, and their bytes then. A rewind
   // restores those pages from here and every other written page from the
   // image. ck_at is the rewind's cursor into ck_pages.
+  // Once taken, they belong to ck_share, which slots whose checkpoints
+  // are byte for byte the same share (see gb_slot_checkpoint).
   size_t *ck_pages;
   uint8_t *ck_data;
   size_t ck_n, ck_cap, ck_at;
   int ck_taken;
+  gb_ckdata *ck_share;
   // The written pages the last rewind's scan found, as runs, and the
   // process's page-fault count read just before that scan (see
   // gb_slot_rewind). seen_ok is cleared when the list is incomplete.
@@ -73,11 +85,50 @@ struct gb_slot {
   size_t seen_len, seen_cap;
   long seen_faults;
   int seen_ok;
+  // The group of the instance it was last made for: one of another
+  // group, or of GB_GROUP_FRESH, maps it anew (gb_remap) instead of
+  // resetting it.
+  uint64_t group;
 };
 
+// A taken checkpoint's pages and bytes, shared by every slot whose
+// checkpoint is the same (prepared VMs with the same tools are, byte for
+// byte), and freed with the last reference.
+struct gb_ckdata {
+  long refs;
+  size_t n;
+  size_t *pages;
+  uint8_t *data;
+};
+
+void gb_ckdata_release(gb_ckdata *d) {
+  if (d == NULL || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  free(d->pages);
+  free(d->data);
+  free(d);
+}
+
+gb_ckdata *gb_ckdata_ref(gb_ckdata *d) {
+  __atomic_add_fetch(&d->refs, 1, __ATOMIC_ACQ_REL);
+  return d;
+}
+
+// gb_slot_ckdata returns a new reference to the slot's taken checkpoint,
+// or NULL if it has none.
+gb_ckdata *gb_slot_ckdata(gb_slot *s) {
+  if (!s->ck_taken || s->ck_share == NULL) return NULL;
+  __atomic_add_fetch(&s->ck_share->refs, 1, __ATOMIC_ACQ_REL);
+  return s->ck_share;
+}
+
 static void gb_slot_drop_checkpoint(gb_slot *s) {
-  free(s->ck_pages);
-  free(s->ck_data);
+  if (s->ck_share != NULL) {
+    gb_ckdata_release(s->ck_share); // it owns ck_pages and ck_data
+    s->ck_share = NULL;
+  } else {
+    free(s->ck_pages);
+    free(s->ck_data);
+  }
   free(s->seen);
   s->ck_pages = NULL;
   s->ck_data = NULL;
@@ -92,6 +143,8 @@ static void gb_slot_drop_checkpoint(gb_slot *s) {
 static __thread gb_slot *gb_last_slot;
 
 static __thread const gb_image *gb_next_image;
+// The group of the memory made next on this thread (see gb_instantiate).
+static __thread uint64_t gb_next_group;
 // The limits of the store whose wasm this thread is running, set by gb_call.
 static __thread gb_limits *gb_cur_limits;
 
@@ -323,6 +376,35 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
   return n;
 }
 
+// gb_map_image maps the image privately over [base, base+len) and
+// faults in its hot ranges, as a memory made afresh starts. It returns 0,
+// or -1 with errno set.
+static int gb_map_image(uint8_t *base, gb_image *img) {
+  if (mmap(base, img->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, img->fd, 0) == MAP_FAILED) return -1;
+  for (size_t i = 0; i < img->nhot; i++) {
+    uint64_t off = img->hot[2 * i], len = img->hot[2 * i + 1] & ~GB_HOT_WRITE;
+    int advice = (img->hot[2 * i + 1] & GB_HOT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+    if (off + len <= img->len) madvise(base + off, len, advice); // best effort: older kernels lack it
+  }
+  return 0;
+}
+
+// gb_remap returns a slot to the state of one just made: the image
+// mapped anew over its range (every page an earlier instance wrote, or
+// read, is dropped, so the next instance's first touches fault as in a
+// new memory) and growth past it released. It returns 0, or -1 if the
+// slot must be unmapped.
+static int gb_remap(gb_slot *s) {
+  gb_image *img = s->img;
+  if (s->size > img->len) {
+    if (madvise(s->base + img->len, s->size - img->len, MADV_DONTNEED) != 0) return -1;
+    if (mprotect(s->base + img->len, s->size - img->len, PROT_NONE) != 0) return -1;
+    s->size = img->len;
+  }
+  gb_slot_drop_checkpoint(s);
+  return gb_map_image(s->base, img);
+}
+
 // gb_reset restores a slot to the image: every page of the image range
 // that is not the image file's own page — written, hence copied, or
 // swapped out — gets the image's bytes back, and growth past the image is
@@ -420,7 +502,8 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
     img->live++;
     pthread_mutex_unlock(img->mu);
     size_t kept = 0;
-    if (s != NULL && (gb_reset(s, &kept) != 0 || kept > MAX_KEPT_PAGES)) {
+    int remap = s != NULL && (gb_next_group == GB_GROUP_FRESH || s->group != gb_next_group);
+    if (s != NULL && (remap ? gb_remap(s) != 0 : gb_reset(s, &kept) != 0 || kept > MAX_KEPT_PAGES)) {
       // Not provably clean, or pinning too much memory: start afresh.
       munmap(s->base, s->total);
       free(s);
@@ -448,15 +531,10 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       s->img = img;
       size_t mapped = 0;
       if (img != NULL && img->len > 0) {
-        if (mmap(base, img->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, img->fd, 0) == MAP_FAILED) {
+        if (gb_map_image(base, img) != 0) {
           err = gb_errno("map memory image");
         } else {
           mapped = img->len;
-          for (size_t i = 0; i < img->nhot; i++) {
-            uint64_t off = img->hot[2 * i], len = img->hot[2 * i + 1] & ~GB_HOT_WRITE;
-            int advice = (img->hot[2 * i + 1] & GB_HOT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-            if (off + len <= img->len) madvise(base + off, len, advice); // best effort: older kernels lack it
-          }
         }
       }
       if (err == NULL && size > mapped && mprotect(base + mapped, size - mapped, PROT_READ | PROT_WRITE) != 0)
@@ -479,6 +557,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       pthread_mutex_unlock(img->mu);
     }
   }
+  s->group = gb_next_group;
   gb_last_slot = s;
   ret->env = s;
   ret->get_memory = gb_mem_get;
@@ -492,23 +571,39 @@ void gb_use_host_memory(wasm_config_t *config) {
   wasmtime_config_host_memory_creator_set(config, &c);
 }
 
+// gb_instantiate instantiates pre with its memory made from img. A slot
+// last used by another group than group, or any slot if group is
+// GB_GROUP_FRESH, is mapped anew rather than reset (see the top of this
+// file).
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
+                                 uint64_t group, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot) {
   gb_next_image = img;
+  gb_next_group = group;
   gb_last_slot = NULL;
   wasmtime_error_t *err = wasmtime_instance_pre_instantiate(pre, ctx, inst, trap);
   gb_next_image = NULL;
+  gb_next_group = 0;
   *slot = err == NULL && *trap == NULL && gb_last_slot != NULL && gb_last_slot->img == img ? gb_last_slot : NULL;
   gb_last_slot = NULL;
   return err;
 }
 
+// gb_slot_range reports the slot's image range, for tests that look at
+// which of its pages are resident.
+void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
+  *base = (uintptr_t)s->base;
+  *len = s->img == NULL ? s->size : s->img->len;
+}
+
 // gb_slot_checkpoint records the slot's current contents as the state
 // gb_slot_rewind returns it to: a copy of every written page that differs
-// from the image. It returns the number of pages copied, or -1 (no
-// checkpoint: the slot has no image, grew past it, or the scan or a copy
-// failed).
-long gb_slot_checkpoint(gb_slot *s) {
+// from the image. If like (another slot's, from gb_slot_ckdata; may be
+// NULL) holds exactly the same pages with the same bytes, the slot shares
+// it instead of keeping its own copy, and *shared is set. It returns the
+// number of pages the checkpoint holds, or -1 (no checkpoint: the slot
+// has no image, grew past it, or the scan or a copy failed).
+long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
+  *shared = 0;
   gb_slot_drop_checkpoint(s);
   if (s->img == NULL || s->img->pagemap_fd < 0 || s->size != s->img->len) return -1;
   long n = gb_scan(s, gb_note_run);
@@ -516,6 +611,31 @@ long gb_slot_checkpoint(gb_slot *s) {
     gb_slot_drop_checkpoint(s);
     return -1;
   }
+  if (like != NULL && s->ck_n > 0 && like->n == s->ck_n && memcmp(like->pages, s->ck_pages, s->ck_n * sizeof *s->ck_pages) == 0 &&
+      memcmp(like->data, s->ck_data, s->ck_n * PAGE) == 0) {
+    free(s->ck_pages);
+    free(s->ck_data);
+    __atomic_add_fetch(&like->refs, 1, __ATOMIC_ACQ_REL);
+    s->ck_share = like;
+    *shared = 1;
+  } else {
+    gb_ckdata *d = malloc(sizeof *d);
+    if (d == NULL) {
+      gb_slot_drop_checkpoint(s);
+      return -1;
+    }
+    // Give back the capacity the copy grew by doubling.
+    if (s->ck_n > 0 && s->ck_n < s->ck_cap) {
+      uint8_t *data = realloc(s->ck_data, s->ck_n * PAGE);
+      if (data != NULL) s->ck_data = data;
+    }
+    *d = (gb_ckdata){.refs = 1, .n = s->ck_n, .pages = s->ck_pages, .data = s->ck_data};
+    s->ck_share = d;
+  }
+  s->ck_pages = s->ck_share->pages;
+  s->ck_data = s->ck_share->data;
+  s->ck_n = s->ck_share->n;
+  s->ck_cap = s->ck_n;
   s->ck_taken = 1;
   return (long)s->ck_n;
 }

@@ -232,6 +232,7 @@ wasmtime_error_t *wasmtime_global_set(wasmtime_context_t *, const wasmtime_globa
 // GB_HOT_WRITE set, for reading otherwise.
 #define GB_HOT_WRITE (1ULL << 63)
 typedef struct gb_slot gb_slot;
+typedef struct gb_ckdata gb_ckdata;
 typedef struct gb_image {
   int fd;
   size_t len;
@@ -253,7 +254,10 @@ gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, siz
 void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
-long gb_slot_checkpoint(gb_slot *s);
+long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared);
+gb_ckdata *gb_slot_ckdata(gb_slot *s);
+void gb_ckdata_release(gb_ckdata *d);
+gb_ckdata *gb_ckdata_ref(gb_ckdata *d);
 long gb_slot_rewind(gb_slot *s);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
@@ -266,7 +270,9 @@ typedef struct gb_limits {
 wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, wasmtime_val_raw_t *vals, size_t n,
                           wasm_trap_t **trap, gb_limits *limits);
 wasmtime_error_t *gb_instantiate(const wasmtime_instance_pre_t *pre, wasmtime_context_t *ctx, const gb_image *img,
-                                 wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+                                 uint64_t group, wasmtime_instance_t *inst, wasm_trap_t **trap, gb_slot **slot);
+#define GB_GROUP_FRESH UINT64_MAX
+void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len);
 
 // trampolines defined in wt_cgo.c
 wasm_functype_t *gb_functype(const uint8_t *params, size_t np, const uint8_t *results, size_t nr);

@@ -638,12 +638,28 @@ func (img *Image) Close() {
 	img.c = nil
 }
 
+// GroupFresh is the memory group whose instances never share a reset
+// memory with another instance (see InstantiateImage).
+const GroupFresh = ^uint64(0)
+
 // InstantiateImage creates an instance in s whose linear memory starts as
 // img. The engine must have been made with HostMemory.
-func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) {
+//
+// The memory may be a reset one an earlier instance used (see
+// OpenImage's keep): its bytes are the image's, but the pages that
+// instance wrote stay resident, so the guest's first writes to them take
+// no page fault, and its timing can tell how much memory earlier
+// instances wrote. A memory is reset only for an instance of the same
+// group as the one that used it last; for another group it is mapped
+// anew, faulting as one never used. Group GroupFresh matches no
+// instance, itself included: its memory is always mapped anew, and left
+// to be mapped anew for whichever instance takes it next. Mapping anew
+// costs the page faults a reset saves (see OpenImage). Zero is the
+// default group.
+func (p *InstancePre) InstantiateImage(s *Store, img *Image, group uint64) (*Instance, error) {
 	inst := &Instance{inst: (*C.wasmtime_instance_t)(s.calloc(C.size_t(unsafe.Sizeof(C.wasmtime_instance_t{})))), store: s}
 	var trap *C.wasm_trap_t
-	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, inst.inst, &trap, &inst.slot)
+	err := C.gb_instantiate(p.ptr, s.ctx.ptr, img.c, C.uint64_t(group), inst.inst, &trap, &inst.slot)
 	runtime.KeepAlive(img)
 	if err := takeError(err); err != nil {
 		return nil, err
@@ -654,25 +670,92 @@ func (p *InstancePre) InstantiateImage(s *Store, img *Image) (*Instance, error) 
 	return inst, nil
 }
 
+// MemoryRange is the address and length in bytes of the instance's
+// linear memory image range (zero for an instance not made by
+// InstantiateImage), for tests that read which of its pages are
+// resident (/proc/self/pagemap).
+func (i *Instance) MemoryRange() (base uintptr, n int) {
+	if i.slot == nil {
+		return 0, 0
+	}
+	var b C.uintptr_t
+	var l C.size_t
+	C.gb_slot_range(i.slot, &b, &l)
+	return uintptr(b), int(l)
+}
+
 // ErrNoCheckpoint is returned by Rewind for an instance whose memory has
 // no checkpoint, or cannot be returned to it.
 var ErrNoCheckpoint = errors.New("wt: the linear memory cannot be rewound to a checkpoint")
 
 // Checkpoint records the instance's linear memory as the state Rewind
-// returns it to, and returns how many 4 KiB pages that took copying (the
-// pages that differ from the image). It fails with ErrNoCheckpoint for an
-// instance not made by InstantiateImage, one whose image cannot be
-// reset (see OpenImage's keep), or one whose memory grew past the image.
-// The copy lives until the memory is freed or the next Checkpoint.
-func (i *Instance) Checkpoint() (int, error) {
+// returns it to, and returns how many 4 KiB pages the checkpoint holds
+// (the pages that differ from the image). If like (nil: none) holds the
+// same pages with the same bytes — another instance's checkpoint, from
+// CheckpointData — the instance shares it instead of keeping a copy, and
+// shared is true: prepared VMs with the same tools have identical
+// checkpoints, so a pool's idle VMs keep one copy between them. It fails
+// with ErrNoCheckpoint for an instance not made by InstantiateImage, one
+// whose image cannot be reset (see OpenImage's keep), or one whose
+// memory grew past the image. The copy lives until the memory is freed
+// or the next Checkpoint, and as long as a CheckpointData refers to it.
+func (i *Instance) Checkpoint(like *CheckpointData) (pages int, shared bool, err error) {
 	if i.slot == nil {
-		return 0, ErrNoCheckpoint
+		return 0, false, ErrNoCheckpoint
 	}
-	n := C.gb_slot_checkpoint(i.slot)
+	var l *C.gb_ckdata
+	if like != nil {
+		l = like.c
+	}
+	var sh C.int
+	n := C.gb_slot_checkpoint(i.slot, l, &sh)
+	runtime.KeepAlive(like)
 	if n < 0 {
-		return 0, ErrNoCheckpoint
+		return 0, false, ErrNoCheckpoint
 	}
-	return int(n), nil
+	return int(n), sh != 0, nil
+}
+
+// CheckpointData is a reference to a checkpoint's copy of memory (see
+// Instance.Checkpoint), kept so that later instances can share it. The
+// zero value and nil refer to none. Release it when done; the copy is
+// freed once no instance and no CheckpointData refers to it.
+type CheckpointData struct{ c *C.gb_ckdata }
+
+// CheckpointData returns a new reference to the instance's checkpoint,
+// or nil if it has none.
+func (i *Instance) CheckpointData() *CheckpointData {
+	if i.slot == nil {
+		return nil
+	}
+	c := C.gb_slot_ckdata(i.slot)
+	if c == nil {
+		return nil
+	}
+	return &CheckpointData{c: c}
+}
+
+// Same reports whether d and o refer to the same copy of memory (false
+// if either refers to none).
+func (d *CheckpointData) Same(o *CheckpointData) bool {
+	return d != nil && o != nil && d.c != nil && d.c == o.c
+}
+
+// Ref returns a new reference to the same checkpoint (nil for nil).
+func (d *CheckpointData) Ref() *CheckpointData {
+	if d == nil || d.c == nil {
+		return nil
+	}
+	return &CheckpointData{c: C.gb_ckdata_ref(d.c)}
+}
+
+// Release drops the reference. Calling it on nil, or twice, does nothing.
+func (d *CheckpointData) Release() {
+	if d == nil || d.c == nil {
+		return
+	}
+	C.gb_ckdata_release(d.c)
+	d.c = nil
 }
 
 // Rewind returns the instance's linear memory to its checkpoint, byte for
