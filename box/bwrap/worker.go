@@ -16,6 +16,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // WorkerSpec is a long-lived process started with [Box.StartWorker]: a
@@ -182,7 +183,7 @@ func (b *Box) StartWorker(spec WorkerSpec) (*Worker, error) {
 		}
 		argsW.Close()
 	}()
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		filterW.Close()
 		argsW.Close()
 		return fail(errors.Join(errors.New("box: starting bwrap"), err))

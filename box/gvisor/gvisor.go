@@ -59,6 +59,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Config is a gVisor box's set-up; its zero value is the default.
@@ -327,8 +328,8 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	// this log, which only the run writes (kill and delete log elsewhere).
 	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json"}, global...), "run", "--bundle", bundle, id)...)
 	kill := func() {
-		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
-		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
+		spawn.Run(exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...))
+		spawn.Run(exec.Command(b.runsc, append(global, "delete", "--force", id)...))
 	}
 	p := &sbx.Proc{Cmd: cmd, Kill: kill}
 	if gerr == nil {
