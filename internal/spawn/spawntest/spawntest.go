@@ -189,3 +189,23 @@ func (g *Gate) Check(t testing.TB, where, out string) {
 		t.Errorf("%s: host processes of the run hold planted descriptors: %q", where, g.holders)
 	}
 }
+
+// ExtraFiles opens the planted file and directory afresh and places them
+// for exec.Cmd.ExtraFiles so that a child (a glovebox CLI started by the
+// test) inherits them as descriptors File and Dir, as a shell's
+// "exec 40<f 41<d" would; t's cleanup closes them.
+func (p *Planted) ExtraFiles(t testing.TB) []*os.File {
+	t.Helper()
+	f, err := os.Open(filepath.Join(filepath.Dir(p.DirPath), "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(p.DirPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); d.Close() })
+	extra := make([]*os.File, max(p.File, p.Dir)-2)
+	extra[p.File-3], extra[p.Dir-3] = f, d
+	return extra
+}
