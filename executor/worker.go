@@ -20,6 +20,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/image"
 	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
@@ -293,6 +294,9 @@ type workerPool struct {
 	ro       []string
 	grace    time.Duration
 	cacheDir string
+	// imagePath is the guest image the workers use (bound read-only,
+	// as is cacheDir/engine; nothing else of cacheDir is).
+	imagePath string
 
 	memory  int64 // the worker's cgroup memory: the eval cap plus workerOverhead
 	log     *slog.Logger
@@ -433,16 +437,21 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*wor
 	if cache, err = filepath.Abs(cache); err != nil {
 		return nil, err
 	}
-	ro := []string{exe, cache}
-	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", glovebox.EnvCacheDir + "=" + cache}
-	if cfg.ImagePath != "" {
-		img, err := filepath.Abs(cfg.ImagePath)
-		if err != nil {
-			return nil, err
-		}
-		ro = append(ro, img)
-		env = append(env, "GLOVEBOX_IMAGE="+img)
+	// The worker sees of the cache only what its engine reads: the
+	// image file and the compiled code and snapshots (cache/engine),
+	// not the rest of the directory (a REPL's history, say).
+	img := cfg.ImagePath
+	if img == "" {
+		img = os.Getenv(image.EnvImage)
 	}
+	if img == "" {
+		img = image.CachedPath(cache)
+	}
+	if img, err = filepath.Abs(img); err != nil {
+		return nil, err
+	}
+	ro := []string{exe, img, filepath.Join(cache, "engine")}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", glovebox.EnvCacheDir + "=" + cache, image.EnvImage + "=" + img}
 	if caps.Fuel > 0 {
 		env = append(env, envWorkerMetered+"=1")
 	}
@@ -454,7 +463,7 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*wor
 	if want == 0 {
 		want = 1
 	}
-	wp := &workerPool{memory: caps.Memory + workerOverhead, log: log, box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, want: max(want, 0)}
+	wp := &workerPool{memory: caps.Memory + workerOverhead, log: log, box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, imagePath: img, want: max(want, 0)}
 	wp.refill()
 	return wp, nil
 }
@@ -518,10 +527,7 @@ func (e *evals) workerAttempt(ctx context.Context, j *job, run *evalRun, req *wi
 	w, stderr, exited := wk.w, wk.stderr, wk.exited
 	c := &frameConn{r: bufio.NewReader(w.Stdout), w: w.Stdin}
 	ev := &workerEval{Code: req.Code, Tools: names, Limits: lim, Stdin: req.Stdin, Args: req.Args,
-		CacheDir: wp.cacheDir, ImagePath: e.cfg.ImagePath}
-	if ev.ImagePath != "" {
-		ev.ImagePath, _ = filepath.Abs(ev.ImagePath)
-	}
+		CacheDir: wp.cacheDir, ImagePath: wp.imagePath}
 	go c.send(&workerMsg{T: "eval", Eval: ev}) // a dead worker fails it; recv reports that
 	type got struct {
 		m   *workerMsg
