@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,4 +209,32 @@ func (p *Planted) ExtraFiles(t testing.TB) []*os.File {
 	extra := make([]*os.File, max(p.File, p.Dir)-2)
 	extra[p.File-3], extra[p.Dir-3] = f, d
 	return extra
+}
+
+// ProcDump is a shell script that prints what /proc shows a sandboxed
+// command of the host: every process's environment, command line and
+// working directory, its own mount table, and the host name, each line
+// prefixed with what it is ("environ 1: …", "mountinfo: …").
+const ProcDump = `for p in /proc/[0-9]*; do n=${p#/proc/}; echo "environ $n: $(tr '\0' ' ' < $p/environ)"; echo "cmdline $n: $(tr '\0' ' ' < $p/cmdline)"; echo "cwd $n: $(readlink $p/cwd)"; done 2>/dev/null; sed 's/^/mountinfo: /' /proc/self/mountinfo; echo "hostname: $(cat /proc/sys/kernel/hostname)"`
+
+// HostLeaks lists the lines of ProcDump's output that show the host:
+// this process's working directory or host name, or a path under the
+// host's temp directory; a mount line whose mount point is in allowed (a
+// directory the box binds from a host path by design) is let through.
+func HostLeaks(out string, allowed ...string) []string {
+	cwd, _ := os.Getwd()
+	host, _ := os.Hostname()
+	tmp := filepath.Clean(os.TempDir()) + "/"
+	var bad []string
+	for _, l := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(l, "mountinfo: "); ok {
+			if f := strings.Fields(m); len(f) > 4 && slices.Contains(allowed, f[4]) {
+				continue
+			}
+		}
+		if strings.Contains(l, cwd) || strings.Contains(l, tmp) || (host != "glovebox" && host != "" && l == "hostname: "+host) {
+			bad = append(bad, l)
+		}
+	}
+	return bad
 }
