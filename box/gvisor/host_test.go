@@ -1,6 +1,7 @@
 package gvisor_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -23,4 +24,18 @@ func TestNoInheritedDescriptors(t *testing.T) {
 		Timeout: 20 * time.Second,
 	})
 	g.Check(t, "gvisor run", res.Stdout+res.Stderr)
+}
+
+// TestProcShowsNoHost: what /proc shows inside a gVisor run names nothing
+// of the host (the sentry's mount table gives no host paths; the
+// environment is the command's; the host name is the box's).
+func TestProcShowsNoHost(t *testing.T) {
+	b := requiresRunsc(t)
+	res := run(t, b, box.Command{Shell: spawntest.ProcDump})
+	if !strings.Contains(res.Stdout, "environ 1: ") || !strings.Contains(res.Stdout, "mountinfo: ") {
+		t.Fatalf("the dump did not run:\n%s\n%s", res.Stdout, res.Stderr)
+	}
+	if bad := spawntest.HostLeaks(res.Stdout); len(bad) > 0 {
+		t.Errorf("a run shows the host:\n%s", strings.Join(bad, "\n"))
+	}
 }
