@@ -34,7 +34,9 @@ type WorkerConfig struct {
 	// eval with [ServeEvalWorker] on its stdin and stdout. Empty means
 	// this executable with the argument "eval-worker" (the glovebox CLI's
 	// hidden subcommand). Argv[0] is bound read-only into the sandbox at
-	// the same path.
+	// the same path, as are the guest image and the cache's engine
+	// directory (compiled code and snapshots); nothing else of the cache
+	// directory is.
 	Argv []string
 	// Env is added to the worker's environment (which otherwise holds
 	// only PATH, HOME=/tmp and the cache settings).

@@ -3,6 +3,18 @@
 // host's /usr, a private /tmp and working directory, a seccomp filter,
 // rlimits, and cgroup limits when the host lets this process make a cgroup.
 //
+// # What the sandbox sees of the host
+//
+// No descriptor but stdin, stdout and stderr (see internal/spawn: one
+// this process inherited without close-on-exec is closed in the child);
+// no environment but the Command's; host name "glovebox"; /etc/passwd,
+// group and hosts copied into the sandbox's own root. The mount table
+// (/proc/self/mountinfo) names the host paths bound into the sandbox: the
+// read-only directories, the Command's Mounts, and the working directory
+// and tool socket directory, which come from the run's host directory
+// (glovebox-run-* in the temp dir). The gVisor box's mount table names
+// none.
+//
 // # What is enforced where
 //
 // Memory, process count and CPU quota come from a cgroup (v2 when this
