@@ -2,7 +2,9 @@ package glovebox
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 )
@@ -33,16 +35,17 @@ import (
 // A Session is safe for concurrent use; its evals run one at a time, in
 // the order they acquire it.
 type Session struct {
-	r    *Runtime
-	s    *engine.Session
-	once sync.Once
+	r      *Runtime
+	s      *engine.Session
+	once   sync.Once
+	closed atomic.Bool // set by Close, before the engine session closes
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
 // is taken (prepared, from r's pool when one is waiting) at the first
 // eval. It fails with ErrClosed when r is closed.
 func (r *Runtime) NewSession() (*Session, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	sh, err := r.target(context.Background())
@@ -58,8 +61,9 @@ func (r *Runtime) NewSession() (*Session, error) {
 
 // Eval runs code in the session's VM and returns what it did, as
 // Runtime.Eval does. The error is non-nil only for host-side failures:
-// ErrClosed after Close (of the session or its Runtime), or a VM that
-// could not be made.
+// [ErrSessionClosed] after the session's Close, ErrClosed after its
+// Runtime's (closing the view it came from does not end it), or a VM
+// that could not be made.
 func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
 	return s.EvalWith(ctx, code)
 }
@@ -69,12 +73,19 @@ func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
 // or WithArgs sees empty ones, whatever an earlier eval was given. Input
 // the options cannot give fails with ErrInvalidInput and runs nothing.
 func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
 	req, st := s.r.request(code)
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
 	}
 	out, reset, err := s.s.Eval(ctx, req)
 	if err != nil {
+		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
+			// Close ran while this eval waited for the VM.
+			return nil, ErrSessionClosed
+		}
 		return nil, err
 	}
 	res := st.result(out)
@@ -83,8 +94,11 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 }
 
 // Close frees the session's VM, waiting for a running eval to end. It is
-// idempotent; later evals return ErrClosed.
+// idempotent and returns nil; later evals return [ErrSessionClosed].
 func (s *Session) Close() error {
-	s.once.Do(s.s.Close)
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.s.Close()
+	})
 	return nil
 }
