@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -29,7 +30,8 @@ type ToolSession struct {
 
 // ToolSession starts a tool channel whose calls must end within timeout
 // (zero means the Runtime's Limits.Timeout). It returns nil when the
-// Runtime has no tools.
+// Runtime has no tools; a nil *ToolSession is a channel without tools
+// (see its methods), and box.Command treats one in Tools as no tools.
 func (r *Runtime) ToolSession(timeout time.Duration) *ToolSession {
 	if len(r.tools) == 0 {
 		return nil
@@ -40,16 +42,26 @@ func (r *Runtime) ToolSession(timeout time.Duration) *ToolSession {
 	return &ToolSession{st: &evalState{r: r}, deadline: time.Now().Add(timeout)}
 }
 
-// Names lists the tools, sorted.
-func (s *ToolSession) Names() []string { return slices.Clone(s.st.r.names) }
+// Names lists the tools, sorted; nil for a nil session.
+func (s *ToolSession) Names() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.st.r.names)
+}
 
 // Call runs tool name with args, the wire form of [positional, keyword]
 // (empty for no arguments), and returns the reply frame of the tool wire
 // format (see package box): "n", "t", "f", "s\n<string>", "i\n<integer>",
 // "j\n<wire value>" for a result; "err\n<Class>\n<message>" for an error
 // the caller raises; "abort\n<status>\n<message>" when a budget or the
-// deadline ended the session.
+// deadline ended the session. A nil session answers every call with
+// "err\nUnknownToolError\nno tool named …", as for any name that is not
+// a tool.
 func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte {
+	if s == nil {
+		return []byte(fmt.Sprintf("err\nUnknownToolError\nno tool named %q (this session has no tools)", engine.CleanToolName(name)))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.abort != "" {
@@ -83,8 +95,11 @@ func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte
 	return out
 }
 
-// Calls is the transcript so far.
+// Calls is the transcript so far; nil for a nil session.
 func (s *ToolSession) Calls() []ToolCall {
+	if s == nil {
+		return nil
+	}
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	return slices.Clone(s.st.calls)

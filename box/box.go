@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -129,7 +130,8 @@ type Command struct {
 	// Credentials are secrets resolved when the command starts, one
 	// function per variable name, and put only in the command's
 	// environment: never in the Result, an error or a log line. A
-	// function's error fails the run with the variable's name only.
+	// function's error fails the run with the variable's name only; a
+	// nil function is refused (ErrInvalidCommand).
 	Credentials map[string]func(context.Context) (string, error)
 	// Network is the command's network; the zero value is NetworkNone.
 	Network Network
@@ -141,7 +143,9 @@ type Command struct {
 	Limits Limits
 	// Tools, when set, are reachable from inside the box through a unix
 	// socket (see the tool wire format in doc.go), with client libraries
-	// for Python and Ruby in GLOVEBOX_TOOLS.
+	// for Python and Ruby in GLOVEBOX_TOOLS. nil, or an interface
+	// holding a nil pointer (rt.ToolSession(0) on a Runtime without
+	// tools), means no tools.
 	Tools Tools
 	// Stream, when set, gets stdout and stderr as the command writes
 	// them (stream 1 or 2), from one goroutine at a time, in chunks, up
@@ -245,9 +249,16 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Validate checks c and returns an error wrapping ErrInvalidCommand.
+// Validate checks c and returns an error wrapping ErrInvalidCommand. It
+// also sets a Tools that holds a nil pointer (what
+// glovebox.Runtime.ToolSession returns for a Runtime without tools) to
+// nil: a run with it has no tools, as with a nil Tools. Every backend
+// calls it first.
 func (c *Command) Validate() error {
 	bad := func(f string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalidCommand, fmt.Sprintf(f, a...)) }
+	if isNil(c.Tools) {
+		c.Tools = nil
+	}
 	if len(c.Argv) == 0 && c.Shell == "" {
 		return bad("no Argv and no Shell")
 	}
@@ -289,9 +300,12 @@ func (c *Command) Validate() error {
 			return bad("env %s holds a NUL byte", k)
 		}
 	}
-	for k := range c.Credentials {
+	for k, f := range c.Credentials {
 		if err := validEnv(k); err != nil {
 			return err
+		}
+		if f == nil {
+			return bad("credential %s has no function", k)
 		}
 	}
 	l := c.Limits
@@ -318,6 +332,19 @@ func (c *Command) Validate() error {
 		}
 	}
 	return nil
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer,
+// map, slice, channel or function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 func validEnv(k string) error {

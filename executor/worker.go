@@ -20,6 +20,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/image"
 	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
@@ -33,7 +34,9 @@ type WorkerConfig struct {
 	// eval with [ServeEvalWorker] on its stdin and stdout. Empty means
 	// this executable with the argument "eval-worker" (the glovebox CLI's
 	// hidden subcommand). Argv[0] is bound read-only into the sandbox at
-	// the same path.
+	// the same path, as are the guest image and the cache's engine
+	// directory (compiled code and snapshots); nothing else of the cache
+	// directory is.
 	Argv []string
 	// Env is added to the worker's environment (which otherwise holds
 	// only PATH, HOME=/tmp and the cache settings).
@@ -295,6 +298,9 @@ type workerPool struct {
 	ro       []string
 	grace    time.Duration
 	cacheDir string
+	// imagePath is the guest image the workers use (bound read-only,
+	// as is cacheDir/engine; nothing else of cacheDir is).
+	imagePath string
 
 	memory  int64 // the worker's cgroup memory: the eval cap plus workerOverhead
 	log     *slog.Logger
@@ -435,16 +441,21 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*wor
 	if cache, err = filepath.Abs(cache); err != nil {
 		return nil, err
 	}
-	ro := []string{exe, cache}
-	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", glovebox.EnvCacheDir + "=" + cache}
-	if cfg.ImagePath != "" {
-		img, err := filepath.Abs(cfg.ImagePath)
-		if err != nil {
-			return nil, err
-		}
-		ro = append(ro, img)
-		env = append(env, "GLOVEBOX_IMAGE="+img)
+	// The worker sees of the cache only what its engine reads: the
+	// image file and the compiled code and snapshots (cache/engine),
+	// not the rest of the directory (a REPL's history, say).
+	img := cfg.ImagePath
+	if img == "" {
+		img = os.Getenv(image.EnvImage)
 	}
+	if img == "" {
+		img = image.CachedPath(cache)
+	}
+	if img, err = filepath.Abs(img); err != nil {
+		return nil, err
+	}
+	ro := []string{exe, img, filepath.Join(cache, "engine")}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", glovebox.EnvCacheDir + "=" + cache, image.EnvImage + "=" + img}
 	if caps.Fuel > 0 {
 		env = append(env, envWorkerMetered+"=1")
 	}
@@ -456,7 +467,7 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*wor
 	if want == 0 {
 		want = 1
 	}
-	wp := &workerPool{memory: caps.Memory + workerOverhead, log: log, box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, want: max(want, 0)}
+	wp := &workerPool{memory: caps.Memory + workerOverhead, log: log, box: b, argv: argv, env: append(env, wc.Env...), ro: ro, grace: grace, cacheDir: cache, imagePath: img, want: max(want, 0)}
 	wp.refill()
 	return wp, nil
 }
@@ -520,10 +531,7 @@ func (e *evals) workerAttempt(ctx context.Context, j *job, run *evalRun, req *wi
 	w, stderr, exited := wk.w, wk.stderr, wk.exited
 	c := &frameConn{r: bufio.NewReader(w.Stdout), w: w.Stdin}
 	ev := &workerEval{Code: req.Code, Tools: names, Limits: lim, Stdin: req.Stdin, Args: req.Args,
-		CacheDir: wp.cacheDir, ImagePath: e.cfg.ImagePath}
-	if ev.ImagePath != "" {
-		ev.ImagePath, _ = filepath.Abs(ev.ImagePath)
-	}
+		CacheDir: wp.cacheDir, ImagePath: wp.imagePath}
 	go c.send(&workerMsg{T: "eval", Eval: ev}) // a dead worker fails it; recv reports that
 	type got struct {
 		m   *workerMsg

@@ -127,7 +127,8 @@ func TestEvalWorkerSpares(t *testing.T) {
 // TestEvalWorkerSandboxed: the worker process itself (here the test
 // binary in probe mode, then serving the eval as the CLI does) holds no
 // capabilities, runs under a seccomp filter, cannot see a host file the
-// executor can, and has no network; the eval still runs.
+// executor can, sees of the cache directory only the engine's files and
+// the image, and has no network; the eval still runs.
 func TestEvalWorkerSandboxed(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("host only"), 0o644); err != nil {
@@ -157,9 +158,20 @@ func TestEvalWorkerSandboxed(t *testing.T) {
 	}
 	probe := streamed.String()
 	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "Seccomp:\t2", "NoNewPrivs:\t1",
-		"file: no such file", "dial: refused-or-unreachable"} {
+		"file: no such file", "dial: refused-or-unreachable", "cache: <nil> "} {
 		if !strings.Contains(probe, want) {
 			t.Errorf("probe lacks %q:\n%s", want, probe)
+		}
+	}
+	// Of the cache, the worker sees the engine's directory and the image
+	// only (not a REPL's history or anything else kept there).
+	for _, l := range strings.Split(probe, "\n") {
+		if rest, ok := strings.CutPrefix(l, "cache: <nil> "); ok {
+			for _, name := range strings.Fields(rest) {
+				if name != "engine" && name != "image" {
+					t.Errorf("the worker sees %s in the cache directory (%s)", name, rest)
+				}
+			}
 		}
 	}
 }
@@ -188,6 +200,13 @@ func probeWorker() {
 		c.Close()
 		b.WriteString("dial: connected\n")
 	}
+	// What the worker sees of the cache directory.
+	var names []string
+	ents, err := os.ReadDir(os.Getenv(gb.EnvCacheDir))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	fmt.Fprintf(&b, "cache: %v %s\n", err, strings.Join(names, " "))
 	frame, _ := json.Marshal(map[string]any{"t": "stdout", "data": []byte(b.String())})
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(frame)))

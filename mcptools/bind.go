@@ -18,6 +18,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -513,7 +514,7 @@ func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser
 		return nil, nil, nil, err
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	err = spawn.Start(cmd)
 	inR.Close()
 	outW.Close()
 	if err != nil {

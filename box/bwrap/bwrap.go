@@ -3,6 +3,18 @@
 // host's /usr, a private /tmp and working directory, a seccomp filter,
 // rlimits, and cgroup limits when the host lets this process make a cgroup.
 //
+// # What the sandbox sees of the host
+//
+// No descriptor but stdin, stdout and stderr (see internal/spawn: one
+// this process inherited without close-on-exec is closed in the child);
+// no environment but the Command's; host name "glovebox"; /etc/passwd,
+// group and hosts copied into the sandbox's own root. The mount table
+// (/proc/self/mountinfo) names the host paths bound into the sandbox: the
+// read-only directories, the Command's Mounts, and the working directory
+// and tool socket directory, which come from the run's host directory
+// (glovebox-run-* in the temp dir). The gVisor box's mount table names
+// none.
+//
 // # What is enforced where
 //
 // Memory, process count and CPU quota come from a cgroup (v2 when this
@@ -144,7 +156,19 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	}
 	// /tmp first, so a configured read-only directory under /tmp shows.
 	args = append(args, "--size", strconv.FormatInt(l.Disk, 10), "--tmpfs", "/tmp")
-	args = append(args, b.rootArgs(w)...)
+	args = append(args, b.rootArgs()...)
+	// The /etc files come through descriptors after the seccomp filter's
+	// (3) and the egress proxy's (4 and 5).
+	etcFd := 4
+	if len(c.Network.Allow) > 0 {
+		etcFd = 6
+	}
+	etcA, etcFiles, err := b.etcArgs(etcFd)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(etcFiles)
+	args = append(args, etcA...)
 	args = append(args,
 		"--proc", "/proc", "--dev", "/dev",
 		"--bind", w.Work, sbx.GuestWork, "--chdir", sbx.GuestWork,
@@ -217,12 +241,16 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		fmt.Fprintf(&script, "ulimit -v %d\n", l.Memory/1024)
 		enforced = append(enforced, "memory:rlimit-as")
 	}
+	// The shell put its working directory in PWD; bwrap is the sandbox's
+	// first process, and its environment shows there.
+	script.WriteString("unset PWD OLDPWD\n")
 	script.WriteString(`exec "$@"` + "\n")
 	// bwrap's options (host paths of the run's directories among them)
 	// travel through a pipe (--args), so the sandbox's /proc/1/cmdline
 	// reads "bwrap --args N -- ARGV" and names nothing of the host.
 	cmd := exec.Command("/bin/sh", "-c", script.String(), "sh", b.bwrap)
 	cmd.Env = env
+	cmd.Dir = "/"
 	filterR, wr, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -238,6 +266,10 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		defer eg.close()
 		p.AfterStart = func() error { return eg.start(ctx) }
 	}
+	if len(cmd.ExtraFiles)+3 != etcFd {
+		return nil, fmt.Errorf("box: bwrap: the /etc files' descriptors would be %d, not %d", len(cmd.ExtraFiles)+3, etcFd)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, etcFiles...)
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -300,8 +332,8 @@ func groupFiles(g *cgroup.Group, err error) []string {
 	return g.ProcsFiles()
 }
 
-// rootArgs binds the read-only host directories and the /etc files.
-func (b *Box) rootArgs(w *sbx.Workdir) []string {
+// rootArgs binds the read-only host directories.
+func (b *Box) rootArgs() []string {
 	var args []string
 	ro := b.cfg.ReadOnly
 	if len(ro) == 0 {
@@ -317,17 +349,43 @@ func (b *Box) rootArgs(w *sbx.Workdir) []string {
 			args = append(args, "--symlink", t, l)
 		}
 	}
-	// A passwd and group naming the guest's ids, so tools that look the
-	// user up (Python's getpass, Ruby's Etc) work.
-	etc := filepath.Join(w.Root, "etc")
-	os.MkdirAll(etc, 0o755)
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n", b.cfg.UID, b.cfg.GID, sbx.GuestWork)
-	group := fmt.Sprintf("root:x:0:\nsandbox:x:%d:\n", b.cfg.GID)
-	os.WriteFile(filepath.Join(etc, "passwd"), []byte(passwd), 0o644)
-	os.WriteFile(filepath.Join(etc, "group"), []byte(group), 0o644)
-	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost glovebox\n::1 localhost\n"), 0o644)
-	for _, f := range []string{"passwd", "group", "hosts"} {
-		args = append(args, "--ro-bind", filepath.Join(etc, f), "/etc/"+f)
-	}
 	return args
+}
+
+// etcArgs makes /etc/passwd and /etc/group naming the guest's ids (so
+// tools that look the user up, Python's getpass or Ruby's Etc, work) and
+// /etc/hosts. bwrap copies each from a pipe (descriptors first, first+1,
+// first+2 in the child: the caller passes files in that order) into the
+// sandbox's own root, so no host path of them shows in its mount table.
+func (b *Box) etcArgs(first int) ([]string, []*os.File, error) {
+	contents := []struct{ name, data string }{
+		{"passwd", fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n", b.cfg.UID, b.cfg.GID, sbx.GuestWork)},
+		{"group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\n", b.cfg.GID)},
+		{"hosts", "127.0.0.1 localhost glovebox\n::1 localhost\n"},
+	}
+	var args []string
+	var files []*os.File
+	for i, c := range contents {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(files)
+			return nil, nil, err
+		}
+		_, err = w.WriteString(c.data) // a few bytes: the pipe holds them
+		w.Close()
+		if err != nil {
+			r.Close()
+			closeAll(files)
+			return nil, nil, err
+		}
+		files = append(files, r)
+		args = append(args, "--perms", "0644", "--file", strconv.Itoa(first+i), "/etc/"+c.name)
+	}
+	return args, files, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }

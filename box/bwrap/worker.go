@@ -16,6 +16,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // WorkerSpec is a long-lived process started with [Box.StartWorker]: a
@@ -127,7 +128,13 @@ func (b *Box) StartWorker(spec WorkerSpec) (*Worker, error) {
 		"--cap-drop", "ALL", "--hostname", "glovebox", "--disable-userns",
 		"--size", strconv.FormatInt(l.Disk, 10), "--tmpfs", "/tmp",
 	}
-	args = append(args, b.rootArgs(wd)...)
+	args = append(args, b.rootArgs()...)
+	etcA, etcFiles, err := b.etcArgs(5) // after the filter (3) and the options (4)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeAll(etcFiles)
+	args = append(args, etcA...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp")
 	for _, p := range spec.ReadOnly {
 		args = append(args, "--ro-bind", p, p)
@@ -141,8 +148,10 @@ func (b *Box) StartWorker(spec WorkerSpec) (*Worker, error) {
 	}
 	script.WriteString("ulimit -c 0\n")
 	fmt.Fprintf(&script, "ulimit -f %d\n", l.Disk/512)
+	script.WriteString("unset PWD OLDPWD\n") // see Run
 	script.WriteString(`exec "$@"` + "\n")
 	cmd := exec.Command("/bin/sh", "-c", script.String(), "sh", b.bwrap)
+	cmd.Dir = "/"
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -161,7 +170,7 @@ func (b *Box) StartWorker(spec WorkerSpec) (*Worker, error) {
 	}
 	defer filterR.Close()
 	defer argsR.Close()
-	cmd.ExtraFiles = []*os.File{filterR, argsR}
+	cmd.ExtraFiles = append([]*os.File{filterR, argsR}, etcFiles...)
 	cmd.Args = append(cmd.Args, "--args", "4", "--")
 	cmd.Args = append(cmd.Args, spec.Argv...)
 	if w.Stdin, err = cmd.StdinPipe(); err != nil {
@@ -182,7 +191,7 @@ func (b *Box) StartWorker(spec WorkerSpec) (*Worker, error) {
 		}
 		argsW.Close()
 	}()
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		filterW.Close()
 		argsW.Close()
 		return fail(errors.Join(errors.New("box: starting bwrap"), err))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Config is a container box's set-up.
@@ -183,7 +184,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	name := "glovebox-" + time.Now().Format("150405") + "-" + strconv.Itoa(int(start.UnixNano()%1e6))
 	cmd := run(ctx, b.ArgsNetns(&c, name, w.Work, names, netns))
 	cmd.Env = env
-	kill := func() { run(context.Background(), []string{b.cfg.Engine, "rm", "-f", name}).Run() }
+	kill := func() { spawn.Run(run(context.Background(), []string{b.cfg.Engine, "rm", "-f", name})) }
 	res, err := sbx.Run(ctx, &c, &sbx.Proc{Cmd: cmd, Kill: kill}, start)
 	if err != nil {
 		return nil, err

@@ -65,6 +65,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box/internal/cgroup"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 	"github.com/gloveboxhq/glovebox/box/internal/seccomp"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Config is a gVisor box's set-up; its zero value is the default.
@@ -342,8 +343,8 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	runLog := filepath.Join(w.Root, "runsc-run.txt")
 	cmd := exec.Command(b.runsc, append(append([]string{"--log", logf, "--log-format=json", "--debug-log", runLog, "--debug-command=run"}, global...), "run", "--bundle", bundle, id)...)
 	kill := func() {
-		exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...).Run()
-		exec.Command(b.runsc, append(global, "delete", "--force", id)...).Run()
+		spawn.Run(exec.Command(b.runsc, append(global, "kill", "--all", id, "KILL")...))
+		spawn.Run(exec.Command(b.runsc, append(global, "delete", "--force", id)...))
 	}
 	p := &sbx.Proc{Cmd: cmd, Kill: kill}
 	if gerr == nil {

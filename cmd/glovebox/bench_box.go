@@ -10,6 +10,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/box/gvisor"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // benchPy is the small script of the box rows: start CPython, do a little
@@ -32,7 +33,7 @@ func benchBoxes(ctx context.Context, row func(met string, cols ...string)) {
 		return summarize(d).p50, nil
 	}
 	plain := func(argv ...string) (time.Duration, error) {
-		return median(7, func() error { return exec.CommandContext(ctx, argv[0], argv[1:]...).Run() })
+		return median(7, func() error { return spawn.Run(exec.CommandContext(ctx, argv[0], argv[1:]...)) })
 	}
 	spawnTrue, err1 := plain("true")
 	// The boxes' PATH, not the caller's (a version manager's shim on the

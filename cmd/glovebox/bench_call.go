@@ -18,6 +18,7 @@ import (
 	"github.com/gloveboxhq/glovebox/examples/supportdesk/desk"
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // benchCalls adds the rows of the guest's hot paths: a host function
@@ -181,7 +182,7 @@ func benchLoop(ctx context.Context, row func(met string, cols ...string), yes fu
 	// guest runs was seen to slow the next guest run by up to 2x here.
 	ruby, rubyErr := exec.LookPath("ruby")
 	for i := 0; rubyErr == nil && i < loopRounds; i++ {
-		out, err := exec.CommandContext(ctx, ruby, "-e", "p(begin; "+loop+"; end)").Output()
+		out, err := spawn.Output(exec.CommandContext(ctx, ruby, "-e", "p(begin; "+loop+"; end)"))
 		if err != nil {
 			return err
 		}
@@ -195,7 +196,7 @@ func benchLoop(ctx context.Context, row func(met string, cols ...string), yes fu
 	title := fmt.Sprintf("1M-iteration while loop, no fuel budget (median of %d)", loopRounds)
 	if rubyErr == nil {
 		nat := summarize(native)
-		ver, _ := exec.Command(ruby, "-e", "print RUBY_VERSION").Output()
+		ver, _ := spawn.Output(exec.Command(ruby, "-e", "print RUBY_VERSION"))
 		row(yes(offS.p50 <= 10*nat.p50), title, ms(offS.p50), "native ruby "+string(ver)+" "+ms(nat.p50),
 			fmt.Sprintf("%.1fx native", float64(offS.p50)/float64(nat.p50)), "≤ 10x")
 	} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/procmem"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // benchMidEval is the mid-size data eval of the worker rows: it builds,
@@ -208,7 +209,7 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 	}
 	run := func(argv ...string) (time.Duration, error) {
 		start := time.Now()
-		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+		out, err := spawn.CombinedOutput(exec.CommandContext(ctx, argv[0], argv[1:]...))
 		if err != nil {
 			return 0, fmt.Errorf("%v: %w: %s", argv, err, out)
 		}
@@ -261,7 +262,7 @@ func peakRSS(ctx context.Context, argv ...string) (int64, error) {
 	f.Close()
 	defer os.Remove(f.Name())
 	args := append([]string{"-f", "%M", "-o", f.Name()}, argv...)
-	if out, err := exec.CommandContext(ctx, "/usr/bin/time", args...).CombinedOutput(); err != nil {
+	if out, err := spawn.CombinedOutput(exec.CommandContext(ctx, "/usr/bin/time", args...)); err != nil {
 		return 0, fmt.Errorf("/usr/bin/time %v: %w: %s", argv, err, out)
 	}
 	b, err := os.ReadFile(f.Name())

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Exit codes.
@@ -30,6 +32,9 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	// Descriptors this process inherited without close-on-exec (a
+	// shell's "exec 7<file") reach no child, however it is started.
+	spawn.CloseOnExecAll()
 	runtime.GOMAXPROCS(maxProcs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
 	root := &cobra.Command{
 		Use:           "glovebox",

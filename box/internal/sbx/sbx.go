@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Workdir is one run's host directories: Work is bound as the command's
@@ -286,7 +287,7 @@ func Run(ctx context.Context, c *box.Command, p *Proc, start time.Time) (*box.Re
 			p.Kill()
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		return nil, fmt.Errorf("%w: cannot start %s: %v", box.ErrBackend, cmd.Path, err)
 	}
 	if p.AfterStart != nil {

@@ -161,7 +161,7 @@ func DecodeRunRequest(data []byte) (*RunRequest, error) {
 	if len(r.Credentials) > 0 {
 		bc.Credentials = map[string]func(context.Context) (string, error){}
 		for k, v := range r.Credentials {
-			bc.Credentials[k] = nil
+			bc.Credentials[k] = func(context.Context) (string, error) { return v, nil } // for Validate's checks of the name
 			if strings.IndexByte(v, 0) >= 0 {
 				return nil, Errorf(CodeInvalidCommand, "credential %q holds a NUL byte", k)
 			}
