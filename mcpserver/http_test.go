@@ -157,10 +157,10 @@ func TestHTTPRefusals(t *testing.T) {
 	if code < 400 && (len(msgs) == 0 || msgs[0]["error"] == nil) {
 		t.Errorf("malformed JSON: HTTP %d %v", code, msgs)
 	}
-	// A well-formed call with bad arguments is a tool result, not a
-	// protocol error.
+	// A call with arguments its inputSchema forbids is invalid params,
+	// naming the argument.
 	_, _, msgs = raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":5}}}`)
-	if len(msgs) != 1 || msgs[0]["result"].(map[string]any)["isError"] != true {
+	if len(msgs) != 1 || msgs[0]["error"] == nil || msgs[0]["error"].(map[string]any)["code"] != json.Number("-32602") || !strings.Contains(msgs[0]["error"].(map[string]any)["message"].(string), `"code"`) {
 		t.Errorf("bad arguments: %v", msgs)
 	}
 	// A loopback Origin is a local browser: allowed.
