@@ -188,6 +188,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		}
 		r.Header.Del(callHeader)
 		sid := r.Header.Get(sessionHeader)
+		if sid != "" {
+			w = &sniffWriter{ResponseWriter: w, sent: func(id json.RawMessage) { book.sent(sid, id) }}
+		}
 		if r.Method != http.MethodPost {
 			if sid != "" {
 				defer book.use(sid)()
@@ -214,6 +217,12 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write(c.reply)
 			return
+		}
+		for _, m := range c.msgs {
+			if m.isResponse() && !book.answered(sid, m.id) {
+				httpRefuse(w, http.StatusBadRequest, nil, CodeInvalidRequest, fmt.Sprintf("invalid request: the response with id %s answers no request of this server in this session", m.id))
+				return
+			}
 		}
 		init := slices.ContainsFunc(c.msgs, func(m message) bool { return m.method == "initialize" })
 		if sid == "" && !init {
@@ -264,9 +273,55 @@ type sessionBook struct {
 }
 
 type httpSession struct {
-	last   time.Time
-	active int // requests in progress
+	last    time.Time
+	active  int             // requests in progress
+	pending map[string]bool // ids of the server's requests awaiting an answer
 }
+
+// sent records a request the server sent in session sid.
+func (b *sessionBook) sent(sid string, id json.RawMessage) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if hs := b.open[sid]; hs != nil {
+		if hs.pending == nil {
+			hs.pending = map[string]bool{}
+		}
+		hs.pending[string(id)] = true
+	}
+}
+
+// answered reports whether id names a request the server sent in
+// session sid that awaits an answer, and forgets it.
+func (b *sessionBook) answered(sid string, id json.RawMessage) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hs := b.open[sid]
+	if hs == nil || !hs.pending[string(id)] {
+		return false
+	}
+	delete(hs.pending, string(id))
+	return true
+}
+
+// sniffWriter passes an event stream through, telling sent the id of
+// each request the server sends in it (the SDK writes one event a Write).
+type sniffWriter struct {
+	http.ResponseWriter
+	sent func(id json.RawMessage)
+}
+
+func (w *sniffWriter) Write(p []byte) (int, error) {
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 && bytes.Contains(p, []byte(`"method":`)) {
+		data, _, _ := bytes.Cut(p[i+len("data: "):], []byte("\n"))
+		if id, ok, _ := outgoing(data); ok {
+			w.sent(id)
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (to flush).
+func (w *sniffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // use records a request of session sid; the returned function ends it.
 func (b *sessionBook) use(sid string) func() {

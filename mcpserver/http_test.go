@@ -22,8 +22,19 @@ import (
 // endpoint URL and the host:port.
 func serveHTTP(t testing.TB, s *mcpserver.Server, token string) (string, string) {
 	t.Helper()
+	url := serveHTTPWith(t, s, mcpserver.HTTPOptions{Token: token, MaxRequestBytes: 64 << 10})
+	return url, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+}
+
+// serveHTTPWith is serveHTTP with options (Addr is filled in).
+func serveHTTPWith(t testing.TB, s *mcpserver.Server, o mcpserver.HTTPOptions) string {
+	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
-	h, err := s.HTTPHandler(mcpserver.HTTPOptions{Addr: ts.Listener.Addr().String(), Token: token, MaxRequestBytes: 64 << 10})
+	o.Addr = ts.Listener.Addr().String()
+	if o.Token == "" {
+		o.Token = "secret"
+	}
+	h, err := s.HTTPHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +43,7 @@ func serveHTTP(t testing.TB, s *mcpserver.Server, token string) (string, string)
 	ts.Config.Handler = mux
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return ts.URL + "/mcp", ts.Listener.Addr().String()
+	return ts.URL + "/mcp"
 }
 
 type bearerRT struct{ token string }

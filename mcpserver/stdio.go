@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,29 +39,30 @@ func (s *Server) RunStdio(ctx context.Context) error {
 // message's when it can be read, else null. Unknown notifications are
 // ignored, as JSON-RPC requires.
 //
-// When r ends (the client closed its end), the session ends and every
-// call still running is canceled: nobody is left to receive its result.
+// When r ends (the client closed its end), every call still running is
+// canceled (nobody is left to receive its result), and the session ends
+// once every request read has been answered (at most [StdioDrain] later),
+// so that `printf REQUESTS | glovebox mcp` gets its answers.
 func (s *Server) ServeIO(ctx context.Context, r io.Reader, w io.Writer) error {
-	out := &stdioWriter{w: w, pending: map[string]bool{}}
+	out := &stdioWriter{w: w, pending: map[string]bool{}, inflight: map[string]bool{}}
 	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: pr, Writer: nopCloser{out}}, nil)
 	if err != nil {
 		return err
 	}
+	// gone ends with the input (or ctx); the session itself ends when the
+	// SDK has read to the end, answering what it can.
+	gone, cancel := context.WithCancel(ctx)
+	defer cancel()
 	s.mu.Lock()
-	s.gone[ss] = ctx
+	s.gone[ss] = gone
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.gone, ss)
 		s.mu.Unlock()
 	}()
-	go func() {
-		filterMessages(r, pw, out)
-		cancel() // the client is gone: stop what it asked for
-	}()
+	go filterMessages(r, pw, out, cancel)
 	err = ss.Wait()
 	pr.Close()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
@@ -69,29 +71,58 @@ func (s *Server) ServeIO(ctx context.Context, r io.Reader, w io.Writer) error {
 	return err
 }
 
+// StdioDrain bounds how long [Server.ServeIO] waits, after its input
+// ended, for the answers to the requests it read (5 s: the calls among
+// them are canceled, which takes milliseconds).
+const StdioDrain = 5 * time.Second
+
 // stdioWriter serializes the SDK's writes and remembers the ids of the
-// requests the server sent, so that a response to nothing is refused.
+// requests the server sent, so that a response to nothing is refused,
+// and of the client's requests not answered yet.
 type stdioWriter struct {
-	mu      sync.Mutex
-	w       io.Writer
-	pending map[string]bool // ids of the server's requests awaiting an answer
+	mu       sync.Mutex
+	w        io.Writer
+	pending  map[string]bool // ids of the server's requests awaiting an answer
+	inflight map[string]bool // ids of the client's requests not answered yet
+	drained  chan struct{}   // closed when inflight empties, once asked for
 }
 
 func (l *stdioWriter) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte(`"method":`)) {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(p, &m) == nil && m.Method != "" && len(m.ID) > 0 {
-			l.mu.Lock()
-			l.pending[string(m.ID)] = true
-			l.mu.Unlock()
-		}
-	}
+	id, isReq, isResp := outgoing(p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	switch {
+	case isReq:
+		l.pending[string(id)] = true
+	case isResp:
+		delete(l.inflight, string(id))
+		if len(l.inflight) == 0 && l.drained != nil {
+			close(l.drained)
+			l.drained = nil
+		}
+	}
 	return l.w.Write(p)
+}
+
+// began records a client request passed to the SDK.
+func (l *stdioWriter) began(id json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight[string(id)] = true
+}
+
+// drain returns a channel closed when every client request has been
+// answered.
+func (l *stdioWriter) drain() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{})
+	if len(l.inflight) == 0 {
+		close(ch)
+	} else {
+		l.drained = ch
+	}
+	return ch
 }
 
 // answered reports whether id names a request of the server still
@@ -104,13 +135,28 @@ func (l *stdioWriter) answered(id json.RawMessage) bool {
 	return ok
 }
 
+// outgoing says whether msg, a message the server sends, is a request or
+// a response, and its id.
+func outgoing(msg []byte) (id json.RawMessage, isReq, isResp bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(msg, &m) != nil || len(m.ID) == 0 || string(m.ID) == "null" {
+		return nil, false, false
+	}
+	return m.ID, m.Method != "", m.Method == ""
+}
+
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
 // filterMessages copies the valid JSON-RPC messages of src to dst, one a
 // line, answering the others on out (see [Server.ServeIO]).
-func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter) {
+// At the end of src, gone is called and dst closed once the requests
+// read are answered.
+func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone func()) {
 	br := bufio.NewReaderSize(src, 64<<10)
 	reply := func(b []byte) { out.Write(append(b, '\n')) }
 	version, initialized := "", false
@@ -138,12 +184,23 @@ func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter) {
 				reply(c.reply)
 			}
 			if c.fwd {
+				for _, m := range c.msgs {
+					if m.id != nil && !m.isResponse() {
+						out.began(m.id)
+					}
+				}
 				if _, werr := dst.Write(append(line, '\n')); werr != nil {
+					gone()
 					return
 				}
 			}
 		}
 		if err != nil {
+			gone()
+			select {
+			case <-out.drain():
+			case <-time.After(StdioDrain):
+			}
 			dst.CloseWithError(err)
 			return
 		}
