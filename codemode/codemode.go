@@ -55,7 +55,10 @@ type Config struct {
 	Evaluator Evaluator
 	// Session tells the model that calls share one VM, so state
 	// survives from one call to the next (and that a result may report
-	// session_reset). It requires Evaluator.
+	// session_reset). It requires Evaluator. A *glovebox.Session
+	// Evaluator is always described (and its results encoded) as a
+	// session, whatever Session says, because that is what it does; set
+	// Session for an Evaluator of your own that keeps state.
 	Session bool
 	// Name is the tool's name as the model sees it: 1 to 64 characters
 	// from [A-Za-z0-9_-], the rule both the Anthropic and the OpenAI APIs
@@ -91,7 +94,8 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // New makes the tool for cfg. It fails with [ErrInvalidConfig] when
 // Runtime is nil, Name breaks the naming rule, Session is set without
-// an Evaluator, or MaxOutput is negative or below 1 KiB.
+// an Evaluator or with a *glovebox.Runtime one (which runs every call in
+// a fresh VM), or MaxOutput is negative or below 1 KiB.
 func New(cfg Config) (*Tool, error) {
 	if cfg.Runtime == nil {
 		return nil, fmt.Errorf("%w: Runtime is nil", ErrInvalidConfig)
@@ -105,6 +109,15 @@ func New(cfg Config) (*Tool, error) {
 	}
 	if cfg.Session && cfg.Evaluator == nil {
 		return nil, fmt.Errorf("%w: Session is set but Evaluator is nil; pass the session as Evaluator", ErrInvalidConfig)
+	}
+	// The description states what the Evaluator does.
+	switch cfg.Evaluator.(type) {
+	case *glovebox.Session:
+		cfg.Session = true
+	case *glovebox.Runtime:
+		if cfg.Session {
+			return nil, fmt.Errorf("%w: Session is set but Evaluator is a Runtime, which runs every call in a fresh VM; pass a session (Runtime.NewSession) as Evaluator", ErrInvalidConfig)
+		}
 	}
 	maxOut := cfg.MaxOutput
 	if maxOut == 0 {

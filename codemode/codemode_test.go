@@ -337,3 +337,34 @@ func TestApprovalVisibleToModelAndCaller(t *testing.T) {
 		t.Fatalf("approved: %s", out.Output)
 	}
 }
+
+// A session given without Session: true is still described as one, and
+// its results carry session_reset: the description says what happens.
+func TestSessionEvaluatorDescribedAsSession(t *testing.T) {
+	rt, _ := shopRuntime(t, glovebox.Limits{})
+	gs, err := rt.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	tool, err := codemode.New(codemode.Config{Runtime: rt, Evaluator: gs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tool.Description(); strings.Contains(d, "fresh Ruby VM") || !strings.Contains(d, "share one Ruby VM") {
+		t.Fatalf("a session's description:\n%s", d)
+	}
+	if _, err := tool.Run(context.Background(), "x = 41"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Run(context.Background(), "x + 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Output) != `{"status":"ok","value":42,"session_reset":false}` {
+		t.Fatalf("second call: %s", out.Output)
+	}
+	if _, err := codemode.New(codemode.Config{Runtime: rt, Evaluator: rt, Session: true}); !errors.Is(err, codemode.ErrInvalidConfig) {
+		t.Fatalf("Session with a Runtime: %v", err)
+	}
+}

@@ -14,6 +14,13 @@
 //     first call and freed when the MCP session ends or has been idle for
 //     [Options].SessionIdle; two MCP sessions never share one.
 //
+// The two Ruby tools share one sandbox: run_ruby's description states it
+// (functions and their schemas included) and ruby_session's states only
+// what differs, so a client reads the bound functions once. When a
+// session's state is lost without a result saying so (a canceled call
+// that discarded the VM, idleness, ruby_session_reset), its next result
+// has session_reset true and session_reset_reason.
+//
 // Every result is the codemode JSON object (status, value, stdout, stderr,
 // error, tool_calls) as structuredContent, described by an outputSchema,
 // plus a readable text rendering. A guest failure (an exception, a
@@ -21,6 +28,14 @@
 // kept for malformed requests.
 //
 // # Protocol
+//
+// Every message from a client is checked before the SDK sees it (see
+// [Server.ServeIO] and [Server.HTTPHandler]): a malformed one gets the
+// JSON-RPC error the specification gives and the session goes on. A
+// call's arguments are checked against its tool's inputSchema (-32602,
+// naming the argument); an unknown tool's error lists the tools. A call
+// stops when its client is gone (stdio input ended, HTTP connection
+// dropped): the server keeps no result for a later request.
 //
 // A call that carries a progress token gets progress notifications while
 // the program runs; notifications/cancelled stops it. Mounts are offered

@@ -1,18 +1,26 @@
 package mcpserver
 
 import (
+	"bytes"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+const sessionHeader = "Mcp-Session-Id"
 
 // Defaults for zero [HTTPOptions] fields.
 const (
@@ -22,6 +30,15 @@ const (
 	// DefaultMaxConnections bounds the HTTP requests served at once (a
 	// session's event stream counts as one while it is open).
 	DefaultMaxConnections = 64
+	// DefaultMaxHTTPSessions bounds the MCP sessions open over HTTP at
+	// once. Each costs about 13 KiB while it lives (more once it holds a
+	// ruby_session VM, which Options.MaxSessions bounds); 256 of them are
+	// a few MiB, room for many clients of a local server.
+	DefaultMaxHTTPSessions = 256
+	// DefaultPressureIdle is how long a session must have been idle to be
+	// closed for a new one when the server holds MaxSessions (1 minute,
+	// against SessionIdle's 30 for a server with room).
+	DefaultPressureIdle = time.Minute
 	// EnvToken names the environment variable `glovebox mcp` reads the
 	// bearer token from when --token is not given.
 	EnvToken = "GLOVEBOX_MCP_TOKEN"
@@ -49,6 +66,18 @@ type HTTPOptions struct {
 	// MaxConnections bounds concurrent requests; more get 503. Zero means
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxSessions bounds the MCP sessions open at once. An initialize
+	// that would pass it closes the least recently used session idle for
+	// PressureIdle or longer (its client's next request gets 404 and
+	// starts a new session, as the protocol has it); when none is, it is
+	// refused with HTTP 503, Retry-After and a JSON-RPC error
+	// [CodeServerBusy] whose message names the limit. Zero means
+	// DefaultMaxHTTPSessions.
+	MaxSessions int
+	// PressureIdle is the idle time after which a session may be closed
+	// for a new one while MaxSessions are open. Zero means
+	// DefaultPressureIdle.
+	PressureIdle time.Duration
 }
 
 // ErrTokenRequired is returned by [Server.HTTPHandler] for a
@@ -70,9 +99,22 @@ func IsLoopback(addr string) bool {
 }
 
 // HTTPHandler returns the Streamable HTTP handler for the server, to
-// mount at /mcp. Sessions idle for the server's SessionIdle are closed.
-// It fails with [ErrTokenRequired] when Addr is not loopback and Token
-// is empty.
+// mount at /mcp. Sessions idle for the server's SessionIdle are closed,
+// and at most MaxSessions are open (see [HTTPOptions]).
+//
+// Every POST body is checked before the SDK sees it, as [Server.ServeIO]
+// checks lines: a malformed message gets HTTP 400 with a JSON-RPC error
+// (the same codes and messages as over stdio); a batch is accepted only
+// under a revision before 2025-06-18 (the Mcp-Protocol-Version header,
+// 2025-03-26 when absent, as the protocol says). A POST without an
+// Mcp-Session-Id must be an initialize. Refusals by the checks here
+// (token, Origin, Host, size, load) carry a JSON-RPC error body too.
+//
+// A call whose client drops its connection is canceled: the server keeps
+// no event store, so no later request could receive its result.
+//
+// It fails with [ErrTokenRequired] when Addr is not loopback and Token is
+// empty.
 func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	loop := IsLoopback(o.Addr)
 	if !loop && o.Token == "" {
@@ -83,6 +125,15 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxHTTPSessions
+	}
+	if o.PressureIdle == 0 {
+		o.PressureIdle = DefaultPressureIdle
+	}
+	if o.MaxRequestBytes < 0 || o.MaxConnections < 0 || o.MaxSessions < 0 || o.PressureIdle < 0 {
+		return nil, errors.New("mcpserver: negative HTTPOptions field")
 	}
 	hosts := slices.Clone(o.AllowedHosts)
 	if h, p, err := net.SplitHostPort(o.Addr); err == nil {
@@ -96,6 +147,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: s.opts.SessionIdle, MaxRequestBodyBytes: o.MaxRequestBytes})
 	slots := make(chan struct{}, o.MaxConnections)
+	book := &sessionBook{srv: s, max: o.MaxSessions, pressureIdle: o.PressureIdle, open: map[string]*httpSession{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -103,27 +155,27 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 					panic(p)
 				}
 				s.log.Error("mcpserver: HTTP handler panicked", "panic", p, "stack", string(debug.Stack()))
-				http.Error(w, "internal error", http.StatusInternalServerError)
+				httpRefuse(w, http.StatusInternalServerError, nil, CodeInternalError, "internal error")
 			}
 		}()
 		if !slices.Contains(hosts, r.Host) {
-			http.Error(w, fmt.Sprintf("Host %q is not served here", r.Host), http.StatusForbidden)
+			httpRefuse(w, http.StatusForbidden, nil, CodeInvalidRequest, fmt.Sprintf("Host %q is not served here", r.Host))
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, loop, o.AllowedOrigins) {
-			http.Error(w, fmt.Sprintf("Origin %q is not allowed", origin), http.StatusForbidden)
+			httpRefuse(w, http.StatusForbidden, nil, CodeInvalidRequest, fmt.Sprintf("Origin %q is not allowed", origin))
 			return
 		}
 		if o.Token != "" {
 			got, ok := bearerToken(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(o.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="glovebox"`)
-				http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+				httpRefuse(w, http.StatusUnauthorized, nil, CodeInvalidRequest, "missing or wrong bearer token")
 				return
 			}
 		}
 		if r.ContentLength > o.MaxRequestBytes {
-			http.Error(w, fmt.Sprintf("request body over %d bytes", o.MaxRequestBytes), http.StatusRequestEntityTooLarge)
+			httpRefuse(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest, fmt.Sprintf("request body over %d bytes", o.MaxRequestBytes))
 			return
 		}
 		select {
@@ -131,11 +183,215 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			defer func() { <-slots }()
 		default:
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "too many concurrent requests", http.StatusServiceUnavailable)
+			httpRefuse(w, http.StatusServiceUnavailable, nil, CodeServerBusy, fmt.Sprintf("too many concurrent requests (the limit is %d); try again", o.MaxConnections))
 			return
+		}
+		r.Header.Del(callHeader)
+		sid := r.Header.Get(sessionHeader)
+		if sid != "" {
+			w = &sniffWriter{ResponseWriter: w, sent: func(id json.RawMessage) { book.sent(sid, id) }}
+		}
+		if r.Method != http.MethodPost {
+			if sid != "" {
+				defer book.use(sid)()
+			}
+			mh.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxRequestBytes))
+		if err != nil {
+			httpRefuse(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest, fmt.Sprintf("request body over %d bytes", o.MaxRequestBytes))
+			return
+		}
+		version := r.Header.Get("Mcp-Protocol-Version")
+		if version == "" {
+			version = "2025-03-26" // what a server assumes without the header
+		}
+		c := checkPayload(body, version, sid != "")
+		if !c.fwd && len(c.reply) == 0 {
+			w.WriteHeader(http.StatusAccepted) // an ignored notification
+			return
+		}
+		if !c.fwd {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(c.reply)
+			return
+		}
+		for _, m := range c.msgs {
+			if m.isResponse() && !book.answered(sid, m.id) {
+				httpRefuse(w, http.StatusBadRequest, nil, CodeInvalidRequest, fmt.Sprintf("invalid request: the response with id %s answers no request of this server in this session", m.id))
+				return
+			}
+		}
+		init := slices.ContainsFunc(c.msgs, func(m message) bool { return m.method == "initialize" })
+		if sid == "" && !init {
+			var id json.RawMessage
+			if len(c.msgs) == 1 {
+				id = c.msgs[0].id
+			}
+			httpRefuse(w, http.StatusBadRequest, id, CodeInvalidRequest, "invalid request: no Mcp-Session-Id header; a session starts with an initialize request, and later requests carry the Mcp-Session-Id its answer gave")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if sid == "" {
+			if ok, why := book.admit(); !ok {
+				w.Header().Set("Retry-After", "10")
+				httpRefuse(w, http.StatusServiceUnavailable, c.msgs[0].id, CodeServerBusy, why)
+				return
+			}
+			defer book.added(w)
+		} else {
+			defer book.use(sid)()
+		}
+		if slices.ContainsFunc(c.msgs, func(m message) bool { return m.method == "tools/call" }) {
+			tok := rand.Text()
+			s.calls.Store(tok, r.Context())
+			defer s.calls.Delete(tok)
+			r.Header.Set(callHeader, tok)
 		}
 		mh.ServeHTTP(w, r)
 	}), nil
+}
+
+// httpRefuse answers a request with status and a JSON-RPC error.
+func httpRefuse(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write((&rpcError{id: id, code: code, msg: msg}).encode())
+}
+
+// sessionBook counts the HTTP sessions and when each was last used.
+type sessionBook struct {
+	srv          *Server
+	max          int
+	pressureIdle time.Duration
+	mu           sync.Mutex
+	open         map[string]*httpSession
+	pending      int // initializes admitted, not yet answered
+}
+
+type httpSession struct {
+	last    time.Time
+	active  int             // requests in progress
+	pending map[string]bool // ids of the server's requests awaiting an answer
+}
+
+// sent records a request the server sent in session sid.
+func (b *sessionBook) sent(sid string, id json.RawMessage) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if hs := b.open[sid]; hs != nil {
+		if hs.pending == nil {
+			hs.pending = map[string]bool{}
+		}
+		hs.pending[string(id)] = true
+	}
+}
+
+// answered reports whether id names a request the server sent in
+// session sid that awaits an answer, and forgets it.
+func (b *sessionBook) answered(sid string, id json.RawMessage) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hs := b.open[sid]
+	if hs == nil || !hs.pending[string(id)] {
+		return false
+	}
+	delete(hs.pending, string(id))
+	return true
+}
+
+// sniffWriter passes an event stream through, telling sent the id of
+// each request the server sends in it (the SDK writes one event a Write).
+type sniffWriter struct {
+	http.ResponseWriter
+	sent func(id json.RawMessage)
+}
+
+func (w *sniffWriter) Write(p []byte) (int, error) {
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 && bytes.Contains(p, []byte(`"method":`)) {
+		data, _, _ := bytes.Cut(p[i+len("data: "):], []byte("\n"))
+		if id, ok, _ := outgoing(data); ok {
+			w.sent(id)
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (to flush).
+func (w *sniffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// use records a request of session sid; the returned function ends it.
+func (b *sessionBook) use(sid string) func() {
+	b.mu.Lock()
+	hs := b.open[sid]
+	if hs != nil {
+		hs.active++
+		hs.last = time.Now()
+	}
+	b.mu.Unlock()
+	return func() {
+		if hs == nil {
+			return
+		}
+		b.mu.Lock()
+		hs.active--
+		hs.last = time.Now()
+		b.mu.Unlock()
+	}
+}
+
+// added records the session an initialize answer made.
+func (b *sessionBook) added(w http.ResponseWriter) {
+	sid := w.Header().Get(sessionHeader)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pending--
+	if sid != "" && b.open[sid] == nil {
+		b.open[sid] = &httpSession{last: time.Now()}
+	}
+}
+
+// admit makes room for a new session: when max are open, the least
+// recently used one idle for pressureIdle is closed. It reports false,
+// with the reason, when none can be.
+func (b *sessionBook) admit() (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.open)+b.pending < b.max {
+		b.pending++
+		return true, ""
+	}
+	live := map[string]*mcp.ServerSession{}
+	for ss := range b.srv.mcp.Sessions() {
+		live[ss.ID()] = ss
+	}
+	for sid := range b.open {
+		if live[sid] == nil {
+			delete(b.open, sid) // ended: closed by its client or for idleness
+		}
+	}
+	if len(b.open)+b.pending < b.max {
+		b.pending++
+		return true, ""
+	}
+	var victim string
+	var oldest time.Time
+	for sid, hs := range b.open {
+		if hs.active == 0 && time.Since(hs.last) >= b.pressureIdle && (victim == "" || hs.last.Before(oldest)) {
+			victim, oldest = sid, hs.last
+		}
+	}
+	if victim == "" {
+		return false, fmt.Sprintf("the server holds %d MCP sessions, its limit (--max-http-sessions), and none has been idle for %v; try again later, or end unused sessions (HTTP DELETE with their Mcp-Session-Id)", len(b.open)+b.pending, b.pressureIdle)
+	}
+	delete(b.open, victim)
+	b.srv.log.Info("mcpserver: closed the least recently used idle session for a new one", "session", victim, "idle", time.Since(oldest).Round(time.Second), "limit", b.max)
+	go live[victim].Close()
+	b.pending++
+	return true, ""
 }
 
 func originAllowed(origin string, loop bool, allowed []string) bool {

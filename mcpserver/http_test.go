@@ -22,8 +22,19 @@ import (
 // endpoint URL and the host:port.
 func serveHTTP(t testing.TB, s *mcpserver.Server, token string) (string, string) {
 	t.Helper()
+	url := serveHTTPWith(t, s, mcpserver.HTTPOptions{Token: token, MaxRequestBytes: 64 << 10})
+	return url, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+}
+
+// serveHTTPWith is serveHTTP with options (Addr is filled in).
+func serveHTTPWith(t testing.TB, s *mcpserver.Server, o mcpserver.HTTPOptions) string {
+	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
-	h, err := s.HTTPHandler(mcpserver.HTTPOptions{Addr: ts.Listener.Addr().String(), Token: token, MaxRequestBytes: 64 << 10})
+	o.Addr = ts.Listener.Addr().String()
+	if o.Token == "" {
+		o.Token = "secret"
+	}
+	h, err := s.HTTPHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +43,7 @@ func serveHTTP(t testing.TB, s *mcpserver.Server, token string) (string, string)
 	ts.Config.Handler = mux
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return ts.URL + "/mcp", ts.Listener.Addr().String()
+	return ts.URL + "/mcp"
 }
 
 type bearerRT struct{ token string }
@@ -157,10 +168,10 @@ func TestHTTPRefusals(t *testing.T) {
 	if code < 400 && (len(msgs) == 0 || msgs[0]["error"] == nil) {
 		t.Errorf("malformed JSON: HTTP %d %v", code, msgs)
 	}
-	// A well-formed call with bad arguments is a tool result, not a
-	// protocol error.
+	// A call with arguments its inputSchema forbids is invalid params,
+	// naming the argument.
 	_, _, msgs = raw(t, url, sid, nil, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":5}}}`)
-	if len(msgs) != 1 || msgs[0]["result"].(map[string]any)["isError"] != true {
+	if len(msgs) != 1 || msgs[0]["error"] == nil || msgs[0]["error"].(map[string]any)["code"] != json.Number("-32602") || !strings.Contains(msgs[0]["error"].(map[string]any)["message"].(string), `"code"`) {
 		t.Errorf("bad arguments: %v", msgs)
 	}
 	// A loopback Origin is a local browser: allowed.

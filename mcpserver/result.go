@@ -28,7 +28,8 @@ var outputSchema = json.RawMessage(`{
       "name": {"type": "string"}, "count": {"type": "integer"}, "error": {"type": "string"},
       "approval": {"type": "string", "enum": ["approved", "denied"]}},
       "required": ["name"]}},
-    "session_reset": {"type": "boolean", "description": "ruby_session only: the VM was discarded, state is lost"}
+    "session_reset": {"type": "boolean", "description": "ruby_session only: the VM was discarded, state is lost"},
+    "session_reset_reason": {"type": "string", "description": "ruby_session only: why the state was lost, when the loss happened before this call (a canceled call, idleness, ruby_session_reset)"}
   },
   "required": ["status"]
 }`)
@@ -53,7 +54,8 @@ func render(out json.RawMessage) string {
 			Count int    `json:"count"`
 			Error string `json:"error"`
 		} `json:"tool_calls"`
-		SessionReset bool `json:"session_reset"`
+		SessionReset       bool   `json:"session_reset"`
+		SessionResetReason string `json:"session_reset_reason"`
 	}
 	d := json.NewDecoder(bytes.NewReader(out))
 	d.UseNumber()
@@ -61,6 +63,9 @@ func render(out json.RawMessage) string {
 		return string(out)
 	}
 	var b strings.Builder
+	if o.SessionResetReason != "" {
+		b.WriteString("note: " + o.SessionResetReason + "\n")
+	}
 	if o.Stdout != "" {
 		b.WriteString(o.Stdout)
 		if !strings.HasSuffix(o.Stdout, "\n") {
@@ -105,7 +110,7 @@ func render(out json.RawMessage) string {
 	if o.StdoutTruncated {
 		b.WriteString("(stdout truncated)\n")
 	}
-	if o.SessionReset {
+	if o.SessionReset && o.SessionResetReason == "" {
 		b.WriteString("(the session's VM was reset: earlier state is gone)\n")
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,18 +89,29 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	slots    chan struct{}
+	schemas  map[string]*toolSchema // each tool's inputSchema
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*vmSession
-	closed   bool
+	// gone holds, for each session served over stdio, a context that
+	// ends when its client has gone (end of input).
+	gone map[*mcp.ServerSession]context.Context
+	// calls holds, for each HTTP request carrying calls, the request's
+	// context (it ends when the client drops the connection), keyed by
+	// the token in its callHeader.
+	calls  sync.Map
+	closed bool
 }
 
 // vmSession is one MCP session's glovebox session.
 type vmSession struct {
-	mu      sync.Mutex // held while a program runs: one at a time
-	gs      *glovebox.Session
-	tool    *codemode.Tool
-	idle    *time.Timer
-	expired bool // the previous VM was freed for idleness
+	mu   sync.Mutex // held while a program runs: one at a time
+	gs   *glovebox.Session
+	tool *codemode.Tool
+	idle *time.Timer
+	// lost says why the VM's state was lost with no result telling the
+	// client (freed for idleness, a canceled call that discarded it,
+	// ruby_session_reset): the next call reports it. "" when nothing was.
+	lost    string
 	lastUse time.Time
 }
 
@@ -139,31 +151,43 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	s := &Server{rt: opts.Runtime, fresh: fresh, opts: opts, log: log,
-		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{}}
+		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{},
+		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
 			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
-	sessDesc, err := s.sessionDescription()
-	if err != nil {
-		return nil, err
-	}
+	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
 	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
 		InputSchema: in, OutputSchema: outputSchema,
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(len(opts.Runtime.Tools()) > 0)}}, s.guard(s.runFresh))
-	s.mcp.AddTool(&mcp.Tool{Name: ToolSession, Title: "Run Ruby in this conversation's sandbox session", Description: sessDesc,
+	s.mcp.AddTool(&mcp.Tool{Name: ToolSession, Title: "Run Ruby in this conversation's sandbox session", Description: s.sessionDescription(),
 		InputSchema: in, OutputSchema: outputSchema}, s.guard(s.runSession))
 	s.mcp.AddTool(&mcp.Tool{Name: ToolSessionReset, Title: "Reset the sandbox session",
 		Description: "Discards the VM behind " + ToolSession + " for this MCP session: every variable, method, class and library it built up is gone, and the next " + ToolSession + " call starts from a fresh VM. " + ToolRun + " is unaffected (it never keeps state).",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		InputSchema: resetSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, s.guard(s.resetSession))
 	if err := s.addResources(); err != nil {
 		return nil, err
+	}
+	for _, name := range []string{ToolRun, ToolSession, ToolSessionReset} {
+		raw := in
+		if name == ToolSessionReset {
+			raw = resetSchema
+		}
+		ts, err := newToolSchema(raw)
+		if err != nil {
+			return nil, fmt.Errorf("mcpserver: %s's inputSchema: %w", name, err)
+		}
+		s.schemas[name] = ts
 	}
 	return s, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// resetSchema is ruby_session_reset's inputSchema: no arguments.
+var resetSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
 // statelessVersion is the first protocol version whose calls cannot ask
 // the client anything while they run (multi round-trip requests,
@@ -233,17 +257,18 @@ func (s *Server) instructions() string {
 	return b.String()
 }
 
-func (s *Server) sessionDescription() (string, error) {
-	gs, err := s.rt.NewSession()
-	if err != nil {
-		return "", fmt.Errorf("mcpserver: %w", err)
-	}
-	defer gs.Close() // no VM is taken until an eval
-	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
-	if err != nil {
-		return "", fmt.Errorf("mcpserver: %w", err)
-	}
-	return "This tool keeps state: calls from the same MCP session share one VM (see " + ToolSessionReset + ").\n\n" + t.Description(), nil
+// sessionDescription is ruby_session's description. Everything the two
+// tools share (the sandbox, its limits, the functions with their schemas,
+// the files, the result format) is in run_ruby's description and is not
+// repeated: with a few MCP servers bound, the functions alone are tens of
+// kilobytes, and a client reads every tool's description.
+func (s *Server) sessionDescription() string {
+	return "This tool keeps state. Runs a Ruby program like " + ToolRun + " — the same sandbox, functions, files, limits and result format, all described in " + ToolRun + "'s description — but in a VM kept for this MCP session: " +
+		"top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step (files in " + glovebox.ScratchPath + " do not: it is emptied after every call). " +
+		"Two MCP sessions never share a VM; " + ToolSessionReset + " discards this one.\n\n" +
+		"The result also has session_reset: true when the session's state is gone, with session_reset_reason saying why: this call was stopped by a limit or a crash (the next call starts empty), " +
+		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call, or " + ToolSessionReset + " was called. " +
+		"Call " + ToolRun + " for a self-contained program that needs no state."
 }
 
 // guard recovers a handler's panic into an error result.
@@ -260,7 +285,8 @@ func (s *Server) guard(h mcp.ToolHandler) mcp.ToolHandler {
 }
 
 func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.run(ctx, req, s.fresh, "")
+	res, _, err := s.run(ctx, req, s.fresh, "")
+	return res, err
 }
 
 func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -270,7 +296,6 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	note := ""
 	if v.gs == nil {
 		gs, err := s.rt.NewSession()
 		if err != nil {
@@ -282,14 +307,19 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			return nil, err
 		}
 		v.gs, v.tool = gs, t
-		if v.expired {
-			note = fmt.Sprintf("note: this session's previous VM was freed after %v without a call; this program ran in a fresh one", s.opts.SessionIdle)
-			v.expired = false
-		}
 	}
+	lost := v.lost
 	v.touch(s.opts.SessionIdle)
 	defer v.touch(s.opts.SessionIdle)
-	return s.run(ctx, req, v.tool, note)
+	res, out, err := s.run(ctx, req, v.tool, lost)
+	switch {
+	case out != nil && out.Result != nil && out.Result.SessionReset && s.undelivered(ctx, req):
+		// The result saying so never reaches the client.
+		v.lost = "an earlier " + ToolSession + " call was canceled, and its VM discarded with the session's state; this program ran in a fresh one"
+	case out != nil && out.Result != nil:
+		v.lost = "" // reported with this result
+	}
+	return res, err
 }
 
 func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -301,7 +331,9 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 		v.mu.Lock()
 		had = v.gs != nil
 		v.free()
-		v.expired = false
+		if had {
+			v.lost = ToolSessionReset + " discarded the session's VM; this program ran in a fresh one"
+		}
 		v.mu.Unlock()
 	}
 	msg := "the session had no VM; the next " + ToolSession + " call starts fresh"
@@ -348,7 +380,7 @@ func (v *vmSession) touch(idle time.Duration) {
 		defer v.mu.Unlock()
 		if v.gs != nil && time.Since(v.lastUse) >= idle {
 			v.free()
-			v.expired = true
+			v.lost = fmt.Sprintf("this session's previous VM was freed after %v without a call, with the session's state; this program ran in a fresh one", idle)
 		}
 	})
 }
@@ -371,13 +403,69 @@ func (v *vmSession) close() {
 	v.free()
 }
 
-// run runs the call's program with t and makes its result.
-func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.Tool, note string) (*mcp.CallToolResult, error) {
+// callHeader is the request header through which [Server.HTTPHandler]
+// hands a call the context of the HTTP request that carried it; a
+// client's own header of that name is removed.
+const callHeader = "Glovebox-Internal-Call"
+
+// callGone returns a context that ends when the client that made req has
+// gone (its HTTP connection dropped, or, over stdio, its input ended), or
+// nil when none is known. A call whose HTTP request has already ended
+// gets an ended context.
+func (s *Server) callGone(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	if req.Extra != nil && req.Extra.Header != nil {
+		if tok := req.Extra.Header.Get(callHeader); tok != "" {
+			if c, ok := s.calls.Load(tok); ok {
+				return c.(context.Context)
+			}
+			return ended
+		}
+	}
+	if req.Session != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c, ok := s.gone[req.Session]; ok {
+			return c
+		}
+	}
+	return nil
+}
+
+// undelivered reports whether the result of req can no longer reach its
+// client: the call was canceled, or the client has gone.
+func (s *Server) undelivered(ctx context.Context, req *mcp.CallToolRequest) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	g := s.callGone(ctx, req)
+	return g != nil && g.Err() != nil
+}
+
+var ended = func() context.Context {
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	return c
+}()
+
+// run runs the call's program with t and makes its result; note, when
+// set, says the session's state was lost since its last result: the
+// result then has session_reset true and the note as its reason.
+func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.Tool, note string) (*mcp.CallToolResult, *codemode.Outcome, error) {
 	ctx = withSession(ctx, req.Session)
+	if gone := s.callGone(ctx, req); gone != nil {
+		// Nobody could receive the result (the SDK keeps none for a
+		// client to fetch after it reconnects): the call stops with its
+		// client.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(gone, cancel)
+		defer stop()
+	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil
+		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil, nil
 	}
 	defer func() { <-s.slots }()
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
@@ -388,7 +476,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.
 	out, err := t.Handle(ctx, req.Params.Arguments)
 	if err != nil {
 		s.log.Error("mcpserver: eval failed on the host", "err", err)
-		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
 	}
 	status := "invalid_input"
 	if out.Result != nil {
@@ -398,12 +486,31 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.
 		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "glovebox",
 			Data: map[string]any{"tool": req.Params.Name, "status": status, "ms": time.Since(start).Milliseconds()}})
 	}
-	text := render(out.Output)
-	if note != "" {
-		text = note + "\n" + text
+	structured := out.Output
+	if note != "" && out.Result != nil {
+		structured = markReset(structured, note)
 	}
+	text := render(structured)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: out.Output, IsError: out.IsError}, nil
+		StructuredContent: structured, IsError: out.IsError}, out, nil
+}
+
+// markReset sets session_reset in a session tool's result object, with
+// reason as its session_reset_reason.
+func markReset(out json.RawMessage, reason string) json.RawMessage {
+	r, _ := json.Marshal(reason)
+	var b bytes.Buffer
+	// codemode ends the object with session_reset: keep its order.
+	body := bytes.TrimSuffix(bytes.TrimSuffix(bytes.TrimSpace(out), []byte("}")), []byte(`,"session_reset":false`))
+	body = bytes.TrimSuffix(body, []byte(`,"session_reset":true`))
+	b.Write(body)
+	b.WriteString(`,"session_reset":true,"session_reset_reason":`)
+	b.Write(r)
+	b.WriteByte('}')
+	if !json.Valid(b.Bytes()) {
+		return out
+	}
+	return b.Bytes()
 }
 
 // progress sends ss progress notifications for tok every interval until

@@ -279,9 +279,15 @@ func TestSessionsAreSeparate(t *testing.T) {
 	if got := text(call(t, a, mcpserver.ToolRun, `$secret`)); got != "=> null" {
 		t.Fatalf("run_ruby sees session state: %s", got)
 	}
-	call(t, a, mcpserver.ToolSessionReset, "")
-	if got := text(call(t, a, mcpserver.ToolSession, `$secret`)); got != "=> null" {
+	if _, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: mcpserver.ToolSessionReset}); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, a, mcpserver.ToolSession, `$secret`)
+	if got := text(res); !strings.HasSuffix(got, "=> null") {
 		t.Fatalf("after reset a sees %s", got)
+	}
+	if m := structured(t, res); m["session_reset"] != true || !strings.Contains(m["session_reset_reason"].(string), mcpserver.ToolSessionReset) {
+		t.Fatalf("the call after a reset does not report it: %v", m)
 	}
 }
 

@@ -26,6 +26,7 @@ func mcpCmd() *cobra.Command {
 		idle        time.Duration
 		maxConc     int
 		maxSess     int
+		maxHTTPSess int
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -77,7 +78,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				}
 				return err
 			}
-			return serveMCPHTTP(ctx, srv, addr, token, origins)
+			return serveMCPHTTP(ctx, srv, mcpserver.HTTPOptions{Addr: addr, Token: token, AllowedOrigins: origins, MaxSessions: maxHTTPSess})
 		},
 	}
 	sb.register(cmd.Flags())
@@ -89,16 +90,18 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
+	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the least recently used one idle for %v is closed, or the initialize is refused with 503 (0: %d)", mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
 	return cmd
 }
 
-// serveMCPHTTP serves srv at http://addr/mcp until ctx ends.
-func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr, token string, origins []string) error {
-	ln, err := net.Listen("tcp", addr)
+// serveMCPHTTP serves srv at http://o.Addr/mcp until ctx ends.
+func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, o mcpserver.HTTPOptions) error {
+	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return err
 	}
-	h, err := srv.HTTPHandler(mcpserver.HTTPOptions{Addr: ln.Addr().String(), Token: token, AllowedOrigins: origins})
+	o.Addr = ln.Addr().String()
+	h, err := srv.HTTPHandler(o)
 	if err != nil {
 		ln.Close()
 		return usageError{err}

@@ -237,3 +237,43 @@ func TestMCPDescribesBoundServers(t *testing.T) {
 	}
 	t.Fatal("no run_ruby tool")
 }
+
+// The ids JSON-RPC does not allow (a boolean, an object, an array, a
+// fraction) are refused with id null, never echoed rewritten, and the
+// server goes on: the lines of the issue's acceptance example.
+func TestMCPStdioBadIDs(t *testing.T) {
+	cmd := exec.Command(bin, "mcp")
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":77,"method":"tools/list"}`,
+	}, "\n") + "\n")
+	watchdog := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	defer watchdog.Stop()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("glovebox mcp: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d answers, want 6:\n%s", len(lines), out)
+	}
+	for _, l := range lines[1:5] {
+		var m struct {
+			ID    any `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.ID != nil || m.Error.Code != -32600 {
+			t.Errorf("a bad id: %s", l)
+		}
+	}
+	if !strings.Contains(lines[5], `"id":77`) || !strings.Contains(lines[5], "run_ruby") {
+		t.Fatalf("tools/list after the bad ids: %.200s", lines[5])
+	}
+}
