@@ -69,7 +69,7 @@ type Config struct {
 	// unseeded again, to be seeded from fresh entropy on first use), its
 	// globals reset, its files and WASI context made anew — and the next
 	// eval runs in it: the eval sees exactly what a new VM would
-	// show it, about 100 µs sooner (README, Performance). Set it for
+	// show it, about 100 µs sooner (docs/performance.md). Set it for
 	// defence in depth when no two evals may ever share a VM. The zero
 	// value reuses.
 	DisableVMReuse bool
