@@ -71,8 +71,7 @@ type Config struct {
 	// the eval (Ruby's random generator unseeded again, to be seeded from
 	// fresh entropy on first use), its globals reset, its files and WASI
 	// context made anew — and the next eval runs in it: the eval sees
-	// exactly what a new VM would show it, about 100 µs sooner (README,
-	// Performance). And a VM that is freed leaves its linear memory to be
+	// exactly what a new VM would show it, about 100 µs sooner (docs/performance.md). And a VM that is freed leaves its linear memory to be
 	// reset (its bytes copied back) for the next VM made, by any Runtime
 	// of the process (see ReuseGroup).
 	//

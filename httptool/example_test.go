@@ -22,7 +22,8 @@ func Example() {
 		panic(err)
 	}
 	var ts glovebox.Toolset
-	if err := tool.Register(&ts); err != nil {
+	err = tool.Register(&ts)
+	if err != nil {
 		panic(err)
 	}
 	fmt.Println(ts.Names())

@@ -36,19 +36,7 @@ func main() {
 	// shell's "exec 7<file") reach no child, however it is started.
 	spawn.CloseOnExecAll()
 	runtime.GOMAXPROCS(maxProcs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
-	root := &cobra.Command{
-		Use:           "glovebox",
-		Short:         "Run untrusted code: Ruby in a fresh WebAssembly sandbox (eval, repl, mcp), any command in an OS-level sandbox (run, executor)",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
-	root.AddCommand(runCmd(), toolCmd())
-	root.AddCommand(executorCmd(), evalWorkerCmd())
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{err}
-	})
-	err := root.Execute()
+	err := rootCmd().Execute()
 	closeMCP() // stop the MCP servers (mcpflags.go)
 	var ee exitError
 	switch {
@@ -66,6 +54,23 @@ func main() {
 	}
 }
 
+// rootCmd is the glovebox command with every subcommand, one file each.
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "glovebox",
+		Short:         "Run untrusted code: Ruby in a fresh WebAssembly sandbox (eval, repl, mcp), any command in an OS-level sandbox (run, executor)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
+	root.AddCommand(runCmd(), toolCmd())
+	root.AddCommand(executorCmd(), evalWorkerCmd())
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{err}
+	})
+	return root
+}
+
 type usageError struct{ error }
 
 // maxProcs is the GOMAXPROCS glovebox runs with: the environment's, when
@@ -75,7 +80,7 @@ type usageError struct{ error }
 // stealing time from the evals on the cores they use. One spare P keeps
 // sysmon asleep: with 2 workers on 2 CPUs, voluntary context switches
 // per eval fell from 1.31–1.46 to 0.88–0.90 and process CPU per eval by
-// 4% (README, "Isolated VMs, workers and process start").
+// 4% (docs/performance.md, "Two workers").
 func maxProcs(env string, def int) int {
 	if env != "" {
 		return def // the runtime has applied it

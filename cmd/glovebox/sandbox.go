@@ -256,7 +256,7 @@ type profileFile struct {
 	Box        boxProfile `yaml:"box"`         // read by glovebox run (run.go)
 }
 
-// profileKeys are the profile's keys, as README's table and eval --help
+// profileKeys are the profile's keys, as docs/cli.md's table and eval --help
 // list them: key, flag, meaning.
 var profileKeys = append([]struct{ key, flag, doc string }{
 	{"limits.timeout", "--timeout", "wall-clock limit per eval (10s)"},
@@ -280,7 +280,7 @@ var profileKeys = append([]struct{ key, flag, doc string }{
 	{"mounts[].guest", "--mount :GUEST", "absolute path in the guest"},
 	{"mounts[].writable", "--mount ::rw", "the guest may write (false)"},
 	{"mounts[].description", "", "what the directory holds, for tool descriptions"},
-	{"mcp_servers", "--mcp-server / --mcp-url", "MCP servers whose tools the guest may call (see README)"},
+	{"mcp_servers", "--mcp-server / --mcp-url", "MCP servers whose tools the guest may call (see docs/mcp.md)"},
 }, append(boxProfileKeys, backendProfileKeys...)...) // glovebox run's box section (run.go, run_backends.go)
 
 // profileHelp lists the profile keys for eval --help.
@@ -403,7 +403,7 @@ func newRuntime(ctx context.Context, cfg glovebox.Config) (*glovebox.Runtime, er
 // timout not found in type struct {...}") as "unknown key timout".
 func yamlMessage(err error) string {
 	msg := err.Error()
-	return unknownField.ReplaceAllString(msg, "unknown key $1 (see the README for the keys)")
+	return unknownField.ReplaceAllString(msg, "unknown key $1 (see docs/cli.md for the keys)")
 }
 
 var unknownField = regexp.MustCompile(`field (\S+) not found in type [^\n]*`)
