@@ -28,16 +28,61 @@ type Server struct {
 	// collision prefixes: [a-z][a-z0-9_]*, at most 32 bytes.
 	Name string
 	// Command is the argv of a stdio server (Command[0] is looked up in
-	// PATH). Env, when non-nil, is its whole environment ("KEY=value");
-	// nil inherits the host's. Dir is its working directory ("" = the
-	// host's).
+	// the host's PATH). Dir is its working directory
+	// ("" = the host's).
+	//
+	// The server does not inherit the host's environment: it gets only
+	// the host's values of the variables [BaseEnv] names (what a server
+	// started through npx needs: PATH, HOME, the locale, TMPDIR), then
+	// the host's values of the names in PassEnv (those the host has set),
+	// then Env's entries ("NAME=value"); a later entry for a name
+	// replaces an earlier one. A token or API key in the host's
+	// environment reaches a server only when named here.
 	Command []string
 	Env     []string
+	PassEnv []string
 	Dir     string
 	// URL is the endpoint of a Streamable HTTP server. Header is sent with
 	// every request (an Authorization, say); the guest never sees it.
 	URL    string
 	Header http.Header
+}
+
+// BaseEnv returns the names of the host variables every stdio server
+// gets (when the host has them set): PATH, HOME, USER, LOGNAME, SHELL,
+// TMPDIR, TZ, TERM, LANG, LANGUAGE and the LC_* locale variables. Each
+// call returns a new slice.
+func BaseEnv() []string {
+	return []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "TERM", "LANG", "LANGUAGE",
+		"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_MONETARY"}
+}
+
+// environ is the environment s's process gets (see [Server]).
+func (s Server) environ() []string {
+	var order []string
+	val := map[string]string{}
+	set := func(name, v string) {
+		if _, ok := val[name]; !ok {
+			order = append(order, name)
+		}
+		val[name] = v
+	}
+	for _, names := range [][]string{BaseEnv(), s.PassEnv} {
+		for _, n := range names {
+			if v, ok := os.LookupEnv(n); ok {
+				set(n, v)
+			}
+		}
+	}
+	for _, kv := range s.Env {
+		n, v, _ := strings.Cut(kv, "=")
+		set(n, v)
+	}
+	out := make([]string, 0, len(order))
+	for _, n := range order {
+		out = append(out, n+"="+val[n])
+	}
+	return out
 }
 
 // Config tunes a [Bind]. The zero value uses the defaults below.
@@ -99,6 +144,23 @@ type Binding struct {
 
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
+// checkEnv refuses Env entries without "=" and names that cannot be
+// variables.
+func (s Server) checkEnv() error {
+	for _, kv := range s.Env {
+		n, _, ok := strings.Cut(kv, "=")
+		if !ok || n == "" || strings.ContainsRune(n, 0) {
+			return fmt.Errorf("Env entry %q: want NAME=value", kv)
+		}
+	}
+	for _, n := range s.PassEnv {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			return fmt.Errorf("PassEnv name %q: want a variable name", n)
+		}
+	}
+	return nil
+}
+
 // Bind starts the servers, lists their tools and registers each in ts (see
 // the package documentation for names, calls and lifecycle). On any error
 // it returns one wrapping [ErrBind], saying which server and why, and
@@ -120,6 +182,9 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 		seen[s.Name] = true
 		if (len(s.Command) == 0) == (s.URL == "") {
 			return nil, fmt.Errorf("%w: server %q: set exactly one of Command and URL", ErrBind, s.Name)
+		}
+		if err := s.checkEnv(); err != nil {
+			return nil, fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err)
 		}
 	}
 	var staged glovebox.Toolset
@@ -499,7 +564,7 @@ type proc struct {
 // EOF on stdin.)
 func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser, error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stderr = s.Env, s.Dir, stderr
+	cmd.Env, cmd.Dir, cmd.Stderr = s.environ(), s.Dir, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second // a child escaping the group cannot hold stderr open forever
 	outR, outW, err := os.Pipe()

@@ -222,3 +222,29 @@ net.Server.prototype.listen = function (port, ...rest) {
 		t.Fatalf("%#v", v)
 	}
 }
+
+// A stdio server gets a minimal environment, not the host's: a token in
+// glovebox's environment stays out of reach of guest code calling a
+// server that reports its environment (server-everything's get-env),
+// while the variables the host names do reach it.
+func TestServerEnvironmentDefaultDeny(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	t.Setenv("GLOVEBOX_MCP_TOKEN", "canary-token")
+	t.Setenv("SOME_API_KEY", "canary-key")
+	t.Setenv("MCPTOOLS_PASSED", "passed-value")
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "ev", Command: []string{everything, "stdio"},
+		PassEnv: []string{"MCPTOOLS_PASSED"}, Env: []string{"MCPTOOLS_SET=set-value"}})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	env := wantOK(t, eval(t, rt, `get_env["text"]`)).(string)
+	for _, bad := range []string{"canary-token", "canary-key", "GLOVEBOX_MCP_TOKEN"} {
+		if strings.Contains(env, bad) {
+			t.Errorf("the server's environment holds %q:\n%s", bad, env)
+		}
+	}
+	for _, want := range []string{"passed-value", "set-value", `"PATH"`} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the server's environment lacks %q:\n%s", want, env)
+		}
+	}
+}

@@ -21,22 +21,27 @@ import (
 type mcpFlags struct {
 	servers []string // NAME=COMMAND ARGS...
 	urls    []string // NAME=URL
+	env     []string // [SERVER:]NAME[=VALUE]
 	log     bool
 }
 
 func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.servers, "mcp-server", nil, `bind every tool of a stdio MCP server: NAME=COMMAND ARGS... (split at spaces, no quoting), e.g. "mem=npx -y @modelcontextprotocol/server-memory"; repeatable`)
 	f.StringArrayVar(&m.urls, "mcp-url", nil, "bind every tool of a Streamable HTTP MCP server: NAME=URL; repeatable")
+	f.StringArrayVar(&m.env, "mcp-env", nil, `give stdio MCP servers a variable: NAME passes glovebox's value, NAME=VALUE sets one; "SERVER:" in front gives it to that server only. Servers get no other variables but PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, TERM and the locale; repeatable`)
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
 }
 
 // mcpProfileServer is one entry of a profile's mcp_servers section: a
-// command (with env and dir) or a url (with headers; $VAR and ${VAR} in
-// header values are taken from glovebox's environment, so secrets need not
-// be written in the file).
+// command (with env, pass_env and dir) or a url (with headers; $VAR and
+// ${VAR} in header values are taken from glovebox's environment, so
+// secrets need not be written in the file). A command gets only the
+// variables mcptools.BaseEnv names, the pass_env names (glovebox's
+// values) and env.
 type mcpProfileServer struct {
 	Command []string          `yaml:"command"`
 	Env     map[string]string `yaml:"env"`
+	PassEnv []string          `yaml:"pass_env"`
 	Dir     string            `yaml:"dir"`
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
@@ -71,12 +76,9 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		sort.Strings(names)
 		for _, n := range names {
 			p := pf.MCP[n]
-			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL}
-			if len(p.Env) > 0 {
-				s.Env = os.Environ()
-				for k, v := range p.Env {
-					s.Env = append(s.Env, k+"="+v)
-				}
+			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv}
+			for _, k := range sortedKeys(p.Env) {
+				s.Env = append(s.Env, k+"="+p.Env[k])
 			}
 			for k, v := range p.Headers {
 				if s.Header == nil {
@@ -100,6 +102,31 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 			return nil, fmt.Errorf("--mcp-url %q: want NAME=URL", spec)
 		}
 		put(mcptools.Server{Name: name, URL: u})
+	}
+	for _, spec := range m.env {
+		server, v := "", spec
+		if i := strings.IndexAny(spec, ":="); i >= 0 && spec[i] == ':' {
+			server, v = spec[:i], spec[i+1:]
+			if s, ok := byName[server]; !ok || len(s.Command) == 0 {
+				return nil, fmt.Errorf("--mcp-env %q: no stdio server is named %q", spec, server)
+			}
+		}
+		name, _, set := strings.Cut(v, "=")
+		if name == "" {
+			return nil, fmt.Errorf("--mcp-env %q: want [SERVER:]NAME or [SERVER:]NAME=VALUE", spec)
+		}
+		for _, n := range order {
+			s := byName[n]
+			if len(s.Command) == 0 || (server != "" && n != server) {
+				continue
+			}
+			if set {
+				s.Env = append(s.Env, v)
+			} else {
+				s.PassEnv = append(s.PassEnv, name)
+			}
+			byName[n] = s
+		}
 	}
 	out := make([]mcptools.Server, 0, len(order))
 	for _, n := range order {
