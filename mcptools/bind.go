@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -373,7 +374,10 @@ func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
 	}
 	var tools []*mcp.Tool
 	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Tools == nil {
-		return nil, errors.New("the server offers no tools capability")
+		// Nothing to bind (a server of prompts or resources only), which
+		// is no reason to fail the host's other servers.
+		c.b.cfg.Logger.Warn("mcptools: the server offers no tools; none bound", "server", c.srv.Name)
+		return nil, nil
 	}
 	cursor := ""
 	for page := 0; ; page++ {
@@ -550,48 +554,115 @@ func (c *conn) close() {
 	cmd.stop()
 }
 
-// proc is a stdio server's process.
+// proc is a stdio server's process: the watchdog shell and, below it,
+// the server.
 type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when Wait has returned
+	cmd      *exec.Cmd
+	lifeline *os.File      // the write end of the watchdog's lifeline
+	exited   chan struct{} // closed when Wait has returned
 }
 
-// startProc starts s's command in its own process group (so stop can end
-// the whole tree: npx runs node as a child) with plain pipes, so nothing
-// but the session closes the server's stdout before it is read to the end.
-// (No Pdeathsig: it fires when the forking OS thread exits, and a restart
-// may run on a VM goroutine's locked thread; a server whose host died sees
-// EOF on stdin.)
+// watchdog is the shell script that runs a stdio server (its argv follows
+// the script) so that no part of the server outlives the host, even one
+// killed with SIGKILL. The shell, its own process group's leader, starts
+// the server in the background on the shell's stdin, stdout and stderr,
+// lets go of stdin and stdout (the server's exit must close them), and
+// waits. A watcher subshell reads the lifeline, fd 3, whose only write end
+// the host holds: when the host exits, however it exits, the read ends
+// and the watcher kills the whole group, the server and anything it
+// started (npx runs node through a shell: a grandchild) included. When
+// the server exits first, the shell stops the watcher and exits with the
+// server's status. (A non-interactive shell runs a background command on
+// /dev/null, hence the copy of stdin on fd 4.)
+const watchdog = `exec 4<&0
+"$@" <&4 4<&- 3<&- &
+pid=$!
+exec </dev/null >/dev/null 4<&-
+( read -r _ <&3; kill -KILL 0 ) &
+w=$!
+exec 3<&-
+wait "$pid"
+s=$?
+kill "$w" 2>/dev/null
+exit "$s"`
+
+// startProc starts s's command under the [watchdog] shell in a process
+// group of its own (so stop can end the whole tree) with plain pipes, so
+// nothing but the session closes the server's stdout before it is read
+// to the end. On Linux the shell also gets SIGKILL when the host dies
+// (Pdeathsig); it is started from one OS thread that never exits (see
+// forkThread), since the signal fires when the forking thread exits.
 func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser, error) {
-	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	path, err := exec.LookPath(s.Command[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", watchdog, "mcptools-watchdog", path}, s.Command[1:]...)...)
 	cmd.Env, cmd.Dir, cmd.Stderr = s.environ(), s.Dir, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	cmd.WaitDelay = time.Second // a child escaping the group cannot hold stderr open forever
-	outR, outW, err := os.Pipe()
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File) {
+		if err == nil {
+			if r, w, err = os.Pipe(); err == nil {
+				files = append(files, r, w)
+			}
+		}
+		return r, w
+	}
+	outR, outW := pipe()
+	inR, inW := pipe()
+	lifeR, lifeW := pipe()
 	if err != nil {
+		closeAll()
 		return nil, nil, nil, err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, nil, nil, err
-	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	cmd.Stdin, cmd.Stdout, cmd.ExtraFiles = inR, outW, []*os.File{lifeR}
+	err = onForkThread(cmd.Start)
 	inR.Close()
 	outW.Close()
+	lifeR.Close()
 	if err != nil {
-		outR.Close()
-		inW.Close()
+		closeAll()
 		return nil, nil, nil, err
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, lifeline: lifeW, exited: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(p.exited)
 	}()
 	return p, outR, inW, nil
+}
+
+// forkJobs carries process starts to the fork thread.
+var (
+	forkOnce sync.Once
+	forkJobs chan func()
+)
+
+// onForkThread runs start on a goroutine locked to its OS thread for the
+// life of the process, so a child's Pdeathsig fires only when the host
+// dies, not when the thread of whichever goroutine started it ends (an
+// eval's goroutine may hold a locked thread that exits after the eval).
+func onForkThread(start func() error) error {
+	forkOnce.Do(func() {
+		forkJobs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for job := range forkJobs {
+				job()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	forkJobs <- func() { done <- start() }
+	return <-done
 }
 
 // stop waits up to 2s for the server to exit after its stdin closed (the
@@ -615,6 +686,7 @@ func (p *proc) stop() {
 	// Whatever is left of the group (a wrapper's children) goes too.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-p.exited
+	p.lifeline.Close()
 }
 
 type headerTransport struct {

@@ -36,12 +36,19 @@
 //
 // [Bind] starts every server, lists its tools (following pagination) and
 // registers them; if any server cannot start or answer, or a name cannot
-// be bound, it stops what it started and binds nothing. The servers are
+// be bound, it stops what it started and binds nothing. A server that
+// offers no tools (no tools capability) binds none and is no error: the
+// Logger gets a warning. The servers are
 // shared by every eval of the Runtimes using the Toolset; a server whose
 // connection dies is restarted on the next call, at most once per backoff
 // period (doubling from [Config].RestartBackoff up to a minute). Close stops
 // every server (stdin closed, then SIGTERM, then SIGKILL of its process
-// group), so no child process outlives the Binding.
+// group), so no child process outlives the Binding. Nor does one outlive
+// the host process, however it ends (kill -9 included): each stdio server
+// runs under a small /bin/sh watchdog that kills the server's whole
+// process group (npx, the node it starts, their helpers) when a pipe only
+// the host holds closes, and on Linux the kernel also kills the watchdog
+// itself when the host dies (Pdeathsig).
 //
 // # Names
 //

@@ -313,3 +313,28 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A server that offers no tools (prompts only) binds none and fails
+// nothing: the other servers are bound, and the Logger says why it gave
+// no functions.
+func TestServerWithNoTools(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts glovebox.Toolset
+	var logged syncBuf
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{Logger: log},
+		mcptools.Server{Name: "empty", Command: []string{exe}, Env: []string{"MCPTOOLS_TEST_SERVER=notools"}}, edge(t, "edge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Names()["echo"] != "edge/echo" || len(b.Notes()) != 2 {
+		t.Fatalf("names %v notes %v", b.Names(), b.Notes())
+	}
+	if !strings.Contains(logged.String(), "offers no tools") || !strings.Contains(logged.String(), "empty") {
+		t.Fatalf("log: %s", logged.String())
+	}
+}

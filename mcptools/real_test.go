@@ -1,6 +1,7 @@
 package mcptools_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -245,6 +246,86 @@ func TestServerEnvironmentDefaultDeny(t *testing.T) {
 	for _, want := range []string{"passed-value", "set-value", `"PATH"`} {
 		if !strings.Contains(env, want) {
 			t.Errorf("the server's environment lacks %q:\n%s", want, env)
+		}
+	}
+}
+
+// binder is the host the kill test kills: it binds server-everything
+// and server-memory through npx (which runs node below a shell:
+// grandchildren), the second with a helper process of its own that does
+// not read stdin (as a server that starts a worker would), prints the
+// pids of every process below it, and waits to be killed.
+func binder() {
+	var ts glovebox.Toolset
+	dir := os.Getenv("MCPTOOLS_TEST_DIR")
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{StartTimeout: 2 * time.Minute},
+		mcptools.Server{Name: "ev", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}, Dir: dir},
+		mcptools.Server{Name: "mem", Command: []string{"sh", "-c", `sleep 3600 </dev/null & exec npx -y @modelcontextprotocol/server-memory`},
+			Dir: dir, Env: []string{"MEMORY_FILE_PATH=" + dir + "/m.jsonl"}})
+	if err != nil {
+		fmt.Println("bind:", err)
+		os.Exit(1)
+	}
+	defer b.Close()
+	fmt.Println("pids", strings.Trim(fmt.Sprint(descendants(os.Getpid())), "[]"))
+	select {}
+}
+
+// After kill -9 of the host, no process of a bound server lives on: not
+// npx, not the node it runs, not a helper that never sees stdin close.
+func TestKillNineStopsServers(t *testing.T) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx is not installed")
+	}
+	dir := npmtest.Dir(t, "@modelcontextprotocol/server-everything", "@modelcontextprotocol/server-memory")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MCPTOOLS_TEST_SERVER=binder", "MCPTOOLS_TEST_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	pids := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "pids"))
+	if !strings.HasPrefix(line, "pids ") || len(pids) < 5 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("want the watchdog, npx and node below the host, got %q", line)
+	}
+	var cmdlines string
+	for _, p := range pids {
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		cmdlines += string(b) + "\n"
+	}
+	if !strings.Contains(cmdlines, "server-memory") || !strings.Contains(cmdlines, "server-everything") || !strings.Contains(cmdlines, "sleep") {
+		t.Fatalf("not both servers among %v:\n%s", pids, cmdlines)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	var alive []string
+	for i := 0; i < 600; i++ { // a generous bound for the kernel to deliver the kills: not a timing under test
+		alive = alive[:0]
+		for _, p := range pids {
+			if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+				alive = append(alive, p)
+			}
+		}
+		if len(alive) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range alive {
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		t.Errorf("pid %s outlived the host: %q", p, b)
+		if n, _ := strconv.Atoi(p); n > 0 {
+			syscall.Kill(n, syscall.SIGKILL)
 		}
 	}
 }
