@@ -108,6 +108,33 @@ type Config struct {
 	// (the rest are counted and reported). Zero means 2048 and 100.
 	MaxStderrLine  int
 	MaxStderrLines int
+	// CallTimeout bounds one tool call, from the guest's call to the
+	// server's answer (a restart included). Whatever it is, a call also
+	// ends a little before the eval's deadline or tool-time budget (a
+	// tenth of the time left, at most a second), so the guest can
+	// rescue the MCPTimeoutError it raises. Zero means no bound but that.
+	CallTimeout time.Duration
+	// Roots are what every server is told when it asks for the client's
+	// roots (roots/list), over stdio and HTTP alike. Nil answers with an
+	// empty list.
+	Roots []Root
+	// Elicit answers a server's elicitation/create request (a question
+	// for the user, asked while a tool call runs), with the name of the
+	// server that asked. Nil refuses elicitation: the client does not
+	// offer it, and a server that asks anyway gets a JSON-RPC error at
+	// once. An Elicit that ignores its context still cannot hold the call
+	// past the eval's deadline.
+	Elicit func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Sample answers a server's sampling/createMessage request. Nil
+	// refuses sampling, as for Elicit.
+	Sample func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+}
+
+// Root is one of the client's roots (see [Config].Roots): a URI, usually
+// file:///..., and an optional display name.
+type Root struct {
+	URI  string
+	Name string
 }
 
 func (c *Config) defaults() {
@@ -329,9 +356,29 @@ type conn struct {
 	starting chan struct{} // non-nil while a call (re)starts the server
 }
 
+// client is the SDK client of one session: it answers the server's
+// requests (roots/list, and elicitation and sampling when the host offers
+// them; see Config).
 func (c *conn) client() *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"},
-		&mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: c.b.cfg.Logger.Handler()})})
+	cfg := &c.b.cfg
+	opts := &mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: cfg.Logger.Handler()})}
+	if f := cfg.Elicit; f != nil {
+		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return f(ctx, c.srv.Name, req.Params)
+		}
+	}
+	if f := cfg.Sample; f != nil {
+		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return f(ctx, c.srv.Name, req.Params)
+		}
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"}, opts)
+	var roots []*mcp.Root
+	for _, r := range cfg.Roots {
+		roots = append(roots, &mcp.Root{URI: r.URI, Name: r.Name})
+	}
+	cl.AddRoots(roots...)
+	return cl
 }
 
 // sdkLog passes the SDK client's log to the host logger and notes the
@@ -434,7 +481,12 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
 	} else {
 		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
-		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+		// The standalone stream carries the server's requests that belong
+		// to no call of ours (server-everything asks for roots there);
+		// without it they wait for an answer that never comes. A dropped
+		// stream is resumed (MaxRetries 0: the SDK's default of 5 tries,
+		// honouring the server's retry field and Last-Event-ID).
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc}
 	}
 	cs, err := c.client().Connect(ctx, t, nil)
 	if err != nil {

@@ -21,15 +21,13 @@ import (
 //   - elicitation-sep1034-client-defaults: the binding's client offers no
 //     elicitation (nor sampling): a guest program cannot answer a
 //     server's question to a user.
-//   - sse-retry: the binding turns off the standalone SSE stream
-//     (DisableStandaloneSSE): it needs only responses to its own requests.
 //   - auth/*: OAuth flows; the binding takes host-supplied headers
 //     (Server.Header) instead of running an authorization flow.
-var conformanceScenarios = []string{"initialize", "tools_call"}
+var conformanceScenarios = []string{"initialize", "tools_call", "sse-retry"}
 
 // conformanceClient is the client the suite starts: it binds the server
-// at the URL the suite appends, and for tools_call calls add_numbers from
-// guest code.
+// at the URL the suite appends, and calls the scenario's tool from guest
+// code (add_numbers for tools_call, test_reconnection for sse-retry).
 func conformanceClient() int {
 	url := os.Args[len(os.Args)-1]
 	ctx := context.Background()
@@ -52,7 +50,13 @@ func conformanceClient() int {
 		return 1
 	}
 	defer rt.Close()
-	res, err := rt.Eval(ctx, `add_numbers(a: 2, b: 3)["text"]`)
+	code := `add_numbers(a: 2, b: 3)["text"]`
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "sse-retry" {
+		// The server closes the call's stream after its first event and
+		// answers on the standalone stream once the client reconnects.
+		code = `test_reconnection["text"]`
+	}
+	res, err := rt.Eval(ctx, code)
 	if err != nil || res.Status != glovebox.StatusOK {
 		return 1
 	}

@@ -21,9 +21,18 @@
 //	             ("text" usually carries them exactly)
 //	"error"      true when the server flagged the result isError (data, not an exception)
 //	"content"    Array of the other content items, each a Hash with
-//	             "type", "mime_type", "size" (bytes) and, when at most
-//	             [Config].MaxInlineBytes, "data" (the bytes as a String)
-//	             or "uri"/"text" for resources
+//	             "type", "mime_type", "size" (bytes) and, for an image,
+//	             audio or blob resource of at most [Config].MaxInlineBytes,
+//	             "data": the bytes in base64, as MCP sends them, with
+//	             "encoding" => "base64" (data.unpack1("m") gives the
+//	             bytes exactly, as a binary String); "uri" and "text"
+//	             for resources
+//
+// Binary content stays base64 on its way out too: in Go the item is the
+// same map with a base64 string, and in JSON ([glovebox.Result] in JSON,
+// glovebox mcp's run_ruby) the same string. Raw bytes would not survive:
+// strings cross the guest boundary as UTF-8 (see Values in glovebox's
+// package documentation).
 //
 // Failures raise Glovebox::ToolError subclasses named by the Class
 // constants: an argument that breaks the schema raises MCPArgumentError

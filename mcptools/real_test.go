@@ -168,6 +168,55 @@ func TestCloseStopsGrandchildren(t *testing.T) {
 // on every interface and has no host option, so a preloaded module pins
 // its listen calls to 127.0.0.1: the test server stays on loopback.
 func TestRealServerStreamableHTTP(t *testing.T) {
+	url := everythingHTTP(t)
+	var ts glovebox.Toolset
+	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
+	if b.Names()["get_sum"] == "" {
+		t.Fatalf("names %v", b.Names())
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
+		t.Fatalf("%#v", v)
+	}
+}
+
+// A server's requests to the client are answered over HTTP as over
+// stdio: server-everything asks for the roots on the standalone stream
+// (get_roots_list hung until the eval's deadline when glovebox never
+// opened it), and for elicitation on the call's own stream.
+func TestServerRequestsOverHTTP(t *testing.T) {
+	url := everythingHTTP(t)
+	var asked atomic.Int32
+	cfg := mcptools.Config{
+		Roots: []mcptools.Root{{URI: "file:///srv/project", Name: "project-root"}},
+		Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			if server != "ev" {
+				return nil, fmt.Errorf("asked by %q", server)
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
+		},
+	}
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, cfg, mcptools.Server{Name: "ev", URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 60 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_roots_list["text"], trigger_elicitation_request["text"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "project-root") || !strings.Contains(v[0].(string), "file:///srv/project") {
+		t.Errorf("roots: %v", v[0])
+	}
+	if !strings.Contains(fmt.Sprint(v[1]), "Ada Lovelace") || asked.Load() != 1 {
+		t.Errorf("elicitation (asked %d): %v", asked.Load(), v[1])
+	}
+}
+
+// everythingHTTP starts server-everything's Streamable HTTP mode and
+// returns its endpoint.
+func everythingHTTP(t *testing.T) string {
 	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
 	dir := t.TempDir()
 	preload := filepath.Join(dir, "loopback.cjs")
@@ -201,7 +250,6 @@ net.Server.prototype.listen = function (port, ...rest) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	for i := 0; ; i++ {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
@@ -212,16 +260,7 @@ net.Server.prototype.listen = function (port, ...rest) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var ts glovebox.Toolset
-	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
-	if b.Names()["get_sum"] == "" {
-		t.Fatalf("names %v", b.Names())
-	}
-	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
-	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
-	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
-		t.Fatalf("%#v", v)
-	}
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 }
 
 // A stdio server gets a minimal environment, not the host's: a token in
@@ -327,5 +366,27 @@ func TestKillNineStopsServers(t *testing.T) {
 		if n, _ := strconv.Atoi(p); n > 0 {
 			syscall.Kill(n, syscall.SIGKILL)
 		}
+	}
+}
+
+// Binary content from a real server reaches the guest exactly: the tiny
+// image's PNG signature, and a gzip resource that inflates to what went
+// in (both came out with U+FFFD in place of every byte above 0x7f).
+func TestBinaryContentExact(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "ev", Command: []string{everything, "stdio"}})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `
+		require "zlib"
+		img = get_tiny_image["content"].find { _1["type"] == "image" }
+		png = img["data"].unpack1("m")
+		src = "héllo \xff binary".b
+		r = gzip_file_as_resource(name: "x.gz", data: "data:application/octet-stream;base64,#{[src].pack("m0")}", outputType: "resource")
+		gz = r["content"].find { _1["type"] == "resource" }
+		[img["encoding"], png.bytesize == img["size"], png[0, 8].bytes, Zlib.gunzip(gz["data"].unpack1("m")) == src]`)).([]any)
+	want := "[base64 true [137 80 78 71 13 10 26 10] true]"
+	if got := fmt.Sprint(v); got != want {
+		t.Fatalf("got %s, want %s", got, want)
 	}
 }
