@@ -89,7 +89,10 @@ func TestStreamableHTTPHeader(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	// Closed after the binding (cleanups run last first): the binding
+	// holds the standalone stream open until it closes, and Close waits
+	// for every open request.
+	t.Cleanup(srv.Close)
 	var ts glovebox.Toolset
 	bind(t, &ts, mcptools.Server{Name: "remote", URL: srv.URL, Header: http.Header{"Authorization": {"Bearer secret-7"}}})
 	rt := runtime(t, &ts, glovebox.Limits{Timeout: 5 * time.Second})
