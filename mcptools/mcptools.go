@@ -24,15 +24,14 @@
 //	             "type", "mime_type", "size" (bytes) and, for an image,
 //	             audio or blob resource of at most [Config].MaxInlineBytes,
 //	             "data": the bytes in base64, as MCP sends them, with
-//	             "encoding" => "base64" (data.unpack1("m") gives the
-//	             bytes exactly, as a binary String); "uri" and "text"
-//	             for resources
+//	             "encoding" => "base64", and "bytes": the same bytes as a
+//	             binary (ASCII-8BIT) String; "uri" and "text" for
+//	             resources
 //
-// Binary content stays base64 on its way out too: in Go the item is the
-// same map with a base64 string, and in JSON ([glovebox.Result] in JSON,
-// glovebox mcp's run_ruby) the same string. Raw bytes would not survive:
-// strings cross the guest boundary as UTF-8 (see Values in glovebox's
-// package documentation).
+// In Go the item is a map[string]any with "data" a string and "bytes" a
+// []byte; in JSON "bytes" is {"$base64": ...} (see Values in glovebox's
+// package documentation). A binary String passed as a tool argument is
+// sent as its base64 text, the JSON form of bytes in MCP.
 //
 // Failures raise Glovebox::ToolError subclasses named by the Class
 // constants: an argument that breaks the schema raises MCPArgumentError

@@ -374,7 +374,8 @@ func TestKillNineStopsServers(t *testing.T) {
 
 // Binary content from a real server reaches the guest exactly: the tiny
 // image's PNG signature, and a gzip resource that inflates to what went
-// in (both came out with U+FFFD in place of every byte above 0x7f).
+// in (both came out with U+FFFD in place of every byte above 0x7f); a
+// binary String argument reaches the server as its base64 text.
 func TestBinaryContentExact(t *testing.T) {
 	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
 	var ts glovebox.Toolset
@@ -387,8 +388,10 @@ func TestBinaryContentExact(t *testing.T) {
 		src = "héllo \xff binary".b
 		r = gzip_file_as_resource(name: "x.gz", data: "data:application/octet-stream;base64,#{[src].pack("m0")}", outputType: "resource")
 		gz = r["content"].find { _1["type"] == "resource" }
-		[img["encoding"], png.bytesize == img["size"], png[0, 8].bytes, Zlib.gunzip(gz["data"].unpack1("m")) == src]`)).([]any)
-	want := "[base64 true [137 80 78 71 13 10 26 10] true]"
+		[img["encoding"], png.bytesize == img["size"], png[0, 8].bytes, Zlib.gunzip(gz["data"].unpack1("m")) == src,
+		 img["bytes"] == png, img["bytes"].encoding.to_s, Zlib.gunzip(gz["bytes"]) == src,
+		 echo(message: "\xff\x00".b)["text"]]`)).([]any)
+	want := "[base64 true [137 80 78 71 13 10 26 10] true true ASCII-8BIT true Echo: /wA=]"
 	if got := fmt.Sprint(v); got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}

@@ -205,6 +205,7 @@ func (t *tool) result(res *mcp.CallToolResult) map[string]any {
 			// read as UTF-8 and lose every invalid sequence.
 			m["data"] = base64.StdEncoding.EncodeToString(data)
 			m["encoding"] = "base64"
+			m["bytes"] = data
 		}
 		return m
 	}
@@ -292,7 +293,7 @@ func (t *tool) doc() (glovebox.ToolDoc, error) {
 	return glovebox.ToolDoc{
 		Description: strings.TrimSpace(d),
 		Params:      []glovebox.Param{{Name: "arguments", Schema: in, Required: true, Keywords: true, Description: "the tool's arguments, as keyword arguments"}},
-		Returns:     `a Hash: "text" (the text content joined), "structured" (structuredContent, or nil), "error" (true when the tool reported a failure: data, not an exception), "content" (other items: type, mime_type, size, and data in base64 when small)`,
+		Returns:     `a Hash: "text" (the text content joined), "structured" (structuredContent, or nil), "error" (true when the tool reported a failure: data, not an exception), "content" (other items: type, mime_type, size, and when small "data" in base64 and "bytes", a binary String)`,
 		Result:      json.RawMessage(result),
 		Example:     t.guest + "(" + exampleArgs(t.tool.InputSchema) + ")",
 	}, nil
@@ -345,6 +346,8 @@ func rubyClass(v any) string {
 		return "Float"
 	case string:
 		return "String (or Symbol)"
+	case []byte:
+		return "binary String"
 	case []any:
 		return "Array"
 	case map[string]any:
