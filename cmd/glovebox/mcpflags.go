@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ type mcpFlags struct {
 	servers []string // NAME=COMMAND ARGS...
 	urls    []string // NAME=URL
 	env     []string // [SERVER:]NAME[=VALUE]
+	roots   []string // URIs or paths
 	log     bool
 }
 
@@ -29,6 +32,7 @@ func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.servers, "mcp-server", nil, `bind every tool of a stdio MCP server: NAME=COMMAND ARGS... (split at spaces, no quoting), e.g. "mem=npx -y @modelcontextprotocol/server-memory"; repeatable`)
 	f.StringArrayVar(&m.urls, "mcp-url", nil, "bind every tool of a Streamable HTTP MCP server: NAME=URL; repeatable")
 	f.StringArrayVar(&m.env, "mcp-env", nil, `give stdio MCP servers a variable: NAME passes glovebox's value, NAME=VALUE sets one; "SERVER:" in front gives it to that server only. Servers get no other variables but PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, TERM and the locale; repeatable`)
+	f.StringArrayVar(&m.roots, "mcp-root", nil, "a root the MCP servers are told of when they ask (roots/list): a URI, or a path (made a file:// URI); repeatable; none by default")
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
 }
 
@@ -135,6 +139,25 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 	return out, nil
 }
 
+// mcpRoots turns --mcp-root values into roots: a value with a scheme
+// ("file:///srv", "https://...") is used as is, anything else is a path,
+// made absolute and a file:// URI.
+func mcpRoots(specs []string) ([]mcptools.Root, error) {
+	var out []mcptools.Root
+	for _, s := range specs {
+		if u, err := url.Parse(s); err == nil && len(u.Scheme) > 1 {
+			out = append(out, mcptools.Root{URI: s})
+			continue
+		}
+		abs, err := filepath.Abs(s)
+		if err != nil || s == "" {
+			return nil, fmt.Errorf("--mcp-root %q: want a URI or a path", s)
+		}
+		out = append(out, mcptools.Root{URI: (&url.URL{Scheme: "file", Path: abs}).String(), Name: filepath.Base(abs)})
+	}
+	return out, nil
+}
+
 // mcpBindings are the servers this process started; closeMCP stops them.
 var (
 	mcpMu       sync.Mutex
@@ -160,7 +183,11 @@ func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Tool
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log}, servers...)
+	roots, err := mcpRoots(m.roots)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log, Roots: roots}, servers...)
 	if err != nil {
 		return nil, err
 	}

@@ -109,3 +109,36 @@ func TestMCPServerEnvironmentCLI(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 }
+
+// --mcp-root takes URIs as they are and makes paths file:// URIs.
+func TestMCPRoots(t *testing.T) {
+	got, err := mcpRoots([]string{"file:///srv/a", "https://x.example/repo", "/tmp/my dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mcptools.Root{{URI: "file:///srv/a"}, {URI: "https://x.example/repo"}, {URI: "file:///tmp/my%20dir", Name: "my dir"}}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if _, err := mcpRoots([]string{""}); err == nil {
+		t.Error("an empty root: no error")
+	}
+}
+
+// A bound stdio server asking for the roots gets those of --mcp-root.
+func TestMCPRootsCLI(t *testing.T) {
+	ev := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	out, err := exec.Command(bin, "eval", "--json", "--mcp-server", "ev="+ev+" stdio", "--mcp-root", "/srv/project-x",
+		"-e", `get_roots_list["text"]`).Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "file:///srv/project-x") {
+		t.Fatalf("%s", out)
+	}
+}
