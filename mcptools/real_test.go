@@ -396,3 +396,27 @@ func TestBinaryContentExact(t *testing.T) {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }
+
+// A server that asks for elicitation or sampling anyway, when the host
+// offers neither, gets a refusal at once, over HTTP as over stdio: the
+// call ends with the server's answer, not at the eval's deadline.
+func TestUnofferedRequestsRefused(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			_, eerr := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+			_, serr := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			r, err := req.Session.ListRoots(ctx, nil)
+			return text(fmt.Sprintf("elicit refused: %v; sample refused: %v; roots: %d %v", eerr != nil, serr != nil, len(r.Roots), err)), nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "asker", URL: srv.URL})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: time.Minute})
+	v := wantOK(t, eval(t, rt, `ask["text"]`))
+	if v != "elicit refused: true; sample refused: true; roots: 0 <nil>" {
+		t.Fatalf("%v", v)
+	}
+}
