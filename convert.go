@@ -1,6 +1,7 @@
 package glovebox
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -83,6 +84,14 @@ func (d *decoder) value(x any, t reflect.Type, path string) (reflect.Value, erro
 			return reflect.Value{}, err
 		}
 		return reflect.ValueOf(json.RawMessage(b)), nil
+	}
+	if b, ok := x.([]byte); ok { // a binary String: bytes as they are
+		switch {
+		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+			return reflect.ValueOf(bytes.Clone(b)).Convert(t), nil
+		case t.Kind() == reflect.String:
+			return reflect.ValueOf(string(b)).Convert(t), nil
+		}
 	}
 	if ownDecoding(t) || (t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8) {
 		return d.viaJSON(x, t, path) // time.Time, []byte (base64) and the like

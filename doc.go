@@ -39,8 +39,11 @@
 //	nil, true, false     nil, bool
 //	Integer              int64, or *big.Int beyond 64 bits (exact)
 //	Float                float64, NaN and ±Inf included
-//	String, Symbol       string: binary strings are read as UTF-8, other
-//	                     encodings transcoded, invalid bytes become U+FFFD
+//	String, Symbol       string: other encodings are transcoded to UTF-8,
+//	                     invalid bytes become U+FFFD
+//	binary String        []byte, exact: a String in ASCII-8BIT (BINARY)
+//	                     with a byte above 0x7f (an all-ASCII one is a
+//	                     string)
 //	Array                []any
 //	Hash                 map[string]any: String and Symbol keys by name,
 //	                     other keys by their inspect string; on a clash
@@ -56,7 +59,13 @@
 // "-Infinity"; integers keep every digit.
 //
 // Tool arguments arrive in Go as the same data (see [Args]); tool results
-// go back the same way, Go structs as their encoding/json form. Typed
+// go back the same way, []byte as a binary String, Go structs as their
+// encoding/json form (a []byte field as base64 text). In JSON
+// ([Result.MarshalJSON], the transcript, the executor's wire) bytes are
+// the object {"$base64": "<standard base64>"}, read back as []byte; a
+// guest Hash whose only key is "$base64", with base64 text as its value,
+// is read as bytes too. A typed parameter of string or []byte type takes
+// a binary String's bytes as they are. Typed
 // parameters ([Toolset.Func]) are filled from that data exactly: an
 // Integer stays an integer at any depth (int64, or *big.Int in an any), a
 // typed field it does not fit is refused, and a Hash fills a struct only

@@ -260,8 +260,10 @@ func TestValues(t *testing.T) {
 		{":sym", "sym"},
 		{`{a: {b: [:c, "d"]}, "e" => 1}`, map[string]any{"a": map[string]any{"b": []any{"c", "d"}}, "e": int64(1)}},
 		{`{1 => 2, nil => 3, [1] => 4}`, map[string]any{"1": int64(2), "nil": int64(3), "[1]": int64(4)}},
-		{`"\xff\xfeok".b`, "\ufffd\ufffdok"},
-		{`"caf\xC3\xA9".force_encoding("ASCII-8BIT")`, "café"},
+		{`"\xff\xfeok".b`, []byte("\xff\xfeok")}, // binary Strings are bytes, exactly
+		{`"caf\xC3\xA9".force_encoding("ASCII-8BIT")`, []byte("café")},
+		{`"plain".b`, "plain"},                  // all ASCII: the same as text
+		{`{"$base64" => "aGk="}`, []byte("hi")}, // the one reserved shape
 		{`"\xff".force_encoding("UTF-8")`, "\ufffd"},
 		{`"héllo".encode("UTF-16LE")`, "héllo"},
 		{"Struct.new(:a).new(1)", "#<struct a=1>"},

@@ -674,3 +674,20 @@ func TestEvalVMsStayWithTenant(t *testing.T) {
 		}
 	}
 }
+
+// A binary String keeps its bytes and its type through the executor:
+// the value crosses the wire as {"$base64": ...} and the client reads
+// []byte back, as an in-process eval returns.
+func TestEvalBinaryValue(t *testing.T) {
+	p := startEvals(t)
+	a := newApp(t, gb.Limits{})
+	res, err := p.client(t, p.toks.a).Evaluator(a.rt).Eval(context.Background(), `["\x89PNG\xff\x00".b, "text"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusOK)
+	v, _ := res.Value.([]any)
+	if b, ok := v[0].([]byte); !ok || string(b) != "\x89PNG\xff\x00" || v[1] != "text" {
+		t.Fatalf("%#v", res.Value)
+	}
+}

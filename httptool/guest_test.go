@@ -51,6 +51,10 @@ func guestHandler(w http.ResponseWriter, r *http.Request) {
 		json.Unmarshal(b, &body)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "json": body, "trace": r.Header.Get("X-Trace"), "type": r.Header.Get("Content-Type")})
+	case "/bytes":
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(b)
 	case "/big":
 		io.WriteString(w, strings.Repeat("x", 5000))
 	case "/slow":
@@ -131,6 +135,19 @@ func TestGuestGetAndJSON(t *testing.T) {
 		int64(200), "POST", map[string]any{"name": "ada", "tags": []any{int64(1), 2.5, nil, true}}, "t1", "application/json", "json",
 		"PUT", []any{int64(1), map[string]any{"a": "b"}},
 	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %#v\nwant %#v", got, want)
+	}
+}
+
+// A binary String body is sent byte for byte (it was read as UTF-8,
+// each byte above 0x7f a U+FFFD, or sent as JSON).
+func TestGuestBinaryBody(t *testing.T) {
+	got := evalOK(t, `
+		bin = "\x89PNG\xff\x00".b
+		r = http_post("http://api.example.com/bytes", bin)
+		[r["body_encoding"], r["body"].unpack1("m") == bin, r["body"].unpack1("m").bytes]`)
+	want := []any{"base64", true, []any{int64(0x89), int64('P'), int64('N'), int64('G'), int64(0xff), int64(0)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %#v\nwant %#v", got, want)
 	}

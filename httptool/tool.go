@@ -74,8 +74,8 @@ var functions = []string{"http_request", "http_get", "http_head", "http_delete",
 // headers and body (where a function takes one) may also be given as the
 // keyword arguments headers: and body:.
 // method is one of GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS (any
-// case); headers is a Hash of name to String; a String body is sent as it
-// is, any other body (Hash, Array, number, true/false) as JSON with
+// case); headers is a Hash of name to String; a String body (a binary
+// one included, byte for byte) is sent as it is, any other body (Hash, Array, number, true/false) as JSON with
 // Content-Type application/json unless the headers set one.
 //
 // Each returns a Hash: "status" (Integer), "headers" (Hash of lower-case
@@ -304,6 +304,8 @@ func encodeBody(body any) ([]byte, string, error) {
 		return nil, "", nil
 	case string:
 		return []byte(b), "", nil
+	case []byte: // a binary String: its bytes exactly
+		return b, "", nil
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -29,16 +30,61 @@ type Server struct {
 	// collision prefixes: [a-z][a-z0-9_]*, at most 32 bytes.
 	Name string
 	// Command is the argv of a stdio server (Command[0] is looked up in
-	// PATH). Env, when non-nil, is its whole environment ("KEY=value");
-	// nil inherits the host's. Dir is its working directory ("" = the
-	// host's).
+	// the host's PATH). Dir is its working directory
+	// ("" = the host's).
+	//
+	// The server does not inherit the host's environment: it gets only
+	// the host's values of the variables [BaseEnv] names (what a server
+	// started through npx needs: PATH, HOME, the locale, TMPDIR), then
+	// the host's values of the names in PassEnv (those the host has set),
+	// then Env's entries ("NAME=value"); a later entry for a name
+	// replaces an earlier one. A token or API key in the host's
+	// environment reaches a server only when named here.
 	Command []string
 	Env     []string
+	PassEnv []string
 	Dir     string
 	// URL is the endpoint of a Streamable HTTP server. Header is sent with
 	// every request (an Authorization, say); the guest never sees it.
 	URL    string
 	Header http.Header
+}
+
+// BaseEnv returns the names of the host variables every stdio server
+// gets (when the host has them set): PATH, HOME, USER, LOGNAME, SHELL,
+// TMPDIR, TZ, TERM, LANG, LANGUAGE and the LC_* locale variables. Each
+// call returns a new slice.
+func BaseEnv() []string {
+	return []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "TERM", "LANG", "LANGUAGE",
+		"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_MONETARY"}
+}
+
+// environ is the environment s's process gets (see [Server]).
+func (s Server) environ() []string {
+	var order []string
+	val := map[string]string{}
+	set := func(name, v string) {
+		if _, ok := val[name]; !ok {
+			order = append(order, name)
+		}
+		val[name] = v
+	}
+	for _, names := range [][]string{BaseEnv(), s.PassEnv} {
+		for _, n := range names {
+			if v, ok := os.LookupEnv(n); ok {
+				set(n, v)
+			}
+		}
+	}
+	for _, kv := range s.Env {
+		n, v, _ := strings.Cut(kv, "=")
+		set(n, v)
+	}
+	out := make([]string, 0, len(order))
+	for _, n := range order {
+		out = append(out, n+"="+val[n])
+	}
+	return out
 }
 
 // Config tunes a [Bind]. The zero value uses the defaults below.
@@ -63,6 +109,33 @@ type Config struct {
 	// (the rest are counted and reported). Zero means 2048 and 100.
 	MaxStderrLine  int
 	MaxStderrLines int
+	// CallTimeout bounds one tool call, from the guest's call to the
+	// server's answer (a restart included). Whatever it is, a call also
+	// ends a little before the eval's deadline or tool-time budget (a
+	// tenth of the time left, at most a second), so the guest can
+	// rescue the MCPTimeoutError it raises. Zero means no bound but that.
+	CallTimeout time.Duration
+	// Roots are what every server is told when it asks for the client's
+	// roots (roots/list), over stdio and HTTP alike. Nil answers with an
+	// empty list.
+	Roots []Root
+	// Elicit answers a server's elicitation/create request (a question
+	// for the user, asked while a tool call runs), with the name of the
+	// server that asked. Nil refuses elicitation: the client does not
+	// offer it, and a server that asks anyway gets a JSON-RPC error at
+	// once. An Elicit that ignores its context still cannot hold the call
+	// past the eval's deadline.
+	Elicit func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Sample answers a server's sampling/createMessage request. Nil
+	// refuses sampling, as for Elicit.
+	Sample func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+}
+
+// Root is one of the client's roots (see [Config].Roots): a URI, usually
+// file:///..., and an optional display name.
+type Root struct {
+	URI  string
+	Name string
 }
 
 func (c *Config) defaults() {
@@ -100,6 +173,23 @@ type Binding struct {
 
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
+// checkEnv refuses Env entries without "=" and names that cannot be
+// variables.
+func (s Server) checkEnv() error {
+	for _, kv := range s.Env {
+		n, _, ok := strings.Cut(kv, "=")
+		if !ok || n == "" || strings.ContainsRune(n, 0) {
+			return fmt.Errorf("Env entry %q: want NAME=value", kv)
+		}
+	}
+	for _, n := range s.PassEnv {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			return fmt.Errorf("PassEnv name %q: want a variable name", n)
+		}
+	}
+	return nil
+}
+
 // Bind starts the servers, lists their tools and registers each in ts (see
 // the package documentation for names, calls and lifecycle). On any error
 // it returns one wrapping [ErrBind], saying which server and why, and
@@ -121,6 +211,9 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 		seen[s.Name] = true
 		if (len(s.Command) == 0) == (s.URL == "") {
 			return nil, fmt.Errorf("%w: server %q: set exactly one of Command and URL", ErrBind, s.Name)
+		}
+		if err := s.checkEnv(); err != nil {
+			return nil, fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err)
 		}
 	}
 	var staged glovebox.Toolset
@@ -264,9 +357,29 @@ type conn struct {
 	starting chan struct{} // non-nil while a call (re)starts the server
 }
 
+// client is the SDK client of one session: it answers the server's
+// requests (roots/list, and elicitation and sampling when the host offers
+// them; see Config).
 func (c *conn) client() *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"},
-		&mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: c.b.cfg.Logger.Handler()})})
+	cfg := &c.b.cfg
+	opts := &mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: cfg.Logger.Handler()})}
+	if f := cfg.Elicit; f != nil {
+		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return f(ctx, c.srv.Name, req.Params)
+		}
+	}
+	if f := cfg.Sample; f != nil {
+		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return f(ctx, c.srv.Name, req.Params)
+		}
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"}, opts)
+	var roots []*mcp.Root
+	for _, r := range cfg.Roots {
+		roots = append(roots, &mcp.Root{URI: r.URI, Name: r.Name})
+	}
+	cl.AddRoots(roots...)
+	return cl
 }
 
 // sdkLog passes the SDK client's log to the host logger and notes the
@@ -309,7 +422,10 @@ func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
 	}
 	var tools []*mcp.Tool
 	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Tools == nil {
-		return nil, errors.New("the server offers no tools capability")
+		// Nothing to bind (a server of prompts or resources only), which
+		// is no reason to fail the host's other servers.
+		c.b.cfg.Logger.Warn("mcptools: the server offers no tools; none bound", "server", c.srv.Name)
+		return nil, nil
 	}
 	cursor := ""
 	for page := 0; ; page++ {
@@ -366,7 +482,12 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
 	} else {
 		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
-		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+		// The standalone stream carries the server's requests that belong
+		// to no call of ours (server-everything asks for roots there);
+		// without it they wait for an answer that never comes. A dropped
+		// stream is resumed (MaxRetries 0: the SDK's default of 5 tries,
+		// honouring the server's retry field and Last-Event-ID).
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc}
 	}
 	cs, err := c.client().Connect(ctx, t, nil)
 	if err != nil {
@@ -486,48 +607,115 @@ func (c *conn) close() {
 	cmd.stop()
 }
 
-// proc is a stdio server's process.
+// proc is a stdio server's process: the watchdog shell and, below it,
+// the server.
 type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when Wait has returned
+	cmd      *exec.Cmd
+	lifeline *os.File      // the write end of the watchdog's lifeline
+	exited   chan struct{} // closed when Wait has returned
 }
 
-// startProc starts s's command in its own process group (so stop can end
-// the whole tree: npx runs node as a child) with plain pipes, so nothing
-// but the session closes the server's stdout before it is read to the end.
-// (No Pdeathsig: it fires when the forking OS thread exits, and a restart
-// may run on a VM goroutine's locked thread; a server whose host died sees
-// EOF on stdin.)
+// watchdog is the shell script that runs a stdio server (its argv follows
+// the script) so that no part of the server outlives the host, even one
+// killed with SIGKILL. The shell, its own process group's leader, starts
+// the server in the background on the shell's stdin, stdout and stderr,
+// lets go of stdin and stdout (the server's exit must close them), and
+// waits. A watcher subshell reads the lifeline, fd 3, whose only write end
+// the host holds: when the host exits, however it exits, the read ends
+// and the watcher kills the whole group, the server and anything it
+// started (npx runs node through a shell: a grandchild) included. When
+// the server exits first, the shell stops the watcher and exits with the
+// server's status. (A non-interactive shell runs a background command on
+// /dev/null, hence the copy of stdin on fd 4.)
+const watchdog = `exec 4<&0
+"$@" <&4 4<&- 3<&- &
+pid=$!
+exec </dev/null >/dev/null 4<&-
+( read -r _ <&3; kill -KILL 0 ) &
+w=$!
+exec 3<&-
+wait "$pid"
+s=$?
+kill "$w" 2>/dev/null
+exit "$s"`
+
+// startProc starts s's command under the [watchdog] shell in a process
+// group of its own (so stop can end the whole tree) with plain pipes, so
+// nothing but the session closes the server's stdout before it is read
+// to the end. On Linux the shell also gets SIGKILL when the host dies
+// (Pdeathsig); it is started from one OS thread that never exits (see
+// forkThread), since the signal fires when the forking thread exits.
 func startProc(s Server, stderr io.Writer) (*proc, io.ReadCloser, io.WriteCloser, error) {
-	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stderr = s.Env, s.Dir, stderr
+	path, err := exec.LookPath(s.Command[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", watchdog, "mcptools-watchdog", path}, s.Command[1:]...)...)
+	cmd.Env, cmd.Dir, cmd.Stderr = s.environ(), s.Dir, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	cmd.WaitDelay = time.Second // a child escaping the group cannot hold stderr open forever
-	outR, outW, err := os.Pipe()
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File) {
+		if err == nil {
+			if r, w, err = os.Pipe(); err == nil {
+				files = append(files, r, w)
+			}
+		}
+		return r, w
+	}
+	outR, outW := pipe()
+	inR, inW := pipe()
+	lifeR, lifeW := pipe()
 	if err != nil {
+		closeAll()
 		return nil, nil, nil, err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, nil, nil, err
-	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	err = spawn.Start(cmd)
+	cmd.Stdin, cmd.Stdout, cmd.ExtraFiles = inR, outW, []*os.File{lifeR}
+	err = onForkThread(func() error { return spawn.Start(cmd) })
 	inR.Close()
 	outW.Close()
+	lifeR.Close()
 	if err != nil {
-		outR.Close()
-		inW.Close()
+		closeAll()
 		return nil, nil, nil, err
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, lifeline: lifeW, exited: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(p.exited)
 	}()
 	return p, outR, inW, nil
+}
+
+// forkJobs carries process starts to the fork thread.
+var (
+	forkOnce sync.Once
+	forkJobs chan func()
+)
+
+// onForkThread runs start on a goroutine locked to its OS thread for the
+// life of the process, so a child's Pdeathsig fires only when the host
+// dies, not when the thread of whichever goroutine started it ends (an
+// eval's goroutine may hold a locked thread that exits after the eval).
+func onForkThread(start func() error) error {
+	forkOnce.Do(func() {
+		forkJobs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for job := range forkJobs {
+				job()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	forkJobs <- func() { done <- start() }
+	return <-done
 }
 
 // stop waits up to 2s for the server to exit after its stdin closed (the
@@ -551,6 +739,7 @@ func (p *proc) stop() {
 	// Whatever is left of the group (a wrapper's children) goes too.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-p.exited
+	p.lifeline.Close()
 }
 
 type headerTransport struct {

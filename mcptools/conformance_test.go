@@ -2,6 +2,7 @@ package mcptools_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,48 +14,78 @@ import (
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/npmtest"
 	"github.com/gloveboxhq/glovebox/mcptools"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // conformanceScenarios are the client scenarios of
 // @modelcontextprotocol/conformance that apply to a binding. The rest do
 // not, for these reasons:
-//   - elicitation-sep1034-client-defaults: the binding's client offers no
-//     elicitation (nor sampling): a guest program cannot answer a
-//     server's question to a user.
-//   - sse-retry: the binding turns off the standalone SSE stream
-//     (DisableStandaloneSSE): it needs only responses to its own requests.
 //   - auth/*: OAuth flows; the binding takes host-supplied headers
 //     (Server.Header) instead of running an authorization flow.
-var conformanceScenarios = []string{"initialize", "tools_call"}
+var conformanceScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"}
 
 // conformanceClient is the client the suite starts: it binds the server
-// at the URL the suite appends, and for tools_call calls add_numbers from
-// guest code.
+// at the URL the suite appends, and calls the scenario's tool from guest
+// code (add_numbers for tools_call, test_reconnection for sse-retry,
+// test_client_elicitation_defaults with a Config.Elicit that accepts each
+// field's default for the SEP-1034 scenario).
 func conformanceClient() int {
 	url := os.Args[len(os.Args)-1]
 	ctx := context.Background()
 	var ts glovebox.Toolset
-	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{}, mcptools.Server{Name: "conf", URL: url})
+	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{Elicit: acceptDefaults}, mcptools.Server{Name: "conf", URL: url})
 	if err != nil {
-		// initialize's server offers no tools capability: the handshake
-		// itself is what is checked.
 		os.Stderr.WriteString(err.Error() + "\n")
-		if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "initialize" {
-			return 0
-		}
 		return 1
 	}
 	defer b.Close()
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "initialize" {
+		// The server offers no tools: binding it (none) is the scenario.
+		if len(ts.Names()) != 0 {
+			return 1
+		}
+		return 0
+	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts, PoolSize: -1})
 	if err != nil {
 		return 1
 	}
 	defer rt.Close()
-	res, err := rt.Eval(ctx, `add_numbers(a: 2, b: 3)["text"]`)
+	code := `add_numbers(a: 2, b: 3)["text"]`
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "sse-retry" {
+		// The server closes the call's stream after its first event and
+		// answers on the standalone stream once the client reconnects.
+		code = `test_reconnection["text"]`
+	}
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "elicitation-sep1034-client-defaults" {
+		code = `r = test_client_elicitation_defaults["text"]; raise r unless r.start_with?("Elicitation completed"); r`
+	}
+	res, err := rt.Eval(ctx, code)
 	if err != nil || res.Status != glovebox.StatusOK {
 		return 1
 	}
 	return 0
+}
+
+// acceptDefaults answers an elicitation by accepting each requested
+// field's default.
+func acceptDefaults(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	var schema struct {
+		Properties map[string]struct {
+			Default any `json:"default"`
+		} `json:"properties"`
+	}
+	b, _ := json.Marshal(req.RequestedSchema)
+	if err := json.Unmarshal(b, &schema); err != nil {
+		return nil, err
+	}
+	content := map[string]any{}
+	for k, p := range schema.Properties {
+		if p.Default != nil {
+			content[k] = p.Default
+		}
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 }
 
 func TestConformanceClient(t *testing.T) {

@@ -87,6 +87,9 @@ func (t *tool) target(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no server for this key: %v", err)
 	}
+	if err := s.checkEnv(); err != nil {
+		return nil, fmt.Errorf("the key's server: %v", err)
+	}
 	if s.Name != t.c.srv.Name {
 		return nil, fmt.Errorf("the key's server is named %q, not %q", s.Name, t.c.srv.Name)
 	}

@@ -21,9 +21,17 @@
 //	             ("text" usually carries them exactly)
 //	"error"      true when the server flagged the result isError (data, not an exception)
 //	"content"    Array of the other content items, each a Hash with
-//	             "type", "mime_type", "size" (bytes) and, when at most
-//	             [Config].MaxInlineBytes, "data" (the bytes as a String)
-//	             or "uri"/"text" for resources
+//	             "type", "mime_type", "size" (bytes) and, for an image,
+//	             audio or blob resource of at most [Config].MaxInlineBytes,
+//	             "data": the bytes in base64, as MCP sends them, with
+//	             "encoding" => "base64", and "bytes": the same bytes as a
+//	             binary (ASCII-8BIT) String; "uri" and "text" for
+//	             resources
+//
+// In Go the item is a map[string]any with "data" a string and "bytes" a
+// []byte; in JSON "bytes" is {"$base64": ...} (see Values in glovebox's
+// package documentation). A binary String passed as a tool argument is
+// sent as its base64 text, the JSON form of bytes in MCP.
 //
 // Failures raise Glovebox::ToolError subclasses named by the Class
 // constants: an argument that breaks the schema raises MCPArgumentError
@@ -36,12 +44,19 @@
 //
 // [Bind] starts every server, lists its tools (following pagination) and
 // registers them; if any server cannot start or answer, or a name cannot
-// be bound, it stops what it started and binds nothing. The servers are
+// be bound, it stops what it started and binds nothing. A server that
+// offers no tools (no tools capability) binds none and is no error: the
+// Logger gets a warning. The servers are
 // shared by every eval of the Runtimes using the Toolset; a server whose
 // connection dies is restarted on the next call, at most once per backoff
 // period (doubling from [Config].RestartBackoff up to a minute). Close stops
 // every server (stdin closed, then SIGTERM, then SIGKILL of its process
-// group), so no child process outlives the Binding.
+// group), so no child process outlives the Binding. Nor does one outlive
+// the host process, however it ends (kill -9 included): each stdio server
+// runs under a small /bin/sh watchdog that kills the server's whole
+// process group (npx, the node it starts, their helpers) when a pipe only
+// the host holds closes, and on Linux the kernel also kills the watchdog
+// itself when the host dies (Pdeathsig).
 //
 // # Names
 //

@@ -117,7 +117,7 @@ func TestEdges(t *testing.T) {
 	t.Run("other content described", func(t *testing.T) {
 		v := wantOK(t, eval(t, rt, `image["content"].map { |c| [c["type"], c["mime_type"], c["size"], c["data"]] }`)).([]any)
 		a, b := v[0].([]any), v[1].([]any)
-		if a[0] != "image" || a[1] != "image/png" || a[2] != int64(4) || a[3] != "PNG1" {
+		if a[0] != "image" || a[1] != "image/png" || a[2] != int64(4) || a[3] != "UE5HMQ==" {
 			t.Fatalf("small: %v", a)
 		}
 		if b[2] != int64(1<<20) || b[3] != nil {
@@ -133,14 +133,16 @@ func TestEdges(t *testing.T) {
 	})
 }
 
+// A call that never gets an answer ends before the eval's deadline with
+// an error the guest can rescue, and the server is told to cancel it.
 func TestSlowToolCancelledOnTimeout(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "mark")
 	var ts glovebox.Toolset
 	bind(t, &ts, edge(t, "edge", "MCPTOOLS_TEST_MARK="+mark))
 	rt := runtime(t, &ts, glovebox.Limits{Timeout: 1 * time.Second})
-	res := eval(t, rt, `slow`)
-	if res.Status != glovebox.StatusTimeout {
-		t.Fatalf("status %v: %+v", res.Status, res.Error)
+	v := wantOK(t, eval(t, rt, `begin; slow; rescue Glovebox::MCPTimeoutError => e; e.message; end`))
+	if s, _ := v.(string); !strings.Contains(s, "deadline") || !strings.Contains(s, "in doubt") {
+		t.Fatalf("%v", v)
 	}
 	// The server saw notifications/cancelled: its handler's context ended.
 	for i := 0; ; i++ {
@@ -312,4 +314,44 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A server that offers no tools (prompts only) binds none and fails
+// nothing: the other servers are bound, and the Logger says why it gave
+// no functions.
+func TestServerWithNoTools(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts glovebox.Toolset
+	var logged syncBuf
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{Logger: log},
+		mcptools.Server{Name: "empty", Command: []string{exe}, Env: []string{"MCPTOOLS_TEST_SERVER=notools"}}, edge(t, "edge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Names()["echo"] != "edge/echo" || len(b.Notes()) != 2 {
+		t.Fatalf("names %v notes %v", b.Names(), b.Notes())
+	}
+	if !strings.Contains(logged.String(), "offers no tools") || !strings.Contains(logged.String(), "empty") {
+		t.Fatalf("log: %s", logged.String())
+	}
+}
+
+// Config.CallTimeout bounds each call well inside a long eval.
+func TestCallTimeout(t *testing.T) {
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{CallTimeout: 100 * time.Millisecond}, edge(t, "edge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: time.Minute})
+	v := wantOK(t, eval(t, rt, `begin; slow; rescue Glovebox::MCPTimeoutError => e; [e.message, echo(n: 1)["text"]]; end`)).([]any)
+	if s, _ := v[0].(string); !strings.Contains(s, "CallTimeout") || v[1] == nil {
+		t.Fatalf("%v", v)
+	}
 }

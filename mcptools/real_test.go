@@ -1,6 +1,7 @@
 package mcptools_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -88,7 +89,10 @@ func TestStreamableHTTPHeader(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	// Closed after the binding (cleanups run last first): the binding
+	// holds the standalone stream open until it closes, and Close waits
+	// for every open request.
+	t.Cleanup(srv.Close)
 	var ts glovebox.Toolset
 	bind(t, &ts, mcptools.Server{Name: "remote", URL: srv.URL, Header: http.Header{"Authorization": {"Bearer secret-7"}}})
 	rt := runtime(t, &ts, glovebox.Limits{Timeout: 5 * time.Second})
@@ -167,6 +171,55 @@ func TestCloseStopsGrandchildren(t *testing.T) {
 // on every interface and has no host option, so a preloaded module pins
 // its listen calls to 127.0.0.1: the test server stays on loopback.
 func TestRealServerStreamableHTTP(t *testing.T) {
+	url := everythingHTTP(t)
+	var ts glovebox.Toolset
+	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
+	if b.Names()["get_sum"] == "" {
+		t.Fatalf("names %v", b.Names())
+	}
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
+		t.Fatalf("%#v", v)
+	}
+}
+
+// A server's requests to the client are answered over HTTP as over
+// stdio: server-everything asks for the roots on the standalone stream
+// (get_roots_list hung until the eval's deadline when glovebox never
+// opened it), and for elicitation on the call's own stream.
+func TestServerRequestsOverHTTP(t *testing.T) {
+	url := everythingHTTP(t)
+	var asked atomic.Int32
+	cfg := mcptools.Config{
+		Roots: []mcptools.Root{{URI: "file:///srv/project", Name: "project-root"}},
+		Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			if server != "ev" {
+				return nil, fmt.Errorf("asked by %q", server)
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
+		},
+	}
+	var ts glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &ts, cfg, mcptools.Server{Name: "ev", URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 60 * time.Second})
+	v := wantOK(t, eval(t, rt, `[get_roots_list["text"], trigger_elicitation_request["text"]]`)).([]any)
+	if !strings.Contains(v[0].(string), "project-root") || !strings.Contains(v[0].(string), "file:///srv/project") {
+		t.Errorf("roots: %v", v[0])
+	}
+	if !strings.Contains(fmt.Sprint(v[1]), "Ada Lovelace") || asked.Load() != 1 {
+		t.Errorf("elicitation (asked %d): %v", asked.Load(), v[1])
+	}
+}
+
+// everythingHTTP starts server-everything's Streamable HTTP mode and
+// returns its endpoint.
+func everythingHTTP(t *testing.T) string {
 	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
 	dir := t.TempDir()
 	preload := filepath.Join(dir, "loopback.cjs")
@@ -200,7 +253,6 @@ net.Server.prototype.listen = function (port, ...rest) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	for i := 0; ; i++ {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
@@ -211,14 +263,160 @@ net.Server.prototype.listen = function (port, ...rest) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}
+
+// A stdio server gets a minimal environment, not the host's: a token in
+// glovebox's environment stays out of reach of guest code calling a
+// server that reports its environment (server-everything's get-env),
+// while the variables the host names do reach it.
+func TestServerEnvironmentDefaultDeny(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	t.Setenv("GLOVEBOX_MCP_TOKEN", "canary-token")
+	t.Setenv("SOME_API_KEY", "canary-key")
+	t.Setenv("MCPTOOLS_PASSED", "passed-value")
 	var ts glovebox.Toolset
-	b := bind(t, &ts, mcptools.Server{Name: "everything", URL: url, Header: http.Header{"X-Tenant": {"t1"}}})
-	if b.Names()["get_sum"] == "" {
-		t.Fatalf("names %v", b.Names())
-	}
+	bind(t, &ts, mcptools.Server{Name: "ev", Command: []string{everything, "stdio"},
+		PassEnv: []string{"MCPTOOLS_PASSED"}, Env: []string{"MCPTOOLS_SET=set-value"}})
 	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
-	v := wantOK(t, eval(t, rt, `[get_sum(a: 20, b: 22)["text"], get_structured_content(location: "New York")["structured"]]`)).([]any)
-	if !strings.Contains(v[0].(string), "42") || v[1] == nil {
-		t.Fatalf("%#v", v)
+	env := wantOK(t, eval(t, rt, `get_env["text"]`)).(string)
+	for _, bad := range []string{"canary-token", "canary-key", "GLOVEBOX_MCP_TOKEN"} {
+		if strings.Contains(env, bad) {
+			t.Errorf("the server's environment holds %q:\n%s", bad, env)
+		}
+	}
+	for _, want := range []string{"passed-value", "set-value", `"PATH"`} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the server's environment lacks %q:\n%s", want, env)
+		}
+	}
+}
+
+// binder is the host the kill test kills: it binds server-everything
+// and server-memory through npx (which runs node below a shell:
+// grandchildren), the second with a helper process of its own that does
+// not read stdin (as a server that starts a worker would), prints the
+// pids of every process below it, and waits to be killed.
+func binder() {
+	var ts glovebox.Toolset
+	dir := os.Getenv("MCPTOOLS_TEST_DIR")
+	b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{StartTimeout: 2 * time.Minute},
+		mcptools.Server{Name: "ev", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}, Dir: dir},
+		mcptools.Server{Name: "mem", Command: []string{"sh", "-c", `sleep 3600 </dev/null & exec npx -y @modelcontextprotocol/server-memory`},
+			Dir: dir, Env: []string{"MEMORY_FILE_PATH=" + dir + "/m.jsonl"}})
+	if err != nil {
+		fmt.Println("bind:", err)
+		os.Exit(1)
+	}
+	defer b.Close()
+	fmt.Println("pids", strings.Trim(fmt.Sprint(descendants(os.Getpid())), "[]"))
+	select {}
+}
+
+// After kill -9 of the host, no process of a bound server lives on: not
+// npx, not the node it runs, not a helper that never sees stdin close.
+func TestKillNineStopsServers(t *testing.T) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx is not installed")
+	}
+	dir := npmtest.Dir(t, "@modelcontextprotocol/server-everything", "@modelcontextprotocol/server-memory")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MCPTOOLS_TEST_SERVER=binder", "MCPTOOLS_TEST_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	pids := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "pids"))
+	if !strings.HasPrefix(line, "pids ") || len(pids) < 5 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("want the watchdog, npx and node below the host, got %q", line)
+	}
+	var cmdlines string
+	for _, p := range pids {
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		cmdlines += string(b) + "\n"
+	}
+	if !strings.Contains(cmdlines, "server-memory") || !strings.Contains(cmdlines, "server-everything") || !strings.Contains(cmdlines, "sleep") {
+		t.Fatalf("not both servers among %v:\n%s", pids, cmdlines)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	var alive []string
+	for i := 0; i < 600; i++ { // a generous bound for the kernel to deliver the kills: not a timing under test
+		alive = alive[:0]
+		for _, p := range pids {
+			if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+				alive = append(alive, p)
+			}
+		}
+		if len(alive) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range alive {
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		t.Errorf("pid %s outlived the host: %q", p, b)
+		if n, _ := strconv.Atoi(p); n > 0 {
+			syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+}
+
+// Binary content from a real server reaches the guest exactly: the tiny
+// image's PNG signature, and a gzip resource that inflates to what went
+// in (both came out with U+FFFD in place of every byte above 0x7f); a
+// binary String argument reaches the server as its base64 text.
+func TestBinaryContentExact(t *testing.T) {
+	everything := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "ev", Command: []string{everything, "stdio"}})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: 20 * time.Second})
+	v := wantOK(t, eval(t, rt, `
+		require "zlib"
+		img = get_tiny_image["content"].find { _1["type"] == "image" }
+		png = img["data"].unpack1("m")
+		src = "héllo \xff binary".b
+		r = gzip_file_as_resource(name: "x.gz", data: "data:application/octet-stream;base64,#{[src].pack("m0")}", outputType: "resource")
+		gz = r["content"].find { _1["type"] == "resource" }
+		[img["encoding"], png.bytesize == img["size"], png[0, 8].bytes, Zlib.gunzip(gz["data"].unpack1("m")) == src,
+		 img["bytes"] == png, img["bytes"].encoding.to_s, Zlib.gunzip(gz["bytes"]) == src,
+		 echo(message: "\xff\x00".b)["text"]]`)).([]any)
+	want := "[base64 true [137 80 78 71 13 10 26 10] true true ASCII-8BIT true Echo: /wA=]"
+	if got := fmt.Sprint(v); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+// A server that asks for elicitation or sampling anyway, when the host
+// offers neither, gets a refusal at once, over HTTP as over stdio: the
+// call ends with the server's answer, not at the eval's deadline.
+func TestUnofferedRequestsRefused(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			_, eerr := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+			_, serr := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			r, err := req.Session.ListRoots(ctx, nil)
+			return text(fmt.Sprintf("elicit refused: %v; sample refused: %v; roots: %d %v", eerr != nil, serr != nil, len(r.Roots), err)), nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	var ts glovebox.Toolset
+	bind(t, &ts, mcptools.Server{Name: "asker", URL: srv.URL})
+	rt := runtime(t, &ts, glovebox.Limits{Timeout: time.Minute})
+	v := wantOK(t, eval(t, rt, `ask["text"]`))
+	if v != "elicit refused: true; sample refused: true; roots: 0 <nil>" {
+		t.Fatalf("%v", v)
 	}
 }

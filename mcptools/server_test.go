@@ -23,6 +23,14 @@ func TestMain(m *testing.M) {
 		os.Exit(conformanceClient())
 	case "raw":
 		rawServer(os.Getenv("MCPTOOLS_TEST_LISTING"))
+	case "binder":
+		binder()
+	case "notools":
+		s := mcp.NewServer(&mcp.Implementation{Name: "notools", Version: "1"}, nil)
+		s.AddPrompt(&mcp.Prompt{Name: "p"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+		s.Run(context.Background(), &mcp.StdioTransport{})
 	default:
 		sdkServer(os.Getenv("MCPTOOLS_TEST_SERVER"))
 	}

@@ -2,6 +2,7 @@ package mcptools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +100,8 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 			return nil, toolErr(ClassArgument, "%s: arguments break the tool's inputSchema: %v", where, err)
 		}
 	}
+	ctx, cancel := callContext(ctx, t.c.b.cfg.CallTimeout)
+	defer cancel()
 	c, err := t.target(ctx)
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
@@ -141,6 +144,33 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	return out, nil
 }
 
+// errCallTimeout and errNearDeadline are the causes of a call's end by
+// callContext.
+var (
+	errCallTimeout  = errors.New("Config.CallTimeout passed")
+	errNearDeadline = errors.New("the eval's deadline (or tool-time budget) is near")
+)
+
+// callContext bounds one call: by timeout (when positive) and by the
+// parent's deadline less a tenth of the time left (at most a second), so
+// the guest has time to handle the timeout error.
+func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d, cause := time.Duration(-1), errCallTimeout
+	if timeout > 0 {
+		d = timeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if near := left - min(left/10, time.Second); d < 0 || near < d {
+			d, cause = near, errNearDeadline
+		}
+	}
+	if d < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, d, cause)
+}
+
 // ended reports whether the session cs has ended (waiting up to
 // crashGrace for the SDK to notice: a call can fail with EOF a moment
 // before the session's Wait returns).
@@ -170,7 +200,12 @@ func (t *tool) result(res *mcp.CallToolResult) map[string]any {
 	inline := func(m map[string]any, data []byte) map[string]any {
 		m["size"] = int64(len(data))
 		if t.c.b.cfg.MaxInlineBytes >= 0 && len(data) <= t.c.b.cfg.MaxInlineBytes {
-			m["data"] = string(data)
+			// Base64, as MCP sends it: a String of ASCII crosses every
+			// boundary (guest, Go, JSON) exactly, where raw bytes would be
+			// read as UTF-8 and lose every invalid sequence.
+			m["data"] = base64.StdEncoding.EncodeToString(data)
+			m["encoding"] = "base64"
+			m["bytes"] = data
 		}
 		return m
 	}
@@ -258,7 +293,7 @@ func (t *tool) doc() (glovebox.ToolDoc, error) {
 	return glovebox.ToolDoc{
 		Description: strings.TrimSpace(d),
 		Params:      []glovebox.Param{{Name: "arguments", Schema: in, Required: true, Keywords: true, Description: "the tool's arguments, as keyword arguments"}},
-		Returns:     `a Hash: "text" (the text content joined), "structured" (structuredContent, or nil), "error" (true when the tool reported a failure: data, not an exception), "content" (other items: type, mime_type, size, data when small)`,
+		Returns:     `a Hash: "text" (the text content joined), "structured" (structuredContent, or nil), "error" (true when the tool reported a failure: data, not an exception), "content" (other items: type, mime_type, size, and when small "data" in base64 and "bytes", a binary String)`,
 		Result:      json.RawMessage(result),
 		Example:     t.guest + "(" + exampleArgs(t.tool.InputSchema) + ")",
 	}, nil
@@ -311,6 +346,8 @@ func rubyClass(v any) string {
 		return "Float"
 	case string:
 		return "String (or Symbol)"
+	case []byte:
+		return "binary String"
 	case []any:
 		return "Array"
 	case map[string]any:

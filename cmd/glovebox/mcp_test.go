@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -215,8 +214,7 @@ func TestMCPDescribesBoundServers(t *testing.T) {
 	mem := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.Command(bin, "mcp", "--mcp-server", "mem="+mem)
-	cmd.Env = append(os.Environ(), "MEMORY_FILE_PATH="+filepath.Join(t.TempDir(), "mem.jsonl"))
+	cmd := exec.Command(bin, "mcp", "--mcp-server", "mem="+mem, "--mcp-env", "mem:MEMORY_FILE_PATH="+filepath.Join(t.TempDir(), "mem.jsonl"))
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -21,22 +23,29 @@ import (
 type mcpFlags struct {
 	servers []string // NAME=COMMAND ARGS...
 	urls    []string // NAME=URL
+	env     []string // [SERVER:]NAME[=VALUE]
+	roots   []string // URIs or paths
 	log     bool
 }
 
 func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.servers, "mcp-server", nil, `bind every tool of a stdio MCP server: NAME=COMMAND ARGS... (split at spaces, no quoting), e.g. "mem=npx -y @modelcontextprotocol/server-memory"; repeatable`)
 	f.StringArrayVar(&m.urls, "mcp-url", nil, "bind every tool of a Streamable HTTP MCP server: NAME=URL; repeatable")
+	f.StringArrayVar(&m.env, "mcp-env", nil, `give stdio MCP servers a variable: NAME passes glovebox's value, NAME=VALUE sets one; "SERVER:" in front gives it to that server only. Servers get no other variables but PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, TERM and the locale; repeatable`)
+	f.StringArrayVar(&m.roots, "mcp-root", nil, "a root the MCP servers are told of when they ask (roots/list): a URI, or a path (made a file:// URI); repeatable; none by default")
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
 }
 
 // mcpProfileServer is one entry of a profile's mcp_servers section: a
-// command (with env and dir) or a url (with headers; $VAR and ${VAR} in
-// header values are taken from glovebox's environment, so secrets need not
-// be written in the file).
+// command (with env, pass_env and dir) or a url (with headers; $VAR and
+// ${VAR} in header values are taken from glovebox's environment, so
+// secrets need not be written in the file). A command gets only the
+// variables mcptools.BaseEnv names, the pass_env names (glovebox's
+// values) and env.
 type mcpProfileServer struct {
 	Command []string          `yaml:"command"`
 	Env     map[string]string `yaml:"env"`
+	PassEnv []string          `yaml:"pass_env"`
 	Dir     string            `yaml:"dir"`
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
@@ -71,12 +80,9 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		sort.Strings(names)
 		for _, n := range names {
 			p := pf.MCP[n]
-			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL}
-			if len(p.Env) > 0 {
-				s.Env = os.Environ()
-				for k, v := range p.Env {
-					s.Env = append(s.Env, k+"="+v)
-				}
+			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv}
+			for _, k := range sortedKeys(p.Env) {
+				s.Env = append(s.Env, k+"="+p.Env[k])
 			}
 			for k, v := range p.Headers {
 				if s.Header == nil {
@@ -101,9 +107,53 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		}
 		put(mcptools.Server{Name: name, URL: u})
 	}
+	for _, spec := range m.env {
+		server, v := "", spec
+		if i := strings.IndexAny(spec, ":="); i >= 0 && spec[i] == ':' {
+			server, v = spec[:i], spec[i+1:]
+			if s, ok := byName[server]; !ok || len(s.Command) == 0 {
+				return nil, fmt.Errorf("--mcp-env %q: no stdio server is named %q", spec, server)
+			}
+		}
+		name, _, set := strings.Cut(v, "=")
+		if name == "" {
+			return nil, fmt.Errorf("--mcp-env %q: want [SERVER:]NAME or [SERVER:]NAME=VALUE", spec)
+		}
+		for _, n := range order {
+			s := byName[n]
+			if len(s.Command) == 0 || (server != "" && n != server) {
+				continue
+			}
+			if set {
+				s.Env = append(s.Env, v)
+			} else {
+				s.PassEnv = append(s.PassEnv, name)
+			}
+			byName[n] = s
+		}
+	}
 	out := make([]mcptools.Server, 0, len(order))
 	for _, n := range order {
 		out = append(out, byName[n])
+	}
+	return out, nil
+}
+
+// mcpRoots turns --mcp-root values into roots: a value with a scheme
+// ("file:///srv", "https://...") is used as is, anything else is a path,
+// made absolute and a file:// URI.
+func mcpRoots(specs []string) ([]mcptools.Root, error) {
+	var out []mcptools.Root
+	for _, s := range specs {
+		if u, err := url.Parse(s); err == nil && len(u.Scheme) > 1 {
+			out = append(out, mcptools.Root{URI: s})
+			continue
+		}
+		abs, err := filepath.Abs(s)
+		if err != nil || s == "" {
+			return nil, fmt.Errorf("--mcp-root %q: want a URI or a path", s)
+		}
+		out = append(out, mcptools.Root{URI: (&url.URL{Scheme: "file", Path: abs}).String(), Name: filepath.Base(abs)})
 	}
 	return out, nil
 }
@@ -133,7 +183,11 @@ func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Tool
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log}, servers...)
+	roots, err := mcpRoots(m.roots)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log, Roots: roots}, servers...)
 	if err != nil {
 		return nil, err
 	}

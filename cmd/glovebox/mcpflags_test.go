@@ -2,9 +2,13 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
+	"github.com/gloveboxhq/glovebox/mcptools"
 )
 
 func TestMCPFlagsParse(t *testing.T) {
@@ -46,5 +50,95 @@ mcp_servers:
 		if _, err := bad.parse(""); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
+	}
+}
+
+// --mcp-env NAME passes glovebox's value, NAME=VALUE sets one, and a
+// "SERVER:" prefix limits either to one stdio server; the profile's env
+// and pass_env do the same per server, with nothing of glovebox's
+// environment added.
+func TestMCPEnvFlags(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.yaml")
+	os.WriteFile(prof, []byte(`mcp_servers:
+  mem:
+    command: [mem-server]
+    env: {B: "2", A: "1"}
+    pass_env: [HOME]
+`), 0o600)
+	m := mcpFlags{servers: []string{"fs=srv /tmp"}, urls: []string{"web=http://127.0.0.1:9/mcp"},
+		env: []string{"TOKEN", "fs:KEY=v=w", "mem:ONLY"}}
+	got, err := m.parse(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]mcptools.Server{}
+	for _, s := range got {
+		by[s.Name] = s
+	}
+	if e, p := strings.Join(by["mem"].Env, " "), strings.Join(by["mem"].PassEnv, " "); e != "A=1 B=2" || p != "HOME TOKEN ONLY" {
+		t.Errorf("mem: Env %q PassEnv %q", e, p)
+	}
+	if e, p := strings.Join(by["fs"].Env, " "), strings.Join(by["fs"].PassEnv, " "); e != "KEY=v=w" || p != "TOKEN" {
+		t.Errorf("fs: Env %q PassEnv %q", e, p)
+	}
+	if by["web"].Env != nil || by["web"].PassEnv != nil {
+		t.Errorf("an HTTP server has no environment: %+v", by["web"])
+	}
+	for _, bad := range [][]string{{"web:X"}, {"nosuch:X"}, {"=v"}, {"fs:"}} {
+		m := mcpFlags{servers: []string{"fs=srv"}, urls: []string{"web=http://127.0.0.1:9/mcp"}, env: bad}
+		if _, err := m.parse(""); err == nil {
+			t.Errorf("--mcp-env %q: no error", bad)
+		}
+	}
+}
+
+// The example of the issue: a token guarding glovebox does not reach a
+// bound server that reports its environment, and a variable passed with
+// --mcp-env does.
+func TestMCPServerEnvironmentCLI(t *testing.T) {
+	ev := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	cmd := exec.Command(bin, "eval", "--json", "--mcp-server", "ev="+ev+" stdio", "--mcp-env", "ev:PASSED_ON",
+		"-e", `get_env["text"]`)
+	cmd.Env = append(os.Environ(), "GLOVEBOX_MCP_TOKEN=canary-tok", "SOME_API_KEY=canary-key", "PASSED_ON=passed-value")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if s := string(out); strings.Contains(s, "canary-") || !strings.Contains(s, "passed-value") {
+		t.Fatalf("%s", out)
+	}
+}
+
+// --mcp-root takes URIs as they are and makes paths file:// URIs.
+func TestMCPRoots(t *testing.T) {
+	got, err := mcpRoots([]string{"file:///srv/a", "https://x.example/repo", "/tmp/my dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mcptools.Root{{URI: "file:///srv/a"}, {URI: "https://x.example/repo"}, {URI: "file:///tmp/my%20dir", Name: "my dir"}}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if _, err := mcpRoots([]string{""}); err == nil {
+		t.Error("an empty root: no error")
+	}
+}
+
+// A bound stdio server asking for the roots gets those of --mcp-root.
+func TestMCPRootsCLI(t *testing.T) {
+	ev := npmtest.Bin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	out, err := exec.Command(bin, "eval", "--json", "--mcp-server", "ev="+ev+" stdio", "--mcp-root", "/srv/project-x",
+		"-e", `get_roots_list["text"]`).Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "file:///srv/project-x") {
+		t.Fatalf("%s", out)
 	}
 }

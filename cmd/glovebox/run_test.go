@@ -177,7 +177,7 @@ print(any("`+revString(canary)+`"[::-1] in v for v in os.environ.values()))`)...
 func TestRunMCPServerTools(t *testing.T) {
 	requiresBwrapCLI(t)
 	mem := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
-	cmd := exec.Command(bin, "run", "--json", "--mcp-server", "mem="+mem, "--", "python3", "-c", `
+	cmd := exec.Command(bin, "run", "--json", "--mcp-server", "mem="+mem, "--mcp-env", "MEMORY_FILE_PATH", "--", "python3", "-c", `
 import glovebox_tools as t
 t.create_entities(entities=[{"name": "box", "entityType": "thing", "observations": ["runs"]}])
 print(t.read_graph()["structured"]["entities"][0]["name"])`)

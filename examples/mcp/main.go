@@ -76,7 +76,7 @@ func run(ctx context.Context) error {
 	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{},
 		mcptools.Server{Name: "files", Command: []string{bin("mcp-server-filesystem"), notes}},
 		mcptools.Server{Name: "memory", Command: []string{bin("mcp-server-memory")},
-			Env: append(os.Environ(), "MEMORY_FILE_PATH="+filepath.Join(tmp, "graph.jsonl"))})
+			Env: []string{"MEMORY_FILE_PATH=" + filepath.Join(tmp, "graph.jsonl")}})
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,12 @@ module Glovebox
   CHANNEL = JS
   UTF8 = Encoding::UTF_8
   ASCII = Encoding::US_ASCII
+  # Bytes cross as {"$base64" => "<base64>"}: a binary (ASCII-8BIT)
+  # String that is not all ASCII goes to the host as that Hash, which the
+  # host reads as bytes, and the host's bytes come back as binary Strings.
+  BINARY_KEY = "$base64"
+  BINARY_MARK = '"$base64"'
+  BINARY = Encoding::BINARY
   # One message to the host and its answer, both strings.
   define_singleton_method(:__send) { |op, payload| CHANNEL.eval("#{op}\n#{payload}").to_s }
   define_singleton_method(:__raw) { |message| CHANNEL.eval(message).to_s }
@@ -113,10 +119,31 @@ module Glovebox
       when 110 then nil # n
       when 116 then true # t
       when 102 then false # f
-      when 106 then JSON.parse(s.chop!, allow_nan: true, max_nesting: false) # j
+      when 106 # j
+        v = JSON.parse(s.chop!, allow_nan: true, max_nesting: false)
+        s.include?(BINARY_MARK) ? __bytes(v) : v
       else
         klass, message = s.byteslice(0, s.bytesize - 1).split("\n", 2)
         raise __error_class(klass.to_s), message.to_s
+      end
+    end
+
+    # Replaces, in data the host sent, each {"$base64" => String} Hash
+    # (bytes: a Go []byte) with the bytes as a binary String.
+    def __bytes(v)
+      case v
+      when Array then v.map! { |x| __bytes(x) }
+      when Hash
+        if v.size == 1 && String === (b = v[BINARY_KEY])
+          begin
+            b.unpack1("m0")
+          rescue ArgumentError # not strict base64: a Hash, as the host reads it too
+            v
+          end
+        else
+          v.each { |k, x| v[k] = __bytes(x) }
+        end
+      else v
       end
     end
 
@@ -274,7 +301,8 @@ module Glovebox
         raise ValueError, "an Integer of #{v.bit_length} bits is too large to cross (the limit is " \
                           "#{MAX_INTEGER_BITS} bits, about 10,000 digits); pass it as a String"
       when nil, true, false, Float then v
-      when String then __str(v)
+      when String
+        v.encoding == BINARY && !v.ascii_only? ? { BINARY_KEY => [v].pack("m0") } : __str(v)
       when Symbol then __str(v.name)
       when Array, Hash
         return(v.is_a?(Array) ? "[...]" : "{...}") if seen.key?(v)

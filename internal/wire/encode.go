@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -25,7 +26,7 @@ func (e *UnsupportedError) Error() string {
 
 // Encode appends the wire form of v to dst. It accepts nil, bool, every
 // integer and float kind (NaN and ±Inf included), string, *big.Int,
-// json.Number, slices and arrays, maps whose keys are strings, integers or
+// json.Number, []byte (as {"$base64": "..."}, see BinaryKey), slices and arrays, maps whose keys are strings, integers or
 // encoding.TextMarshalers, pointers and interfaces to those, and anything
 // else encoding/json can marshal (structs cross as their JSON encoding,
 // honouring field tags and json.Marshaler). It fails with an
@@ -144,7 +145,12 @@ func (e *encoder) value(v reflect.Value, depth int) error {
 			return nil
 		}
 		if t.Elem().Kind() == reflect.Uint8 {
-			return e.viaJSON(v) // []byte: base64, as encoding/json does
+			// Bytes: {"$base64": "..."}, which Decode and the guest read
+			// back as bytes (a binary String in the guest).
+			e.out = append(e.out, `{"`+BinaryKey+`":"`...)
+			e.out = base64.StdEncoding.AppendEncode(e.out, v.Bytes())
+			e.out = append(e.out, `"}`...)
+			return nil
 		}
 		p := v.Pointer()
 		if p != 0 && e.seen[p] {
@@ -347,6 +353,8 @@ func TypeName(x any) string {
 		return "nil"
 	case string:
 		return "a String"
+	case []byte:
+		return "a binary String"
 	case bool:
 		return "true/false"
 	case int64, *big.Int:

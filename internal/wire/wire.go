@@ -12,12 +12,16 @@
 //	string          string (invalid UTF-8 replaced by U+FFFD)
 //	array           []any
 //	object          map[string]any (a repeated key: the last one wins)
+//	{"$base64": s}  []byte: an object whose only key is BinaryKey, with a
+//	                string of standard base64 (padded) as its value, is
+//	                bytes (a binary String of the guest; []byte from Go)
 //
 // Everything arriving from the guest is untrusted: Decode bounds nesting
 // depth and never panics on malformed input.
 package wire
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -26,6 +30,10 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 )
+
+// BinaryKey is the only key of the object that stands for bytes (see
+// the package documentation).
+const BinaryKey = "$base64"
 
 // MaxDepth is the deepest nesting Decode accepts. The guest prelude refuses
 // values deeper than 64 levels before they are encoded, so anything deeper
@@ -198,6 +206,13 @@ func (d *decoder) object(depth int) (any, error) {
 			d.i++
 		case '}':
 			d.i++
+			if len(out) == 1 {
+				if s, ok := out[BinaryKey].(string); ok {
+					if b, err := base64.StdEncoding.Strict().DecodeString(s); err == nil {
+						return b, nil
+					}
+				}
+			}
 			return out, nil
 		default:
 			return nil, d.errf("expected , or } in object")

@@ -24,6 +24,11 @@ func TestDecode(t *testing.T) {
 		{`"\ud83d"`, "\ufffd"},
 		{"\"\xff\"", "\ufffd"},
 		{`[NaN,Infinity,-Infinity]`, nil},
+		// bytes: only the marker object with valid base64
+		{`[{"$base64":"/wBQ"},{"$base64":""}]`, []any{[]byte{0xff, 0, 'P'}, []byte{}}},
+		{`{"$base64":"not base64!"}`, map[string]any{"$base64": "not base64!"}},
+		{`{"$base64":"aGk=","x":1}`, map[string]any{"$base64": "aGk=", "x": int64(1)}},
+		{`{"$base64":1}`, map[string]any{"$base64": int64(1)}},
 	}
 	for _, c := range cases {
 		got, err := Decode([]byte(c.in))
@@ -83,7 +88,8 @@ func TestEncode(t *testing.T) {
 		{big.NewInt(-7), `-7`},
 		{[]float64{math.NaN(), math.Inf(1)}, `[NaN,Infinity]`},
 		{json.Number("12.5"), `12.5`},
-		{[]byte("hi"), `"aGk="`},
+		{[]byte("hi"), `{"$base64":"aGk="}`},
+		{[]byte{0xff, 0x00}, `{"$base64":"/wA="}`},
 	}
 	for _, c := range cases {
 		got, err := Encode(nil, c.in, 10)
@@ -168,6 +174,9 @@ func sameValue(a, b any) bool {
 			}
 		}
 		return true
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && string(x) == string(y)
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {

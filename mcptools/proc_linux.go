@@ -1,0 +1,6 @@
+package mcptools
+
+import "syscall"
+
+// setDeathSignal has the kernel SIGKILL the child when the host dies.
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
