@@ -403,7 +403,10 @@ type Result struct {
 	// TimedOut, Canceled or KilledForMemory, which name their own kill. A
 	// signal that reaches only the command's own processes inside the
 	// sandbox (the command killing itself, say) is the command's: 128+N
-	// with no flag, as in a shell.
+	// with no flag, as in a shell. Under gVisor, a kill that reaches
+	// runsc's file server (gofer) before the sandbox process makes gVisor
+	// end the command itself, which cannot be told from the command's own
+	// 137: the flag is then not set.
 	KilledExternally bool `json:"killed_externally"`
 	// Duration is start to result, sandbox set-up included.
 	Duration time.Duration `json:"-"`

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,13 +271,24 @@ func TestTierKilledFromOutside(t *testing.T) {
 		if len(groups) == 0 {
 			t.Skip("no cgroup holds the run here")
 		}
+		// Kill the sandbox first and runsc's gofer last: when the gofer
+		// dies first, gVisor ends the command itself, which looks like the
+		// command's own 137 (the gap box.Result.KilledExternally documents).
+		var pids, gofers []int
 		for _, g := range groups {
 			b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs"))
 			for _, f := range strings.Fields(string(b)) {
 				if pid, err := strconv.Atoi(f); err == nil {
-					syscall.Kill(pid, syscall.SIGKILL)
+					if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cl), "gofer") {
+						gofers = append(gofers, pid)
+					} else {
+						pids = append(pids, pid)
+					}
 				}
 			}
+		}
+		for _, pid := range append(pids, gofers...) {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		res := <-done
 		if res == nil {

@@ -58,6 +58,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -428,8 +429,24 @@ func mayBeRunscError(e []byte) bool {
 // process instead"), which is how a sentry killed from outside shows.
 func sandboxLost(f string) bool {
 	data, err := os.ReadFile(f)
-	return err == nil && strings.Contains(string(data), "Will try waiting on the sandbox process")
+	if err != nil || !strings.Contains(string(data), "Will try waiting on the sandbox process") {
+		return false
+	}
+	// runsc also loses its control connection when the command, as the
+	// container's init, kills itself: the sandbox then exits normally
+	// with 128+N ("Exiting with status: 35072", 137<<8). Only a sandbox
+	// process that a signal ended (a wait status with a signal in its low
+	// bits) was killed from outside.
+	m := reExitStatus.FindAllStringSubmatch(string(data), -1)
+	if len(m) == 0 {
+		return false
+	}
+	ws, err := strconv.Atoi(m[len(m)-1][1])
+	return err == nil && ws&0x7f != 0
 }
+
+// reExitStatus finds runsc's last log line, the wait status it exits with.
+var reExitStatus = regexp.MustCompile(`Exiting with status: (\d+)`)
 
 // runscError is the first error runsc logged to the JSON log file f, or
 // "" when there is none.
