@@ -3,6 +3,7 @@ package glovebox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,42 @@ func TestProfiles(t *testing.T) {
 	}
 	if a, _ := p.Get("analyst"); a.Fingerprint() != fp {
 		t.Fatal("running changed the profile")
+	}
+}
+
+// A registered profile cannot be changed through anything the caller
+// kept: the Config it registered, the pointer Derive's change received,
+// the Toolset, or a Runtime made from it.
+func TestAttackProfileAliasing(t *testing.T) {
+	dir := t.TempDir()
+	var ts glovebox.Toolset
+	must(t, ts.Func("orders", func() int { return 1 }))
+	cfg := glovebox.Config{Mounts: []glovebox.Mount{{HostPath: dir, GuestPath: "/data"}}, Tools: &ts, PoolSize: -1}
+	var p glovebox.Profiles
+	must(t, p.Register("a", cfg))
+	fp := cfg.Fingerprint()
+	var kept *glovebox.Config
+	must(t, p.Derive("b", "a", func(c *glovebox.Config) { kept = c }))
+	cfg.Mounts[0].Writable = true
+	cfg.Mounts = append(cfg.Mounts[:1], glovebox.Mount{HostPath: "/", GuestPath: "/host", Writable: true})
+	must(t, ts.Func("drop_tables", func() int { return 0 }))
+	kept.Mounts[0].Writable = true
+	must(t, kept.Tools.Func("drop_tables", func() int { return 0 }))
+	kept.Limits.Timeout = time.Hour
+	r, err := p.New(context.Background(), "a")
+	must(t, err)
+	defer r.Close()
+	got, _ := p.Get("a")
+	got.Mounts[0].Writable = true
+	got.Tools.Func("more", func() int { return 0 })
+	for _, name := range []string{"a", "b"} {
+		c, _ := p.Get(name)
+		if c.Fingerprint() != fp || c.Mounts[0].Writable || len(c.Mounts) != 1 || len(c.Tools.Names()) != 1 {
+			t.Errorf("profile %s changed: %+v %v", name, c.Mounts, c.Tools.Names())
+		}
+	}
+	res := eval(t, r, attempt(`File.write("/data/x", "1")`))
+	if s, _ := res.Value.(string); !strings.HasPrefix(s, "Errno::") {
+		t.Errorf("the profile's read-only mount took a write: %v", res.Value)
 	}
 }

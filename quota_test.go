@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -143,5 +144,148 @@ func TestAttackQuotaHeldByOtherSession(t *testing.T) {
 	res = sessionEval(t, writer, attempt(`File.write("/rw/big", "b" * 900_000); io = File.open("/rw/big"); File.delete("/rw/big"); io.close; File.write("/rw/again", "a" * 900_000); "fits"`))
 	if res.Value != "fits" {
 		t.Fatalf("after the file was closed: got %v", res.Value)
+	}
+}
+
+// FileCreates counts every file an open makes, including one made through
+// a dangling symbolic link (whose own name exists) after its target was
+// renamed away.
+func TestAttackCreateQuotaThroughDanglingLink(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileCreates: 10})
+	res := eval(t, f.r, attempt(`
+		File.symlink("t", "/tmp/l")
+		30.times { |i| File.open("/tmp/l", "w") {}; File.rename("/tmp/t", "/tmp/k#{i}") }
+		Dir.children("/tmp").size.to_s`))
+	wantStatus(t, res, glovebox.StatusOK)
+	if res.Value != "Errno::EDQUOT" {
+		t.Fatalf("got %v, want Errno::EDQUOT (10 creations allowed)", res.Value)
+	}
+}
+
+// A sparse file counts for the blocks it allocates, not for its size: a
+// write at a far offset (or a truncate far past the end) costs a block,
+// and many of them add up to EDQUOT. Whatever the guest does, the host
+// never holds more than FileWrite (plus a block or two) for it.
+func TestAttackSparseWritesCount(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20})
+	for name, code := range map[string]string{
+		"pwrite scratch": `File.open("/tmp/s", "w") { |io| io.pwrite("x", 1 << 40) }; File.size("/tmp/s").to_s`,
+		"pwrite mount":   `File.open("/rw/s", "w") { |io| io.pwrite("x", 1 << 40) }; File.size("/rw/s").to_s`,
+		"seek write":     `File.open("/tmp/s2", "w") { |io| io.seek(1 << 40); io.write("x") }; File.size("/tmp/s2").to_s`,
+		"seek syswrite":  `File.open("/rw/s3", "w") { |io| io.sysseek(1 << 30); io.syswrite("x") }; File.size("/rw/s3").to_s`,
+		"truncate":       `File.open("/rw/s4", "w") { |io| io.truncate(1 << 40) }; File.size("/rw/s4").to_s`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(code))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value == "Errno::EDQUOT" {
+				t.Errorf("a sparse file of one block was refused")
+			}
+		})
+	}
+	for name, code := range map[string]string{
+		"many gaps scratch": `File.open("/tmp/g", "w") { |io| 1000.times { |i| io.seek(i * (1 << 20), IO::SEEK_SET); io.write("x") } }; File.size("/tmp/g").to_s`,
+		"many gaps mount":   `File.open("/rw/g", "w") { |io| 1000.times { |i| io.pwrite("x", i * (1 << 20)) } }; File.size("/rw/g").to_s`,
+		"many files":        `1000.times { |i| File.open("/rw/h#{i % 20}", File::RDWR | File::CREAT) { |io| io.pwrite("x", (i / 20) << 30) } }; "done"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			emptyDir(t, f.rw, "w.txt")
+			res := eval(t, f.r, attempt(code))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value != "Errno::EDQUOT" {
+				t.Errorf("got %v, want Errno::EDQUOT: 1,000 blocks allocated with FileWrite 1 MiB", res.Value)
+			}
+			if n := hostAllocated(t, f.rw); n > 1<<20+64<<10 {
+				t.Errorf("the mount's files allocate %d bytes on the host, past FileWrite (1 MiB)", n)
+			}
+		})
+	}
+	// Writing inside a file allocates nothing new.
+	res := eval(t, f.r, attempt(`File.open("/tmp/in", "w+") { |io| io.write("a" * 1000); io.seek(10); io.write("b"); io.pwrite("c", 500); io.seek(0, IO::SEEK_END); io.write("d") }; File.read("/tmp/in").size.to_s`))
+	if res.Value != "1001" {
+		t.Errorf("writes inside a file: %v", res.Value)
+	}
+}
+
+// Asking for a huge size must not wrap the write counter around: the
+// quota holds for everything written afterwards.
+func TestAttackQuotaCounterOverflow(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20})
+	for name, grow := range map[string]string{
+		"truncate": `io.truncate(2**63 - 1)`,
+		"pwrite":   `io.pwrite("x", 2**63 - 1)`,
+		"seek":     `io.sysseek(2**63 - 1); io.syswrite("x")`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(`File.write("/tmp/c", "xx"); File.open("/tmp/a", "w") { |io| begin; `+grow+`; rescue SystemCallError, RangeError; end }
+				File.open("/rw/b", "w") { |io| 5.times { io.syswrite("z" * (1 << 20)) } }; "wrote 5 MiB"`))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value != "Errno::EDQUOT" {
+				t.Fatalf("got %v, want Errno::EDQUOT", res.Value)
+			}
+		})
+	}
+}
+
+// Two sessions on one writable mount: one creates files in a directory
+// while the other keeps renaming that directory away and back. Every file
+// made counts against the creator's FileCreates, including those whose
+// directory moved between wasmtime's open and the guard's.
+func TestAttackCreateQuotaRace(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileCreates: 40, Timeout: 20 * time.Second})
+	must(t, os.Mkdir(filepath.Join(f.rw, "d"), 0o755))
+	creator, mover := newSession(t, f.r), newSession(t, f.r)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sessionEval(t, mover, `t0 = Time.now; while Time.now - t0 < 1.5; File.rename("/rw/d", "/rw/e") rescue nil; File.rename("/rw/e", "/rw/d") rescue nil; end`)
+	}()
+	res := sessionEval(t, creator, `t0 = Time.now; i = 0; while Time.now - t0 < 1.5; (File.open("/rw/d/f#{i}", "w") { } rescue nil); (File.open("/rw/e/f#{i}", "w") { } rescue nil); i += 1; end; i`)
+	wg.Wait()
+	wantStatus(t, res, glovebox.StatusOK)
+	n := 0
+	for _, d := range []string{"d", "e"} {
+		ents, _ := os.ReadDir(filepath.Join(f.rw, d))
+		n += len(ents)
+	}
+	t.Logf("%v attempts, %d files made", res.Value, n)
+	if n > 40 {
+		t.Fatalf("%d files made with FileCreates 40", n)
+	}
+	// O_CREAT on an existing name opens it; with O_EXCL it is EEXIST.
+	res = eval(t, f.r, attempt(`File.open("/rw/w.txt", File::WRONLY | File::CREAT | File::EXCL) { 1 }`))
+	if res.Value != "Errno::EEXIST" {
+		t.Errorf("O_EXCL on an existing file: %v", res.Value)
+	}
+	res = eval(t, f.r, attempt(`File.open("/rw/w.txt", File::RDWR | File::CREAT) { |io| io.read }`))
+	if res.Value != "writable data" {
+		t.Errorf("O_CREAT on an existing file: %v", res.Value)
+	}
+}
+
+func TestFileQuotas(t *testing.T) {
+	f := newMountFixture(t, -1, glovebox.Limits{FileWrite: 1 << 20, FileCreates: 10})
+	for name, code := range map[string]string{
+		"bytes scratch": `File.open("/tmp/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"bytes mount":   `File.open("/rw/big", "w") { |io| 3.times { io.write("x" * 512 * 1024) } }`,
+		"sparse filled": `File.open("/tmp/sparse", "w") { |io| io.truncate(1 << 30); 3.times { |i| io.pwrite("x" * 512 * 1024, i << 20) } }`,
+		"files":         `20.times { |i| File.write("/tmp/f#{i}", "") }`,
+		"dirs":          `20.times { |i| Dir.mkdir("/rw/d#{i}") }`,
+		"links":         `File.write("/tmp/t", ""); 20.times { |i| File.symlink("t", "/tmp/l#{i}") }`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := eval(t, f.r, attempt(code))
+			wantStatus(t, res, glovebox.StatusOK)
+			if res.Value != "Errno::EDQUOT" {
+				t.Errorf("got %v, want Errno::EDQUOT", res.Value)
+			}
+		})
+	}
+	// The quotas bound what is in use: rewriting one file, or making and
+	// removing files, takes nothing for good.
+	res := eval(t, f.r, attempt(`30.times { File.write("/tmp/same", "x" * 600_000) }; 30.times { |i| File.write("/rw/n#{i}", "y"); File.delete("/rw/n#{i}") }; "fine"`))
+	if res.Value != "fine" {
+		t.Errorf("rewriting one file: %v", res.Value)
 	}
 }

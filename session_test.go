@@ -145,3 +145,69 @@ func TestSessionCloseAndScratch(t *testing.T) {
 	}
 	s2.Close()
 }
+
+// NewSession racing with Close: a session either is refused (ErrClosed)
+// or is closed with the Runtime; none runs evals on a closed Runtime.
+func TestAttackNewSessionCloseRace(t *testing.T) {
+	ran := 0
+	for range 20000 {
+		r, err := glovebox.New(context.Background(), glovebox.Config{PoolSize: -1})
+		must(t, err)
+		var s *glovebox.Session
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			var err error
+			if s, err = r.NewSession(); err != nil && !errors.Is(err, glovebox.ErrClosed) {
+				t.Errorf("NewSession: %v", err)
+			}
+		}()
+		go func() { defer wg.Done(); r.Close() }()
+		wg.Wait()
+		if s != nil {
+			if _, err := s.Eval(context.Background(), `1`); err == nil {
+				ran++
+			}
+			s.Close()
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("%d sessions ran evals after their Runtime closed", ran)
+	}
+}
+
+// An eval that ends in a wasm trap either unwound through Ruby (its
+// rescue and ensure ran) or its VM is discarded and the result says so;
+// a session never keeps a VM whose ensure clauses were skipped.
+func TestSessionWasmTrapNeverKeepsDamagedVM(t *testing.T) {
+	s := newSession(t, rt)
+	sessionEval(t, s, `$m = Mutex.new; $ensured = 0; $depth = caller.size; nil`)
+	for i := range 3 {
+		res := sessionEval(t, s, `begin; $m.synchronize { `+deepStackCode+` }; ensure; $ensured += 1; end`)
+		if res.SessionReset {
+			if res := sessionEval(t, s, `defined?($m).inspect`); res.Value != "nil" || res.SessionReset {
+				t.Fatalf("eval %d: reset reported but the state survived: %v", i, res.Value)
+			}
+			return
+		}
+		res = sessionEval(t, s, `[$m.locked?, $ensured, caller.size - $depth]`)
+		if !equalValue(res.Value, []any{false, int64(i + 1), int64(0)}) {
+			t.Fatalf("eval %d: the VM was kept after a trap skipped ensure: [locked?, ensured, extra frames] = %v", i, res.Value)
+		}
+	}
+}
+
+// The same holds for a plain begin/ensure and for a trap the guest tries
+// to rescue.
+func TestSessionWasmTrapEnsure(t *testing.T) {
+	s := newSession(t, rt)
+	sessionEval(t, s, `$log = []; nil`)
+	res := sessionEval(t, s, `begin; `+deepStackCode+`; rescue SystemStackError; $log << :rescued; ensure; $log << :ensured; end; $log`)
+	if res.SessionReset {
+		return
+	}
+	if !equalValue(res.Value, []any{"rescued", "ensured"}) {
+		t.Fatalf("kept without unwinding: status %s, value %v, error %+v", res.Status, res.Value, res.Error)
+	}
+}

@@ -3,7 +3,6 @@ package glovebox_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
 // newRuntime makes a Runtime with its own tools and hooks; it shares the
@@ -394,32 +395,218 @@ func TestToolSeesCancellation(t *testing.T) {
 	}
 }
 
-func TestTranscriptJSON(t *testing.T) {
+// A tool that ignores its context does not hold the eval past its limits.
+func TestToolIgnoringContextIsAbandoned(t *testing.T) {
 	var ts glovebox.Toolset
-	ts.Func("double", func(n int) int { return n * 2 })
+	ts.Func("stubborn", func(ms int) string { time.Sleep(time.Duration(ms) * time.Millisecond); return "late" })
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Timeout: 300 * time.Millisecond}})
+	start := time.Now()
+	res := eval(t, r, `stubborn(3000)`)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the eval waited %v for a tool that ignored its context", d)
+	}
+	wantStatus(t, res, glovebox.StatusTimeout)
+	if !strings.Contains(res.Error.Message, "abandoned") {
+		t.Fatalf("error %+v", res.Error)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start = time.Now()
+	res, _ = withLimits(t, glovebox.Limits{Timeout: 10 * time.Second}).Eval(ctx, `Glovebox.call("missing") rescue 0; 1`)
+	_ = res
+	r2 := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Timeout: 10 * time.Second}})
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(150*time.Millisecond, cancel)
+	start = time.Now()
+	res, _ = r2.Eval(ctx, `stubborn(100); stubborn(3000)`)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cancellation waited %v", d)
+	}
+	wantStatus(t, res, glovebox.StatusCanceled)
+}
+
+// Tool names arrive clean, however the guest spells them.
+func TestToolNamesAreSanitized(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("echo", func(x any) any { return x })
 	r := newRuntime(t, glovebox.Config{Tools: &ts})
-	res := eval(t, r, `double(21) + (double("x") rescue 0)`)
+	res := eval(t, r, "Glovebox.__raw(\"call\\n\\xff\\x01bad\\n\") rescue nil; 1")
 	wantStatus(t, res, glovebox.StatusOK)
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
+	if len(res.ToolCalls) != 1 || !utf8.ValidString(res.ToolCalls[0].Name) || strings.ContainsRune(res.ToolCalls[0].Name, 1) {
+		t.Fatalf("calls %+v", res.ToolCalls)
 	}
-	var out struct {
-		ToolCalls []struct {
-			Name       string         `json:"name"`
-			Args       []any          `json:"args"`
-			Kwargs     map[string]any `json:"kwargs"`
-			Result     any            `json:"result"`
-			Error      string         `json:"error"`
-			DurationMS *float64       `json:"duration_ms"`
-		} `json:"tool_calls"`
+}
+
+// TestToolPanicLogsOneLine: a panicking tool is one concise Error line
+// (value and place); the stack is at Debug level only.
+func TestToolPanicLogsOneLine(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var logs bytes.Buffer
+		var ts glovebox.Toolset
+		ts.Func("boom", func() int { panic("kaboom\nsecond line") })
+		r := newRuntime(t, glovebox.Config{Tools: &ts, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))})
+		wantStatus(t, eval(t, r, `boom rescue 1`), glovebox.StatusOK)
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		var errLines []string
+		for _, l := range lines {
+			if strings.Contains(l, "level=ERROR") {
+				errLines = append(errLines, l)
+			}
+		}
+		if len(errLines) != 1 || !strings.Contains(errLines[0], "kaboom") || strings.Contains(errLines[0], "second line") ||
+			!strings.Contains(errLines[0], "evalopt_test.go") || strings.Contains(errLines[0], "goroutine") {
+			t.Fatalf("level %v: error lines %q", level, errLines)
+		}
+		hasStack := strings.Contains(logs.String(), "goroutine")
+		if hasStack != (level == slog.LevelDebug) {
+			t.Fatalf("level %v: stack logged %v:\n%s", level, hasStack, logs.String())
+		}
 	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
+}
+
+// TestToolRelaysEngineAnswers: a tool inside this module (the executor's
+// relay of a client's tool) can hand the guest another toolset's verdict
+// unchanged — a core class such as ArgumentError, which ToolError may not
+// name, or an abort with its status — while a user's ToolError asking for
+// ArgumentError still gets Glovebox::ToolError.
+func TestToolRelaysEngineAnswers(t *testing.T) {
+	var ts glovebox.Toolset
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	c := out.ToolCalls
-	if len(c) != 2 || c[0].Name != "double" || c[0].Result != 42.0 || c[0].Args[0] != 21.0 || c[0].DurationMS == nil ||
-		c[1].Error == "" || c[1].Result != nil {
-		t.Fatalf("tool_calls %s", b)
+	must(ts.Add("bad_args", func(context.Context, glovebox.Args) (any, error) {
+		return nil, &engine.GuestError{Class: "ArgumentError", Message: "relayed"}
+	}))
+	must(ts.Add("spent", func(context.Context, glovebox.Args) (any, error) {
+		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: "the client's budget is spent"}
+	}))
+	must(ts.Add("user", func(context.Context, glovebox.Args) (any, error) {
+		return nil, &glovebox.ToolError{Class: "ArgumentError", Message: "mine"}
+	}))
+	r, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, PoolSize: -1})
+	must(err)
+	defer r.Close()
+
+	res := eval(t, r, `begin; bad_args; rescue ArgumentError => e; "#{e.class}: #{e.message}"; end`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if res.Value != "ArgumentError: relayed" {
+		t.Errorf("relayed error: %v", res.Value)
+	}
+	if res.ToolCalls[0].Error != "relayed" {
+		t.Errorf("transcript: %+v", res.ToolCalls)
+	}
+	res = eval(t, r, `begin; user; rescue Glovebox::ToolError => e; e.class.name; end`)
+	if res.Value != "Glovebox::ToolError" {
+		t.Errorf("a user's ToolError named ArgumentError became %v", res.Value)
+	}
+	res = eval(t, r, `begin; spent; rescue Exception; end; 1`)
+	wantStatus(t, res, glovebox.StatusToolBudgetExceeded)
+	if res.Error == nil || res.Error.Message != "the client's budget is spent" {
+		t.Errorf("abort: %+v", res.Error)
+	}
+}
+
+// TestToolContextLifetime checks the context a tool runs with, which
+// starts no timer until asked: it carries the deadline, ends when the
+// call returns (as a context.WithDeadline's cancel would end it), ends at
+// the deadline for a tool that only polls Err, and contexts derived from
+// it end with it.
+func TestToolContextLifetime(t *testing.T) {
+	var ts glovebox.Toolset
+	type seen struct {
+		deadline time.Time
+		ok       bool
+		errAtEnd error
+	}
+	kept := make(chan context.Context, 1)
+	derived := make(chan context.Context, 1)
+	polled := make(chan error, 1)
+	var got seen
+	ts.Func("keep", func(ctx context.Context) int {
+		got.deadline, got.ok = ctx.Deadline()
+		got.errAtEnd = ctx.Err()
+		d, cancel := context.WithCancel(ctx)
+		_ = cancel // ends with ctx; the test checks that
+		kept <- ctx
+		derived <- d
+		return 1
+	})
+	ts.Func("poll", func(ctx context.Context) int {
+		for ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		polled <- ctx.Err()
+		return 0
+	})
+	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{Timeout: 2 * time.Second, ToolTime: 200 * time.Millisecond}})
+	start := time.Now()
+	res := eval(t, r, "keep")
+	wantStatus(t, res, glovebox.StatusOK)
+	if !got.ok || got.deadline.Before(start) || got.deadline.After(start.Add(time.Second)) || got.errAtEnd != nil {
+		t.Fatalf("inside the call: deadline %v (%v), err %v", got.deadline, got.ok, got.errAtEnd)
+	}
+	ctx, d := <-kept, <-derived
+	for name, c := range map[string]context.Context{"the tool's context": ctx, "a context derived from it": d} {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not end when the call returned", name)
+		}
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("%s ended with %v", name, c.Err())
+		}
+	}
+	res = eval(t, r, "poll")
+	wantStatus(t, res, glovebox.StatusToolBudgetExceeded)
+	if err := <-polled; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a polling tool saw %v", err)
+	}
+}
+
+// A per-call payload over Limits.ToolPayload (a 200,000-item result,
+// the size of a large MCP answer, or arguments as large) is that call's
+// error, Glovebox::ToolPayloadError, rescuable in the guest.
+func TestOversizedPayloadIsRescuable(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("items", func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = 1_000_000 + i // 8 bytes each, encoded: 1.6 MB for 200,000
+		}
+		return s
+	})
+	ts.Func("size", func(s string) int { return len(s) })
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	res := eval(t, r, `
+		out = []
+		begin
+		  items(200_000)
+		rescue Glovebox::ToolError => e
+		  out << [e.class.name, e.message, e.is_a?(Glovebox::ToolError)]
+		end
+		begin
+		  size("x" * 1_100_000)
+		rescue Glovebox::ToolPayloadError => e
+		  out << [e.class.name, e.message]
+		end
+		out << items(3).size << size("abc")
+		out`)
+	wantStatus(t, res, glovebox.StatusOK)
+	got := res.Value.([]any)
+	if len(got) != 4 || got[2] != int64(3) || got[3] != int64(3) {
+		t.Fatalf("value %v", res.Value)
+	}
+	first, second := got[0].([]any), got[1].([]any)
+	if first[0] != "Glovebox::ToolPayloadError" || first[2] != true || !strings.Contains(first[1].(string), "over the 1048576-byte limit per call (Limits.ToolPayload)") {
+		t.Errorf("oversized result: %v", first)
+	}
+	if second[0] != "Glovebox::ToolPayloadError" || !strings.Contains(second[1].(string), "size was passed 1100") {
+		t.Errorf("oversized arguments: %v", second)
+	}
+	if len(res.ToolCalls) != 4 || res.ToolCalls[0].Outcome != glovebox.OutcomeOversized || res.ToolCalls[1].Outcome != glovebox.OutcomeOversized ||
+		!res.ToolCalls[1].Elided || res.ToolCalls[2].Outcome != glovebox.OutcomeOK {
+		t.Errorf("transcript %+v", res.ToolCalls)
 	}
 }

@@ -50,3 +50,23 @@ func TestToolSession(t *testing.T) {
 		t.Error("a session from a Runtime without tools")
 	}
 }
+
+// Through a ToolSession (a command in an OS box calling tools), an
+// oversized call is an error frame for that call alone, not the abort
+// that ends every later call.
+func TestToolSessionOversizedArguments(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("size", func(s string) int { return len(s) })
+	r := newRuntime(t, glovebox.Config{Tools: &ts, PoolSize: -1, Limits: glovebox.Limits{ToolPayload: 100}})
+	s := r.ToolSession(0)
+	big := `[["` + strings.Repeat("x", 200) + `"],{}]`
+	if got := string(s.Call(context.Background(), "size", []byte(big))); !strings.HasPrefix(got, "err\nToolPayloadError\nsize was passed 209 bytes") {
+		t.Errorf("oversized: %q", got)
+	}
+	if got := string(s.Call(context.Background(), "size", []byte(`[["abc"],{}]`))); got != "i\n3" {
+		t.Errorf("next call: %q", got)
+	}
+	if c := s.Calls(); len(c) != 2 || c[0].Outcome != glovebox.OutcomeOversized || !c[0].Elided || c[1].Outcome != glovebox.OutcomeOK {
+		t.Errorf("transcript %+v", c)
+	}
+}

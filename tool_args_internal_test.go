@@ -1,3 +1,5 @@
+// The scalar fast path for tool calls agrees with reflection.
+
 package glovebox
 
 import (
@@ -10,27 +12,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// Each shape scalarFast takes, beside the same function under a named
-// type, which scalarFast does not match and so takes the reflect path.
-type (
-	nInt       func() int
-	nString    func() string
-	nStringErr func() (string, error)
-	nIntInt    func(int) int
-	nAdd       func(int, int) int
-	nAddErr    func(int, int) (int, error)
-	nFloat     func(float64, float64) float64
-	nStrStr    func(string) string
-	nStrBool   func(string) bool
-	nStrStrErr func(string) (string, error)
-	nBoolBool  func(bool) bool
-	nCtxStrErr func(context.Context, string) (string, error)
-	nCtxIntErr func(context.Context, int) (int, error)
-	ctxKeyTest struct{}
-)
-
-var errOdd = errors.New("odd")
 
 // TestScalarFastSameAsReflect: for every fast-path shape, the fast path
 // gives the same result and error as the reflect path for good arguments,
@@ -166,3 +147,24 @@ func TestNoCtxOnlyForContextFreeFuncs(t *testing.T) {
 		}
 	}
 }
+
+// Each shape scalarFast takes, beside the same function under a named
+// type, which scalarFast does not match and so takes the reflect path.
+type (
+	nInt       func() int
+	nString    func() string
+	nStringErr func() (string, error)
+	nIntInt    func(int) int
+	nAdd       func(int, int) int
+	nAddErr    func(int, int) (int, error)
+	nFloat     func(float64, float64) float64
+	nStrStr    func(string) string
+	nStrBool   func(string) bool
+	nStrStrErr func(string) (string, error)
+	nBoolBool  func(bool) bool
+	nCtxStrErr func(context.Context, string) (string, error)
+	nCtxIntErr func(context.Context, int) (int, error)
+	ctxKeyTest struct{}
+)
+
+var errOdd = errors.New("odd")

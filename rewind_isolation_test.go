@@ -1,3 +1,5 @@
+// Rewind isolation: a VM rewound for the next eval, or a trapping eval, leaves nothing the next eval can see.
+
 package glovebox_test
 
 import (
@@ -537,4 +539,73 @@ func TestAttackScratchTimesTellNothing(t *testing.T) {
 			t.Fatalf("reuse disabled %v: the eval saw /tmp changed at %.6f, %.3f s before it started: the time of the last eval's work", disable, seen, before-seen)
 		}
 	}
+}
+
+// A VM waiting in a pool does not tell its eval how long it waited.
+func TestClockStandsStillInPool(t *testing.T) {
+	r := newRuntime(t, glovebox.Config{PoolSize: 1})
+	eval(t, r, "1")
+	time.Sleep(1500 * time.Millisecond) // the pooled VM waits
+	res := eval(t, r, `Process.clock_gettime(Process::CLOCK_MONOTONIC)`)
+	a := res.Value.(float64)
+	time.Sleep(1500 * time.Millisecond)
+	res = eval(t, r, `Process.clock_gettime(Process::CLOCK_MONOTONIC)`)
+	if b := res.Value.(float64); b-a > 0.5 || a-b > 0.5 {
+		t.Fatalf("monotonic clock read %v then %v across 1.5 s of pool waiting", a, b)
+	}
+}
+
+// Two evals never see each other's globals, constants, methods, monkey
+// patches, files or random sequence.
+func TestEvalsShareNoState(t *testing.T) {
+	set := `$leak = 1; LEAK = 2; def leaked = 3; class String; def shout = upcase; end
+		@ivar = 4; srand(42); File.write("/tmp/x", "y") rescue nil; Glovebox::MAX_DEPTH.then { }; :set`
+	wantStatus(t, eval(t, rt, set), glovebox.StatusOK)
+	res := eval(t, rt, `[$leak, defined?(LEAK), respond_to?(:leaked, true), "a".respond_to?(:shout), @ivar, File.exist?("/tmp/x")]`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if !equalValue(res.Value, []any{nil, nil, false, false, nil, false}) {
+		t.Fatalf("state leaked between evals: %v", res.Value)
+	}
+	// Each VM has its own random seed.
+	seen := map[string]bool{}
+	for range 5 {
+		res := eval(t, rt, `require "securerandom"; [rand(2**62), Random.new_seed % 2**62, SecureRandom.hex(8)].inspect`)
+		wantStatus(t, res, glovebox.StatusOK)
+		s := res.Value.(string)
+		if seen[s] {
+			t.Fatalf("two VMs produced the same random values %s", s)
+		}
+		seen[s] = true
+	}
+}
+
+// 200 consecutive evals that each trap leave the process healthy: no
+// leaked goroutines, memory back near its baseline.
+func TestTrappingEvalsLeakNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: slow")
+	}
+	r := withLimits(t, glovebox.Limits{Fuel: 2_000_000})
+	codes := []string{"loop {}", "exit!(1)", "def f = f; f", `Glovebox.send(:__send, "x", "")`}
+	runOnce := func(n int) {
+		for i := range n {
+			res := eval(t, r, codes[i%len(codes)])
+			if res.Status == glovebox.StatusOK {
+				t.Fatalf("%s ended ok", codes[i%len(codes)])
+			}
+		}
+	}
+	runOnce(20) // warm up pools and caches
+	time.Sleep(200 * time.Millisecond)
+	g0, rss0 := runtime.NumGoroutine(), rssBytes(t)
+	runOnce(200)
+	time.Sleep(500 * time.Millisecond) // let the closer free the VMs
+	g1, rss1 := runtime.NumGoroutine(), rssBytes(t)
+	if g1 > g0+2 {
+		t.Errorf("goroutines grew from %d to %d", g0, g1)
+	}
+	if rss1 > rss0+64<<20 {
+		t.Errorf("RSS grew from %d MiB to %d MiB over 200 trapping evals", rss0>>20, rss1>>20)
+	}
+	t.Logf("goroutines %d -> %d, RSS %d -> %d MiB", g0, g1, rss0>>20, rss1>>20)
 }

@@ -1,3 +1,5 @@
+// Tool arguments and answers: exact integers, keywords, inline fast paths, the JSON they match.
+
 package glovebox_test
 
 import (
@@ -5,29 +7,65 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
 )
 
-// record is a tool argument with every shape that can hold an integer.
-type record struct {
-	A    any              `json:"a"`
-	M    map[string]any   `json:"m"`
-	S    []any            `json:"s"`
-	P    *int64           `json:"p,omitempty"`
-	U    uint8            `json:"u,omitempty"`
-	Big  *big.Int         `json:"big,omitempty"`
-	Kids []record         `json:"kids,omitempty"`
-	Byid map[int64]string `json:"byid,omitempty"`
-	Num  json.Number      `json:"num,omitempty"`
-	When time.Time        `json:"when,omitzero"`
-	Raw  json.RawMessage  `json:"raw,omitempty"`
-	Blob []byte           `json:"blob,omitempty"`
+// TestFlatArgumentsMatchJSON checks that scalar arguments, which the
+// prelude sends in the flat form, reach a tool exactly as they do in the
+// JSON form (forced here by a keyword argument): integers at and past
+// the int64 edges, floats, strings in every encoding, symbols, nil and
+// booleans.
+func TestFlatArgumentsMatchJSON(t *testing.T) {
+	var mu sync.Mutex
+	var seen [][]any
+	var ts glovebox.Toolset
+	ts.Add("echo", func(_ context.Context, a glovebox.Args) (any, error) {
+		mu.Lock()
+		seen = append(seen, a.Positional)
+		mu.Unlock()
+		return a.Positional, nil
+	})
+	r := newRuntime(t, glovebox.Config{Tools: &ts})
+	values := []string{
+		`0`, `-1`, `2**63 - 1`, `-2**63`, `2**63`, `-2**63 - 1`, `2**80`,
+		`1.5`, `1e20`, `-0.0`, `1e-7`, `Float::INFINITY`, `-Float::INFINITY`,
+		`nil`, `true`, `false`,
+		`"héllo"`, `"a\0b;s3:"`, `""`, `"abc".b`, `"\xff\xfeA".b`, `"\xffA".force_encoding("UTF-8")`,
+		`"ok".encode("US-ASCII")`, `"é".encode("ISO-8859-1")`, `:sym`, `:"é"`,
+	}
+	for _, v := range values {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		res := eval(t, r, "x = ["+v+"]\n[echo(*x), echo(*x, z: 1), Glovebox.call(:echo, *x)]")
+		wantStatus(t, res, glovebox.StatusOK)
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		if len(got) != 3 || !sameArgs(got[0], got[1]) || !sameArgs(got[2], got[1]) {
+			t.Errorf("%s: the tool saw %#v (flat) and %#v (JSON)", v, got[0], got[1])
+			continue
+		}
+		out := res.Value.([]any)
+		if !sameArgs(out[0].([]any), out[1].([]any)) {
+			t.Errorf("%s: the guest got back %#v and %#v", v, out[0], out[1])
+		}
+	}
+	// The edges: int64 stays int64, one past it is a *big.Int, exactly.
+	res := eval(t, r, "echo(2**63 - 1, -2**63, 2**63, -2**63 - 1)")
+	wantStatus(t, res, glovebox.StatusOK)
+	want := []any{int64(math.MaxInt64), int64(math.MinInt64), new(big.Int).Lsh(big.NewInt(1), 63), new(big.Int).Neg(new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 63), big.NewInt(1)))}
+	if !sameArgs(res.ToolCalls[0].Args.Positional, want) {
+		t.Fatalf("transcript has %#v", res.ToolCalls[0].Args.Positional)
+	}
 }
 
 // Integers reach tools exactly, at any depth and through every parameter
@@ -97,22 +135,6 @@ func TestToolArgsExactIntegers(t *testing.T) {
 	}
 }
 
-type statOpts struct {
-	Path  string `json:"path"`
-	Limit int    `json:"limit,omitempty"`
-}
-
-type finder struct{}
-
-func (finder) Find(q struct {
-	ID   int64 `json:"id" jsonschema:"required"`
-	Deep struct {
-		On bool `json:"on"`
-	} `json:"deep"`
-}) int64 {
-	return q.ID
-}
-
 // Keyword names match exactly; an unknown one is refused by name with
 // the accepted ones, so a hook that inspects Args.Keyword sees exactly
 // what the tool receives.
@@ -171,30 +193,6 @@ func TestToolKeywordsExact(t *testing.T) {
 	}
 }
 
-// A call without keyword arguments (or without positional ones) writes
-// {} (or []) in the transcript, never null.
-func TestTranscriptEmptyArgsShape(t *testing.T) {
-	var ts glovebox.Toolset
-	ts.Func("ping", func() string { return "pong" })
-	ts.Func("kw", func(o map[string]any) int { return len(o) })
-	r := newRuntime(t, glovebox.Config{Tools: &ts})
-	res := eval(t, r, `[ping, kw(a: 1)]`)
-	wantStatus(t, res, glovebox.StatusOK)
-	var out struct {
-		ToolCalls []map[string]json.RawMessage `json:"tool_calls"`
-	}
-	b, _ := json.Marshal(res)
-	if err := json.Unmarshal(b, &out); err != nil || len(out.ToolCalls) != 2 {
-		t.Fatalf("%s: %v", b, err)
-	}
-	if a, k := string(out.ToolCalls[0]["args"]), string(out.ToolCalls[0]["kwargs"]); a != "[]" || k != "{}" {
-		t.Errorf("ping: args %s kwargs %s, want [] and {}", a, k)
-	}
-	if a, k := string(out.ToolCalls[1]["args"]), string(out.ToolCalls[1]["kwargs"]); a != "[]" || k != `{"a":1}` {
-		t.Errorf("kw: args %s kwargs %s", a, k)
-	}
-}
-
 // The generated tool methods (prelude.rb's __prepare) encode one or two
 // Integers, or one valid UTF-8 or US-ASCII String, inline; whatever they
 // send must reach the tool exactly as the general encoder's message does,
@@ -244,16 +242,6 @@ func TestToolInlineAnswers(t *testing.T) {
 	}
 }
 
-// fmtArgs prints each argument with its Go type, so a *big.Int compares
-// by value.
-func fmtArgs(xs []any) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = fmt.Sprintf("%T %v", x, x)
-	}
-	return out
-}
-
 // An answer too big for the guest's memory ends the eval with
 // StatusMemoryLimit and says so (js-value-to-string allocates the answer
 // in the guest, then checks it and the result address with one look at
@@ -274,4 +262,46 @@ func TestToolAnswerOverMemoryLimit(t *testing.T) {
 	if res.Value != "ok" {
 		t.Fatalf("value %#v", res.Value)
 	}
+}
+
+// record is a tool argument with every shape that can hold an integer.
+type record struct {
+	A    any              `json:"a"`
+	M    map[string]any   `json:"m"`
+	S    []any            `json:"s"`
+	P    *int64           `json:"p,omitempty"`
+	U    uint8            `json:"u,omitempty"`
+	Big  *big.Int         `json:"big,omitempty"`
+	Kids []record         `json:"kids,omitempty"`
+	Byid map[int64]string `json:"byid,omitempty"`
+	Num  json.Number      `json:"num,omitempty"`
+	When time.Time        `json:"when,omitzero"`
+	Raw  json.RawMessage  `json:"raw,omitempty"`
+	Blob []byte           `json:"blob,omitempty"`
+}
+
+type statOpts struct {
+	Path  string `json:"path"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+type finder struct{}
+
+func (finder) Find(q struct {
+	ID   int64 `json:"id" jsonschema:"required"`
+	Deep struct {
+		On bool `json:"on"`
+	} `json:"deep"`
+}) int64 {
+	return q.ID
+}
+
+// fmtArgs prints each argument with its Go type, so a *big.Int compares
+// by value.
+func fmtArgs(xs []any) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%T %v", x, x)
+	}
+	return out
 }

@@ -1,3 +1,5 @@
+// Deep recursion: nested data in C methods, SystemStackError, setjmp across deep stacks.
+
 package glovebox_test
 
 import (
