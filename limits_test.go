@@ -179,7 +179,9 @@ func TestFuelWithToolCalls(t *testing.T) {
 // still ends as memory_limit; a NoMemoryError the guest raises itself
 // while far from it stays an error.
 func TestMemoryLimitAtAddressSpace(t *testing.T) {
-	r := withLimits(t, glovebox.Limits{Memory: 4 << 30})
+	// A generous timeout: reserving 4.5 GiB of address space and growing
+	// linear memory towards 4 GiB took over 10 s on a loaded 2-core host.
+	r := withLimits(t, glovebox.Limits{Memory: 4 << 30, Timeout: time.Minute})
 	// capacity: reserves address space without touching host pages.
 	res := eval(t, r, `a = String.new(capacity: 1500 << 20); b = String.new(capacity: 1500 << 20); c = String.new(capacity: 1500 << 20); 1`)
 	wantStatus(t, res, glovebox.StatusMemoryLimit)

@@ -4,11 +4,10 @@ package glovebox_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox"
@@ -163,18 +162,21 @@ func TestScratchIsPrivateAndWiped(t *testing.T) {
 }
 
 // Scratch directories a dead process left behind are removed by the next
-// process that uses the same base.
+// process that uses the same base; one whose owner lives (it holds a flock
+// on the directory, whatever its name says) stays.
 func TestStaleScratchSwept(t *testing.T) {
 	base := privateScratch(t.TempDir())
 	must(t, os.Mkdir(base, 0o700))
-	cmd := exec.Command("true")
-	must(t, cmd.Run())
-	dead := filepath.Join(base, fmt.Sprintf("glovebox-scratch-%d-123", cmd.Process.Pid))
-	alive := filepath.Join(base, fmt.Sprintf("glovebox-scratch-%d-456", os.Getppid()))
+	dead := filepath.Join(base, "glovebox-scratch-1-123")
+	alive := filepath.Join(base, "glovebox-scratch-1-456")
 	for _, d := range []string{dead, alive} {
 		must(t, os.MkdirAll(filepath.Join(d, "sub"), 0o755))
 		must(t, os.WriteFile(filepath.Join(d, "sub", "f"), []byte("x"), 0o644))
 	}
+	owner, err := os.Open(alive)
+	must(t, err)
+	defer owner.Close()
+	must(t, syscall.Flock(int(owner.Fd()), syscall.LOCK_EX))
 	newRuntime(t, glovebox.Config{PoolSize: -1, ScratchDir: filepath.Dir(base)})
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("a dead process's scratch directory is still there: %v", err)

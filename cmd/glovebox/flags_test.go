@@ -91,7 +91,7 @@ func TestMountErrorsBeforeWork(t *testing.T) {
 }
 
 // TestProfileKeysDocumented: the keys the profile parser accepts are
-// exactly those README's table and eval --help list.
+// exactly those docs/cli.md's table and eval --help list.
 func TestProfileKeysDocumented(t *testing.T) {
 	var accepted []string
 	var walk func(prefix string, ty reflect.Type)
@@ -119,7 +119,7 @@ func TestProfileKeysDocumented(t *testing.T) {
 	if !reflect.DeepEqual(accepted, documented) {
 		t.Fatalf("the parser accepts %v\nprofileKeys documents %v", accepted, documented)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestProfileKeysDocumented(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(inReadme, documented) {
-		t.Fatalf("README's profile table lists %v\nthe parser accepts %v", inReadme, documented)
+		t.Fatalf("docs/cli.md's profile table lists %v\nthe parser accepts %v", inReadme, documented)
 	}
 	out, _, _ := run(t, "", "eval", "--help")
 	for _, k := range documented {
