@@ -77,6 +77,15 @@ type Backend struct {
 	HostMounts []string
 }
 
+// Fake is the Cannot of a backend tested through a fake engine or
+// service, each capability with the reason why: such a backend checks
+// only the contract (its Posture, the refusal of an invalid Command, a
+// typed nil Tools) and, unless Results is added, that Run returns a
+// Result.
+func Fake(why string) map[Capability]string {
+	return map[Capability]string{Exec: why, Limits: why, Mounts: why, Egress: why, Tools: why, Host: why}
+}
+
 // Run runs every subtest of the suite against b.
 func Run(t *testing.T, b Backend) {
 	s := &suite{b: b}
@@ -110,9 +119,31 @@ func (s *suite) sub(t *testing.T, name string, needs []Capability, f func(t *tes
 // needs builds a subtest's list of capabilities.
 func needs(c ...Capability) []Capability { return c }
 
+// Available returns b, skipping t when err says the backend's program
+// is not installed here (ErrUnavailable) and failing it on another error:
+// for a backend's New, b, err := bwrap.New(cfg).
+func Available[B box.Box](t testing.TB, b B, err error) B {
+	t.Helper()
+	if errors.Is(err, box.ErrUnavailable) {
+		t.Skipf("%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// MustRun runs c in b, as every subtest of the suite does: it skips t
+// when the sandbox cannot start on this host (ErrBackend) and fails it on
+// any other error.
+func MustRun(t testing.TB, b box.Box, c box.Command) *box.Result {
+	t.Helper()
+	return run(t, b, c)
+}
+
 // run runs c in b, skipping t when the sandbox cannot start on this host
 // (ErrBackend) and failing it on any other error.
-func run(t *testing.T, b box.Box, c box.Command) *box.Result {
+func run(t testing.TB, b box.Box, c box.Command) *box.Result {
 	t.Helper()
 	res, err := b.Run(context.Background(), c)
 	if errors.Is(err, box.ErrBackend) {

@@ -11,6 +11,27 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 )
 
+// HostProcesses lists the host processes (but this one) whose command line holds one of
+// marks.
+func HostProcesses(marks ...string) []string {
+	var out []string
+	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err != nil || filepath.Dir(m) == fmt.Sprintf("/proc/%d", os.Getpid()) {
+			continue
+		}
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		for _, mark := range marks {
+			if strings.Contains(line, mark) {
+				out = append(out, line+" ("+m+")")
+				break
+			}
+		}
+	}
+	return out
+}
+
 // limits: the timeout and the resource limits.
 func (s *suite) limits(t *testing.T) {
 	// TimeoutKillsTree: at the timeout the whole tree is killed (a
@@ -25,7 +46,7 @@ func (s *suite) limits(t *testing.T) {
 			t.Fatalf("%+v", res)
 		}
 		if s.can(Host) {
-			if left := hostProcesses("sleep "+marker, tmp); len(left) > 0 {
+			if left := HostProcesses("sleep "+marker, tmp); len(left) > 0 {
 				t.Errorf("left behind after the timeout: %q", left)
 			}
 		}
@@ -93,25 +114,4 @@ for k in kids: os.waitpid(k, 0)
 			t.Errorf("fork bomb ran to the timeout: %+v", res.Enforced)
 		}
 	})
-}
-
-// hostProcesses lists the host processes whose command line holds one of
-// marks.
-func hostProcesses(marks ...string) []string {
-	var out []string
-	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, m := range ms {
-		b, err := os.ReadFile(m)
-		if err != nil || filepath.Dir(m) == fmt.Sprintf("/proc/%d", os.Getpid()) {
-			continue
-		}
-		line := strings.ReplaceAll(string(b), "\x00", " ")
-		for _, mark := range marks {
-			if strings.Contains(line, mark) {
-				out = append(out, line+" ("+m+")")
-				break
-			}
-		}
-	}
-	return out
 }

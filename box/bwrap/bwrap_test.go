@@ -2,7 +2,6 @@ package bwrap_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,29 +9,17 @@ import (
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 )
 
 func requiresBwrap(t *testing.T) *bwrap.Box {
 	t.Helper()
 	b, err := bwrap.New(bwrap.Config{})
-	if errors.Is(err, box.ErrUnavailable) {
-		t.Skipf("bubblewrap is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return boxtest.Available(t, b, err)
 }
 
-func run(t *testing.T, b box.Box, c box.Command) *box.Result {
-	t.Helper()
-	res, err := b.Run(context.Background(), c)
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	return res
-}
+var run = boxtest.MustRun
 
 func TestSeccompDenies(t *testing.T) {
 	b := requiresBwrap(t)
@@ -89,4 +76,3 @@ func TestProcHidesHostPaths(t *testing.T) {
 		t.Errorf("exit %d\n%s\nstderr %s", res.ExitStatus, res.Stdout, res.Stderr)
 	}
 }
-

@@ -14,12 +14,8 @@ func TestConformance(t *testing.T) {
 		Name: "bwrap", CLI: "bwrap",
 		New: func(t *testing.T) box.Box { return requiresBwrap(t) },
 		WithEgress: func(t *testing.T, e box.EgressFunc) box.Box {
-			requiresBwrap(t)
 			b, err := bwrap.New(bwrap.Config{Egress: e})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
+			return boxtest.Available(t, b, err)
 		},
 		Posture: box.Posture{Backend: "bwrap", Isolation: box.IsolationNamespaces, Trust: box.TrustHost},
 		// The working directory and the tool socket's directory are

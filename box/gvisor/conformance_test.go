@@ -1,7 +1,6 @@
 package gvisor_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
@@ -13,13 +12,7 @@ import (
 func TestConformance(t *testing.T) {
 	newBox := func(t *testing.T, cfg gvisor.Config) box.Box {
 		b, err := gvisor.New(cfg)
-		if errors.Is(err, box.ErrUnavailable) {
-			t.Skipf("runsc is not installed: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return boxtest.Available(t, b, err)
 	}
 	boxtest.Run(t, boxtest.Backend{
 		Name: "gvisor", CLI: "gvisor",
