@@ -80,13 +80,22 @@ type Backend struct {
 // Fake is the Cannot of a backend tested through a fake engine or
 // service, each capability with the reason why: such a backend checks
 // only the contract (its Posture, the refusal of an invalid Command, a
-// typed nil Tools) and, unless Results is added, that Run returns a
-// Result.
+// typed nil Tools) and that Run returns a Result with the posture.
 func Fake(why string) map[Capability]string {
 	return map[Capability]string{Exec: why, Limits: why, Mounts: why, Egress: why, Tools: why, Host: why}
 }
 
-// Run runs every subtest of the suite against b.
+// Run runs every subtest of the suite against b, as subtests of t named
+// after the behaviour: Posture, InvalidCommand, TypedNilTools (every
+// backend); ArgvAndShell, FilesStdinOutputs, EnvDefaultDeny,
+// CredentialsNeverInResult, CommandNotExecuted (126/127),
+// ReadOnlyRootAndHostUntouched, NetworkNone (Exec); TimeoutKillsTree,
+// OutputCapped, MemoryHog, PidsLimit (Limits); Mounts, NoSetidFiles
+// (Mounts); EgressAllowlist, CredentialsProxyMode (Egress);
+// ToolsFromPython, ToolsFromRuby (Tools); NoInheritedDescriptors,
+// ProcShowsNoHost, KilledFromOutside, SweepSparesLiveRuns (Host; the last
+// builds the CLI, skipped under -short). Commands inside the box use
+// /bin/sh and python3 from the host's /usr.
 func Run(t *testing.T, b Backend) {
 	s := &suite{b: b}
 	s.contract(t)

@@ -18,12 +18,12 @@ import (
 	"github.com/gloveboxhq/glovebox/httptool"
 )
 
-// FakeDNS resolves the names it holds to their address and no other:
+// fakeDNS resolves the names it holds to their address and no other:
 // an httptool.Config.Resolver for the test hosts of a suite.
-type FakeDNS map[string]string
+type fakeDNS map[string]string
 
 // LookupNetIP returns the address of host, or a not-found DNS error.
-func (f FakeDNS) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+func (f fakeDNS) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	if a, ok := f[host]; ok {
 		return []netip.Addr{netip.MustParseAddr(a)}, nil
 	}
@@ -60,7 +60,7 @@ func (r *recorder) requests() []string {
 
 // egressBox is the backend's box with httptool's proxy over dns, the
 // loopback trusted and ports open.
-func (s *suite) egressBox(t *testing.T, dns FakeDNS, ports ...int) box.Box {
+func (s *suite) egressBox(t *testing.T, dns fakeDNS, ports ...int) box.Box {
 	return s.b.WithEgress(t, egress.HTTPTool(httptool.Config{Ports: ports,
 		TrustedPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: dns}))
 }
@@ -78,11 +78,11 @@ func (s *suite) egress(t *testing.T) {
 		const canary = "canary-eg-7f3e19"
 		srv := newRecorder(t, "hello from host")
 		port := srv.port
-		b := s.egressBox(t, FakeDNS{"allowed.test": "127.0.0.1", "api.test": "127.0.0.1", "other.test": "127.0.0.1",
+		b := s.egressBox(t, fakeDNS{"allowed.test": "127.0.0.1", "api.test": "127.0.0.1", "other.test": "127.0.0.1",
 			"private.test": "10.1.2.3", "meta.test": "169.254.169.254"}, port, 80)
 		// What httptool itself says for the refused hosts.
 		ht, err := httptool.New(httptool.Config{AllowHosts: []string{"private.test", "meta.test"}, Ports: []int{80},
-			Resolver: FakeDNS{"private.test": "10.1.2.3", "meta.test": "169.254.169.254"}})
+			Resolver: fakeDNS{"private.test": "10.1.2.3", "meta.test": "169.254.169.254"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ print(open("/proc/self/environ").read().count(%[2]q))
 		const canary = "cred-proxy-3c9a5d"
 		srv := newRecorder(t, "ok")
 		port := srv.port
-		b := s.egressBox(t, FakeDNS{"api.test": "127.0.0.1", "plain.test": "127.0.0.1"}, port)
+		b := s.egressBox(t, fakeDNS{"api.test": "127.0.0.1", "plain.test": "127.0.0.1"}, port)
 		script := fmt.Sprintf(`
 import urllib.request, urllib.error, subprocess, http.client
 def get(u, headers={}):

@@ -39,7 +39,7 @@ func (s *suite) host(t *testing.T) {
 			gated("run with tools", b, box.Command{Tools: pingRuntime(t).ToolSession(0)})
 		}
 		if s.can(Egress) && s.b.WithEgress != nil {
-			gated("run with egress", s.egressBox(t, FakeDNS{"allowed.test": "127.0.0.1"}), box.Command{Network: box.Network{Allow: []string{"allowed.test"}}})
+			gated("run with egress", s.egressBox(t, fakeDNS{"allowed.test": "127.0.0.1"}), box.Command{Network: box.Network{Allow: []string{"allowed.test"}}})
 		}
 	})
 	// ProcShowsNoHost: what /proc shows inside a run (with the tool
