@@ -48,7 +48,7 @@ bench:
 # an executor on loopback with 1 and 2 workers, p50/p99, beside the same
 # work in-process (bounded: under a minute on 2 cores).
 loadtest:
-	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./cmd/glovebox
+	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./internal/bench
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire

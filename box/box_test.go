@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box"
 )
 
@@ -105,5 +106,31 @@ func TestMountValidation(t *testing.T) {
 	c := box.Command{Argv: []string{"true"}, Mounts: []box.Mount{{HostPath: "/srv", GuestPath: "/data"}, {HostPath: "/srv", GuestPath: "/mnt/in", Writable: true}}}
 	if err := c.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTypedNilTools: Validate turns Tools holding a nil
+// *glovebox.ToolSession (what rt.ToolSession(0) returns on a Runtime
+// without tools) into a nil Tools, and a nil *ToolSession answers as a
+// session without tools. That every backend then runs without tools is
+// the boxtest suite's TypedNilTools, which each backend's tests run.
+func TestTypedNilTools(t *testing.T) {
+	var none *glovebox.ToolSession // what rt.ToolSession(0) returns without tools
+	c := box.Command{Argv: []string{"x"}, Tools: none}
+	if err := c.Validate(); err != nil || c.Tools != nil {
+		t.Fatalf("Validate: %v, Tools %#v; want no error and a nil Tools", err, c.Tools)
+	}
+	if none.Names() != nil || string(none.Transcript()) != "[]" || none.Calls() != nil ||
+		!strings.HasPrefix(string(none.Call(context.Background(), "x", nil)), "err\nUnknownToolError\n") {
+		t.Error("a nil *ToolSession does not answer as a session without tools")
+	}
+}
+
+// TestNilCredential: a Credentials entry without a function is refused
+// before the run (calling it panicked in every backend).
+func TestNilCredential(t *testing.T) {
+	c := box.Command{Argv: []string{"x"}, Credentials: map[string]func(context.Context) (string, error){"TOKEN": nil}}
+	if err := c.Validate(); !errors.Is(err, box.ErrInvalidCommand) || !strings.Contains(err.Error(), "TOKEN") {
+		t.Fatalf("Validate: %v", err)
 	}
 }

@@ -54,7 +54,8 @@
 // same rules in the OCI seccomp filter the sentry applies (runsc
 // --oci-seccomp; it has no security.* extended attributes at all), and
 // mounts the working directory and writable mounts nosuid, nodev. The
-// cases are in tiers_test.go, one table over the backends.
+// cases are the conformance suite's (package boxtest), which every
+// backend runs.
 //
 // # Network
 //

@@ -3,26 +3,12 @@ package bwrap_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 )
-
-// strays lists the host processes whose command line holds marker.
-func strays(marker string) []string {
-	var out []string
-	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, m := range ms {
-		b, err := os.ReadFile(m)
-		if err == nil && strings.Contains(string(b), marker) {
-			out = append(out, strings.ReplaceAll(string(b), "\x00", " ")+" ("+m+")")
-		}
-	}
-	return out
-}
 
 // TestWorkerKilledAtOnceLeavesNothing: a worker killed right after it
 // started — while bwrap is still setting up its sandbox, before the
@@ -39,7 +25,7 @@ func TestWorkerKilledAtOnceLeavesNothing(t *testing.T) {
 		time.Sleep(time.Duration(i%12) * 250 * time.Microsecond) // kill at every stage of bwrap's set-up
 		w.Kill()
 		w.Wait()
-		if s := strays(marker); len(s) > 0 {
+		if s := boxtest.HostProcesses(marker); len(s) > 0 {
 			t.Fatalf("round %d: processes left: %q", i, s)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/container"
 	"github.com/gloveboxhq/glovebox/box/egress"
 	"github.com/gloveboxhq/glovebox/httptool"
@@ -131,4 +132,23 @@ func TestMountArgs(t *testing.T) {
 	if !strings.Contains(a, "-v /srv/in:/data:ro -v /srv/out:/out:rw") {
 		t.Errorf("argv %s", a)
 	}
+}
+
+// TestConformance runs the box contract against the container box with a
+// fake engine (no docker or podman here): what it checks without one.
+func TestConformance(t *testing.T) {
+	boxtest.Run(t, boxtest.Backend{
+		Name: "container",
+		New: func(t *testing.T) box.Box {
+			b, err := container.New(container.Config{Image: "img", Runner: func(ctx context.Context, a []string) *exec.Cmd {
+				return exec.Command("true") // the engine: every call succeeds, the command prints nothing
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		Posture: box.Posture{Backend: "docker", Isolation: box.IsolationNamespaces, Trust: box.TrustHost},
+		Cannot:  boxtest.Fake("a fake engine stands in for docker"),
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/e2b"
 )
 
@@ -149,4 +150,15 @@ func TestE2BTimeoutAndErrors(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), canary) {
 		t.Errorf("err %v", err)
 	}
+}
+
+// TestConformance runs the box contract against the E2B box over the
+// local fake of its control API and envd.
+func TestConformance(t *testing.T) {
+	boxtest.Run(t, boxtest.Backend{
+		Name:    "e2b",
+		New:     func(t *testing.T) box.Box { return newBox(t, &fake{files: map[string]string{}}) },
+		Posture: box.Posture{Backend: "e2b", Isolation: box.IsolationVendorVM, Trust: box.TrustVendor},
+		Cannot:  boxtest.Fake("a local fake of the service answers every process with the same output"),
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/microvm"
 )
 
@@ -73,4 +74,23 @@ func TestRunnerContract(t *testing.T) {
 	if err != nil || res.Trust != box.TrustVM || res.OffHost() || gotArgs[0] != "jailer" {
 		t.Errorf("%+v %v", res, err)
 	}
+}
+
+// TestConformance runs the box contract against the microVM box with a
+// fake runner (no KVM or Firecracker here).
+func TestConformance(t *testing.T) {
+	boxtest.Run(t, boxtest.Backend{
+		Name: "microvm",
+		New: func(t *testing.T) box.Box {
+			b, err := microvm.New(microvm.Config{Kernel: "/k", Rootfs: "/r", Runner: func(ctx context.Context, a []string, cfg []byte, c *box.Command) (*box.Result, error) {
+				return &box.Result{}, nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		Posture: box.Posture{Backend: "firecracker", Isolation: box.IsolationMicroVM, Trust: box.TrustVM},
+		Cannot:  boxtest.Fake("a fake runner stands in for the jailer and Firecracker"),
+	})
 }

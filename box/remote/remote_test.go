@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/boxtest"
 	"github.com/gloveboxhq/glovebox/box/remote"
 )
 
@@ -40,4 +41,15 @@ func TestRemoteIsOffHost(t *testing.T) {
 	if x.got.Credentials["T"] != "sec-77" || x.got.Command.Credentials != nil || strings.Contains(x.got.IdempotencyKey, "sec-77") {
 		t.Errorf("request %+v", x.got)
 	}
+}
+
+// TestConformance runs the box contract against the remote box over a
+// fake executor (the executor's own tests run the real one).
+func TestConformance(t *testing.T) {
+	boxtest.Run(t, boxtest.Backend{
+		Name:    "remote",
+		New:     func(t *testing.T) box.Box { return remote.New(&fakeExec{}, nil) },
+		Posture: box.Posture{Backend: "remote", Isolation: box.IsolationGVisor, Trust: box.TrustRemote},
+		Cannot:  boxtest.Fake("a fake executor answers every run with the same Result"),
+	})
 }

@@ -5,23 +5,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/gloveboxhq/glovebox/internal/procmem"
-
 	"github.com/spf13/cobra"
 
-	"github.com/gloveboxhq/glovebox"
-	"github.com/gloveboxhq/glovebox/internal/engine"
-	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/bench"
 )
 
+// benchCmd is `glovebox bench`: its flags and the printed table. The rows
+// are measured in internal/bench, one file per group of rows there; a new
+// row is a function in a file of its own in internal/bench, called from
+// bench.Run (see that package's doc), and needs nothing here.
 func benchCmd() *cobra.Command {
 	var samples int
 	cmd := &cobra.Command{
@@ -42,48 +39,19 @@ fuel for comparison), about a minute each, once.`,
 	return cmd
 }
 
-type stat struct {
-	p50, p99 time.Duration
-	n        int
-}
-
-func summarize(d []time.Duration) stat {
-	slices.Sort(d)
-	if len(d) == 0 {
-		return stat{}
-	}
-	return stat{p50: d[len(d)/2], p99: d[min(len(d)-1, len(d)*99/100)], n: len(d)}
-}
-
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms"
-}
-func us(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Nanoseconds())/1000, 'f', 1, 64) + " µs"
-}
-
+// runBench prints the header, then every row bench.Run measures as one
+// aligned table (each also reported on stderr as it is measured); the
+// last column says whether the target is met.
 func runBench(ctx context.Context, w io.Writer, samples int) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cacheDir, err := glovebox.DefaultCacheDir()
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(w, "glovebox bench — %s, %d CPUs, %s, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		runtime.NumCPU(), kernel(), runtime.Version())
-	// Rows are reported on stderr as they are measured, then printed as
-	// one aligned table; the last column says whether the target is met.
 	var rows [][]string
 	row := func(met string, cols ...string) {
 		fmt.Fprintf(os.Stderr, "measured: %s\n", strings.Join(cols[:2], ": "))
 		rows = append(rows, append(cols, met))
-	}
-	yes := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "NO"
 	}
 	defer func() {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -94,79 +62,7 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		tw.Flush()
 		fmt.Fprintln(w, "\nlatency = wall time of Runtime.Eval; loop = time measured inside the guest; memory = Private_Clean+Private_Dirty from /proc/self/smaps_rollup.")
 	}()
-
-	rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress})
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	eng, err := openEngine(ctx, cacheDir, false)
-	if err != nil {
-		return err
-	}
-	if err := benchVM(ctx, samples, row); err != nil { // fresh VMs, pool, workers, process start (bench_vm.go)
-		return err
-	}
-
-	// Host function round trip, fuel and code mode (bench_call.go).
-	if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
-		return err
-	}
-
-	// Private memory per idle, prepared VM. VMs held first, unmeasured,
-	// take the freed memories the engine keeps for reuse (their pages
-	// counted already), so that every measured VM maps its own.
-	const idle = 50
-	drainRelease, err := eng.HoldIdle(engine.KeptMemories())
-	if err != nil {
-		return err
-	}
-	before := procmem.Private()
-	release, err := eng.HoldIdle(idle)
-	if err != nil {
-		drainRelease()
-		return err
-	}
-	after := procmem.Private()
-	release()
-	drainRelease()
-	perVM := float64(after-before) / idle
-	row(yes(perVM <= 5e6), fmt.Sprintf("private memory per idle VM (%d held)", idle), fmt.Sprintf("%.2f MB", float64(after-before)/idle/1e6),
-		fmt.Sprintf("process before %.0f MB", float64(before)/1e6), "-", "≤ 5 MB")
-	// Private memory per idle session: a VM kept with its state after an
-	// eval, on the default Runtime (sessions per machine is what a
-	// platform sells).
-	const sessions = 50
-	sb, sa, err := sessionMemory(ctx, rt, sessions)
-	if err != nil {
-		return err
-	}
-	perSess := float64(sa-sb) / sessions
-	row(yes(perSess <= 5e6), fmt.Sprintf("private memory per idle session (%d held, one eval each)", sessions), fmt.Sprintf("%.2f MB", perSess/1e6),
-		fmt.Sprintf("process before %.0f MB", float64(sb)/1e6), "-", "≤ 5 MB")
-	if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (bench_sjlj.go)
-		return err
-	}
-	eng.Close()
-	benchBoxes(ctx, row) // the OS-level boxes (bench_box.go)
-	benchExecutor(ctx, row)
-	return nil
-}
-
-var benchLimits = engine.Limits{Timeout: time.Minute, Memory: 1 << 30, Stdout: 1 << 20, Stderr: 1 << 16, Value: 1 << 20}
-
-func openEngine(ctx context.Context, cacheDir string, noFuel bool) (*engine.Engine, error) {
-	img, err := image.Path(ctx, cacheDir)
-	if err != nil {
-		return nil, err
-	}
-	return engine.Open(ctx, engine.Config{ImagePath: img, CacheDir: filepath.Join(cacheDir, "engine"), NoFuel: noFuel,
-		Progress: func(step string) func() {
-			if noFuel {
-				step += ", without fuel metering"
-			}
-			return progress(step)
-		}})
+	return bench.Run(ctx, bench.Config{Samples: samples, Progress: progress}, row)
 }
 
 func kernel() string {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -135,14 +135,14 @@ func startExecServer(ctx context.Context, dir string, workers int, b box.Box) (*
 	return &execServer{srv: srv, hs: hs, c: c, done: func() { hs.Close(); srv.Close() }}, nil
 }
 
-// benchExecutor adds the executor's rows: runs/s and evals/s through an
+// Executor adds the executor's rows: runs/s and evals/s through an
 // executor on loopback (TLS, HTTP/2, the SQLite store, the real client)
 // with 1 and 2 workers (its MaxRuns, and as many VMs in the eval pool),
 // each beside the same work done in-process in the same run; clients
 // send from twice as many goroutines as there are workers, so the
 // executor is never idle. Runs use bwrap (`true`); evals are `1+1` and a
 // program making one tool call that comes back to the client.
-func benchExecutor(ctx context.Context, row func(met string, cols ...string)) {
+func Executor(ctx context.Context, row Row) {
 	dir, err := os.MkdirTemp("", "glovebox-bench-executor")
 	if err != nil {
 		row("-", "executor rows", "skipped", err.Error(), "-", "-")

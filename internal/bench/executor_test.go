@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,7 +15,7 @@ func TestLoadExecutor(t *testing.T) {
 		t.Skip("a measurement, not a test: set GLOVEBOX_LOADTEST=1 (make loadtest)")
 	}
 	n := 0
-	benchExecutor(context.Background(), func(met string, cols ...string) {
+	Executor(context.Background(), func(met string, cols ...string) {
 		n++
 		t.Logf("%s", strings.Join(cols, " | "))
 		if strings.Contains(cols[1], "failed") || strings.Contains(cols[1], "not available") || strings.Contains(cols[1], "skipped") {

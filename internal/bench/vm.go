@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -32,13 +32,7 @@ top = rows.select { |r| r["score"] > 50 }.sort_by { |r| -r["score"] }.first(20)
 // the floor (the same eval in a VM that already ran one); evals/s with 2
 // workers against 1 on the default pool; and process start to first
 // result with its peak memory, beside a bare process start.
-func benchVM(ctx context.Context, samples int, row func(met string, cols ...string)) error {
-	yes := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "NO"
-	}
+func benchVM(ctx context.Context, samples int, self string, row Row) error {
 	fresh, err := glovebox.New(ctx, glovebox.Config{PoolSize: -1})
 	if err != nil {
 		return err
@@ -199,10 +193,6 @@ func benchVM(ctx context.Context, samples int, row func(met string, cols ...stri
 
 	// Process start to first result, warm cache, beside a bare start of
 	// ruby if it is here (else /bin/true), alternating.
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	base, baseName := []string{"/bin/true"}, "`/bin/true` spawn"
 	if ruby, err := exec.LookPath("ruby"); err == nil {
 		base, baseName = []string{ruby, "--disable-gems", "-e", "1+1"}, "`ruby --disable-gems -e 1+1`"
