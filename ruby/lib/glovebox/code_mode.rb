@@ -32,8 +32,10 @@ module Glovebox
           "example" => d[:example].to_s, "needs_approval" => gated.include?(n),
           "params" => Array(d[:params]).map { |p| p.transform_keys(&:to_s) } }
       end
+      lim = @sb.limits
       @base = { "name" => name, "instructions" => instructions, "max_output" => max_output, "session" => @session,
-                "tools" => tools, "limits" => @sb.wire_limits }.compact
+                "tools" => tools, "limits" => @sb.wire_limits, "tool_calls" => lim[:tool_calls],
+                "tool_time_ms" => lim[:tool_time] && (lim[:tool_time] * 1000).round }.compact
       info = @sb.client.request(:post, "/v1/codemode", @base)
       @name = info["name"]
       @description = info["description"]
