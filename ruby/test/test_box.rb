@@ -30,6 +30,16 @@ class BoxTest < Minitest::Test
     assert_match(/no-dns/, r.stdout)
   end
 
+  def test_outputs_and_lazy_credentials
+    resolved = 0
+    r = box.run(shell: 'mkdir -p outputs; printf "%s" "$API_TOKEN" | wc -c > outputs/n.txt; echo done',
+                credentials: { "API_TOKEN" => -> { resolved += 1; "s3cret-value" } })
+    assert_equal 1, resolved
+    assert_equal({ "n.txt" => "12\n" }, r.outputs.transform_values { _1.strip + "\n" })
+    refute_match(/s3cret/, JSON.generate(r.record))
+    assert box.enabled?
+  end
+
   def test_same_key_answered_from_the_record
     key = "gem-#{SecureRandom.hex(6)}"
     a = box.run(shell: "echo $$-$RANDOM", key: key)

@@ -15,7 +15,10 @@ class SandboxTest < Minitest::Test
   end
 
   def test_stdout_and_error_status
-    r = sandbox.eval("puts 'hi'; 1/0")
+    live = []
+    r = sandbox.eval("puts 'hi'; $stderr.print 'warn'; 1/0") { |stream, bytes| live << [stream, bytes] }
+    assert_equal "hi\n", live.select { _1[0] == :stdout }.map(&:last).join
+    assert_equal "warn", r.stderr
     assert_equal "error", r.status
     assert_equal "hi\n", r.stdout
     assert_equal "ZeroDivisionError", r.error.class_name
@@ -146,6 +149,20 @@ class SandboxTest < Minitest::Test
     assert_equal ["Glovebox::ToolDenied", "plan is pro"], r.value
     assert_equal %w[denied approved], r.tool_calls.map(&:approval)
     assert_equal [[:change_plan, ["free"]], [:change_plan, ["pro"]]], asked
+  end
+
+  def test_canceled_from_another_thread
+    started = Queue.new
+    waiter = Class.new do
+      define_method(:ready) { started << true; nil }
+    end.new
+    sb = sandbox(waiter, timeout: 20)
+    key = "e-#{SecureRandom.hex(16)}"
+    t = Thread.new { sb.eval("ready; sleep 15; 1", key: key) }
+    started.pop
+    Glovebox::Sandbox.new(client: executor.client).cancel(key)
+    r = t.value
+    assert_equal "canceled", r.status, r.error.inspect
   end
 
   def test_stdin_and_args

@@ -38,13 +38,18 @@ module Glovebox
     # Always true.
     def off_host? = true
 
+    # Always true (hermetic's and Silas's run/enabled? duck type).
+    def enabled? = true
+
     # The executor's backend and isolation: {"backend", "isolation", ...}.
     def info = @client.info
 
     # Runs argv (an Array of String) or, with shell:, a /bin/sh -c
     # string. files: {"name" => String} put in the working directory;
-    # stdin: String; env: {"NAME" => String}; credentials: like env but
-    # never logged or stored by the executor; network: Array of host
+    # stdin: String; env: {"NAME" => String}; credentials: like env, each
+    # value a String or a callable resolved now (at call time), never
+    # logged, stored or hashed by the executor (not part of the request a
+    # key names); network: Array of host
     # names reachable through its egress proxy (empty: no network);
     # timeout: seconds; limits: {memory:, cpus:, pids:, output:, disk:,
     # output_files:} (bytes, cores, count); key: an idempotency key
@@ -73,7 +78,7 @@ module Glovebox
       cmd["timeout_ms"] = (timeout * 1000).round if timeout
       limits.each { |k, v| cmd["limits"][k.to_s] = v }
       req = { "idempotency_key" => key, "command" => cmd }
-      req["credentials"] = credentials.to_h { |k, v| [k.to_s, v.to_s] } if credentials
+      req["credentials"] = credentials.to_h { |k, v| [k.to_s, (v.respond_to?(:call) ? v.call : v).to_s] } if credentials
       req["expires_at"] = expires_at.utc.strftime("%Y-%m-%dT%H:%M:%S.%NZ") if expires_at
       record = nil
       attached = false

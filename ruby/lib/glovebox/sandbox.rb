@@ -133,16 +133,27 @@ module Glovebox
     # (default: a fresh one). Raises APIError when the executor refuses
     # (evals_disabled, unauthenticated, request_too_large, ...),
     # ConnectionError when it cannot be reached, InDoubtError when the
-    # connection broke mid-eval (retry with #retry).
-    def eval(code, stdin: nil, args: nil, key: nil)
-      run_eval({ "code" => code, "tools" => tool_names, "limits" => wire_limits }, stdin, args, key)
+    # connection broke mid-eval (retry with #retry). A block receives the
+    # guest's output as it writes it: (stream, bytes), stream :stdout or
+    # :stderr, bytes a binary String (Result#stdout still has it all).
+    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
+      run_eval({ "code" => code, "tools" => tool_names, "limits" => wire_limits }, stdin, args, key, &on_output)
     end
 
     # Sends the eval an InDoubtError came from again, under its key: the
     # executor attaches to it (tool calls already answered are not made
     # again: their answers are remembered here) or answers its record.
-    def retry(code, error, stdin: nil, args: nil)
-      eval(code, stdin: stdin, args: args, key: error.key)
+    def retry(code, error, stdin: nil, args: nil, &on_output)
+      eval(code, stdin: stdin, args: args, key: error.key, &on_output)
+    end
+
+    # Cancels the eval running under key (DELETE /v1/evals/{key}), from
+    # another thread than the one waiting in #eval (pass that eval a key:
+    # of your own): it ends with status "canceled". Uses a connection of
+    # its own. Raises APIError "not_found" for a key never used.
+    def cancel(key)
+      @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      nil
     end
 
     # Opens a session: a VM kept on the executor between evals, so
@@ -174,7 +185,7 @@ module Glovebox
     def tool_names = exposed_functions.map(&:to_s)
 
     # @private Posts an eval request and serves its tool calls.
-    def run_eval(req, stdin, args, key)
+    def run_eval(req, stdin, args, key, &on_output)
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
       req["stdin"] = [stdin.b].pack("m0") if stdin
@@ -186,6 +197,7 @@ module Glovebox
         @client.stream("/v1/evals", req, key) do |ev|
           case ev["type"]
           when "holder" then holder = ev.dig("extra", "holder")
+          when "stdout", "stderr" then on_output&.call(ev["type"].to_sym, ev["data"].to_s.unpack1("m0"))
           when "tool_call"
             call = ev["extra"]
             next if call["holder"] != holder
@@ -359,8 +371,8 @@ module Glovebox
     end
 
     # Runs code in the session's VM; as Sandbox#eval.
-    def eval(code, stdin: nil, args: nil, key: nil)
-      @sb.run_eval({ "code" => code, "session" => @id }, stdin, args, key)
+    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
+      @sb.run_eval({ "code" => code, "session" => @id }, stdin, args, key, &on_output)
     end
 
     # Ends the session (waits for a running eval of it). Idempotent.
