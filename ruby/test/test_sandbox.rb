@@ -113,6 +113,34 @@ class SandboxTest < Minitest::Test
     assert_equal "hidden", r.value
   end
 
+  StructTools = Struct.new(:user) do
+    def whoami = user
+  end
+
+  class BaseTools
+    def shared = "base"
+  end
+
+  class ChildTools < BaseTools
+    def own = "child"
+  end
+
+  def test_exposes_own_methods_not_core_ones
+    assert_equal %i[whoami], sandbox(StructTools.new("ada")).exposed_functions - %i[user user=]
+    refute_includes sandbox(StructTools.new("ada")).exposed_functions, :to_h
+    assert_equal %i[own shared], sandbox(ChildTools.new).exposed_functions
+    extra = ChildTools.new
+    def extra.single = "singleton"
+    assert_equal %i[own shared single], sandbox(extra).exposed_functions
+  end
+
+  def test_reserved_name_refused_by_the_executor
+    tools = Class.new { def dig(x) = x }.new
+    e = assert_raises(Glovebox::APIError) { sandbox(tools).eval("1") }
+    assert_equal "bad_request", e.code
+    assert_match(/dig/, e.message)
+  end
+
   def test_value_without_data_form_raises_type_error_in_guest
     r = sandbox(DeskTools.new).eval("begin; handle; rescue TypeError => e; e.message; end")
     assert_match(/handle returned a value that cannot cross.*Object has no data form/, r.value)

@@ -89,12 +89,15 @@ module Glovebox
     # hard ceiling: methods outside it are never exposed, whatever only:
     # says. A name in only:/except: that is not an exposable public method
     # raises ConfigError, so a typo cannot silently widen or misname the
-    # surface. A name exposed twice raises ConfigError. Returns self.
+    # surface. Setters and operators are left out (named in only:, they
+    # raise ConfigError). A name exposed twice raises ConfigError. The
+    # executor refuses the names glovebox reserves (puts, send, to_s, ...)
+    # at the first eval, with APIError "bad_request" naming the rule.
+    # Returns self.
     def expose(obj, only: nil, except: nil)
       raise ConfigError, "pass only: or except:, not both" if only && except
 
-      pub = obj.public_methods(false).map(&:to_sym)
-      pub |= (obj.class.public_instance_methods - Object.public_instance_methods)
+      pub = exposable(obj)
       ceiling = %i[glovebox_tool_methods enclave_tool_methods].find { |m| obj.respond_to?(m, true) }
       pub -= %i[glovebox_tool_methods enclave_tool_methods]
       pub &= Array(obj.send(ceiling)).map(&:to_sym) if ceiling
@@ -105,15 +108,34 @@ module Glovebox
                              "(exposable: #{pub.sort.join(", ")})"
         end
       end
-      names = only ? only.map(&:to_sym) : pub - Array(except).map(&:to_sym)
+      names = only ? only.map(&:to_sym) : (pub - Array(except).map(&:to_sym)).select { GUEST_NAME.match?(_1) }
       names.each do |n|
-        raise ConfigError, "#{n} is not a valid guest function name" unless n.to_s.match?(/\A[a-z_][A-Za-z0-9_]*[?!]?\z/)
+        raise ConfigError, "#{n} is not a valid guest function name (a name callable as name(...))" unless GUEST_NAME.match?(n)
         raise ConfigError, "#{n} is exposed already (by #{@functions[n].class})" if @functions.key?(n)
 
         @functions[n] = obj
       end
       self
     end
+
+    # A method name the guest can call as name(...); others (setters,
+    # operators) are left out unless named in only:, which raises.
+    GUEST_NAME = /\A[a-z_][A-Za-z0-9_]*[?!]?\z/
+
+    # Classes whose methods are never exposed, and where the search for
+    # an object's own methods stops: a Struct's to_h, a Hash's each.
+    CORE_CLASSES = [BasicObject, Object, Struct, Hash, Array, String, Numeric, Exception,
+                    (Data if defined?(Data))].compact.freeze
+    CORE_MODULES = [Kernel, Enumerable, Comparable].freeze
+
+    # The public methods obj's own classes and modules define (its
+    # singleton, its class and their ancestors up to the first core class).
+    def exposable(obj)
+      obj.singleton_class.ancestors.take_while { !CORE_CLASSES.include?(_1) }
+         .reject { CORE_MODULES.include?(_1) }
+         .flat_map { _1.public_instance_methods(false) }.uniq
+    end
+    private :exposable
 
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
