@@ -37,7 +37,8 @@ module ExecutorHarness
     end
 
     def start
-      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      # The same port across restarts, as a real executor's address.
+      port = @port ||= TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
       @url = "https://127.0.0.1:#{port}"
       @log = File.join(@dir, "executor.log")
       @pid = Process.spawn(@bin, "executor", "--config", File.join(@dir, "executor.yaml"), "--store", @store,

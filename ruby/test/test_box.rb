@@ -96,6 +96,23 @@ class BoxTest < Minitest::Test
     FileUtils.rm_rf(dir) if dir
   end
 
+  # Sessions live in one executor's memory: after a restart the next eval
+  # of one is a definite RunError "not_found".
+  def test_session_gone_after_restart
+    dir = Dir.mktmpdir("glovebox-restart")
+    ex = ExecutorHarness::Executor.new(ExecutorHarness.bin, dir)
+    s = Glovebox::Sandbox.new(client: ex.client).session
+    s.eval("x = 1")
+    ex.stop
+    ex.start
+    e = assert_raises(Glovebox::RunError) { s.eval("x") }
+    assert_equal "not_found", e.code
+    assert_equal "failed", e.state
+  ensure
+    ex&.stop
+    FileUtils.rm_rf(dir) if dir
+  end
+
   # The same for an eval killed while the guest waits on a tool call.
   def test_eval_killed_during_a_tool_call
     dir = Dir.mktmpdir("glovebox-kill")

@@ -193,6 +193,30 @@ class SandboxTest < Minitest::Test
     assert_equal "canceled", r.status, r.error.inspect
   end
 
+  # The stream breaks while the executor goes on: the eval is in doubt;
+  # a retry under its key attaches to it, and the tool call already
+  # answered is answered from memory, not made again.
+  def test_in_doubt_retry_never_remakes_a_tool_call
+    calls = 0
+    sb = nil
+    tools = Class.new do
+      define_method(:charge) do |amount|
+        calls += 1
+        sb.client.instance_variable_get(:@conns)[:stream].finish # the app's connection drops
+        "charged #{amount}"
+      end
+    end.new
+    sb = sandbox(tools)
+    code = 'r = charge(5); sleep 0.2; r + "!"'
+    err = assert_raises(Glovebox::InDoubtError) { sb.eval(code) }
+    r = sb.retry(code, err)
+    assert_equal "ok", r.status, r.error.inspect
+    assert_equal "charged 5!", r.value
+    assert_equal 1, calls
+    assert_equal err.key, r.key
+    assert_equal %w[charge], r.tool_calls.map(&:name)
+  end
+
   def test_stdin_and_args
     r = sandbox.eval("[STDIN.read, ARGV]", stdin: "in put", args: %w[a b])
     assert_equal ["in put", %w[a b]], r.value
