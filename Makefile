@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench fuzz rubyspec loadtest
+.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -49,6 +49,12 @@ bench:
 # work in-process (bounded: under a minute on 2 cores).
 loadtest:
 	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./internal/bench
+
+# The Ruby gem's benchmark: an eval with one tool call from Ruby through a
+# local executor, beside the same eval from Go through it, in one run.
+bench-ruby:
+	@d=$$(mktemp -d) && $(GO) build -o $$d/glovebox ./cmd/glovebox && \
+	cd ruby && GLOVEBOX_BIN=$$d/glovebox ruby -Ilib bench/bench.rb; rc=$$?; rm -rf $$d; exit $$rc
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire

@@ -100,12 +100,9 @@ func New(cfg Config) (*Tool, error) {
 	if cfg.Runtime == nil {
 		return nil, fmt.Errorf("%w: Runtime is nil", ErrInvalidConfig)
 	}
-	name := cfg.Name
-	if name == "" {
-		name = DefaultName
-	}
-	if !nameRE.MatchString(name) {
-		return nil, fmt.Errorf("%w: name %q must be 1 to 64 letters, digits, _ or -", ErrInvalidConfig, name)
+	name, err := checkName(cfg.Name)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Session && cfg.Evaluator == nil {
 		return nil, fmt.Errorf("%w: Session is set but Evaluator is nil; pass the session as Evaluator", ErrInvalidConfig)
@@ -119,12 +116,9 @@ func New(cfg Config) (*Tool, error) {
 			return nil, fmt.Errorf("%w: Session is set but Evaluator is a Runtime, which runs every call in a fresh VM; pass a session (Runtime.NewSession) as Evaluator", ErrInvalidConfig)
 		}
 	}
-	maxOut := cfg.MaxOutput
-	if maxOut == 0 {
-		maxOut = DefaultMaxOutput
-	}
-	if maxOut < minOutput {
-		return nil, fmt.Errorf("%w: MaxOutput is %d bytes; it must be at least %d", ErrInvalidConfig, cfg.MaxOutput, minOutput)
+	maxOut, err := checkMaxOutput(cfg.MaxOutput)
+	if err != nil {
+		return nil, err
 	}
 	ev := cfg.Evaluator
 	if ev == nil {
@@ -225,6 +219,29 @@ func (t *Tool) Run(ctx context.Context, code string) (*Outcome, error) {
 	out := &Outcome{Code: code, Result: res, IsError: res.Status != glovebox.StatusOK}
 	out.Output = encodeResult(res, t.session, t.maxOutput)
 	return out, nil
+}
+
+// checkName applies Config.Name's rule; "" is DefaultName.
+func checkName(name string) (string, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	if !nameRE.MatchString(name) {
+		return "", fmt.Errorf("%w: name %q must be 1 to 64 letters, digits, _ or -", ErrInvalidConfig, name)
+	}
+	return name, nil
+}
+
+// checkMaxOutput applies Config.MaxOutput's rule; 0 is DefaultMaxOutput.
+func checkMaxOutput(n int) (int, error) {
+	maxOut := n
+	if maxOut == 0 {
+		maxOut = DefaultMaxOutput
+	}
+	if maxOut < minOutput {
+		return 0, fmt.Errorf("%w: MaxOutput is %d bytes; it must be at least %d", ErrInvalidConfig, n, minOutput)
+	}
+	return maxOut, nil
 }
 
 func (t *Tool) refuse(class, msg string) *Outcome {

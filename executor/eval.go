@@ -164,6 +164,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 	s.Handle("DELETE "+wire.PathEvals+"/{key}", s.cancelRun)
 	s.Handle("POST "+wire.PathSessions, e.newSession)
 	s.Handle("DELETE "+wire.PathSessions+"/{id}", e.closeSession)
+	s.Handle("POST "+wire.PathCodeMode, e.codeMode)
 	// Tracked with the purge loop, so that Close returns only once the
 	// evals' runtimes and worker processes are closed.
 	s.bg.Add(1)

@@ -370,15 +370,7 @@ func TestEvalCodemodeOffHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	strip := func(s string) string { // durations differ
-		i := strings.Index(s, `"duration_ms"`)
-		if i < 0 {
-			return s
-		}
-		j := strings.IndexAny(s[i:], ",}")
-		return s[:i] + s[i+j:]
-	}
-	if l, r := strip(strip(string(lo.Output))), strip(strip(string(ro.Output))); l != r {
+	if l, r := stripDuration(string(lo.Output)), stripDuration(string(ro.Output)); l != r {
 		t.Errorf("model output differs:\n in-process %s\n off-host   %s", l, r)
 	}
 	if ro.Result.Value != int64(5) || remote.Description() != local.Description() {

@@ -176,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("DELETE "+wire.PathRuns+"/{key}", s.cancelRun)
 	s.Handle("GET "+wire.PathRuns+"/{key}/outputs/{path...}", s.getOutput)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if s.evals == nil && (pathUnder(r.URL.Path, wire.PathEvals) || pathUnder(r.URL.Path, wire.PathSessions)) {
+		if s.evals == nil && (pathUnder(r.URL.Path, wire.PathEvals) || pathUnder(r.URL.Path, wire.PathSessions) || pathUnder(r.URL.Path, wire.PathCodeMode)) {
 			writeError(w, wire.Errorf(wire.CodeEvalsDisabled, "this executor does not run evals: start it with --evals (Server.EnableEvals)"))
 			return
 		}

@@ -8,11 +8,9 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
-	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
 // Evaluator runs Ruby programs on the executor, off this host, with the
@@ -228,7 +226,7 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 	if f.ts != nil {
 		local = f.ts.Calls()
 	}
-	res, err := fromEvalResult(rec.Eval, local, attached && len(local) == 0)
+	res, err := rec.Eval.Result(local, attached && len(local) == 0)
 	if err != nil {
 		return nil, &Error{Code: "bad_response", Message: err.Error(), Key: key}
 	}
@@ -283,75 +281,6 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		}
 	}
 	return nil
-}
-
-// fromEvalResult rebuilds a glovebox.Result. The transcript is local
-// (the client's own, with its hooks' verdicts) unless recorded is set:
-// then it is the executor's record of an eval this call did not serve.
-func fromEvalResult(er *wire.EvalResult, local []glovebox.ToolCall, recorded bool) (*glovebox.Result, error) {
-	res := &glovebox.Result{
-		Status: glovebox.Status(er.Status), Stdout: er.Stdout, Stderr: er.Stderr,
-		StdoutTruncated: er.StdoutTruncated, StderrTruncated: er.StderrTruncated,
-		FuelUsed: er.FuelUsed, Duration: time.Duration(er.DurationMS * float64(time.Millisecond)),
-		SessionReset: er.SessionReset, ToolCalls: local,
-	}
-	if er.Value != "" {
-		v, err := gwire.Decode([]byte(er.Value))
-		if err != nil {
-			return nil, errors.New("the eval's value: " + err.Error())
-		}
-		res.Value = v
-	}
-	if er.Error != nil {
-		res.Error = &glovebox.GuestError{Class: er.Error.Class, Message: er.Error.Message, Backtrace: er.Error.Backtrace}
-		if res.Error.Backtrace == nil {
-			res.Error.Backtrace = []string{}
-		}
-	}
-	if recorded && len(er.ToolCalls) > 0 {
-		calls, err := transcript(er.ToolCalls)
-		if err != nil {
-			return nil, err
-		}
-		res.ToolCalls = calls
-	}
-	return res, nil
-}
-
-// transcript decodes glovebox.ToolCall's JSON form.
-func transcript(raw json.RawMessage) ([]glovebox.ToolCall, error) {
-	var entries []struct {
-		Name       string          `json:"name"`
-		Args       json.RawMessage `json:"args"`
-		Kwargs     json.RawMessage `json:"kwargs"`
-		Result     json.RawMessage `json:"result"`
-		Error      string          `json:"error"`
-		DurationMS float64         `json:"duration_ms"`
-		Elided     bool            `json:"elided"`
-		Approval   string          `json:"approval"`
-		Outcome    string          `json:"outcome"`
-	}
-	if err := json.Unmarshal(raw, &entries); err != nil {
-		return nil, errors.New("the eval's transcript: " + err.Error())
-	}
-	out := make([]glovebox.ToolCall, 0, len(entries))
-	for _, en := range entries {
-		c := glovebox.ToolCall{Name: en.Name, Error: en.Error, Elided: en.Elided, Approval: en.Approval, Outcome: glovebox.CallOutcome(en.Outcome),
-			Duration: time.Duration(en.DurationMS * float64(time.Millisecond))}
-		if a, err := gwire.Decode(en.Args); err == nil {
-			c.Args.Positional, _ = a.([]any)
-		}
-		if k, err := gwire.Decode(en.Kwargs); err == nil {
-			if m, _ := k.(map[string]any); len(m) > 0 {
-				c.Args.Keyword = m
-			}
-		}
-		if len(en.Result) > 0 {
-			c.Result, _ = gwire.Decode(en.Result)
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }
 
 // Session is a remote session: a VM on the executor kept between evals,

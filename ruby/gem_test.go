@@ -1,0 +1,40 @@
+// Package ruby holds the Ruby gem (see README.md); this file runs its
+// minitest suite from `go test ./...` (and so `make test`), against a
+// glovebox binary built from this checkout.
+package ruby
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestRubyGem builds cmd/glovebox and runs `ruby -Ilib -Itest
+// test/all.rb`, which starts real executors on loopback. It skips when
+// ruby, its minitest or bubblewrap (the executor's run backend) is
+// missing, saying which.
+func TestRubyGem(t *testing.T) {
+	rb, err := exec.LookPath("ruby")
+	if err != nil {
+		t.Skip("ruby is not installed: install ruby and ruby-minitest (Debian) to run the gem's tests")
+	}
+	if err := exec.Command(rb, "-e", `require "minitest"`).Run(); err != nil {
+		t.Skip("ruby's minitest is missing: install ruby-minitest (Debian) or `gem install minitest`")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed: the gem's Box tests run commands on an executor with the bwrap backend")
+	}
+	bin := filepath.Join(t.TempDir(), "glovebox")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/glovebox")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/glovebox: %v\n%s", err, out)
+	}
+	cmd := exec.Command(rb, "-w", "-Ilib", "-Itest", "test/all.rb")
+	cmd.Env = append(os.Environ(), "GLOVEBOX_BIN="+bin)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("the gem's tests failed: %v", err)
+	}
+}

@@ -1,0 +1,158 @@
+# frozen_string_literal: true
+
+require "json"
+require "net/http"
+require "openssl"
+require "securerandom"
+require "uri"
+
+module Glovebox
+  # A connection to one `glovebox executor` (EXECUTOR.md): HTTPS with a
+  # bearer token. Sandbox and Box make one from executor:/token:/ca_file:,
+  # or take one as client:. A Client holds two keep-alive connections
+  # (one for event streams, one for tool answers) and must be used by one
+  # thread at a time: give each thread (each Puma worker thread, each
+  # job) its own.
+  class Client
+    attr_reader :url
+
+    # url: "https://127.0.0.1:8443". token: the tenant's bearer token
+    # ("gbx_..."). ca_file: a PEM file of the roots to trust (the
+    # executor's devcert for a local one); nil uses the system's roots.
+    # open_timeout: seconds to connect. Raises ConfigError for a URL that
+    # is not https.
+    def initialize(url:, token:, ca_file: nil, open_timeout: 10)
+      @url = URI(url)
+      raise ConfigError, "the executor URL must be https:// (got #{url})" unless @url.scheme == "https"
+      raise ConfigError, "token is empty: pass the tenant's bearer token" if token.to_s.empty?
+
+      @token = token
+      @ca_file = ca_file
+      @open_timeout = open_timeout
+      @conns = {}
+    end
+
+    # Closes the keep-alive connections.
+    def close
+      @conns.each_value { |h| h.finish if h.started? }
+      @conns.clear
+    end
+
+    # GET /v1/info: {"version", "backend", "isolation", "tenant"}.
+    # Raises APIError ("unauthenticated" for a bad token).
+    def info = request(:get, "/v1/info")
+
+    # One JSON request; returns the decoded answer (nil for 204). Raises
+    # APIError for a refusal, ConnectionError when nothing was sent.
+    def request(method, path, body = nil, conn: :call)
+      req = build(method, path, body)
+      res = begin
+        http(conn).request(req)
+      rescue *NET_ERRORS => e
+        reset(conn)
+        raise ConnectionError, "glovebox executor at #{@url}: #{e.class}: #{e.message}"
+      end
+      check(res)
+      res.body.to_s.empty? ? nil : JSON.parse(res.body)
+    end
+
+    # POSTs body to path and yields each NDJSON event (a Hash) as it
+    # arrives. Raises ConnectionError when the connection could not be
+    # made, InDoubtError(key) when it broke after the request was sent.
+    def stream(path, body, key)
+      h = begin
+        http(:stream)
+      rescue *NET_ERRORS => e
+        reset(:stream)
+        raise ConnectionError, "glovebox executor at #{@url}: #{e.class}: #{e.message}"
+      end
+      req = build(:post, path, body)
+      got_end = false
+      begin
+        h.request(req) do |res|
+          check(res)
+          buf = +""
+          res.read_body do |chunk|
+            buf << chunk
+            while (i = buf.index("\n"))
+              line = buf.slice!(0, i + 1)
+              next if line.strip.empty?
+
+              ev = JSON.parse(line)
+              got_end = true if %w[result error].include?(ev["type"])
+              yield ev
+            end
+          end
+        end
+      rescue *NET_ERRORS, JSON::ParserError => e
+        reset(:stream)
+        raise InDoubtError.new(key, "#{e.class}: #{e.message}")
+      end
+      raise InDoubtError.new(key, "the event stream ended without a result") unless got_end
+    end
+
+    NET_ERRORS = [IOError, EOFError, SystemCallError, SocketError, OpenSSL::SSL::SSLError,
+                  Net::OpenTimeout, Net::ReadTimeout, Net::WriteTimeout, Net::HTTPBadResponse].freeze
+
+    private
+
+    def build(method, path, body)
+      klass = { get: Net::HTTP::Get, post: Net::HTTP::Post, delete: Net::HTTP::Delete }.fetch(method)
+      req = klass.new(path)
+      req["Authorization"] = "Bearer #{@token}"
+      req["User-Agent"] = "glovebox-ruby/#{VERSION}"
+      if body
+        req["Content-Type"] = "application/json"
+        req.body = body.is_a?(String) ? body : JSON.generate(body)
+      end
+      req
+    end
+
+    def check(res)
+      return if res.is_a?(Net::HTTPSuccess)
+
+      err = begin
+        JSON.parse(res.body.to_s)["error"]
+      rescue JSON::ParserError, NoMethodError, TypeError
+        nil
+      end
+      if err.is_a?(Hash)
+        raise APIError.new(err["code"], err["message"], http_status: res.code.to_i, retry_after: res["Retry-After"]&.to_i)
+      end
+
+      raise APIError.new("bad_response", "HTTP #{res.code} without the executor's error body " \
+                                         "(a proxy in between?): #{res.body.to_s[0, 200]}", http_status: res.code.to_i)
+    end
+
+    def http(name)
+      h = @conns[name]
+      return h if h&.started?
+
+      h = Net::HTTP.new(@url.host, @url.port)
+      h.use_ssl = true
+      h.min_version = OpenSSL::SSL::TLS1_2_VERSION
+      h.verify_mode = OpenSSL::SSL::VERIFY_PEER
+      h.ca_file = @ca_file if @ca_file
+      h.open_timeout = @open_timeout
+      h.read_timeout = 3600
+      h.keep_alive_timeout = 30
+      h.start
+      @conns[name] = h
+    end
+
+    def reset(name)
+      h = @conns.delete(name)
+      h&.finish if h&.started?
+    rescue IOError
+      nil
+    end
+
+    module Keys
+      module_function
+
+      # A fresh random key with the given prefix, as the executor makes
+      # them ("r-" or "e-" and 32 hex digits).
+      def fresh(prefix) = "#{prefix}#{SecureRandom.hex(16)}"
+    end
+  end
+end

@@ -1,0 +1,410 @@
+# frozen_string_literal: true
+
+module Glovebox
+  # One tool call the guest made, as this process saw it (the
+  # transcript). +outcome+ is one of "ok", "error", "vetoed", "denied",
+  # "unknown_tool", "budget_exceeded", "timeout" (glovebox.ToolCall's
+  # outcomes); +error+ is the message the guest saw ("" on success);
+  # +approval+ is "approved"/"denied" for a gated tool, else nil;
+  # +duration+ is seconds (Float) spent in the tool method.
+  ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, keyword_init: true) do
+    def ok? = outcome == "ok"
+  end
+
+  # The guest's exception: +class_name+ ("ZeroDivisionError",
+  # "Glovebox::ToolError", ...), +message+, +backtrace+ (Array of String).
+  GuestError = Struct.new(:class_name, :message, :backtrace, keyword_init: true)
+
+  # What one eval did. +status+ is a String: "ok", "error" (a guest
+  # exception: see +error+), "timeout", "fuel_exhausted", "memory_limit",
+  # "canceled", "tool_budget_exceeded", "sandbox_error". +value+ is the
+  # last expression's value as Ruby data (nil unless ok); +stdout+ and
+  # +stderr+ Strings; +tool_calls+ this process's transcript (Array of
+  # ToolCall); +fuel_used+ Integer; +duration+ seconds; +session_reset+
+  # true when a session's VM was discarded by this eval; +key+ the
+  # eval's idempotency key.
+  Result = Struct.new(:status, :value, :stdout, :stderr, :stdout_truncated, :stderr_truncated,
+                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw,
+                      keyword_init: true) do
+    def ok? = status == "ok"
+  end
+
+  # Runs Ruby code in a glovebox executor's wasm sandbox (CRuby 4.0), the
+  # way Enclave runs it in mruby: the code can call only the methods you
+  # expose, and those run here, in this process, when the guest calls
+  # them.
+  #
+  #   sandbox = Glovebox::Sandbox.new(tools: SupportTools.new(user),
+  #                                   executor: "https://127.0.0.1:8443", token: ENV["GLOVEBOX_TOKEN"],
+  #                                   ca_file: "tls/cert.pem")
+  #   r = sandbox.eval("orders.sum { _1['total'] }")
+  #   r.status  #=> "ok";  r.value  #=> 129.5
+  #
+  # A Sandbox is used by one thread at a time (its Client is).
+  class Sandbox
+    # Seconds, bytes and counts; nil takes the executor's default
+    # (timeout 10 s, memory 512 MiB, stdout 1 MiB, 1000 tool calls, tool
+    # time = timeout). fuel: nil or 0 is unmetered.
+    LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
+
+    attr_reader :client, :limits
+    attr_accessor :before_tool_call, :after_tool_call, :error_sanitizer
+
+    # tools: an object whose public methods become guest functions
+    # (or nil; see #expose). only:/except: narrow it (Arrays of Symbols).
+    # executor:, token:, ca_file: make the Client (or pass client:).
+    # Limits: timeout: (seconds, Float), fuel: (Integer), memory: (bytes),
+    # output: (bytes of stdout), tool_calls: (count per eval), tool_time:
+    # (seconds inside tools per eval).
+    # before_tool_call: ->(name, args, kwargs) — raising vetoes the call
+    # (the guest gets Glovebox::ToolError with your message).
+    # after_tool_call: ->(name, args, kwargs, result) — observes.
+    # error_sanitizer: ->(name, exception) { String } — the message the
+    # guest sees for a tool's own exception (nil or a raise: "tool call
+    # failed"); vetoes pass through unsanitized.
+    # approver: ->(name, args, kwargs) { true/false } — asked before each
+    # call of a tool named in require_approval (or needs_approval:).
+    # Raises ConfigError for an unknown option or a bad name.
+    def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
+                   before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
+                   approver: nil, needs_approval: [], **limits)
+      unknown = limits.keys - LIMIT_KEYS
+      raise ConfigError, "unknown option(s) #{unknown.join(", ")}; limits are #{LIMIT_KEYS.join(", ")}" unless unknown.empty?
+
+      @client = client || Client.new(url: executor || raise(ConfigError, "executor: (URL) or client: is required"),
+                                     token: token, ca_file: ca_file)
+      @limits = limits
+      @functions = {} # Symbol name => receiver
+      @before_tool_call = before_tool_call
+      @after_tool_call = after_tool_call
+      @error_sanitizer = error_sanitizer
+      @approver = approver
+      @gated = needs_approval.map(&:to_sym)
+      expose(tools, only: only, except: except) if tools
+    end
+
+    # Makes obj's public methods guest functions, narrowed by only: (an
+    # allowlist) or except:. An object that defines glovebox_tool_methods
+    # (or Enclave's enclave_tool_methods), public or private, declares a
+    # hard ceiling: methods outside it are never exposed, whatever only:
+    # says. A name in only:/except: that is not an exposable public method
+    # raises ConfigError, so a typo cannot silently widen or misname the
+    # surface. Setters and operators are left out (named in only:, they
+    # raise ConfigError). A name exposed twice raises ConfigError. The
+    # executor refuses the names glovebox reserves (puts, send, to_s, ...)
+    # at the first eval, with APIError "bad_request" naming the rule.
+    # Returns self.
+    def expose(obj, only: nil, except: nil)
+      raise ConfigError, "pass only: or except:, not both" if only && except
+
+      pub = exposable(obj)
+      ceiling = %i[glovebox_tool_methods enclave_tool_methods].find { |m| obj.respond_to?(m, true) }
+      pub -= %i[glovebox_tool_methods enclave_tool_methods]
+      pub &= Array(obj.send(ceiling)).map(&:to_sym) if ceiling
+      [only, except].compact.each do |list|
+        bad = list.map(&:to_sym) - pub
+        unless bad.empty?
+          raise ConfigError, "#{bad.join(", ")} #{bad.size == 1 ? "is not an" : "are not"} exposable public method(s) of #{obj.class} " \
+                             "(exposable: #{pub.sort.join(", ")})"
+        end
+      end
+      names = only ? only.map(&:to_sym) : (pub - Array(except).map(&:to_sym)).select { GUEST_NAME.match?(_1) }
+      names.each do |n|
+        raise ConfigError, "#{n} is not a valid guest function name (a name callable as name(...))" unless GUEST_NAME.match?(n)
+        raise ConfigError, "#{n} is exposed already (by #{@functions[n].class})" if @functions.key?(n)
+
+        @functions[n] = obj
+      end
+      self
+    end
+
+    # A method name the guest can call as name(...); others (setters,
+    # operators) are left out unless named in only:, which raises.
+    GUEST_NAME = /\A[a-z_][A-Za-z0-9_]*[?!]?\z/
+
+    # Classes whose methods are never exposed, and where the search for
+    # an object's own methods stops: a Struct's to_h, a Hash's each.
+    CORE_CLASSES = [BasicObject, Object, Struct, Hash, Array, String, Numeric, Exception,
+                    (Data if defined?(Data))].compact.freeze
+    CORE_MODULES = [Kernel, Enumerable, Comparable].freeze
+
+    # The public methods obj's own classes and modules define (its
+    # singleton, its class and their ancestors up to the first core class).
+    def exposable(obj)
+      obj.singleton_class.ancestors.take_while { !CORE_CLASSES.include?(_1) }
+         .reject { CORE_MODULES.include?(_1) }
+         .flat_map { _1.public_instance_methods(false) }.uniq
+    end
+    private :exposable
+
+    # The guest function names, sorted (Array of Symbol).
+    def exposed_functions = @functions.keys.sort
+
+    # Marks tools whose every call asks the approver first; with a block,
+    # the block is the approver: ->(name, args, kwargs) { true/false }. A
+    # denied call raises Glovebox::ToolDenied in the guest (rescuable).
+    def require_approval(*names, &block)
+      @gated |= names.flatten.map(&:to_sym)
+      @approver = block if block
+      self
+    end
+
+    # Runs code in a fresh VM and returns a Result (a guest exception or a
+    # limit is a Result, never a raise). stdin: String; args: Array of
+    # String (ARGV); key: an idempotency key to retry an in-doubt eval
+    # (default: a fresh one). Raises APIError when the executor refuses
+    # (evals_disabled, unauthenticated, request_too_large, ...),
+    # ConnectionError when it cannot be reached, InDoubtError when the
+    # connection broke mid-eval (retry with #retry). A block receives the
+    # guest's output as it writes it: (stream, bytes), stream :stdout or
+    # :stderr, bytes a binary String (Result#stdout still has it all).
+    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
+      run_eval({ "code" => code, "tools" => tool_names, "limits" => wire_limits }, stdin, args, key, &on_output)
+    end
+
+    # Sends the eval an InDoubtError came from again, under its key: the
+    # executor attaches to it (tool calls already answered are not made
+    # again: their answers are remembered here) or answers its record.
+    def retry(code, error, stdin: nil, args: nil, &on_output)
+      eval(code, stdin: stdin, args: args, key: error.key, &on_output)
+    end
+
+    # Cancels the eval running under key (DELETE /v1/evals/{key}), from
+    # another thread than the one waiting in #eval (pass that eval a key:
+    # of your own): it ends with status "canceled". Uses a connection of
+    # its own. Raises APIError "not_found" for a key never used.
+    def cancel(key)
+      @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      nil
+    end
+
+    # Opens a session: a VM kept on the executor between evals, so
+    # variables, methods and required libraries carry over. With a block,
+    # yields it and closes it afterwards. Suspending a session to resume
+    # it from another process is not offered by the executor yet.
+    def session
+      s = Session.new(self)
+      return s unless block_given?
+
+      begin
+        yield s
+      ensure
+        s.close
+      end
+    end
+
+    # @private The request's limits in the wire's shape.
+    def wire_limits
+      l = {}
+      l["timeout_ms"] = (@limits[:timeout] * 1000).round if @limits[:timeout]
+      l["fuel"] = @limits[:fuel] if @limits[:fuel]
+      l["memory"] = @limits[:memory] if @limits[:memory]
+      l["stdout"] = @limits[:output] if @limits[:output]
+      l
+    end
+
+    # @private
+    def tool_names = exposed_functions.map(&:to_s)
+
+    # @private Posts an eval request and serves its tool calls.
+    def run_eval(req, stdin, args, key, &on_output)
+      key ||= Client::Keys.fresh("e-")
+      req = req.merge("idempotency_key" => key)
+      req["stdin"] = [stdin.b].pack("m0") if stdin
+      req["args"] = args if args
+      state = (@inflight ||= {}).delete(key) || CallState.new
+      holder = 0
+      record = nil
+      begin
+        @client.stream("/v1/evals", req, key) do |ev|
+          case ev["type"]
+          when "holder" then holder = ev.dig("extra", "holder")
+          when "stdout", "stderr" then on_output&.call(ev["type"].to_sym, ev["data"].to_s.unpack1("m0"))
+          when "tool_call"
+            call = ev["extra"]
+            next if call["holder"] != holder
+
+            reply = state.answers[call["id"]] ||= answer(call, state)
+            post_answer(key, call["id"], reply)
+          when "result" then record = ev["record"]
+          when "error"
+            e = ev["error"] || {}
+            raise APIError.new(e["code"], e["message"])
+          end
+        end
+      rescue InDoubtError
+        @inflight[key] = state
+        @inflight.shift while @inflight.size > 64
+        raise
+      end
+      to_result(record, state, key)
+    end
+
+    # @private Sends one tool answer. The eval is under way, so a broken
+    # connection leaves it in doubt; not_found means the call needs no
+    # answer any more (the eval ended: its stream says how).
+    def post_answer(key, id, reply)
+      @client.request(:post, "/v1/evals/#{key}/tool-results", { "id" => id, "reply" => reply }, conn: :call)
+    rescue ConnectionError => e
+      raise InDoubtError.new(key, e.message)
+    rescue APIError => e
+      raise unless e.code == "not_found"
+    end
+
+    CallState = Struct.new(:answers, :calls, :tool_time, :aborted) do
+      def initialize = super({}, [], 0.0, nil)
+    end
+
+    private
+
+    # The reply frame for one tool call (EXECUTOR.md, tool-results).
+    def answer(call, st)
+      return st.aborted if st.aborted
+
+      name = call["name"]
+      pos, kw = Value.load(call["args"])
+      pos ||= []
+      kw ||= {}
+      tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
+      st.calls << tc
+      recv = @functions[name.to_sym]
+      return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless recv
+
+      max = @limits[:tool_calls] || 1000
+      if st.calls.size > max
+        tc.outcome = "budget_exceeded"
+        tc.error = "the eval made more than #{max} tool calls (tool_calls: #{max})"
+        return st.aborted = "abort\ntool_budget_exceeded\n#{tc.error}"
+      end
+      tmax = @limits[:tool_time] || @limits[:timeout]
+      if tmax && st.tool_time >= tmax
+        tc.outcome = "timeout"
+        tc.error = "the eval's time for tool calls ran out (tool_time: #{tmax} s)"
+        return st.aborted = "abort\ntimeout\n#{tc.error}"
+      end
+      begin
+        @before_tool_call&.call(name.to_sym, pos, kw)
+      rescue StandardError => e
+        return refuse(tc, "vetoed", "ToolError", e.message)
+      end
+      if @gated.include?(name.to_sym)
+        ok = begin
+          @approver ? @approver.call(name.to_sym, pos, kw) : false
+        rescue StandardError
+          false
+        end
+        tc.approval = ok ? "approved" : "denied"
+        return refuse(tc, "denied", "ToolDenied", "#{name} needs approval and was denied") unless ok
+      end
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      begin
+        kwsym = kw.transform_keys(&:to_sym)
+        value = kwsym.empty? ? recv.public_send(name, *pos) : recv.public_send(name, *pos, **kwsym)
+        frame = reply_frame(value)
+        tc.result = value
+      rescue ValueError => e
+        return refuse(tc, "error", "TypeError", "#{name} returned a value that cannot cross to the sandbox: #{e.message}")
+      rescue StandardError => e
+        klass = case e
+                when ToolError then e.guest_class
+                when ArgumentError then "ArgumentError"
+                else "ToolError"
+                end
+        return refuse(tc, "error", klass, sanitize(name, e))
+      ensure
+        tc.duration = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+        st.tool_time += tc.duration
+      end
+      begin
+        @after_tool_call&.call(name.to_sym, pos, kw, value)
+      rescue StandardError
+        nil # an observer's failure does not change the call
+      end
+      frame
+    end
+
+    def refuse(tc, outcome, klass, msg)
+      tc.outcome = outcome
+      tc.error = msg.to_s
+      "err\n#{klass}\n#{msg}"
+    end
+
+    def sanitize(name, e)
+      return e.message unless @error_sanitizer
+
+      m = @error_sanitizer.call(name.to_sym, e)
+      m.nil? ? "tool call failed" : m.to_s
+    rescue StandardError
+      "tool call failed"
+    end
+
+    def reply_frame(v)
+      case v
+      when nil then "n"
+      when true then "t"
+      when false then "f"
+      when Integer then "i\n#{v}"
+      when String
+        w = Value.string_to_wire(v)
+        w.is_a?(String) ? "s\n#{w}" : "j\n#{JSON.generate(w)}"
+      else "j\n#{Value.dump(v)}"
+      end
+    end
+
+    def to_result(record, st, key)
+      raise InDoubtError.new(key, "the stream ended without a record") unless record
+
+      ev = record["eval"]
+      raise RunError, record unless ev
+
+      err = ev["error"] && GuestError.new(class_name: ev["error"]["class"], message: ev["error"]["message"],
+                                          backtrace: ev["error"]["backtrace"] || [])
+      calls = st.calls
+      if calls.empty? && ev["tool_calls"].is_a?(Array) # answered from the record: its transcript
+        calls = ev["tool_calls"].map do |c|
+          ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]), kwargs: Value.from_wire(c["kwargs"]),
+                       result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
+                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000)
+        end
+      end
+      value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])
+      Result.new(status: ev["status"], value: value, stdout: ev["stdout"].to_s, stderr: ev["stderr"].to_s,
+                 stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
+                 error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
+                 session_reset: ev["session_reset"] || false, key: key, raw: ev)
+    end
+  end
+
+  # A VM kept on the executor between evals (Sandbox#session): state
+  # carries from one eval to the next; a limit or crash discards it
+  # (Result#session_reset). Sessions live in one executor's memory: they
+  # end with its restart (the next eval raises RunError, code
+  # "not_found") or after its idle timeout. One user per session.
+  class Session
+    attr_reader :id, :idle_timeout
+
+    # Raises APIError ("queue_full" when the tenant has its most sessions
+    # open, "evals_disabled").
+    def initialize(sandbox)
+      @sb = sandbox
+      info = sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+      @id = info["id"]
+      @idle_timeout = info["idle_timeout_ms"].to_f / 1000
+    end
+
+    # Runs code in the session's VM; as Sandbox#eval.
+    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
+      @sb.run_eval({ "code" => code, "session" => @id }, stdin, args, key, &on_output)
+    end
+
+    # Ends the session (waits for a running eval of it). Idempotent.
+    def close
+      return if @closed
+
+      @closed = true
+      @sb.client.request(:delete, "/v1/sessions/#{@id}")
+    rescue APIError => e
+      raise unless e.code == "not_found"
+    end
+  end
+end
