@@ -204,6 +204,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		version := r.Header.Get("Mcp-Protocol-Version")
+		if version == "" && sid != "" {
+			version = book.version(sid) // the revision the session's initialize asked for
+		}
 		if version == "" {
 			version = "2025-03-26" // what a server assumes without the header
 		}
@@ -240,7 +243,11 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 				httpRefuse(w, http.StatusServiceUnavailable, c.msgs[0].id, CodeServerBusy, why)
 				return
 			}
-			defer book.added(w)
+			var asked string
+			if len(c.msgs) == 1 {
+				asked = c.msgs[0].version
+			}
+			defer book.added(w, asked)
 		} else {
 			defer book.use(sid)()
 		}
@@ -274,6 +281,7 @@ type sessionBook struct {
 
 type httpSession struct {
 	last    time.Time
+	version string          // the protocolVersion its initialize asked for
 	active  int             // requests in progress
 	pending map[string]bool // ids of the server's requests awaiting an answer
 }
@@ -343,15 +351,29 @@ func (b *sessionBook) use(sid string) func() {
 	}
 }
 
-// added records the session an initialize answer made.
-func (b *sessionBook) added(w http.ResponseWriter) {
+// added records the session an initialize answer made, and the revision
+// its initialize asked for.
+func (b *sessionBook) added(w http.ResponseWriter, version string) {
 	sid := w.Header().Get(sessionHeader)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pending--
 	if sid != "" && b.open[sid] == nil {
-		b.open[sid] = &httpSession{last: time.Now()}
+		b.open[sid] = &httpSession{last: time.Now(), version: version}
 	}
+}
+
+// version is the revision session sid's initialize asked for, "" when it
+// is not known. A request without the Mcp-Protocol-Version header is read
+// under it: only a session that began at a revision before the header
+// (2025-03-26 and older) sends none legitimately.
+func (b *sessionBook) version(sid string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if hs := b.open[sid]; hs != nil {
+		return hs.version
+	}
+	return ""
 }
 
 // admit makes room for a new session: when max are open, the least

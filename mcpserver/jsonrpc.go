@@ -290,6 +290,15 @@ func checkPayload(b []byte, version string, initialized bool) checked {
 			msgs = append(msgs, m)
 		}
 	}
+	rest := msgs[:0]
+	for _, m := range msgs {
+		if m.method == "initialize" {
+			errs = append(errs, &rpcError{id: m.id, code: CodeInvalidRequest, msg: "invalid request: initialize must be sent alone, not in a batch"})
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	msgs = rest
 	if len(errs) == 0 {
 		return checked{fwd: true, msgs: msgs}
 	}

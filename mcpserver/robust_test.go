@@ -156,10 +156,25 @@ func TestHTTPMalformedMessages(t *testing.T) {
 	if len(msgs) != 1 || msgs[0]["result"].(map[string]any)["structuredContent"].(map[string]any)["value"] != json.Number("42") {
 		t.Fatalf("after the malformed messages: %v", msgs)
 	}
+	// initialize comes alone, never in a batch, at any revision.
+	oldInit := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`
+	noHeader := map[string]string{"Mcp-Protocol-Version": ""}
+	if code, sid, msgs := raw(t, url, "", noHeader, "["+oldInit+"]"); code != 400 || sid != "" {
+		t.Fatalf("initialize in a batch: HTTP %d, session %q, %v", code, sid, msgs)
+	}
 	// A revision with batches gets them: an old client's batch is run.
-	req := `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}]`
-	if code, sid, _ := raw(t, url, "", map[string]string{"Mcp-Protocol-Version": ""}, req); code != 200 || sid == "" {
-		t.Fatalf("a 2025-03-26 batch: HTTP %d", code)
+	code, oldSID, _ := raw(t, url, "", noHeader, oldInit)
+	if code != 200 || oldSID == "" {
+		t.Fatalf("a 2025-03-26 initialize: HTTP %d", code)
+	}
+	batch := `[{"jsonrpc":"2.0","id":"b1","method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"6*7"}}}]`
+	if code, _, msgs := raw(t, url, oldSID, noHeader, batch); code != 200 || len(msgs) != 1 || msgs[0]["error"] != nil {
+		t.Fatalf("a 2025-03-26 session's batch: HTTP %d %v", code, msgs)
+	}
+	// A session that began at a later revision gets none, even when a
+	// request leaves out the Mcp-Protocol-Version header.
+	if code, _, msgs := raw(t, url, sid, noHeader, batch); code != 400 || len(msgs) != 1 {
+		t.Fatalf("a 2025-06-18 session's batch without the header: HTTP %d %v", code, msgs)
 	}
 }
 
