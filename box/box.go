@@ -406,7 +406,9 @@ type Result struct {
 	// with no flag, as in a shell. Under gVisor, a kill that reaches
 	// runsc's file server (gofer) before the sandbox process makes gVisor
 	// end the command itself, which cannot be told from the command's own
-	// 137: the flag is then not set.
+	// 137: the flag is then not set; and a kill of one of the sentry's
+	// own stub processes (ptrace platform) leaves the sandbox waiting,
+	// so the run ends at its timeout (TimedOut, 124).
 	KilledExternally bool `json:"killed_externally"`
 	// Duration is start to result, sandbox set-up included.
 	Duration time.Duration `json:"-"`
