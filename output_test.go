@@ -82,7 +82,7 @@ func TestBufferedOutputReported(t *testing.T) {
 	var ts glovebox.Toolset
 	must(t, ts.Func("ping", func() string { return "pong" }))
 	r := newRuntime(t, glovebox.Config{Tools: &ts, Limits: glovebox.Limits{
-		Timeout: 500 * time.Millisecond, Fuel: 200_000_000, ToolCalls: 2}})
+		Timeout: 2 * time.Second, Fuel: 200_000_000, ToolCalls: 2}})
 	for _, c := range []struct {
 		name, code     string
 		status         glovebox.Status

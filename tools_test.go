@@ -454,7 +454,7 @@ func TestToolPanicLogsOneLine(t *testing.T) {
 			}
 		}
 		if len(errLines) != 1 || !strings.Contains(errLines[0], "kaboom") || strings.Contains(errLines[0], "second line") ||
-			!strings.Contains(errLines[0], "evalopt_test.go") || strings.Contains(errLines[0], "goroutine") {
+			!strings.Contains(errLines[0], "tools_test.go") || strings.Contains(errLines[0], "goroutine") {
 			t.Fatalf("level %v: error lines %q", level, errLines)
 		}
 		hasStack := strings.Contains(logs.String(), "goroutine")
