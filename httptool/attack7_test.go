@@ -220,7 +220,7 @@ func TestAttackResolverAnswers(t *testing.T) {
 // counted once, and charged only the time it ran.
 func TestAttackEvalEndsMidRequest(t *testing.T) {
 	rt := guestRuntime(t)
-	short, err := rt.WithLimits(glovebox.Limits{Timeout: 300 * time.Millisecond})
+	short, err := rt.WithLimits(glovebox.Limits{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
