@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // Capability is a part of the contract a backend may lack.
@@ -213,7 +214,7 @@ func cli(t *testing.T) string {
 		cliPath = filepath.Join(dir, "glovebox")
 		c := exec.Command("go", "build", "-o", cliPath, "./cmd/glovebox")
 		c.Dir = root
-		if out, err := c.CombinedOutput(); err != nil {
+		if out, err := spawn.CombinedOutput(c); err != nil {
 			cliErr = errors.New(string(out))
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"github.com/gloveboxhq/glovebox/internal/spawn/spawntest"
 )
 
@@ -144,7 +145,7 @@ func sweepSparesLiveRuns(t *testing.T, gb, name string) {
 		c.Env = append(os.Environ(), "TMPDIR="+tmp)
 		var out strings.Builder
 		c.Stdout = &out
-		if err := c.Start(); err != nil {
+		if err := spawn.Start(c); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill() })
@@ -167,7 +168,7 @@ func sweepSparesLiveRuns(t *testing.T, gb, name string) {
 		t.Helper()
 		c := exec.Command(gb, "run", "--box", name, "--", "true")
 		c.Env = append(os.Environ(), "TMPDIR="+tmp)
-		if out, err := c.CombinedOutput(); err != nil {
+		if out, err := spawn.CombinedOutput(c); err != nil {
 			t.Fatalf("a run in %s: %v\n%s", tmp, err, out)
 		}
 	}
