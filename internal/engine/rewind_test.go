@@ -38,7 +38,7 @@ secret = "HEAPSECRET" * 1000; $keep = secret
 ENV["LEAK"] = "1"
 f = File.open("/tmp/leak.txt", "w"); f.write("SECRET"); f.flush
 g = File.open("/tmp/other.txt", "w")
-srand(1); t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); sleep 0.02
+srand(1); t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); sleep 0.3
 [f.fileno, g.fileno, rand(1 << 30), t0, Process.clock_gettime(Process::CLOCK_MONOTONIC)]`
 	const probe = `f = File.open("/tmp/probe.txt", "w")
 heap = ObjectSpace.each_object(String).any? { |s| s.size >= 10_000 && s.include?("HEAPSECRET") }
