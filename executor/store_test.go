@@ -2,7 +2,11 @@ package executor
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -42,5 +46,109 @@ func TestStoreRecoverAndPurge(t *testing.T) {
 	}
 	if _, err := st.get(ctx, "a", "k"); err != errNoEntry {
 		t.Errorf("purged entry: %v", err)
+	}
+}
+
+// holdWriter blocks st's writer inside a transaction until the returned
+// function is called, which waits for that transaction's commit.
+func holdWriter(t *testing.T, st *sqliteStore) (release func()) {
+	entered, hold, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		held <- st.write(true, func(*sql.Tx) error { close(entered); <-hold; return nil })
+	}()
+	<-entered
+	return func() {
+		close(hold)
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// queueBegins starts n begins (keys k0…) and waits until all are queued;
+// their errors arrive on the returned channel.
+func queueBegins(st *sqliteStore, n int, extra func() error) chan error {
+	errs := make(chan error, n+1)
+	for i := range n {
+		go func() {
+			_, created, err := st.begin(context.Background(), &entry{Tenant: "a", Key: fmt.Sprint("k", i), Kind: "eval", Hash: "h", State: "running", Created: time.Now()})
+			if err == nil && !created {
+				err = fmt.Errorf("k%d not created", i)
+			}
+			errs <- err
+		}()
+	}
+	want := n
+	if extra != nil {
+		want++
+		go func() { errs <- extra() }()
+	}
+	for len(st.ops) < want {
+		runtime.Gosched()
+	}
+	return errs
+}
+
+// TestStoreGroupCommit: durable writes queued while a commit is under
+// way share the next commit (one transaction, one fsync), and each is
+// answered only after it, with the entry stored.
+func TestStoreGroupCommit(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	release := holdWriter(t, st)
+	const n = 50
+	errs := queueBegins(st, n, nil)
+	before := st.commits.Load()
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := st.commits.Load() - before; got != 2 {
+		t.Errorf("%d commits for the held write and %d queued begins, want 2", got, n)
+	}
+	for i := range n {
+		if e, err := st.get(context.Background(), "a", fmt.Sprint("k", i)); err != nil || e.State != "running" {
+			t.Errorf("k%d: %+v %v", i, e, err)
+		}
+	}
+}
+
+// TestStoreGroupCommitFailsAlone: a write that fails inside a batch
+// fails alone; its neighbours are committed.
+func TestStoreGroupCommitFailsAlone(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	release := holdWriter(t, st)
+	const n = 10
+	bad := errors.New("this write fails")
+	errs := queueBegins(st, n, func() error { return st.write(true, func(*sql.Tx) error { return bad }) })
+	release()
+	failed := 0
+	for range n + 1 {
+		if err := <-errs; errors.Is(err, bad) {
+			failed++
+		} else if err != nil {
+			t.Error(err)
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d writes failed, want the one bad one", failed)
+	}
+	for i := range n {
+		if e, err := st.get(context.Background(), "a", fmt.Sprint("k", i)); err != nil || e.State != "running" {
+			t.Errorf("k%d: %+v %v", i, e, err)
+		}
+	}
+	st.close()
+	if err := st.probe(context.Background()); !errors.Is(err, errStoreClosed) {
+		t.Errorf("write after close: %v, want errStoreClosed", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	var samples int
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
@@ -35,10 +36,16 @@ fuel budget; the fuel rows need both, and one metered by wasmtime's own
 fuel for comparison), about a minute each, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), os.Stdout, samples)
+			for _, g := range only {
+				if !slices.Contains(benchGroups, g) {
+					return fmt.Errorf("--only %s: no such group of rows (groups: %s)", g, strings.Join(benchGroups, ", "))
+				}
+			}
+			return runBench(cmd.Context(), os.Stdout, samples, only...)
 		},
 	}
 	cmd.Flags().IntVar(&samples, "samples", 300, "evals per latency figure")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these groups of rows (comma-separated: "+strings.Join(benchGroups, ", ")+"); all when not given")
 	return cmd
 }
 
@@ -62,7 +69,12 @@ func us(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Nanoseconds())/1000, 'f', 1, 64) + " µs"
 }
 
-func runBench(ctx context.Context, w io.Writer, samples int) error {
+// benchGroups are the names of the groups of rows `bench --only` selects.
+var benchGroups = []string{"vm", "calls", "memory", "sjlj", "boxes", "executor"}
+
+// runBench measures every group of rows, or only the named ones.
+func runBench(ctx context.Context, w io.Writer, samples int, only ...string) error {
+	want := func(g string) bool { return len(only) == 0 || slices.Contains(only, g) }
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -104,14 +116,41 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	if err != nil {
 		return err
 	}
-	if err := benchVM(ctx, samples, row); err != nil { // fresh VMs, pool, workers, process start (bench_vm.go)
-		return err
+	defer eng.Close()
+	if want("vm") {
+		if err := benchVM(ctx, samples, row); err != nil { // fresh VMs, pool, workers, process start (bench_vm.go)
+			return err
+		}
 	}
-
 	// Host function round trip, fuel and code mode (bench_call.go).
-	if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
-		return err
+	if want("calls") {
+		if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
+			return err
+		}
 	}
+	if want("memory") {
+		if err := benchMemory(ctx, rt, eng, row, yes); err != nil {
+			return err
+		}
+	}
+	if want("sjlj") {
+		if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (bench_sjlj.go)
+			return err
+		}
+	}
+	eng.Close()
+	if want("boxes") {
+		benchBoxes(ctx, row) // the OS-level boxes (bench_box.go)
+	}
+	if want("executor") {
+		benchExecutor(ctx, row)
+	}
+	return nil
+}
+
+// benchMemory measures the private memory per idle VM and per idle
+// session.
+func benchMemory(ctx context.Context, rt *glovebox.Runtime, eng *engine.Engine, row func(met string, cols ...string), yes func(bool) string) error {
 
 	// Private memory per idle, prepared VM. VMs held first, unmeasured,
 	// take the freed memories the engine keeps for reuse (their pages
@@ -144,12 +183,6 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	perSess := float64(sa-sb) / sessions
 	row(yes(perSess <= 5e6), fmt.Sprintf("private memory per idle session (%d held, one eval each)", sessions), fmt.Sprintf("%.2f MB", perSess/1e6),
 		fmt.Sprintf("process before %.0f MB", float64(sb)/1e6), "-", "≤ 5 MB")
-	if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (bench_sjlj.go)
-		return err
-	}
-	eng.Close()
-	benchBoxes(ctx, row) // the OS-level boxes (bench_box.go)
-	benchExecutor(ctx, row)
 	return nil
 }
 
