@@ -48,10 +48,10 @@ type store interface {
 }
 
 // storeFull reports whether err is the store's disk (or SQLite's size
-// limit) being full: SQLITE_FULL.
+// limit) being full: SQLITE_FULL, or PostgreSQL's disk_full.
 func storeFull(err error) bool {
 	var ce interface{ Code() int }
-	return errors.As(err, &ce) && ce.Code()&0xff == 13
+	return errors.As(err, &ce) && ce.Code()&0xff == 13 || pgFull(err)
 }
 
 // entry is one stored job. Record is the JSON of a wire.Record.
@@ -332,6 +332,15 @@ func (s *sqliteStore) usage(ctx context.Context) (map[string]int64, error) {
 		return nil, err
 	}
 	defer rows.Close()
+	return tenantBytes(rows)
+}
+
+// tenantBytes reads usage's rows (tenant, bytes) from either store.
+func tenantBytes(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) (map[string]int64, error) {
 	out := map[string]int64{}
 	for rows.Next() {
 		var t string

@@ -11,41 +11,160 @@ import (
 	"time"
 )
 
+// forEachStore runs f once per store implementation; open makes another
+// handle on the same database (the next executor, or a peer).
+func forEachStore(t *testing.T, f func(t *testing.T, open func() store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "s.db")
+		f(t, func() store {
+			st, err := openStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.close() })
+			return st
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := startPostgres(t)
+		f(t, func() store {
+			st, err := openPgStore(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.close() })
+			return st
+		})
+	})
+}
+
 // TestStoreRecoverAndPurge: begin is first-writer-wins per (tenant, key);
-// recover marks unfinished entries lost; purge drops only old final ones.
+// the next executor's recover marks the unfinished entries of the one
+// that stopped lost (started kept); purge drops only old final ones.
 func TestStoreRecoverAndPurge(t *testing.T) {
-	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	forEachStore(t, func(t *testing.T, open func() store) {
+		st := open()
+		ctx := context.Background()
+		old := time.Now().Add(-time.Hour)
+		for _, e := range []*entry{{Tenant: "a", Key: "k", Hash: "h1"}, {Tenant: "b", Key: "k", Hash: "h2"}, {Tenant: "a", Key: "done", Hash: "h3"}} {
+			e.Kind, e.State, e.Created = "run", "queued", old
+			if _, created, err := st.begin(ctx, e); err != nil || !created {
+				t.Fatalf("begin %+v: %v %v", e, created, err)
+			}
+		}
+		if prev, created, err := st.begin(ctx, &entry{Tenant: "a", Key: "k", Hash: "other", Kind: "run", State: "queued", Created: old}); err != nil || created || prev.Hash != "h1" {
+			t.Fatalf("second begin: %+v %v %v", prev, created, err)
+		}
+		if err := st.update(ctx, "b", "k", "running", true, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.finish(ctx, "a", "done", "completed", true, []byte(`{"state":"completed"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := st.usage(ctx); err != nil || u["a"] != int64(len(`{"state":"completed"}`)) {
+			t.Errorf("usage: %v %v", u, err)
+		}
+		st.close()
+		st = open() // the next executor
+		if n, err := st.recover(ctx, time.Now()); err != nil || n != 2 {
+			t.Fatalf("recover: %d %v", n, err)
+		}
+		if e, _ := st.get(ctx, "b", "k"); e == nil || e.State != "lost" || !e.Started {
+			t.Errorf("b/k after recover: %+v", e)
+		}
+		if e, _ := st.get(ctx, "a", "k"); e == nil || e.State != "lost" || e.Started {
+			t.Errorf("a/k after recover: %+v", e)
+		}
+		if e, _ := st.get(ctx, "a", "done"); e == nil || e.State != "completed" {
+			t.Errorf("a/done after recover: %+v", e)
+		}
+		if n, err := st.purge(ctx, time.Now().Add(time.Minute)); err != nil || n != 3 {
+			t.Fatalf("purge: %d %v", n, err)
+		}
+		if _, err := st.get(ctx, "a", "k"); err != errNoEntry {
+			t.Errorf("purged entry: %v", err)
+		}
+		if err := st.probe(ctx); err != nil {
+			t.Errorf("probe: %v", err)
+		}
+		if err := st.ping(ctx); err != nil {
+			t.Errorf("ping: %v", err)
+		}
+	})
+}
+
+// TestStoreRace: two executors on one database racing to begin the same
+// keys: each key is created exactly once, and the loser gets the
+// winner's entry (the database's primary key decides).
+func TestStoreRace(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() store) {
+		a, b := open(), open()
+		const keys = 50
+		type res struct {
+			created bool
+			hash    string
+			err     error
+		}
+		out := make(chan res, 2*keys)
+		for i := range keys {
+			for j, st := range []store{a, b} {
+				go func() {
+					h := fmt.Sprint("h", j)
+					old, created, err := st.begin(context.Background(), &entry{Tenant: "t", Key: fmt.Sprint("k", i), Kind: "run", Hash: h, State: "running", Started: true, Created: time.Now()})
+					if err == nil && !created {
+						h = old.Hash
+					}
+					out <- res{created, fmt.Sprint(i, h), err}
+				}()
+			}
+		}
+		created, winners := 0, map[string]bool{}
+		for range 2 * keys {
+			r := <-out
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.created {
+				created++
+			}
+			winners[r.hash] = true
+		}
+		if created != keys || len(winners) != keys {
+			t.Errorf("%d created, %d distinct outcomes for %d keys raced by two executors: want %d and %d", created, len(winners), keys, keys, keys)
+		}
+	})
+}
+
+// TestPgStoreLivePeer: on a shared PostgreSQL an executor's recover
+// leaves a live peer's running entries alone and marks them lost once
+// the peer's lease has run out.
+func TestPgStoreLivePeer(t *testing.T) {
+	url := startPostgres(t)
+	ctx := context.Background()
+	a, err := openPgStore(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close()
-	ctx := context.Background()
-	old := time.Now().Add(-time.Hour)
-	for _, e := range []*entry{{Tenant: "a", Key: "k", Hash: "h1"}, {Tenant: "b", Key: "k", Hash: "h2"}, {Tenant: "a", Key: "done", Hash: "h3"}} {
-		e.Kind, e.State, e.Created = "run", "queued", old
-		if _, created, err := st.begin(ctx, e); err != nil || !created {
-			t.Fatalf("begin %+v: %v %v", e, created, err)
-		}
+	defer a.close()
+	if _, _, err := a.begin(ctx, &entry{Tenant: "t", Key: "k", Kind: "run", Hash: "h", State: "running", Started: true, Created: time.Now()}); err != nil {
+		t.Fatal(err)
 	}
-	if prev, created, err := st.begin(ctx, &entry{Tenant: "a", Key: "k", Hash: "other", Kind: "run", State: "queued", Created: old}); err != nil || created || prev.Hash != "h1" {
-		t.Fatalf("second begin: %+v %v %v", prev, created, err)
+	b, err := openPgStore(ctx, url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st.update(ctx, "b", "k", "running", true, nil)
-	st.update(ctx, "a", "done", "completed", true, []byte(`{"state":"completed"}`))
-	if n, err := st.recover(ctx, time.Now()); err != nil || n != 2 {
-		t.Fatalf("recover: %d %v", n, err)
+	defer b.close()
+	if n, err := b.recover(ctx, time.Now()); err != nil || n != 0 {
+		t.Fatalf("recover beside a live peer: %d %v, want 0", n, err)
 	}
-	if e, _ := st.get(ctx, "b", "k"); e.State != "lost" || !e.Started {
-		t.Errorf("b/k after recover: %+v", e)
+	if e, _ := b.get(ctx, "t", "k"); e == nil || e.State != "running" {
+		t.Fatalf("the live peer's entry: %+v", e)
 	}
-	if e, _ := st.get(ctx, "a", "done"); e.State != "completed" {
-		t.Errorf("a/done after recover: %+v", e)
+	if n, err := b.recover(ctx, time.Now().Add(pgLease+time.Second)); err != nil || n != 1 {
+		t.Fatalf("recover after the peer's lease: %d %v, want 1", n, err)
 	}
-	if n, err := st.purge(ctx, time.Now().Add(time.Minute)); err != nil || n != 3 {
-		t.Fatalf("purge: %d %v", n, err)
-	}
-	if _, err := st.get(ctx, "a", "k"); err != errNoEntry {
-		t.Errorf("purged entry: %v", err)
+	if e, _ := b.get(ctx, "t", "k"); e == nil || e.State != "lost" || !e.Started {
+		t.Errorf("the dead peer's entry: %+v", e)
 	}
 }
 
