@@ -72,20 +72,26 @@ var (
 // or running state survives the process being killed and the machine
 // losing power (final records: see finish).
 //
-// Writes are grouped (group commit): one goroutine owns the only writing
-// connection; every write waits in a queue, and the writer commits
-// whatever has queued up while the previous commit was on its way to the
-// disk in one transaction and one fsync, then answers each. A write is
-// answered only after the commit that holds it, so "durable when begin
-// returns" stays true; under load many requests share one fsync instead
-// of waiting in line for one each. Reads use a pool of their own (WAL
-// readers do not block the writer).
+// Writes are grouped (group commit) on the one writing connection: a
+// write joins a queue; when no commit is under way its writer becomes the
+// leader and commits every queued write (up to maxBatch) in one
+// transaction and one fsync, then answers each; writes that queue up
+// while that commit is on its way to the disk go into the next one,
+// which the first of them leads. A write is answered only after the
+// commit that holds it, so "durable when begin returns" stays true; under
+// load many requests share one fsync instead of waiting in line for one
+// each, and an uncontended write commits on its own goroutine, with no
+// hand-off. Reads use a pool of their own (WAL readers do not block the
+// writer).
 type sqliteStore struct {
-	w, r   *sql.DB
-	ops    chan *storeOp
-	done   chan struct{}
-	mu     sync.RWMutex // held shared while queueing, exclusively to close ops
-	closed bool
+	w, r *sql.DB
+
+	mu      sync.Mutex
+	queue   []*storeOp // writes waiting for a commit
+	leading bool       // a writer is committing (it leads until it hands on)
+	closed  bool
+	pending sync.WaitGroup // writes not yet answered
+	mode    string         // the connection's synchronous setting; the leader's
 	// commits counts the transactions the writer committed (tests).
 	commits atomic.Int64
 	// The writer's statements, prepared once on its connection.
@@ -141,7 +147,7 @@ func openStore(path string) (*sqliteStore, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &sqliteStore{w: w, r: r, ops: make(chan *storeOp, maxBatch), done: make(chan struct{})}
+	s := &sqliteStore{w: w, r: r, mode: "FULL"}
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
@@ -153,76 +159,86 @@ func openStore(path string) (*sqliteStore, error) {
 			return nil, fmt.Errorf("executor: store %s: %w", path, err)
 		}
 	}
-	go s.writer()
 	return s, nil
 }
 
-// write queues run and waits for the commit that holds it. It waits even
-// when the caller's context ends: a write that may still commit must not
-// be reported as failed.
+// errLead answers a queued write whose writer is to lead the next commit.
+var errLead = errors.New("lead")
+
+// write queues run and waits for the commit that holds it, leading one
+// if none is under way. It waits even when the caller's context ends: a
+// write that may still commit must not be reported as failed.
 func (s *sqliteStore) write(durable bool, run func(tx *sql.Tx) error) error {
 	op := &storeOp{durable: durable, run: run, err: make(chan error, 1)}
-	s.mu.RLock()
+	s.mu.Lock()
 	if s.closed {
-		s.mu.RUnlock()
+		s.mu.Unlock()
 		return errStoreClosed
 	}
-	s.ops <- op
-	s.mu.RUnlock()
+	s.pending.Add(1)
+	defer s.pending.Done()
+	s.queue = append(s.queue, op)
+	if s.leading {
+		s.mu.Unlock()
+		if err := <-op.err; err != errLead {
+			return err
+		}
+		s.mu.Lock() // handed the lead: op is first in the queue
+	}
+	s.leading = true
+	batch := s.queue[:min(len(s.queue), maxBatch)]
+	s.queue = append([]*storeOp(nil), s.queue[len(batch):]...)
+	s.mu.Unlock()
+	s.commitBatch(batch)
+	s.mu.Lock()
+	if len(s.queue) > 0 {
+		s.queue[0].err <- errLead // the next leader; s.leading stays true
+	} else {
+		s.leading = false
+	}
+	s.mu.Unlock()
 	return <-op.err
 }
 
-// writer is the group-commit loop: it takes the first queued write, every
-// other write queued by then (up to maxBatch), and commits them at once.
-func (s *sqliteStore) writer() {
-	defer close(s.done)
-	mode := "FULL" // the connection's synchronous setting
-	batch := make([]*storeOp, 0, maxBatch)
-	for op := range s.ops {
-		batch = append(batch[:0], op)
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case op, ok := <-s.ops:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, op)
-			default:
-				break fill
-			}
-		}
-		// A batch of final records only skips the fsync (WAL with
-		// synchronous=NORMAL); the next durable commit syncs it along.
-		want, pragma := "NORMAL", s.syncNormal
-		for _, op := range batch {
-			if op.durable {
-				want, pragma = "FULL", s.syncFull
-				break
-			}
-		}
-		if want != mode {
-			if _, err := pragma.Exec(); err != nil {
-				for _, op := range batch {
-					op.err <- err
-				}
-				continue
-			}
-			mode = want
-		}
-		if err := s.commit(batch); err != nil {
-			// One write failed (or the commit did): the batch rolled
-			// back; each write is retried alone, so each gets its own
-			// answer (one full disk must not fail its neighbours).
-			for _, op := range batch {
-				op.err <- s.commit([]*storeOp{op})
-			}
-			continue
-		}
-		for _, op := range batch {
-			op.err <- nil
+// commitBatch commits batch in one transaction and answers each write.
+func (s *sqliteStore) commitBatch(batch []*storeOp) {
+	// A batch of final records only skips the fsync (WAL with
+	// synchronous=NORMAL); the next durable commit syncs it along.
+	want, pragma := "NORMAL", s.syncNormal
+	for _, op := range batch {
+		if op.durable {
+			want, pragma = "FULL", s.syncFull
+			break
 		}
 	}
+	if want != s.mode {
+		if _, err := pragma.Exec(); err != nil {
+			for _, op := range batch {
+				op.err <- err
+			}
+			return
+		}
+		s.mode = want
+	}
+	if err := s.commit(batch); err != nil {
+		// One write failed (or the commit did): the batch rolled back;
+		// each write is retried alone, so each gets its own answer (one
+		// full disk must not fail its neighbours).
+		for _, op := range batch {
+			op.err <- s.commit([]*storeOp{op})
+		}
+		return
+	}
+	for _, op := range batch {
+		op.err <- nil
+	}
+}
+
+// queued is how many writes wait for a commit (tests).
+func (s *sqliteStore) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
 }
 
 // commit runs ops in one transaction: all of them committed, or none.
@@ -365,15 +381,16 @@ func (s *sqliteStore) ping(ctx context.Context) error {
 	return s.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
 }
 
-// close ends the writer once every queued write is committed; a write
-// after close returns errStoreClosed.
+// close waits until every queued write is answered, then closes the
+// database; a write after close returns errStoreClosed.
 func (s *sqliteStore) close() error {
 	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.ops)
-	}
+	was := s.closed
+	s.closed = true
 	s.mu.Unlock()
-	<-s.done
+	if was {
+		return nil
+	}
+	s.pending.Wait()
 	return errors.Join(s.w.Close(), s.r.Close())
 }

@@ -202,7 +202,7 @@ func queueBegins(st *sqliteStore, n int, extra func() error) chan error {
 		want++
 		go func() { errs <- extra() }()
 	}
-	for len(st.ops) < want {
+	for st.queued() < want {
 		runtime.Gosched()
 	}
 	return errs
