@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"testing"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
@@ -44,3 +45,7 @@ func (s *Server) CapLimits(c box.Command) box.Command { s.capLimits(&c); return 
 
 // EvalLimits is the glovebox.Limits an eval asking for l runs with.
 func (s *Server) EvalLimits(l wire.EvalLimits) glovebox.Limits { return s.evals.limits(l) }
+
+// StartPostgres starts a real PostgreSQL for t and returns its URL
+// (pg_test.go); it skips where PostgreSQL cannot run.
+func StartPostgres(t testing.TB) string { return startPostgres(t) }

@@ -287,6 +287,11 @@ func (s *Server) answerStored(w http.ResponseWriter, r *http.Request, e *entry, 
 		return
 	}
 	rec := recordOf(e)
+	if !wire.Final(rec.State) && s.cfg.StoreURL != "" {
+		// A shared store: another executor of the fleet holds this job.
+		s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the %s with key %s is %s on another executor of the fleet; retry it later for its outcome (it is not run again)", e.Kind, e.Key, rec.State))
+		return
+	}
 	st := newEventStream(w)
 	st.send(&wire.Event{Type: wire.EventAccepted, Key: e.Key, Attached: true, State: rec.State})
 	if !wire.Final(rec.State) { // cannot happen: recover marks these lost at start

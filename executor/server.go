@@ -19,8 +19,8 @@ import (
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 )
 
-// Config is an executor's set-up. Backend, StorePath and at least one
-// Tenant are required; other zero fields take the defaults beside them.
+// Config is an executor's set-up. Backend, StorePath or StoreURL, and at
+// least one Tenant are required; other zero fields take the defaults beside them.
 type Config struct {
 	// Backend runs the commands (a *bwrap.Box or *gvisor.Box).
 	Backend box.Box
@@ -28,6 +28,16 @@ type Config struct {
 	// when missing. Runs in progress when a previous process on it died
 	// are marked lost when New opens it.
 	StorePath string
+	// StoreURL, when set (instead of StorePath), is a PostgreSQL
+	// connection URL (postgres://user:password@host:port/db?sslmode=…,
+	// or with host=/dir for a Unix socket): the store of a fleet of
+	// executors sharing one database. Its tables are made on first use.
+	// Every executor on it heartbeats; runs of an executor not seen for
+	// 30 s are marked lost by the others (never run again), those of
+	// live peers are left alone. MinStoreFree is not checked (the disk
+	// is the database's). Errors from New: not a postgres:// or
+	// postgresql:// URL, the database cannot be reached.
+	StoreURL string
 	// Tenants are the callers and their limits.
 	Tenants []Tenant
 	// MaxRuns bounds the jobs executing at once across all tenants;
@@ -99,10 +109,13 @@ type Server struct {
 
 // New opens the store (marking runs a dead process left lost), checks the
 // configuration and returns a Server. Errors: a missing Backend or
-// StorePath, a bad tenant, a store that cannot be opened.
+// StorePath (or StoreURL), a bad tenant, a store that cannot be opened.
 func New(cfg Config) (*Server, error) {
-	if cfg.Backend == nil || cfg.StorePath == "" {
-		return nil, errors.New("executor: Config needs a Backend and a StorePath")
+	if cfg.Backend == nil || (cfg.StorePath == "") == (cfg.StoreURL == "") {
+		return nil, errors.New("executor: Config needs a Backend and one of StorePath and StoreURL")
+	}
+	if cfg.StoreURL != "" && !isPostgresURL(cfg.StoreURL) {
+		return nil, errors.New("executor: StoreURL must be a postgres:// or postgresql:// URL")
 	}
 	if len(cfg.Tenants) == 0 {
 		return nil, errors.New("executor: no tenants configured")
@@ -141,19 +154,28 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MinStoreFree == 0 {
 		cfg.MinStoreFree = DefaultMinStoreFree
 	}
-	st, err := openStore(cfg.StorePath)
+	var st store
+	where := cfg.StorePath
+	if cfg.StoreURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err = openPgStore(ctx, cfg.StoreURL)
+		cancel()
+		cfg.MinStoreFree, where = -1, "postgresql"
+	} else {
+		st, err = openStore(cfg.StorePath)
+	}
 	if err != nil {
 		return nil, err
 	}
 	n, err := st.recover(context.Background(), time.Now())
 	if err != nil {
 		st.close()
-		return nil, fmt.Errorf("executor: store %s: %w", cfg.StorePath, err)
+		return nil, fmt.Errorf("executor: store %s: %w", where, err)
 	}
 	used, err := st.usage(context.Background())
 	if err != nil {
 		st.close()
-		return nil, fmt.Errorf("executor: store %s: %w", cfg.StorePath, err)
+		return nil, fmt.Errorf("executor: store %s: %w", where, err)
 	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
@@ -540,7 +562,7 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
 	}
 	rec := recordOf(e)
-	if !wire.Final(rec.State) && s.liveJob(t.Name, key) == nil {
+	if !wire.Final(rec.State) && s.liveJob(t.Name, key) == nil && s.cfg.StoreURL == "" {
 		// No job of this process holds it (recover marked those of
 		// earlier ones lost): its end could not be stored.
 		rec.State = wire.StateLost

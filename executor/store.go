@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -46,10 +48,10 @@ type store interface {
 }
 
 // storeFull reports whether err is the store's disk (or SQLite's size
-// limit) being full: SQLITE_FULL.
+// limit) being full: SQLITE_FULL, or PostgreSQL's disk_full.
 func storeFull(err error) bool {
 	var ce interface{ Code() int }
-	return errors.As(err, &ce) && ce.Code()&0xff == 13
+	return errors.As(err, &ce) && ce.Code()&0xff == 13 || pgFull(err)
 }
 
 // entry is one stored job. Record is the JSON of a wire.Record.
@@ -60,22 +62,69 @@ type entry struct {
 	Record                         []byte
 }
 
-var errNoEntry = errors.New("executor: no such entry")
+var (
+	errNoEntry     = errors.New("executor: no such entry")
+	errStoreClosed = errors.New("executor: the store is closed")
+)
 
 // sqliteStore is the store in one SQLite file (modernc.org/sqlite, the
-// driver the support-desk example uses), in WAL mode with synchronous=FULL
-// so a committed begin or running state survives the process being killed
-// and the machine losing power (final records: see finish). One connection: writes are serialized by SQLite anyway,
-// and one connection never sees SQLITE_BUSY.
-type sqliteStore struct{ db *sql.DB }
+// driver the support-desk example uses), in WAL mode, so a committed begin
+// or running state survives the process being killed and the machine
+// losing power (final records: see finish).
+//
+// Writes are grouped (group commit) on the one writing connection: a
+// write joins a queue; when no commit is under way its writer becomes the
+// leader and commits every queued write (up to maxBatch) in one
+// transaction and one fsync, then answers each; writes that queue up
+// while that commit is on its way to the disk go into the next one,
+// which the first of them leads. A write is answered only after the
+// commit that holds it, so "durable when begin returns" stays true; under
+// load many requests share one fsync instead of waiting in line for one
+// each, and an uncontended write commits on its own goroutine, with no
+// hand-off. Reads use a pool of their own (WAL readers do not block the
+// writer).
+type sqliteStore struct {
+	w, r *sql.DB
+
+	mu      sync.Mutex
+	queue   []*storeOp // writes waiting for a commit
+	leading bool       // a writer is committing (it leads until it hands on)
+	closed  bool
+	pending sync.WaitGroup // writes not yet answered
+	mode    string         // the connection's synchronous setting; the leader's
+	// commits counts the transactions the writer committed (tests).
+	commits atomic.Int64
+	// The writer's statements, prepared once on its connection.
+	insert, set, lookup, syncFull, syncNormal *sql.Stmt
+}
+
+const (
+	sqlInsert = `INSERT INTO jobs (tenant, key, kind, hash, state, started, created, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
+	sqlSet = `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
+		WHERE tenant = ? AND key = ?`
+	sqlLookup = `SELECT kind, hash, state, started, created, record FROM jobs WHERE tenant = ? AND key = ?`
+)
+
+// storeOp is one queued write: run executes it inside the batch's
+// transaction; durable says its commit must wait for the disk.
+type storeOp struct {
+	durable bool
+	run     func(tx *sql.Tx) error
+	err     chan error
+}
+
+// maxBatch bounds one group commit, so one transaction stays short.
+const maxBatch = 256
 
 func openStore(path string) (*sqliteStore, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)"
+	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS jobs (
+	w.SetMaxOpenConns(1)
+	_, err = w.Exec(`CREATE TABLE IF NOT EXISTS jobs (
 		tenant  TEXT NOT NULL,
 		key     TEXT NOT NULL,
 		kind    TEXT NOT NULL,
@@ -89,56 +138,173 @@ func openStore(path string) (*sqliteStore, error) {
 	);
 	CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)`)
 	if err != nil {
-		db.Close()
+		w.Close()
 		return nil, fmt.Errorf("executor: store %s: %w", path, err)
 	}
-	return &sqliteStore{db: db}, nil
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	s := &sqliteStore{w: w, r: r, mode: "FULL"}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{{&s.insert, sqlInsert}, {&s.set, sqlSet}, {&s.lookup, sqlLookup},
+		{&s.syncFull, `PRAGMA synchronous = FULL`}, {&s.syncNormal, `PRAGMA synchronous = NORMAL`}} {
+		if *p.st, err = w.Prepare(p.q); err != nil {
+			w.Close()
+			r.Close()
+			return nil, fmt.Errorf("executor: store %s: %w", path, err)
+		}
+	}
+	return s, nil
 }
 
-func (s *sqliteStore) begin(ctx context.Context, e *entry) (*entry, bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO jobs (tenant, key, kind, hash, state, started, created, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
-		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), e.Created.UnixNano())
+// errLead answers a queued write whose writer is to lead the next commit.
+var errLead = errors.New("lead")
+
+// write queues run and waits for the commit that holds it, leading one
+// if none is under way. It waits even when the caller's context ends: a
+// write that may still commit must not be reported as failed.
+func (s *sqliteStore) write(durable bool, run func(tx *sql.Tx) error) error {
+	op := &storeOp{durable: durable, run: run, err: make(chan error, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errStoreClosed
+	}
+	s.pending.Add(1)
+	defer s.pending.Done()
+	s.queue = append(s.queue, op)
+	if s.leading {
+		s.mu.Unlock()
+		if err := <-op.err; err != errLead {
+			return err
+		}
+		s.mu.Lock() // handed the lead: op is first in the queue
+	}
+	s.leading = true
+	batch := s.queue[:min(len(s.queue), maxBatch)]
+	s.queue = append([]*storeOp(nil), s.queue[len(batch):]...)
+	s.mu.Unlock()
+	s.commitBatch(batch)
+	s.mu.Lock()
+	if len(s.queue) > 0 {
+		s.queue[0].err <- errLead // the next leader; s.leading stays true
+	} else {
+		s.leading = false
+	}
+	s.mu.Unlock()
+	return <-op.err
+}
+
+// commitBatch commits batch in one transaction and answers each write.
+func (s *sqliteStore) commitBatch(batch []*storeOp) {
+	// A batch of final records only skips the fsync (WAL with
+	// synchronous=NORMAL); the next durable commit syncs it along.
+	want, pragma := "NORMAL", s.syncNormal
+	for _, op := range batch {
+		if op.durable {
+			want, pragma = "FULL", s.syncFull
+			break
+		}
+	}
+	if want != s.mode {
+		if _, err := pragma.Exec(); err != nil {
+			for _, op := range batch {
+				op.err <- err
+			}
+			return
+		}
+		s.mode = want
+	}
+	if err := s.commit(batch); err != nil {
+		// One write failed (or the commit did): the batch rolled back;
+		// each write is retried alone, so each gets its own answer (one
+		// full disk must not fail its neighbours).
+		for _, op := range batch {
+			op.err <- s.commit([]*storeOp{op})
+		}
+		return
+	}
+	for _, op := range batch {
+		op.err <- nil
+	}
+}
+
+// queued is how many writes wait for a commit (tests).
+func (s *sqliteStore) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// commit runs ops in one transaction: all of them committed, or none.
+func (s *sqliteStore) commit(ops []*storeOp) error {
+	tx, err := s.w.Begin()
+	if err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if err := op.run(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
+}
+
+func (s *sqliteStore) begin(ctx context.Context, e *entry) (old *entry, created bool, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		old, created = nil, false
+		res, err := tx.Stmt(s.insert).Exec(e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), e.Created.UnixNano())
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			created = true
+			return nil
+		}
+		old, err = getEntry(tx.Stmt(s.lookup).QueryRow, e.Tenant, e.Key)
+		return err
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil, true, nil
-	}
-	old, err := s.get(ctx, e.Tenant, e.Key)
-	return old, false, err
+	return old, created, nil
 }
 
 func (s *sqliteStore) update(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
-		WHERE tenant = ? AND key = ?`, state, started, time.Now().UnixNano(), record, tenant, key)
-	return err
+	return s.write(true, s.setEntry(tenant, key, state, started, record))
 }
 
 func (s *sqliteStore) finish(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
-	// One pinned connection: synchronous=NORMAL for this commit only (in
-	// WAL mode it skips the fsync; the next FULL commit syncs it along).
-	c, err := s.db.Conn(ctx)
-	if err != nil {
+	return s.write(false, s.setEntry(tenant, key, state, started, record))
+}
+
+// setEntry is the write of update and finish.
+func (s *sqliteStore) setEntry(tenant, key, state string, started bool, record []byte) func(tx *sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		_, err := tx.Stmt(s.set).Exec(state, started, time.Now().UnixNano(), record, tenant, key)
 		return err
 	}
-	defer c.Close()
-	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return err
-	}
-	_, err = c.ExecContext(ctx, `UPDATE jobs SET state = ?, started = ?, updated = ?, record = COALESCE(?, record)
-		WHERE tenant = ? AND key = ?`, state, started, time.Now().UnixNano(), record, tenant, key)
-	if _, rerr := c.ExecContext(context.Background(), `PRAGMA synchronous = FULL`); rerr != nil && err == nil {
-		err = rerr
-	}
-	return err
 }
 
 func (s *sqliteStore) get(ctx context.Context, tenant, key string) (*entry, error) {
+	return getEntry(func(args ...any) *sql.Row { return s.r.QueryRowContext(ctx, sqlLookup, args...) }, tenant, key)
+}
+
+// getEntry reads one entry through queryRow (a pool's or a transaction's).
+func getEntry(queryRow func(args ...any) *sql.Row, tenant, key string) (*entry, error) {
 	e := &entry{Tenant: tenant, Key: key}
 	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT kind, hash, state, started, created, record FROM jobs WHERE tenant = ? AND key = ?`,
-		tenant, key).Scan(&e.Kind, &e.Hash, &e.State, &e.Started, &created, &e.Record)
+	err := queryRow(tenant, key).Scan(&e.Kind, &e.Hash, &e.State, &e.Started, &created, &e.Record)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoEntry
 	}
@@ -149,30 +315,48 @@ func (s *sqliteStore) get(ctx context.Context, tenant, key string) (*entry, erro
 	return e, nil
 }
 
-func (s *sqliteStore) recover(ctx context.Context, now time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = 'lost', updated = ? WHERE state IN ('queued', 'running')`, now.UnixNano())
-	if err != nil {
-		return 0, err
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+func (s *sqliteStore) recover(ctx context.Context, now time.Time) (n int, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE jobs SET state = 'lost', updated = ? WHERE state IN ('queued', 'running')`, now.UnixNano())
+		if err == nil {
+			n = affected(res)
+		}
+		return err
+	})
+	return n, err
 }
 
-func (s *sqliteStore) purge(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state NOT IN ('queued', 'running') AND updated < ?`, before.UnixNano())
-	if err != nil {
-		return 0, err
-	}
+func (s *sqliteStore) purge(ctx context.Context, before time.Time) (n int, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM jobs WHERE state NOT IN ('queued', 'running') AND updated < ?`, before.UnixNano())
+		if err == nil {
+			n = affected(res)
+		}
+		return err
+	})
+	return n, err
+}
+
+func affected(res sql.Result) int {
 	n, _ := res.RowsAffected()
-	return int(n), nil
+	return int(n)
 }
 
 func (s *sqliteStore) usage(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT tenant, COALESCE(SUM(LENGTH(record)), 0) FROM jobs GROUP BY tenant`)
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, COALESCE(SUM(LENGTH(record)), 0) FROM jobs GROUP BY tenant`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	return tenantBytes(rows)
+}
+
+// tenantBytes reads usage's rows (tenant, bytes) from either store.
+func tenantBytes(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) (map[string]int64, error) {
 	out := map[string]int64{}
 	for rows.Next() {
 		var t string
@@ -186,13 +370,27 @@ func (s *sqliteStore) usage(ctx context.Context) (map[string]int64, error) {
 }
 
 func (s *sqliteStore) probe(ctx context.Context) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)`, time.Now().UnixNano())
-	return err
+	return s.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)`, time.Now().UnixNano())
+		return err
+	})
 }
 
 func (s *sqliteStore) ping(ctx context.Context) error {
 	var one int
-	return s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+	return s.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
 }
 
-func (s *sqliteStore) close() error { return s.db.Close() }
+// close waits until every queued write is answered, then closes the
+// database; a write after close returns errStoreClosed.
+func (s *sqliteStore) close() error {
+	s.mu.Lock()
+	was := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if was {
+		return nil
+	}
+	s.pending.Wait()
+	return errors.Join(s.w.Close(), s.r.Close())
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +22,7 @@ import (
 // bench.Run (see that package's doc), and needs nothing here.
 func benchCmd() *cobra.Command {
 	var samples int
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
@@ -32,17 +34,23 @@ fuel budget; the fuel rows need both, and one metered by wasmtime's own
 fuel for comparison), about a minute each, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), os.Stdout, samples)
+			for _, g := range only {
+				if !slices.Contains(bench.Groups, g) {
+					return fmt.Errorf("--only %s: no such group of rows (groups: %s)", g, strings.Join(bench.Groups, ", "))
+				}
+			}
+			return runBench(cmd.Context(), os.Stdout, samples, only...)
 		},
 	}
 	cmd.Flags().IntVar(&samples, "samples", 300, "evals per latency figure")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these groups of rows (comma-separated: "+strings.Join(bench.Groups, ", ")+"); all when not given")
 	return cmd
 }
 
 // runBench prints the header, then every row bench.Run measures as one
 // aligned table (each also reported on stderr as it is measured); the
 // last column says whether the target is met.
-func runBench(ctx context.Context, w io.Writer, samples int) error {
+func runBench(ctx context.Context, w io.Writer, samples int, only ...string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -62,7 +70,7 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 		tw.Flush()
 		fmt.Fprintln(w, "\nlatency = wall time of Runtime.Eval; loop = time measured inside the guest; memory = Private_Clean+Private_Dirty from /proc/self/smaps_rollup.")
 	}()
-	return bench.Run(ctx, bench.Config{Samples: samples, Progress: progress}, row)
+	return bench.Run(ctx, bench.Config{Samples: samples, Progress: progress, Only: only}, row)
 }
 
 func kernel() string {

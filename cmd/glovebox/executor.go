@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,9 +59,17 @@ func executorCmd() *cobra.Command {
 		Long: `Serve the executor wire contract (EXECUTOR.md) over HTTPS: callers holding a
 tenant's bearer token send commands, which run on this host's --backend
 (bwrap or gvisor) with their output streamed back. Every request has an
-idempotency key recorded in the --store (SQLite) before work starts: a
-retry never runs a command twice, and runs in progress when a previous
+idempotency key recorded in the --store before work starts: a retry
+never runs a command twice, and runs in progress when a previous
 executor process died are reported as lost.
+
+The store is an SQLite file (one executor), or a PostgreSQL database
+shared by a fleet of executors: --store postgres://USER@HOST:5432/DB
+(any libpq URL: ?sslmode=verify-full, ?host=/run/postgresql for a Unix
+socket). To keep the password off the command line, leave --store out
+and put the URL in the environment variable GLOVEBOX_STORE_URL (from a
+Kubernetes Secret, say). On PostgreSQL the executors heartbeat; the
+runs of one not seen for 30 s are marked lost by the others.
 
 The --config file (YAML) lists the tenants with the SHA-256 of their
 tokens (make one with 'glovebox executor token') and their limits:
@@ -87,6 +96,9 @@ settings need a restart. Endpoints besides /v1:
 /healthz, /readyz, /metrics (Prometheus).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if storePath == "" {
+				storePath = os.Getenv("GLOVEBOX_STORE_URL")
+			}
 			if configPath == "" || storePath == "" || certFile == "" || keyFile == "" {
 				return usageError{errors.New("executor: --config, --store, --tls-cert and --tls-key are required")}
 			}
@@ -106,9 +118,14 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return fmt.Errorf("executor: TLS certificate: %w", err)
 			}
-			cfg := executor.Config{Backend: b, StorePath: storePath, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
+			cfg := executor.Config{Backend: b, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
 				MaxMemory: fc.MaxMemory, MaxPids: fc.MaxPids, MaxDisk: fc.MaxDisk, MaxOutputFiles: fc.MaxOutputFiles,
 				MinStoreFree: fc.MinStoreFree, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+			if strings.HasPrefix(storePath, "postgres://") || strings.HasPrefix(storePath, "postgresql://") {
+				cfg.StoreURL = storePath
+			} else {
+				cfg.StorePath = storePath
+			}
 			if fc.MaxTimeout != "" {
 				if cfg.MaxTimeout, err = parseDuration("max_timeout", fc.MaxTimeout); err != nil {
 					return usageError{err}
@@ -174,7 +191,7 @@ settings need a restart. Endpoints besides /v1:
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8443", "address to listen on (host:port)")
 	f.StringVar(&configPath, "config", "", "tenants and limits (YAML; see above)")
-	f.StringVar(&storePath, "store", "", "the idempotency store (an SQLite file, made when missing)")
+	f.StringVar(&storePath, "store", "", "the idempotency store: an SQLite file (made when missing), or a postgres:// URL for a fleet sharing PostgreSQL (default: $GLOVEBOX_STORE_URL)")
 	f.StringVar(&backend, "backend", "bwrap", "where commands run: bwrap or gvisor")
 	f.StringVar(&certFile, "tls-cert", "", "the server certificate (PEM; 'glovebox executor devcert' makes one for localhost)")
 	f.StringVar(&keyFile, "tls-key", "", "the certificate's private key (PEM)")

@@ -123,3 +123,19 @@ func TestExecutorCLIQuickstart(t *testing.T) {
 		t.Errorf("the executor did not say it drains and stopped:\n%s", all)
 	}
 }
+
+// TestStoreAndBenchFlags: `executor --help` documents the PostgreSQL
+// store and its environment variable; `bench --only` refuses an unknown
+// group of rows, naming the known ones.
+func TestStoreAndBenchFlags(t *testing.T) {
+	out, _, code := run(t, "", "executor", "--help")
+	for _, want := range []string{"postgres://", "GLOVEBOX_STORE_URL"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("executor --help (exit %d) does not mention %s:\n%s", code, want, out)
+		}
+	}
+	_, errs, code := run(t, "", "bench", "--only", "nope")
+	if code != 2 || !strings.Contains(errs, "--only nope") || !strings.Contains(errs, "executor") {
+		t.Errorf("bench --only nope: exit %d, %q", code, errs)
+	}
+}

@@ -284,7 +284,7 @@ func TestBase(t *testing.T) {
 	}
 	ss := m.statefulsets[0]
 	checkNamespaced(t, "StatefulSet", ss.Namespace)
-	checkPod(t, &ss.Spec.Template, true)
+	checkPod(t, &ss.Spec.Template, storeTemplate)
 	if ss.Spec.Template.Spec.RuntimeClassName != nil {
 		t.Errorf("the base sets runtimeClassName %q; gVisor is the overlay's choice", *ss.Spec.Template.Spec.RuntimeClassName)
 	}
@@ -357,21 +357,32 @@ func TestBase(t *testing.T) {
 	}
 }
 
+// loadDeployment loads dir with common, which it must build on, and
+// returns its one Deployment (and no StatefulSet), its pod checked.
+func loadDeployment(t *testing.T, dir string, store storeAt) (*manifests, appsv1.Deployment) {
+	t.Helper()
+	m := load(t, dir)
+	m.add(load(t, "common"))
+	if !slices.Contains(m.kustomization.Resources, "../common") || m.kustomization.Namespace != ns {
+		t.Errorf("%s does not build on common: %+v", dir, m.kustomization)
+	}
+	if len(m.deployments) != 1 || len(m.statefulsets) != 0 {
+		t.Fatalf("%s: want one Deployment, no StatefulSet: %d %d", dir, len(m.deployments), len(m.statefulsets))
+	}
+	d := m.deployments[0]
+	checkNamespaced(t, "Deployment", d.Namespace)
+	checkPod(t, &d.Spec.Template, store)
+	return m, d
+}
+
 // TestSingle: the one-executor variant is a Deployment held to the same
 // pod hardening, a singleton (one replica, Recreate) whose store is a
 // claim apart from the pod.
 func TestSingle(t *testing.T) {
-	m := load(t, "single")
-	m.add(load(t, "common"))
-	if !slices.Contains(m.kustomization.Resources, "../common") || m.kustomization.Namespace != ns {
-		t.Errorf("single does not build on common: %+v", m.kustomization)
+	m, d := loadDeployment(t, "single", storeClaim)
+	if len(m.hpas) != 0 {
+		t.Errorf("want no HPA: %d", len(m.hpas))
 	}
-	if len(m.deployments) != 1 || len(m.statefulsets) != 0 || len(m.hpas) != 0 {
-		t.Fatalf("want one Deployment, no StatefulSet, no HPA: %d %d %d", len(m.deployments), len(m.statefulsets), len(m.hpas))
-	}
-	d := m.deployments[0]
-	checkNamespaced(t, "Deployment", d.Namespace)
-	checkPod(t, &d.Spec.Template, false)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("the single executor must be one replica, replaced with Recreate (one writer on its store): %v %s", d.Spec.Replicas, d.Spec.Strategy.Type)
 	}
@@ -440,7 +451,16 @@ func matches(sel, labels map[string]string) bool {
 // checkPod asserts the pod hardening README.md lists; claimTemplate says
 // the store comes from a StatefulSet's claim template (else from a pod
 // volume).
-func checkPod(t *testing.T, tmpl *corev1.PodTemplateSpec, claimTemplate bool) {
+// storeAt is where a pod's idempotency store lives.
+type storeAt int
+
+const (
+	storeClaim    storeAt = iota // a pod volume from a claim of its own (single)
+	storeTemplate                // the StatefulSet's claim template (the fleet)
+	storeDatabase                // PostgreSQL: no store volume at all
+)
+
+func checkPod(t *testing.T, tmpl *corev1.PodTemplateSpec, store storeAt) {
 	t.Helper()
 	spec := tmpl.Spec
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
@@ -531,10 +551,14 @@ func checkPod(t *testing.T, tmpl *corev1.PodTemplateSpec, claimTemplate bool) {
 			t.Errorf("secret %s is not mounted read-only: %+v", name, m)
 		}
 	}
-	if m := mounts["store"]; m.MountPath == "" || m.ReadOnly {
+	if m, ok := mounts["store"]; store == storeDatabase {
+		if ok {
+			t.Errorf("a store mount %+v: the store is the database", m)
+		}
+	} else if m.MountPath == "" || m.ReadOnly {
 		t.Errorf("the store is not mounted writable: %+v", m)
 	}
-	if v, ok := volumes["store"]; ok == claimTemplate || (ok && v.PersistentVolumeClaim == nil) {
+	if v, ok := volumes["store"]; store != storeDatabase && (ok == (store == storeTemplate) || (ok && v.PersistentVolumeClaim == nil)) {
 		t.Errorf("the store volume %+v: want a claim that outlives the pod", v)
 	}
 	for _, name := range []string{"scratch", "cache"} {
@@ -633,4 +657,82 @@ func checkNetworkPolicies(t *testing.T, ps []networkingv1.NetworkPolicy, labels 
 	if !ingress {
 		t.Error("no NetworkPolicy admits the application's namespace")
 	}
+}
+
+// TestPostgresFleet: the fleet on PostgreSQL is a Deployment (no
+// StatefulSet, no store volume) of at least two hardened replicas that
+// roll without a gap, behind one Service, with an HPA and a PDB on them;
+// the store's URL comes from a Secret (never argv), and the only egress
+// is PostgreSQL's port and DNS.
+func TestPostgresFleet(t *testing.T) {
+	m, d := loadDeployment(t, "postgres", storeDatabase)
+	if len(m.claims) != 0 {
+		t.Errorf("want no claim: %+v", m.claims)
+	}
+	if r := d.Spec.Replicas; r == nil || *r < 2 {
+		t.Errorf("replicas %v: want at least 2", r)
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("want a rolling update that keeps every replica until its successor is ready: %+v", d.Spec.Strategy)
+	}
+	if !matches(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("the Deployment's selector does not select its pods")
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "store" || v.PersistentVolumeClaim != nil {
+			t.Errorf("volume %s: the fleet's store is the database, no volume", v.Name)
+		}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var fromSecret bool
+	for _, e := range c.Env {
+		if e.Name == "GLOVEBOX_STORE_URL" {
+			fromSecret = e.Value == "" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "glovebox-executor-postgres"
+		}
+	}
+	if !fromSecret {
+		t.Error("GLOVEBOX_STORE_URL must come from the Secret glovebox-executor-postgres")
+	}
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--store") {
+			t.Errorf("arg %q: the store URL (with its password) belongs in the Secret, not argv", a)
+		}
+	}
+	if len(m.hpas) != 1 || m.hpas[0].Spec.ScaleTargetRef.Kind != "Deployment" || m.hpas[0].Spec.ScaleTargetRef.Name != d.Name {
+		t.Errorf("want an HPA on the Deployment: %+v", m.hpas)
+	}
+	if len(m.pdbs) != 1 || !matches(m.pdbs[0].Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("want a PDB selecting the replicas: %+v", m.pdbs)
+	}
+	// The egress policy is checked here; the others as everywhere.
+	var rest []networkingv1.NetworkPolicy
+	var egress *networkingv1.NetworkPolicy
+	for i, p := range m.policies {
+		if len(p.Spec.Egress) > 0 {
+			egress = &m.policies[i]
+			continue
+		}
+		rest = append(rest, p)
+	}
+	if egress == nil || !matches(egress.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) || len(egress.Spec.Ingress) != 0 {
+		t.Fatalf("want one egress policy for the executors: %+v", egress)
+	}
+	for _, r := range egress.Spec.Egress {
+		if len(r.To) == 0 {
+			t.Errorf("egress %+v reaches everything", r)
+		}
+		for _, to := range r.To {
+			if to.IPBlock != nil || to.NamespaceSelector == nil || to.PodSelector == nil {
+				t.Errorf("egress to %+v: want named pods of a named namespace", to)
+			}
+		}
+		for _, p := range r.Ports {
+			if n := p.Port.IntValue(); n != 5432 && n != 53 {
+				t.Errorf("egress opens port %d: only PostgreSQL's 5432 and DNS", n)
+			}
+		}
+	}
+	m.policies = rest
+	checkCommon(t, m, &d.Spec.Template.Spec, d.Spec.Template.Labels)
 }

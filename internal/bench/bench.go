@@ -44,6 +44,9 @@ type Config struct {
 	// called with the step's name, it returns the function called when the
 	// step is done. nil reports nothing.
 	Progress func(step string) func()
+	// Only names the groups of rows to measure (see Groups); empty
+	// measures all.
+	Only []string
 }
 
 // progress is the running Run's Config.Progress (Run is not meant to run
@@ -81,15 +84,44 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 	if err != nil {
 		return err
 	}
-	if err := benchVM(ctx, cfg.Samples, cfg.Glovebox, row); err != nil { // fresh VMs, pool, workers, process start (vm.go)
-		return err
+	want := func(g string) bool { return len(cfg.Only) == 0 || slices.Contains(cfg.Only, g) }
+	if want("vm") {
+		if err := benchVM(ctx, cfg.Samples, cfg.Glovebox, row); err != nil { // fresh VMs, pool, workers, process start (vm.go)
+			return err
+		}
 	}
-
 	// Host function round trip, fuel and code mode (call.go).
-	if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
-		return err
+	if want("calls") {
+		if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
+			return err
+		}
 	}
+	if want("memory") {
+		if err := benchMemory(ctx, rt, eng, row); err != nil {
+			return err
+		}
+	}
+	if want("sjlj") {
+		if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (sjlj.go)
+			return err
+		}
+	}
+	eng.Close()
+	if want("boxes") {
+		benchBoxes(ctx, row) // the OS-level boxes (box.go)
+	}
+	if want("executor") {
+		Executor(ctx, row) // the executor under load (executor.go)
+	}
+	return nil
+}
 
+// Groups are the names of the groups of rows Config.Only selects.
+var Groups = []string{"vm", "calls", "memory", "sjlj", "boxes", "executor"}
+
+// benchMemory measures the private memory per idle VM and per idle
+// session.
+func benchMemory(ctx context.Context, rt *glovebox.Runtime, eng *engine.Engine, row Row) error {
 	// Private memory per idle, prepared VM. VMs held first, unmeasured,
 	// take the freed memories the engine keeps for reuse (their pages
 	// counted already), so that every measured VM maps its own.
@@ -121,12 +153,6 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 	perSess := float64(sa-sb) / sessions
 	row(yes(perSess <= 5e6), fmt.Sprintf("private memory per idle session (%d held, one eval each)", sessions), fmt.Sprintf("%.2f MB", perSess/1e6),
 		fmt.Sprintf("process before %.0f MB", float64(sb)/1e6), "-", "≤ 5 MB")
-	if err := benchSjlj(ctx, eng, row); err != nil { // setjmp/longjmp (sjlj.go)
-		return err
-	}
-	eng.Close()
-	benchBoxes(ctx, row) // the OS-level boxes (box.go)
-	Executor(ctx, row)   // the executor under load (executor.go)
 	return nil
 }
 
