@@ -54,6 +54,12 @@ type Options struct {
 	// Instructions are added to the server's instructions and to the
 	// tools' descriptions (what the programs are for, house rules).
 	Instructions string
+	// Programs, if set, is a folder of named programs: each NAME.rb with
+	// its side file NAME.json is served as an MCP tool, prompt or
+	// resource that runs it in a fresh VM with the call's arguments as
+	// ARGS (see the package documentation, "Named programs"). Empty means
+	// none. [New] fails on a malformed folder, naming the file.
+	Programs string
 	// Servers are the MCP servers bound into Runtime's tools (see
 	// mcptools' Binding.Notes); the tool descriptions list them and their
 	// instructions under "Server notes". Zero means none.
@@ -90,6 +96,7 @@ type Server struct {
 	log      *slog.Logger
 	slots    chan struct{}
 	schemas  map[string]*toolSchema // each tool's inputSchema
+	programs []*program             // the named programs served (Options.Programs)
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*vmSession
 	// gone holds, for each session served over stdio, a context that
@@ -155,7 +162,7 @@ func New(opts Options) (*Server, error) {
 		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
-			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer()})
 	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
 	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
@@ -180,6 +187,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("mcpserver: %s's inputSchema: %w", name, err)
 		}
 		s.schemas[name] = ts
+	}
+	if err := s.addPrograms(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -281,5 +281,8 @@ func TestMCPStdioBadIDs(t *testing.T) {
 }
 
 // conformanceArgs are the extra `glovebox mcp` flags the conformance
-// suite's server needs.
-func conformanceArgs(t *testing.T, testdata string) []string { return nil }
+// suite's server needs: its fixture tools, prompts and resources, as
+// named programs in Ruby.
+func conformanceArgs(t *testing.T, testdata string) []string {
+	return []string{"--programs", filepath.Join(testdata, "programs")}
+}
