@@ -74,6 +74,11 @@
 //	{"kind": "resource", "uriTemplate": "test://template/{id}/data", "mimeType": "application/json"}
 //
 // kind defaults to "tool", inputSchema to an object with any properties.
+// A tool's side file may also have "requiresClientCapabilities" (for
+// example {"sampling": {}}: a client that did not declare one of them
+// gets error -32021 naming them, and the program does not run) and
+// "logStdout": true (each line the program printed is sent as an MCP log
+// message, level info, logger NAME, before the result; at most 100).
 // Each call runs the program in a fresh VM of the server's Runtime (the
 // sandbox, functions and limits of run_ruby) with the constant ARGS
 // holding the call's arguments as a Hash with string keys (a prompt's

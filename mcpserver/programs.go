@@ -28,6 +28,14 @@ type program struct {
 	URI         string                `json:"uri"`
 	URITemplate string                `json:"uriTemplate"`
 	MIMEType    string                `json:"mimeType"`
+	// RequiresClientCapabilities are the client capabilities a tool
+	// needs (for example {"sampling": {}}); a client that did not
+	// declare one of them gets -32021 with the list.
+	RequiresClientCapabilities map[string]json.RawMessage `json:"requiresClientCapabilities"`
+	// LogStdout sends each line the tool's program printed as an MCP log
+	// message (level info, logger NAME) before its result, at most
+	// maxLogLines of them.
+	LogStdout bool `json:"logStdout"`
 
 	name, code string
 }
@@ -107,7 +115,19 @@ func (s *Server) addPrograms() error {
 			s.schemas[p.name] = ts
 			s.mcp.AddTool(&mcp.Tool{Name: p.name, Title: p.Title, Description: p.Description, InputSchema: p.InputSchema},
 				s.guard(func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					return s.callProgram(ctx, p, req.Params.Arguments)
+					if err := missingCapabilities(p, req.ClientCapabilities()); err != nil {
+						return nil, err
+					}
+					res, out, err := s.callProgram(ctx, p, req.Params.Arguments)
+					if p.LogStdout && out != nil && req.Session != nil {
+						lines := strings.Split(strings.TrimSuffix(out.Stdout, "\n"), "\n")
+						for _, l := range lines[:min(len(lines), maxLogLines)] {
+							if l != "" {
+								_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: p.name, Data: l})
+							}
+						}
+					}
+					return res, err
 				}))
 		case "prompt":
 			s.mcp.AddPrompt(&mcp.Prompt{Name: p.name, Title: p.Title, Description: p.Description, Arguments: p.Arguments},
@@ -172,29 +192,57 @@ func failed(p *program, res *glovebox.Result) error {
 	return fmt.Errorf("the program %s ended with %s", p.name, msg)
 }
 
-func (s *Server) callProgram(ctx context.Context, p *program, args json.RawMessage) (*mcp.CallToolResult, error) {
+// maxLogLines bounds the log messages one named tool's call sends.
+const maxLogLines = 100
+
+// missingCapabilities returns the -32021 error for a tool whose side file
+// requires client capabilities that have not all been declared, or nil.
+func missingCapabilities(p *program, declared *mcp.ClientCapabilities) error {
+	if len(p.RequiresClientCapabilities) == 0 {
+		return nil
+	}
+	var have map[string]json.RawMessage
+	b, _ := json.Marshal(declared)
+	_ = json.Unmarshal(b, &have)
+	var missing []string
+	for k := range p.RequiresClientCapabilities {
+		if _, ok := have[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": p.RequiresClientCapabilities})
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Data: data,
+		Message: fmt.Sprintf("the tool %s needs the client capabilities %s, which this client did not declare", p.name, strings.Join(missing, ", "))}
+}
+
+// callProgram runs a named tool; out is its run's result when it ran.
+func (s *Server) callProgram(ctx context.Context, p *program, args json.RawMessage) (*mcp.CallToolResult, *glovebox.Result, error) {
 	res, v, err := s.runProgram(ctx, p, args)
 	switch {
 	case err != nil:
-		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
 	case res.Status != glovebox.StatusOK:
 		class := "Glovebox::SandboxError"
 		if res.Error != nil {
 			class = res.Error.Class
 		}
-		return errorResult(string(res.Status), class, failed(p, res).Error()), nil
+		return errorResult(string(res.Status), class, failed(p, res).Error()), res, nil
 	}
 	if str, ok := res.Value.(string); ok {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: str}}}, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: str}}}, res, nil
 	}
 	if m, ok := res.Value.(map[string]any); ok && m["content"] != nil {
 		var out mcp.CallToolResult
 		if err := json.Unmarshal(v, &out); err != nil {
-			return errorResult("invalid_result", "Glovebox::InvalidResult", fmt.Sprintf("the program %s returned a Hash with \"content\" that is not an MCP tool result: %v", p.name, err)), nil
+			return errorResult("invalid_result", "Glovebox::InvalidResult", fmt.Sprintf("the program %s returned a Hash with \"content\" that is not an MCP tool result: %v", p.name, err)), res, nil
 		}
-		return &out, nil
+		return &out, res, nil
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(v)}}}, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(v)}}}, res, nil
 }
 
 func (s *Server) promptProgram(ctx context.Context, p *program, args json.RawMessage) (*mcp.GetPromptResult, error) {

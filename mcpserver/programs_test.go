@@ -2,11 +2,14 @@ package mcpserver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gloveboxhq/glovebox"
@@ -83,6 +86,44 @@ func TestNamedProgramsRefused(t *testing.T) {
 		_, err := mcpserver.New(mcpserver.Options{Runtime: rt, Programs: dir})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A named tool whose side file requires a client capability is refused
+// with -32021 when the client did not declare it, and one with logStdout
+// sends each printed line as a log message to a client that set a level.
+func TestNamedProgramsCapabilitiesAndLogs(t *testing.T) {
+	dir := t.TempDir()
+	writeProgram(t, dir, "needs_sampling", `"ran"`, `{"requiresClientCapabilities": {"sampling": {}}}`)
+	writeProgram(t, dir, "chatty", "puts 'one'\nputs 'two'\n:done", `{"logStdout": true}`)
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{Programs: dir})
+	logs := make(chan string, 10)
+	cs := connect(t, s, &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+		if r.Params.Logger == "chatty" {
+			logs <- r.Params.Data.(string)
+		}
+	}})
+	ctx := context.Background()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "needs_sampling"})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != mcp.CodeMissingRequiredClientCapabilities || !strings.Contains(we.Message, "needs the client capabilities sampling") {
+		t.Fatalf("needs_sampling without sampling: %v", err)
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "chatty"}); err != nil || res.IsError {
+		t.Fatalf("chatty: %v", err)
+	}
+	for _, want := range []string{"one", "two"} {
+		select {
+		case got := <-logs:
+			if got != want {
+				t.Fatalf("log %q, want %q", got, want)
+			}
+		case <-time.After(time.Minute): // a hang guard, not a measure
+			t.Fatalf("no log message %q", want)
 		}
 	}
 }
