@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest
+.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -75,3 +75,12 @@ fuzz:
 # (spec/ and mspec/); without it the target says how to get it and skips.
 rubyspec:
 	$(GO) run ./conformance
+
+# The official MCP conformance suite (@modelcontextprotocol/conformance,
+# pinned in internal/npmtest, with Node 22+ from npm when the machine's is
+# older) in server mode against `glovebox mcp --http`, with the scenarios
+# MCP 2026-07-28 and 2025-11-25 require; prints the suite's summaries and
+# fails on any failure not in mcpserver/testdata/conformance/
+# expected-failures-REVISION.yaml. Under a minute once installed.
+mcp-conformance:
+	$(GO) test -count=1 -v -run '^TestMCPConformance$$' ./cmd/glovebox

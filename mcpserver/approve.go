@@ -33,11 +33,16 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{
 // through elicitation, whether the tool call may run. It denies the call
 // with a reason when the call did not come through a Server, when the
 // client does not support elicitation (nobody can be asked), when the
-// person declines or dismisses the request, or when asking fails.
+// person declines or dismisses the request, when asking fails, or when
+// the client speaks MCP 2026-07-28, under which a call cannot ask its
+// client anything (the question would be an input_required result).
 func Approve(ctx context.Context, tool string, args glovebox.Args) error {
 	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
 	if ss == nil {
 		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
+	}
+	if p := ss.InitializeParams(); p != nil && p.ProtocolVersion >= statelessVersion {
+		return fmt.Errorf("%s needs a person's approval, which this server can ask for only under MCP 2025-11-25 or older (an elicitation during the call); under %s the question would have to be an input_required result, which it does not send yet: connect at 2025-11-25 to approve calls", tool, statelessVersion)
 	}
 	if p := ss.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return fmt.Errorf("%s needs a person's approval, and this MCP client does not support elicitation, so nobody can be asked", tool)

@@ -48,6 +48,54 @@
 // are approved through MCP elicitation when the client supports it; when
 // it does not, such calls are denied with a reason saying so.
 //
+// # Protocol revisions
+//
+// The server speaks MCP 2026-07-28 and 2025-11-25, 2025-06-18, 2025-03-26
+// and 2024-11-05, each client getting the revision it asks for. At
+// 2026-07-28 there is no initialize and no session: server/discover
+// answers the revisions and capabilities, every request carries its
+// revision, client info and capabilities in params._meta, results carry
+// resultType, and over HTTP each request is served on its own (the SDK
+// checks the Mcp-Method and Mcp-Name headers), so several processes
+// behind one address can serve one client. ruby_session needs a session
+// and is refused there over HTTP (status unsupported); a call needing
+// approval is denied with the reason, since the question cannot be asked
+// during the call at that revision.
+//
+// # Named programs
+//
+// A named program is a vetted Ruby program served as an MCP tool, prompt
+// or resource ([Options].Programs, `glovebox mcp --programs DIR`): NAME.rb in the folder, with its
+// side file NAME.json describing it:
+//
+//	{"kind": "tool", "description": "…", "inputSchema": {"type": "object", …}}
+//	{"kind": "prompt", "description": "…", "arguments": [{"name": "topic", "required": true}]}
+//	{"kind": "resource", "uri": "test://static-text", "mimeType": "text/plain"}
+//	{"kind": "resource", "uriTemplate": "test://template/{id}/data", "mimeType": "application/json"}
+//
+// kind defaults to "tool", inputSchema to an object with any properties.
+// A tool's side file may also have "requiresClientCapabilities" (for
+// example {"sampling": {}}: a client that did not declare one of them
+// gets error -32021 naming them, and the program does not run) and
+// "logStdout": true (each line the program printed is sent as an MCP log
+// message, level info, logger NAME, before the result; at most 100).
+// Each call runs the program in a fresh VM of the server's Runtime (the
+// sandbox, functions and limits of run_ruby) with the constant ARGS
+// holding the call's arguments as a Hash with string keys (a prompt's
+// arguments; for a resource, {"uri" => the URI read}). The program's last
+// value is the answer:
+//   - tool: a String is the text of the result; a Hash with "content"
+//     (an Array of MCP content objects) is the result itself, "isError"
+//     and "structuredContent" included; anything else is its JSON as text.
+//   - prompt: a String is one user message; an Array of messages, or a
+//     Hash with "messages" (and "description"), is the result.
+//   - resource: a String is the text; a Hash with "text" or "blob"
+//     (base64) and optionally "mimeType" is the content.
+//
+// A program that does not end with StatusOK answers an isError tool
+// result with the status and error, as run_ruby does, and fails a prompt
+// or resource request with an internal error naming the program.
+//
 // # HTTP
 //
 // [Server.HTTPHandler] serves Streamable HTTP with the checks a local

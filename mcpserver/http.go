@@ -107,7 +107,13 @@ func IsLoopback(addr string) bool {
 // (the same codes and messages as over stdio); a batch is accepted only
 // under a revision before 2025-06-18 (the Mcp-Protocol-Version header,
 // 2025-03-26 when absent, as the protocol says). A POST without an
-// Mcp-Session-Id must be an initialize. Refusals by the checks here
+// Mcp-Session-Id must be an initialize, except at MCP 2026-07-28 (an
+// Mcp-Protocol-Version header of 2026-07-28 or later): such a request
+// needs no session and is served on its own (stateless, so several
+// processes behind one address can serve one client), it must carry
+// params._meta with the revision, client info and capabilities (else
+// -32602), an unknown method gets HTTP 404 with -32601, and the SDK
+// checks its Mcp-Method and Mcp-Name headers. Refusals by the checks here
 // (token, Origin, Host, size, load) carry a JSON-RPC error body too.
 //
 // A call whose client drops its connection is canceled: the server keeps
@@ -146,6 +152,10 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	}
 	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: s.opts.SessionIdle, MaxRequestBodyBytes: o.MaxRequestBytes})
+	// Requests at statelessVersion have no session: each is served on its
+	// own, so any process behind the address can take any of them.
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: o.MaxRequestBytes})
 	slots := make(chan struct{}, o.MaxConnections)
 	book := &sessionBook{srv: s, max: o.MaxSessions, pressureIdle: o.PressureIdle, open: map[string]*httpSession{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +197,11 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		r.Header.Del(callHeader)
+		version := r.Header.Get("Mcp-Protocol-Version")
+		if version >= statelessVersion {
+			s.serveStateless(w, r, stateless, o.MaxRequestBytes)
+			return
+		}
 		sid := r.Header.Get(sessionHeader)
 		if sid != "" {
 			w = &sniffWriter{ResponseWriter: w, sent: func(id json.RawMessage) { book.sent(sid, id) }}
@@ -203,7 +218,6 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			httpRefuse(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest, fmt.Sprintf("request body over %d bytes", o.MaxRequestBytes))
 			return
 		}
-		version := r.Header.Get("Mcp-Protocol-Version")
 		if version == "" && sid != "" {
 			version = book.version(sid) // the revision the session's initialize asked for
 		}
@@ -233,7 +247,11 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			if len(c.msgs) == 1 {
 				id = c.msgs[0].id
 			}
-			httpRefuse(w, http.StatusBadRequest, id, CodeInvalidRequest, "invalid request: no Mcp-Session-Id header; a session starts with an initialize request, and later requests carry the Mcp-Session-Id its answer gave")
+			msg := "invalid request: no Mcp-Session-Id header; a session starts with an initialize request, and later requests carry the Mcp-Session-Id its answer gave"
+			if slices.ContainsFunc(c.msgs, func(m message) bool { return m.stateless }) {
+				msg = fmt.Sprintf("invalid request: the request's _meta names MCP %s, which needs the header Mcp-Protocol-Version: %s (and Mcp-Method, and Mcp-Name for a call) and no session", statelessVersion, statelessVersion)
+			}
+			httpRefuse(w, http.StatusBadRequest, id, CodeInvalidRequest, msg)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -251,14 +269,64 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		} else {
 			defer book.use(sid)()
 		}
-		if slices.ContainsFunc(c.msgs, func(m message) bool { return m.method == "tools/call" }) {
-			tok := rand.Text()
-			s.calls.Store(tok, r.Context())
-			defer s.calls.Delete(tok)
-			r.Header.Set(callHeader, tok)
-		}
-		mh.ServeHTTP(w, r)
+		s.serveCalls(w, r, c.msgs, mh)
 	}), nil
+}
+
+// serveStateless serves a request at statelessVersion or later: its body
+// is checked as any other, a call's HTTP context is handed to the call
+// (so that a dropped client stops it), and the SDK serves it without a
+// session (checking the Mcp-Method and Mcp-Name headers).
+func (s *Server) serveStateless(w http.ResponseWriter, r *http.Request, h http.Handler, max int64) {
+	if r.Method != http.MethodPost {
+		h.ServeHTTP(w, r) // refused by the SDK: 405 with Allow: POST
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		httpRefuse(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest, fmt.Sprintf("request body over %d bytes", max))
+		return
+	}
+	c := checkPayload(body, statelessVersion, true)
+	if !c.fwd && len(c.reply) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !c.fwd {
+		status := http.StatusBadRequest
+		if bytes.Contains(c.reply, []byte(fmt.Sprintf(`"code":%d`, CodeMethodNotFound))) {
+			status = http.StatusNotFound // as SEP-2575 has it for an unknown method
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(c.reply)
+		return
+	}
+	for _, m := range c.msgs {
+		switch {
+		case m.isResponse():
+			httpRefuse(w, http.StatusBadRequest, nil, CodeInvalidRequest, fmt.Sprintf("invalid request: the response with id %s answers no request of this server; under MCP %s a server asks nothing during a request", m.id, statelessVersion))
+			return
+		case m.id != nil && !m.stateless:
+			httpRefuse(w, http.StatusBadRequest, m.id, CodeInvalidParams, fmt.Sprintf(`invalid params: under MCP %s (the Mcp-Protocol-Version header) every request carries params._meta with "%s": "%s", the client's info and its capabilities`, statelessVersion, metaProtocolVersion, statelessVersion))
+			return
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.serveCalls(w, r, c.msgs, h)
+}
+
+// serveCalls passes r to h; when r carries a tools/call, the call gets
+// r's context through callHeader, so that it stops when the client drops
+// the connection.
+func (s *Server) serveCalls(w http.ResponseWriter, r *http.Request, msgs []message, h http.Handler) {
+	if slices.ContainsFunc(msgs, func(m message) bool { return m.method == "tools/call" }) {
+		tok := rand.Text()
+		s.calls.Store(tok, r.Context())
+		defer s.calls.Delete(tok)
+		r.Header.Set(callHeader, tok)
+	}
+	h.ServeHTTP(w, r)
 }
 
 // httpRefuse answers a request with status and a JSON-RPC error.

@@ -201,7 +201,7 @@ func TestHTTPSessionsSeparate(t *testing.T) {
 	url, _ := serveHTTP(t, s, "secret")
 	dial := func() *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearer("secret")}, nil)
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearer("secret")}, legacy)
 		if err != nil {
 			t.Fatal(err)
 		}

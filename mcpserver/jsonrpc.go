@@ -49,12 +49,17 @@ const (
 	notification                         // must not have an id
 	beforeInitOK                         // a request allowed before initialize
 	initializeCall                       // initialize itself
+	statelessOnly                        // a request of statelessVersion only, which has no initialize
 )
 
 // clientMethods are the methods a client may send this server, by the
-// protocol revisions it speaks (up to 2025-11-25).
+// protocol revisions it speaks (2024-11-05 to 2026-07-28). Whether a
+// method exists at the request's revision (initialize and ping have gone
+// at statelessVersion, server/discover is new there) is the SDK's to say.
 var clientMethods = map[string]methodKind{
 	"initialize":                       initializeCall,
+	"server/discover":                  statelessOnly,
+	"subscriptions/listen":             statelessOnly,
 	"ping":                             beforeInitOK,
 	"tools/list":                       request,
 	"tools/call":                       requestParams,
@@ -107,6 +112,9 @@ type message struct {
 	params json.RawMessage
 	// version is initialize's params.protocolVersion.
 	version string
+	// stateless is set for a request whose params._meta names a protocol
+	// revision from statelessVersion on: it needs no initialize.
+	stateless bool
 }
 
 func (m message) isResponse() bool { return m.method == "" }
@@ -202,8 +210,13 @@ func checkOne(raw json.RawMessage, initialized bool) (m message, drop bool, e *r
 		return m, false, &rpcError{id: id, code: CodeInvalidParams, msg: fmt.Sprintf("invalid params: the params of %s must be a JSON object", m.method)}
 	case !hasParams && (kind == requestParams || kind == initializeCall):
 		return m, false, &rpcError{id: id, code: CodeInvalidParams, msg: fmt.Sprintf("invalid params: %s needs params (a JSON object)", m.method)}
-	case !initialized && kind != beforeInitOK && kind != initializeCall:
-		return m, false, &rpcError{id: id, code: CodeInvalidRequest, msg: fmt.Sprintf("invalid request: %s before initialize; the session starts with an initialize request", m.method)}
+	}
+	m.stateless = hasParams && metaVersion(params) >= statelessVersion
+	if !initialized && !m.stateless && kind != beforeInitOK && kind != initializeCall {
+		if kind == statelessOnly {
+			return m, false, &rpcError{id: id, code: CodeInvalidRequest, msg: fmt.Sprintf(`invalid request: %s is part of MCP %s and needs params._meta with "%s": "%s" (and the client's info and capabilities)`, m.method, statelessVersion, metaProtocolVersion, statelessVersion)}
+		}
+		return m, false, &rpcError{id: id, code: CodeInvalidRequest, msg: fmt.Sprintf(`invalid request: %s before initialize; a session starts with an initialize request, or, under MCP %s, every request carries params._meta with "%s": "%s" and needs no session`, m.method, statelessVersion, metaProtocolVersion, statelessVersion)}
 	}
 	m.id, m.params = id, params
 	if kind == initializeCall {
@@ -218,6 +231,25 @@ func checkOne(raw json.RawMessage, initialized bool) (m message, drop bool, e *r
 	return m, false, nil
 }
 
+// metaProtocolVersion is the params._meta key in which a request names
+// its protocol revision, from statelessVersion on (SEP-2575).
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// metaVersion returns the protocol revision named in params._meta, or "".
+func metaVersion(params json.RawMessage) string {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	var v string
+	if json.Unmarshal(p.Meta[metaProtocolVersion], &v) != nil {
+		return ""
+	}
+	return v
+}
+
 func requestMethods() []string {
 	var out []string
 	for name, k := range clientMethods {
@@ -230,13 +262,19 @@ func requestMethods() []string {
 }
 
 // negotiated is the protocol revision the server answers an initialize
-// asking for v with: v when the server speaks it, else its latest.
+// asking for v with: v when the server speaks it and it has the
+// handshake (before statelessVersion), else the newest revision that has.
 func negotiated(v string) string {
 	vs := protocolVersions()
-	if slices.Contains(vs, v) {
+	if v < statelessVersion && slices.Contains(vs, v) {
 		return v
 	}
-	return vs[len(vs)-1]
+	for _, s := range vs {
+		if s < statelessVersion {
+			return s
+		}
+	}
+	return v
 }
 
 // checked is the verdict on one line or body: forward it (fwd), or

@@ -387,7 +387,7 @@ func TestHTTPApproval(t *testing.T) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
 	}})
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearer("secret")}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearer("secret")}, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}

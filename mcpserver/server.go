@@ -54,6 +54,12 @@ type Options struct {
 	// Instructions are added to the server's instructions and to the
 	// tools' descriptions (what the programs are for, house rules).
 	Instructions string
+	// Programs, if set, is a folder of named programs: each NAME.rb with
+	// its side file NAME.json is served as an MCP tool, prompt or
+	// resource that runs it in a fresh VM with the call's arguments as
+	// ARGS (see the package documentation, "Named programs"). Empty means
+	// none. [New] fails on a malformed folder, naming the file.
+	Programs string
 	// Servers are the MCP servers bound into Runtime's tools (see
 	// mcptools' Binding.Notes); the tool descriptions list them and their
 	// instructions under "Server notes". Zero means none.
@@ -90,6 +96,7 @@ type Server struct {
 	log      *slog.Logger
 	slots    chan struct{}
 	schemas  map[string]*toolSchema // each tool's inputSchema
+	programs []*program             // the named programs served (Options.Programs)
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*vmSession
 	// gone holds, for each session served over stdio, a context that
@@ -155,7 +162,7 @@ func New(opts Options) (*Server, error) {
 		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
-			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer()})
 	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
 	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
@@ -181,6 +188,9 @@ func New(opts Options) (*Server, error) {
 		}
 		s.schemas[name] = ts
 	}
+	if err := s.addPrograms(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -189,25 +199,30 @@ func ptr[T any](v T) *T { return &v }
 // resetSchema is ruby_session_reset's inputSchema: no arguments.
 var resetSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
-// statelessVersion is the first protocol version whose calls cannot ask
+// statelessVersion is the first protocol version without sessions (no
+// initialize: every request carries the protocol version, client info
+// and capabilities in its _meta, SEP-2575) and whose calls cannot ask
 // the client anything while they run (multi round-trip requests,
 // SEP-2322): a question is a result, and the client calls again with the
 // answer.
 const statelessVersion = "2026-07-28"
 
-// protocolVersions are the protocol versions the server speaks: the
-// SDK's, up to the last before statelessVersion. An approval is asked
-// while the program waits inside a tool call, which is exactly what those
-// versions let a server do (an elicitation request during a call); under
-// statelessVersion the program would have to be suspended across calls.
-func protocolVersions() []string {
-	var out []string
-	for _, v := range mcp.SupportedProtocolVersions() {
-		if v < statelessVersion {
-			out = append(out, v)
-		}
+// protocolVersions are the protocol versions the server speaks, newest
+// first: all of the SDK's, statelessVersion among them. Each client gets
+// the one it asks for: an initialize names one of the older revisions; a
+// request whose _meta names statelessVersion is served without a session.
+func protocolVersions() []string { return mcp.SupportedProtocolVersions() }
+
+// sessionVersion is the protocol version of req's client: the one its
+// initialize negotiated, or the one its request's _meta names.
+func sessionVersion(req *mcp.CallToolRequest) string {
+	if req == nil || req.Session == nil {
+		return ""
 	}
-	return out
+	if p := req.Session.InitializeParams(); p != nil {
+		return p.ProtocolVersion
+	}
+	return ""
 }
 
 // MCP returns the underlying SDK server, to run on a transport of the
@@ -290,6 +305,9 @@ func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 }
 
 func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if r := s.noSession(req); r != nil {
+		return r, nil
+	}
 	v, err := s.session(req.Session)
 	if err != nil {
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
@@ -323,6 +341,9 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 }
 
 func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if r := s.noSession(req); r != nil {
+		return r, nil
+	}
 	s.mu.Lock()
 	v := s.sessions[req.Session]
 	s.mu.Unlock()
@@ -341,6 +362,17 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 		msg = "the session's VM was discarded; the next " + ToolSession + " call starts fresh"
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+}
+
+// noSession returns the error result of a session tool called where no
+// session lasts beyond the call (MCP statelessVersion over HTTP, where
+// each request may reach another process), or nil. Over stdio the
+// connection is the session, whatever the revision.
+func (s *Server) noSession(req *mcp.CallToolRequest) *mcp.CallToolResult {
+	if sessionVersion(req) < statelessVersion || req.Extra == nil || req.Extra.Header == nil {
+		return nil
+	}
+	return errorResult("unsupported", "Glovebox::Unsupported", fmt.Sprintf("%s keeps a VM in one MCP session, and MCP %s over HTTP has none (each request may reach another server process); use %s, which keeps no state, or connect at 2025-11-25 to work step by step", req.Params.Name, statelessVersion, ToolRun))
 }
 
 // session returns ss's vmSession, made on first use; it is freed when

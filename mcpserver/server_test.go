@@ -60,7 +60,12 @@ func newServer(t testing.TB, limits glovebox.Limits, opts mcpserver.Options) (*m
 	return s, dir
 }
 
-// connect connects a go-sdk client to s in memory.
+// legacy makes a go-sdk client connect with the initialize handshake of
+// MCP 2025-11-25 (a session, elicitation during a call) instead of the
+// SDK's default, the stateless 2026-07-28.
+var legacy = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// connect connects a go-sdk client to s in memory, at 2025-11-25.
 func connect(t testing.TB, s *mcpserver.Server, copts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
@@ -68,7 +73,7 @@ func connect(t testing.TB, s *mcpserver.Server, copts *mcp.ClientOptions) *mcp.C
 	if _, err := s.MCP().Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, copts).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, copts).Connect(ctx, ct, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ func (s *Server) RunStdio(ctx context.Context) error {
 // a line that is not JSON gets a parse error (-32700); one over
 // MaxStdioMessage bytes, a bad id (not a string or an integer within
 // ±(2^53-1)), a "jsonrpc" member other than "2.0", a request before
-// initialize, a notification with an id, a request without one, a
+// initialize (unless its params._meta names MCP 2026-07-28, which has no
+// initialize: server/discover and per-request _meta), a notification with an id, a request without one, a
 // response that answers no request of the server, or a batch (under
 // revisions from 2025-06-18, which have none) gets an invalid-request
 // error (-32600); an unknown method gets -32601; params that are not an

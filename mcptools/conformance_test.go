@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,26 +88,9 @@ func acceptDefaults(ctx context.Context, server string, req *mcp.ElicitParams) (
 }
 
 func TestConformanceClient(t *testing.T) {
-	node := "node"
-	if n := os.Getenv("GLOVEBOX_NODE"); n != "" {
-		node = n // a Node 22+ binary, when the one on PATH is older
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	major, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0], "v"))
+	node := npmtest.Node(t) // the suite needs Node 22 or newer
 	dir := npmtest.Dir(t, "@modelcontextprotocol/conformance")
 	args := []string{filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js")}
-	if major < 22 {
-		// The suite uses Node 22's fs.globSync; mcpserver's test data has
-		// the loader hook that supplies it on Node 20.
-		hook, err := filepath.Abs("../mcpserver/testdata/conformance/node20-register.mjs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		args = append([]string{"--import", hook}, args...)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ func mcpCmd() *cobra.Command {
 		maxConc     int
 		maxSess     int
 		maxHTTPSess int
+		programs    string
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -34,6 +35,8 @@ func mcpCmd() *cobra.Command {
 		Long: `Serve the sandbox as a Model Context Protocol server. Its tools: run_ruby
 (a fresh VM per call), ruby_session (state kept for the calling MCP session)
 and ruby_session_reset. Mounts are offered as read-only resources.
+--programs DIR adds vetted Ruby programs as tools, prompts or resources.
+It speaks MCP 2026-07-28 (stateless) and 2025-11-25 and older.
 
 By default it speaks MCP over standard input and output, as MCP clients
 start it. --http 127.0.0.1:PORT serves Streamable HTTP at /mcp instead,
@@ -66,7 +69,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				return err
 			}
 			defer rt.Close()
-			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion()})
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs})
 			if err != nil {
 				return err
 			}
@@ -90,6 +93,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
+	f.StringVar(&programs, "programs", "", "a folder of named programs (NAME.rb with NAME.json: kind, description, inputSchema), each served as an MCP tool, prompt or resource that runs it sandboxed with the call's arguments as ARGS")
 	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the least recently used one idle for %v is closed, or the initialize is refused with 503 (0: %d)", mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
 	return cmd
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,41 +110,36 @@ func TestMCPNonLoopbackNeedsToken(t *testing.T) {
 }
 
 // The official conformance suite, server mode, against `glovebox mcp
-// --http`. Scenarios that cannot apply are listed, with reasons, in
-// mcpserver/testdata/conformance/expected-failures.yaml; the suite fails
-// on any other failure and on a listed scenario that passes.
+// --http`, with the scenarios each protocol revision requires (a subtest
+// per revision; `make mcp-conformance` runs this test and prints the
+// suite's summaries). Scenarios that cannot apply to a code sandbox are
+// listed, with reasons, in mcpserver/testdata/conformance/
+// expected-failures-REVISION.yaml; the suite fails on any other failure
+// and on a listed scenario that passes.
 func TestMCPConformance(t *testing.T) {
+	node := npmtest.Node(t) // the suite needs Node 22 or newer
 	dir := npmtest.Dir(t, "@modelcontextprotocol/conformance")
 	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	td, err := filepath.Abs("../../mcpserver/testdata/conformance")
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := startMCPHTTP(t)
-	args := []string{suite, "server", "--url", url, "--expected-failures", filepath.Join(td, "expected-failures.yaml"), "-o", t.TempDir()}
-	if nodeMajor(t) < 22 {
-		args = append([]string{"--import", filepath.Join(td, "node20-register.mjs")}, args...)
+	url := startMCPHTTP(t, conformanceArgs(t, td)...)
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			cmd := exec.Command(node, suite, "server", "--url", url, "--requirements", rev,
+				"--expected-failures", filepath.Join(td, "expected-failures-"+rev+".yaml"), "-o", t.TempDir())
+			out, err := cmd.CombinedOutput()
+			summary := string(out)
+			if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
+				summary = summary[i:]
+			}
+			if err != nil {
+				t.Fatalf("conformance at %s: %v\n%s", rev, err, summary)
+			}
+			t.Logf("conformance at %s:\n%s", rev, summary)
+		})
 	}
-	cmd := exec.Command("node", args...)
-	out, err := cmd.CombinedOutput()
-	summary := string(out)
-	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
-		summary = summary[i:]
-	}
-	if err != nil {
-		t.Fatalf("conformance: %v\n%s", err, summary)
-	}
-	t.Log(summary)
-}
-
-func nodeMajor(t *testing.T) int {
-	out, err := exec.Command("node", "--version").Output()
-	if err != nil {
-		t.Skip("node is not installed: " + err.Error())
-	}
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
-	n, _ := strconv.Atoi(strings.Split(v, ".")[0])
-	return n
 }
 
 // Over stdio, a line that is not JSON-RPC gets a parse error and the
@@ -260,10 +254,9 @@ func TestMCPStdioBadIDs(t *testing.T) {
 	if len(lines) != 6 {
 		t.Fatalf("%d answers, want 6:\n%s", len(lines), out)
 	}
-	// The refusals come from the check in front of the SDK and may be
-	// written before the SDK's answer to initialize: match by id.
-	var refused int
-	var list string
+	// The refusals are written as each line is read, the SDK's answers
+	// when it has them: the order between the two is not fixed.
+	refused, listed := 0, false
 	for _, l := range lines {
 		var m struct {
 			ID    any `json:"id"`
@@ -271,24 +264,25 @@ func TestMCPStdioBadIDs(t *testing.T) {
 				Code int `json:"code"`
 			} `json:"error"`
 		}
-		if json.Unmarshal([]byte(l), &m) != nil {
-			t.Errorf("not JSON: %s", l)
-			continue
-		}
 		switch {
+		case json.Unmarshal([]byte(l), &m) != nil:
+			t.Errorf("not JSON: %s", l)
 		case m.ID == nil && m.Error.Code == -32600:
 			refused++
 		case m.ID == float64(77):
-			list = l
-		case m.ID == float64(1) && m.Error.Code == 0:
-		default:
+			listed = strings.Contains(l, "run_ruby")
+		case m.ID != float64(1):
 			t.Errorf("unexpected answer: %.200s", l)
 		}
 	}
-	if refused != 4 {
-		t.Errorf("%d bad ids refused with id null and -32600, want 4:\n%s", refused, out)
+	if refused != 4 || !listed {
+		t.Fatalf("%d bad ids refused with id null (want 4), tools/list answered: %v\n%s", refused, listed, out)
 	}
-	if !strings.Contains(list, "run_ruby") {
-		t.Fatalf("tools/list after the bad ids: %.200s", list)
-	}
+}
+
+// conformanceArgs are the extra `glovebox mcp` flags the conformance
+// suite's server needs: its fixture tools, prompts and resources, as
+// named programs in Ruby.
+func conformanceArgs(t *testing.T, testdata string) []string {
+	return []string{"--programs", filepath.Join(testdata, "programs")}
 }

