@@ -1,0 +1,489 @@
+package glovebox
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// flowState is the data-flow state of one eval, or of a session across
+// its evals: the labelled values the guest was handed and their tokens.
+// It is plain data (see snapshot) so that it can be saved with a session.
+type flowState struct {
+	spec *flowSpec
+	mu   sync.Mutex
+	key  []byte            // keys the tokens; random per eval or session
+	byID map[string]*entry // token -> entry
+	byKV map[string]*entry // kind "\x00" value -> entry
+	all  []*entry          // in the order recorded
+}
+
+// entry is one labelled value and the spellings it is recognised by.
+type entry struct {
+	kind  Kind
+	value string
+	token string
+	// plain is the value without whitespace, in ASCII lower case; hexes
+	// and b64s are its hex and base64 spellings (base64 as the fragments
+	// every encoding containing it at each alignment has); digits is
+	// set for phone and card values: their digits alone.
+	plain  string
+	hexes  []string
+	b64s   []string
+	digits string
+}
+
+// minSpelled is the shortest value (in bytes) matched by its
+// re-spellings: shorter values would match ordinary text by chance.
+const minSpelled = 4
+
+func (r *Runtime) newFlow() *flowState {
+	if r.flow == nil || len(r.flow.labels) == 0 {
+		return nil
+	}
+	key := make([]byte, 16)
+	rand.Read(key)
+	return &flowState{spec: r.flow, key: key, byID: map[string]*entry{}, byKV: map[string]*entry{}}
+}
+
+// record adds the labelled values fs to the state, minting tokens.
+func (f *flowState) record(fs []found) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range fs {
+		if x.value == "" || f.byKV[string(x.kind)+"\x00"+x.value] != nil {
+			continue
+		}
+		f.add(x.kind, x.value, "")
+	}
+}
+
+// add records one value under token (minted when "").
+func (f *flowState) add(kind Kind, value, token string) *entry {
+	if token == "" {
+		m := hmac.New(sha256.New, f.key)
+		m.Write([]byte(string(kind) + "\x00" + value))
+		sum := hex.EncodeToString(m.Sum(nil))
+		for n := 4; ; n += 2 {
+			token = "[[" + string(kind) + ":" + sum[:n] + "]]"
+			if f.byID[token] == nil || n >= len(sum) {
+				break
+			}
+		}
+	}
+	e := &entry{kind: kind, value: value, token: token}
+	e.plain = foldASCII(removeRunes(value, unicode.IsSpace))
+	if len(value) >= minSpelled {
+		for _, v := range uniq(value, strings.ToLower(value), strings.ToUpper(value)) {
+			e.hexes = append(e.hexes, hex.EncodeToString([]byte(v)))
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+				e.b64s = append(e.b64s, b64Fragments(enc, v)...)
+			}
+		}
+	}
+	if kind == KindPhone || kind == KindCard {
+		if d := removeRunes(value, func(r rune) bool { return r < '0' || r > '9' }); len(d) >= 6 {
+			e.digits = d
+		}
+	}
+	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
+	f.all = append(f.all, e)
+	return e
+}
+
+func uniq(s ...string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// b64Fragments returns, for each of the three byte alignments v can have
+// inside longer data, the base64 characters that depend on v's bytes
+// alone: every base64 encoding of data containing v holds one of them.
+func b64Fragments(enc *base64.Encoding, v string) []string {
+	var out []string
+	n := len(v)
+	for k := range 3 {
+		buf := make([]byte, k, k+n+2)
+		buf = append(append(buf, v...), 0, 0)
+		s := enc.EncodeToString(buf)
+		lo, hi := (8*k+5)/6, (8*k+8*n)/6
+		if hi-lo >= minSpelled {
+			out = append(out, strings.TrimRight(s[lo:hi], "="))
+		}
+	}
+	return out
+}
+
+func removeRunes(s string, drop func(rune) bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !drop(r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// foldASCII lower-cases ASCII letters only, so byte offsets stay put.
+func foldASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// squeezed is a text with some runes removed, and where each kept byte
+// was in the original.
+type squeezed struct {
+	text string
+	at   []int
+}
+
+func squeeze(s string, drop func(rune) bool) squeezed {
+	var b strings.Builder
+	at := make([]int, 0, len(s))
+	for i, r := range s {
+		if drop(r) {
+			continue
+		}
+		n := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			n = 1
+		}
+		b.WriteString(s[i : i+n])
+		for j := range n {
+			at = append(at, i+j)
+		}
+	}
+	return squeezed{b.String(), at}
+}
+
+// span is a part of a text that spells a labelled value.
+type span struct {
+	lo, hi int
+	e      *entry
+	how    string // which spelling: "as is", "in hex", ...
+}
+
+func isSeparator(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune("-.()/+_", r)
+}
+
+// find returns where s spells a labelled value, in any of the spellings
+// recognised, earliest first; overlapping spans are all returned.
+func (f *flowState) find(s string) []span {
+	if len(f.all) == 0 || s == "" {
+		return nil
+	}
+	ws := squeeze(s, unicode.IsSpace)
+	folded := foldASCII(ws.text)
+	var digits squeezed
+	var out []span
+	look := func(sq squeezed, text, needle string, e *entry, how string) {
+		if needle == "" {
+			return
+		}
+		for from := 0; ; {
+			i := strings.Index(text[from:], needle)
+			if i < 0 {
+				return
+			}
+			i += from
+			out = append(out, span{sq.at[i], sq.at[i+len(needle)-1] + 1, e, how})
+			from = i + len(needle)
+		}
+	}
+	for _, e := range f.all {
+		look(ws, folded, e.plain, e, "as is")
+		for _, h := range e.hexes {
+			look(ws, folded, h, e, "in hex")
+		}
+		for _, b := range e.b64s {
+			look(ws, ws.text, b, e, "in base64")
+		}
+		if e.digits != "" {
+			if digits.at == nil {
+				digits = squeeze(s, isSeparator)
+			}
+			look(digits, digits.text, e.digits, e, "as its digits")
+		}
+	}
+	slices.SortFunc(out, func(a, b span) int { return a.lo - b.lo })
+	return out
+}
+
+// redactString replaces each spelling of a labelled value in s by its
+// token.
+func (f *flowState) redactString(s string) string {
+	spans := f.find(s)
+	if len(spans) == 0 {
+		return s
+	}
+	var b strings.Builder
+	end := 0
+	for _, sp := range spans {
+		if sp.lo < end { // overlaps what was replaced: widen it
+			continue
+		}
+		b.WriteString(s[end:sp.lo])
+		b.WriteString(sp.e.token)
+		end = sp.hi
+		for _, o := range spans { // swallow overlapping spans
+			if o.lo < end && o.hi > end {
+				end = o.hi
+			}
+		}
+	}
+	b.WriteString(s[end:])
+	return b.String()
+}
+
+// redact returns v (data) with every string redacted.
+func (f *flowState) redact(v any) any {
+	switch x := v.(type) {
+	case string:
+		return f.redactString(x)
+	case []byte:
+		if utf8.Valid(x) {
+			return []byte(f.redactString(string(x)))
+		}
+		return x
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = f.redact(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[f.redactString(k)] = f.redact(e)
+		}
+		return out
+	}
+	return v
+}
+
+// redactGo redacts a Go value a tool returned: it is taken to its data
+// form first.
+func (f *flowState) redactGo(v any) any {
+	switch v.(type) {
+	case nil, bool, int64, float64, string, []any, map[string]any:
+		return f.redact(v)
+	}
+	b, err := wire.Encode(nil, v, wire.MaxDepth)
+	if err != nil {
+		return v
+	}
+	d, err := wire.Decode(b)
+	if err != nil {
+		return v
+	}
+	return f.redact(d)
+}
+
+// redactResult replaces labelled values in everything res shows.
+func (f *flowState) redactResult(res *Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res.flow = f
+	if len(f.all) == 0 {
+		return
+	}
+	res.Value = f.redact(res.Value)
+	res.Stdout, res.Stderr = f.redactString(res.Stdout), f.redactString(res.Stderr)
+	if e := res.Error; e != nil {
+		e.Message = f.redactString(e.Message)
+		for i, l := range e.Backtrace {
+			e.Backtrace[i] = f.redactString(l)
+		}
+	}
+	for i := range res.ToolCalls {
+		c := &res.ToolCalls[i]
+		c.Args.Positional, _ = f.redact(c.Args.Positional).([]any)
+		if c.Args.Keyword != nil {
+			c.Args.Keyword, _ = f.redact(c.Args.Keyword).(map[string]any)
+		}
+		c.Result = f.redactGo(c.Result)
+		c.Error = f.redactString(c.Error)
+	}
+}
+
+var tokenPattern = regexp.MustCompile(`\[\[([a-z][a-z0-9_]{0,31}):([0-9a-f]{4,64})\]\]`)
+
+// denial is why a call's arguments may not reach the tool.
+type denial struct {
+	kind Kind   // "" for an unknown token
+	msg  string // what the guest sees
+}
+
+// checkArgs applies the tool's sink policy to args: tokens of accepted
+// kinds become their values, and the first labelled value or token of
+// another kind (or an unknown token) is reported.
+func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.spec.sinks[tool]
+	var d *denial
+	where := ""
+	var str func(s string) string
+	str = func(s string) string {
+		if d != nil {
+			return s
+		}
+		if strings.Contains(s, "[[") {
+			s = tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
+				e := f.byID[tok]
+				switch {
+				case d != nil:
+					return tok
+				case e == nil:
+					d = &denial{msg: fmt.Sprintf("%s: %s holds the token %s, which this session did not issue (tokens stand for values only in the session that showed them)", tool, where, tok)}
+					return tok
+				case !slices.Contains(p.Accepts, e.kind):
+					d = &denial{kind: e.kind, msg: fmt.Sprintf("%s may not receive %s data: %s holds the token %s", tool, e.kind, where, tok)}
+					return tok
+				}
+				return e.value
+			})
+			if d != nil {
+				return s
+			}
+		}
+		for _, sp := range f.find(s) {
+			if !slices.Contains(p.Accepts, sp.e.kind) {
+				d = &denial{kind: sp.e.kind, msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s)", tool, sp.e.kind, where, sp.e.kind, sp.how)}
+				break
+			}
+		}
+		return s
+	}
+	var walk func(v any) (any, bool)
+	walk = func(v any) (any, bool) {
+		switch x := v.(type) {
+		case string:
+			n := str(x)
+			return n, n != x
+		case []byte:
+			if utf8.Valid(x) {
+				if s := str(string(x)); s != string(x) {
+					return []byte(s), true
+				}
+			}
+		case []any:
+			var out []any
+			for i, e := range x {
+				if n, changed := walk(e); changed {
+					if out == nil {
+						out = slices.Clone(x)
+					}
+					out[i] = n
+				}
+			}
+			if out != nil {
+				return out, true
+			}
+		case map[string]any:
+			var out map[string]any
+			for k, e := range x {
+				nk := str(k)
+				n, changed := walk(e)
+				if nk != k || changed {
+					if out == nil {
+						out = maps.Clone(x)
+					}
+					delete(out, k)
+					out[nk] = n
+				}
+			}
+			if out != nil {
+				return out, true
+			}
+		}
+		return v, false
+	}
+	out := Args{}
+	if args.Positional != nil {
+		out.Positional = make([]any, len(args.Positional))
+		for i, a := range args.Positional {
+			where = fmt.Sprintf("argument %d", i+1)
+			out.Positional[i], _ = walk(a)
+		}
+	}
+	if args.Keyword != nil {
+		out.Keyword = make(map[string]any, len(args.Keyword))
+		for k, a := range args.Keyword {
+			where = "keyword " + k
+			out.Keyword[str(k)], _ = walk(a)
+		}
+	}
+	return out, d
+}
+
+// flowCheck is the call path's hook before a tool runs: it applies the
+// sink policy, asking the approver when the policy says so. It returns
+// the arguments the tool gets, whether approval was already given, and
+// the guest error of a refused call (nil when the call may go on).
+func (st *evalState) flowCheck(ctx context.Context, c *engine.Call, entry *ToolCall, args Args) (Args, bool, error) {
+	f := st.flow
+	out, d := f.checkArgs(c.Name, args)
+	if d == nil {
+		return out, false, nil
+	}
+	if d.kind != "" && f.spec.sinks[c.Name].Approve {
+		if reason, ok := st.approve(ctx, c, out); ok {
+			entry.Approval = "approved"
+			return out, true, nil
+		} else if reason != "" {
+			d.msg += "; approval: " + reason
+		}
+	}
+	if d.kind != "" && f.spec.sinks[c.Name].Approve {
+		entry.Approval = "denied"
+	}
+	st.finish(ctx, entry, OutcomeDenied, d.msg)
+	return args, false, &engine.GuestError{Class: "ToolDenied", Message: d.msg}
+}
+
+// flowRecord is the call path's hook after a tool returned v: it records
+// the values the tool's labels mark.
+func (st *evalState) flowRecord(tool string, v any) {
+	if labels := st.flow.spec.labels[tool]; len(labels) > 0 {
+		st.flow.record(collectLabels(labels, v))
+	}
+}
+
+// Reveal returns s with every token the eval (or its session, up to this
+// eval) issued replaced by the value it stands for: for the host, to show
+// a person what the model wrote about their data. Text without tokens,
+// and a Result of an eval without labels, give s back.
+func (r *Result) Reveal(s string) string {
+	if r.flow == nil || !strings.Contains(s, "[[") {
+		return s
+	}
+	r.flow.mu.Lock()
+	defer r.flow.mu.Unlock()
+	return tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
+		if e := r.flow.byID[tok]; e != nil {
+			return e.value
+		}
+		return tok
+	})
+}
