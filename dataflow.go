@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -211,7 +212,7 @@ func (f *flowState) find(s string) []span {
 		}
 	}
 	for _, e := range f.all {
-		look(ws, folded, e.plain, e, "as is")
+		look(ws, folded, e.plain, e, "in any case or spacing")
 		for _, h := range e.hexes {
 			look(ws, folded, h, e, "in hex")
 		}
@@ -332,6 +333,10 @@ var tokenPattern = regexp.MustCompile(`\[\[([a-z][a-z0-9_]{0,31}):([0-9a-f]{4,64
 type denial struct {
 	kind Kind   // "" for an unknown token
 	msg  string // what the guest sees
+	// hidden: the value was found only in a variant of the arguments
+	// (decoded, reversed), where no token can replace it; the
+	// transcript drops them.
+	hidden bool
 }
 
 // checkArgs applies the tool's sink policy to args: tokens of accepted
@@ -367,10 +372,13 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 				return s
 			}
 		}
-		for _, sp := range f.find(s) {
-			if !slices.Contains(p.Accepts, sp.e.kind) {
-				d = &denial{kind: sp.e.kind, msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s)", tool, sp.e.kind, where, sp.e.kind, sp.how)}
-				break
+		for _, v := range variants(s) {
+			for _, sp := range f.find(v.text) {
+				if !slices.Contains(p.Accepts, sp.e.kind) {
+					d = &denial{kind: sp.e.kind, hidden: v.how != "",
+						msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s%s)", tool, sp.e.kind, where, sp.e.kind, sp.how, v.how)}
+					return s
+				}
 			}
 		}
 		return s
@@ -458,6 +466,9 @@ func (st *evalState) flowCheck(ctx context.Context, c *engine.Call, entry *ToolC
 	if d.kind != "" && f.spec.sinks[c.Name].Approve {
 		entry.Approval = "denied"
 	}
+	if d.hidden {
+		entry.Args, entry.Elided = Args{}, true
+	}
 	st.finish(ctx, entry, OutcomeDenied, d.msg)
 	return args, false, &engine.GuestError{Class: "ToolDenied", Message: d.msg}
 }
@@ -486,4 +497,32 @@ func (r *Result) Reveal(s string) string {
 		}
 		return tok
 	})
+}
+
+// variant is a text decoded or rewritten the way a program might hide a
+// value in it.
+type variant struct {
+	text, how string
+}
+
+var spelledAt = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(at)\b\s*[\])}>]?\s*`)
+var spelledDot = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(dot)\b\s*[\])}>]?\s*`)
+
+// variants returns s and the texts a sink also checks: s URL-decoded,
+// with " at " and " dot " (bracketed or not) read as @ and ., and
+// reversed. Only sinks check them: a match has no place in s to put a
+// token at.
+func variants(s string) []variant {
+	out := []variant{{s, ""}}
+	if strings.ContainsRune(s, '%') {
+		if u, err := url.QueryUnescape(s); err == nil && u != s {
+			out = append(out, variant{u, ", URL-encoded"})
+		}
+	}
+	if sp := spelledDot.ReplaceAllString(spelledAt.ReplaceAllString(s, "@"), "."); sp != s {
+		out = append(out, variant{sp, ", spelled out"})
+	}
+	r := []rune(s)
+	slices.Reverse(r)
+	return append(out, variant{string(r), ", reversed"})
 }

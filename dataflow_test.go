@@ -226,6 +226,9 @@ func TestDataflowRespellingsRefusedAtSink(t *testing.T) {
 		"in a hash":        `{"to" => [c["email"]]}`,
 		"as a hash key":    `{c["email"] => 1}`,
 		"found email":      `c["notes"][0]["body"][/\S+@\S+/]`,
+		"URL-encoded":      `(require "uri"; "https://x.test/?to=" + URI.encode_www_form_component(c["email"]))`,
+		"spelled out":      `c["email"].sub("@", " [at] ").gsub(".", " dot ")`,
+		"reversed":         `c["email"].reverse`,
 	}
 	for name, expr := range cases {
 		t.Run(name, func(t *testing.T) {
