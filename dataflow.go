@@ -31,6 +31,9 @@ type flowState struct {
 	byID map[string]*entry // token -> entry
 	byKV map[string]*entry // kind "\x00" value -> entry
 	all  []*entry          // in the order recorded
+	// shortest is the length of the shortest spelling of any entry: a
+	// shorter text holds none.
+	shortest int
 }
 
 // entry is one labelled value and the spellings it is recognised by.
@@ -48,9 +51,10 @@ type entry struct {
 	digits string
 }
 
-// minSpelled is the shortest value (in bytes) matched by its
-// re-spellings: shorter values would match ordinary text by chance.
-const minSpelled = 4
+// minSpelled is the shortest value (in bytes) matched in base64 and
+// hex, and the shortest base64 fragment looked for: shorter ones would
+// match ordinary text by chance.
+const minSpelled = 8
 
 func (r *Runtime) newFlow() *flowState {
 	if r.flow == nil || len(r.flow.labels) == 0 {
@@ -103,6 +107,11 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 	}
 	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
 	f.all = append(f.all, e)
+	for _, n := range append(append([]string{e.plain, e.digits}, e.hexes...), e.b64s...) {
+		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
+			f.shortest = len(n)
+		}
+	}
 	return e
 }
 
@@ -158,6 +167,9 @@ type squeezed struct {
 }
 
 func squeeze(s string, drop func(rune) bool) squeezed {
+	if strings.IndexFunc(s, drop) < 0 {
+		return squeezed{text: s} // nothing to drop: offsets are the same
+	}
 	var b strings.Builder
 	at := make([]int, 0, len(s))
 	for i, r := range s {
@@ -176,6 +188,14 @@ func squeeze(s string, drop func(rune) bool) squeezed {
 	return squeezed{b.String(), at}
 }
 
+// pos is where byte i of the squeezed text was in the original.
+func (q squeezed) pos(i int) int {
+	if q.at == nil {
+		return i
+	}
+	return q.at[i]
+}
+
 // span is a part of a text that spells a labelled value.
 type span struct {
 	lo, hi int
@@ -190,12 +210,13 @@ func isSeparator(r rune) bool {
 // find returns where s spells a labelled value, in any of the spellings
 // recognised, earliest first; overlapping spans are all returned.
 func (f *flowState) find(s string) []span {
-	if len(f.all) == 0 || s == "" {
+	if len(f.all) == 0 || len(s) < f.shortest {
 		return nil
 	}
 	ws := squeeze(s, unicode.IsSpace)
 	folded := foldASCII(ws.text)
 	var digits squeezed
+	digitsMade := false
 	var out []span
 	look := func(sq squeezed, text, needle string, e *entry, how string) {
 		if needle == "" {
@@ -207,7 +228,7 @@ func (f *flowState) find(s string) []span {
 				return
 			}
 			i += from
-			out = append(out, span{sq.at[i], sq.at[i+len(needle)-1] + 1, e, how})
+			out = append(out, span{sq.pos(i), sq.pos(i+len(needle)-1) + 1, e, how})
 			from = i + len(needle)
 		}
 	}
@@ -220,8 +241,8 @@ func (f *flowState) find(s string) []span {
 			look(ws, ws.text, b, e, "in base64")
 		}
 		if e.digits != "" {
-			if digits.at == nil {
-				digits = squeeze(s, isSeparator)
+			if !digitsMade {
+				digits, digitsMade = squeeze(s, isSeparator), true
 			}
 			look(digits, digits.text, e.digits, e, "as its digits")
 		}

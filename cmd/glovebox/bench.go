@@ -112,6 +112,9 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	if err := benchCalls(ctx, row, yes, eng, cacheDir); err != nil {
 		return err
 	}
+	if err := benchDataflow(ctx, row, yes); err != nil { // labels (bench_dataflow.go)
+		return err
+	}
 
 	// Private memory per idle, prepared VM. VMs held first, unmeasured,
 	// take the freed memories the engine keeps for reuse (their pages

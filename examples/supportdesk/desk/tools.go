@@ -42,8 +42,19 @@ type Tools struct {
 func NewTools(db *DB) *Tools { return &Tools{db: db} }
 
 // Register adds the tools named in [ToolNames] to ts, each documented
-// for the model (see [glovebox.Toolset.Describe]).
+// for the model (see [glovebox.Toolset.Describe]), with the data-flow
+// policy of [Label].
 func (t *Tools) Register(ts *glovebox.Toolset) error {
+	if err := t.RegisterUnlabelled(ts); err != nil {
+		return err
+	}
+	return Label(ts)
+}
+
+// RegisterUnlabelled is Register without [Label]: the model then reads
+// customers' emails and phone numbers as they are, and a ticket may carry
+// them. glovebox bench uses it to measure what the policy costs.
+func (t *Tools) RegisterUnlabelled(ts *glovebox.Toolset) error {
 	if err := ts.Object(t, glovebox.Only(ToolNames...)); err != nil {
 		return err
 	}
@@ -52,7 +63,7 @@ func (t *Tools) Register(ts *glovebox.Toolset) error {
 			return err
 		}
 	}
-	return Label(ts)
+	return nil
 }
 
 // Label sets the data-flow policy on the registered tools: the
