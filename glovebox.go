@@ -256,6 +256,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.docs = cfg.Tools.allDocs()
 		r.approve = approvalSet(cfg.Tools, r.docs)
 		r.flow = cfg.Tools.flow.clone()
+		r.flow.annotate(r.docs)
 	}
 	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {

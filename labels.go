@@ -35,7 +35,8 @@ var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 //
 // Path names fields of the result as the guest receives it (its data
 // form: Hashes with String keys, Arrays): keys separated by ".", "*" for
-// every key or element, a decimal number for one element. Arrays are
+// every key or element, a decimal number for one element; "." alone is
+// the whole result. Arrays are
 // walked through when a key is asked of them, so "email" marks the email
 // of a profile and of every profile in a list, and "notes.body" the
 // body of every note. A String leaf is labelled, an Integer leaf by its
@@ -168,7 +169,7 @@ func (l Label) check() error {
 	if (l.Path == "") == (l.Find == nil) {
 		return fmt.Errorf("a label sets exactly one of Path and Find")
 	}
-	if l.Path != "" && slices.Contains(strings.Split(l.Path, "."), "") {
+	if l.Path != "" && l.Path != "." && slices.Contains(strings.Split(l.Path, "."), "") {
 		return fmt.Errorf("path %q has an empty segment", l.Path)
 	}
 	return nil
@@ -198,7 +199,11 @@ func collectLabels(labels []Label, v any) []found {
 			}
 			continue
 		}
-		walkPath(data, strings.Split(l.Path, "."), func(s string) { out = append(out, found{l.Kind, s}) })
+		var path []string // "." is the whole result
+		if l.Path != "." {
+			path = strings.Split(l.Path, ".")
+		}
+		walkPath(data, path, func(s string) { out = append(out, found{l.Kind, s}) })
 	}
 	return out
 }
@@ -275,4 +280,25 @@ func eachString(v any, f func(string)) {
 			eachString(e, f)
 		}
 	}
+}
+
+// annotate sets each doc's Labelled and Accepts from the policy, when it
+// is on.
+func (f *flowSpec) annotate(docs []ToolDoc) {
+	if f == nil || len(f.labels) == 0 {
+		return
+	}
+	for i := range docs {
+		var kinds []Kind
+		for _, l := range f.labels[docs[i].Name] {
+			kinds = append(kinds, l.Kind)
+		}
+		docs[i].Labelled = uniqKinds(kinds)
+		docs[i].Accepts = uniqKinds(slices.Clone(f.sinks[docs[i].Name].Accepts))
+	}
+}
+
+func uniqKinds(k []Kind) []Kind {
+	slices.Sort(k)
+	return slices.Compact(k)
 }

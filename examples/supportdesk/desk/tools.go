@@ -102,8 +102,7 @@ func enum(values []string) string {
 // says so, and that they are passed as keyword arguments.
 var toolDocs = map[string]glovebox.ToolDoc{
 	"profile": {
-		Description: "The customer's account: id, name, email, phone, plan (" + strings.Join(Plans, ", ") + ") and signup_date (YYYY-MM-DD). " +
-			"The email and phone reach you as tokens such as [[email:7f3a]]; the program sees the real values, and no tool accepts them.",
+		Description: "The customer's account: id, name, email, phone, plan (" + strings.Join(Plans, ", ") + ") and signup_date (YYYY-MM-DD).",
 	},
 	"orders": {
 		Description: "The customer's orders, newest first: id, status, ordered_at (YYYY-MM-DD), total in dollars (line items summed) and item_count (units). Without filters, every order.",
