@@ -1,6 +1,7 @@
 package glovebox
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -8,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"regexp"
@@ -546,4 +548,57 @@ func variants(s string) []variant {
 	r := []rune(s)
 	slices.Reverse(r)
 	return append(out, variant{string(r), ", reversed"})
+}
+
+// redactTees makes the eval's live output (WithOutput) go out redacted,
+// a line at a time: a line is written once its newline arrives, the rest
+// when the eval ends (the returned flush, which the caller runs after the
+// eval). Without labels it changes nothing.
+func (st *evalState) redactTees(req *engine.Request) (flush func()) {
+	if st.flow == nil || (req.StdoutTee == nil && req.StderrTee == nil) {
+		return func() {}
+	}
+	var ws []*lineRedactor
+	for _, tee := range []*io.Writer{&req.StdoutTee, &req.StderrTee} {
+		if *tee != nil {
+			lr := &lineRedactor{w: *tee, f: st.flow}
+			*tee = lr
+			ws = append(ws, lr)
+		}
+	}
+	return func() {
+		for _, lr := range ws {
+			lr.flush()
+		}
+	}
+}
+
+// lineRedactor writes whole lines, redacted, to w.
+type lineRedactor struct {
+	w   io.Writer
+	f   *flowState
+	buf []byte
+}
+
+func (l *lineRedactor) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		l.emit(l.buf[:i+1])
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lineRedactor) emit(b []byte) {
+	l.f.mu.Lock()
+	s := l.f.redactString(string(b))
+	l.f.mu.Unlock()
+	l.w.Write([]byte(s))
+}
+
+func (l *lineRedactor) flush() {
+	if len(l.buf) > 0 {
+		l.emit(l.buf)
+		l.buf = nil
+	}
 }

@@ -314,3 +314,19 @@ func TestDataflowInvalidPolicy(t *testing.T) {
 		}
 	}
 }
+
+// Output streamed with WithOutput is redacted too, a line at a time.
+func TestDataflowStreamedOutput(t *testing.T) {
+	f := newFlowTools(t)
+	r := newRuntime(t, glovebox.Config{Tools: &f.ts})
+	var out, errw strings.Builder
+	res, err := r.EvalWith(t.Context(), `c = customer; print "to: "; puts c["email"]; $stderr.print c["card"]`, glovebox.WithOutput(&out, &errw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, glovebox.StatusOK)
+	if !strings.HasPrefix(out.String(), "to: [[email:") || strings.Contains(out.String(), "Lovelace") ||
+		!strings.HasPrefix(errw.String(), "[[card:") || out.String() != res.Stdout {
+		t.Errorf("streamed %q and %q; result stdout %q", out.String(), errw.String(), res.Stdout)
+	}
+}

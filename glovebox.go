@@ -485,7 +485,9 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err != nil {
 		return nil, err
 	}
+	flush := st.redactTees(req)
 	out, err := sh.pool.Eval(ctx, req)
+	flush()
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,9 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
 	}
+	flush := st.redactTees(req)
 	out, reset, err := s.s.Eval(ctx, req)
+	flush()
 	if err != nil {
 		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
 			// Close ran while this eval waited for the VM.
