@@ -46,12 +46,20 @@ type entry struct {
 	// plain is the value without whitespace, in ASCII lower case; hexes
 	// and b64s are its hex and base64 spellings (base64 as the fragments
 	// every encoding containing it at each alignment has); digits is
-	// set for phone and card values: their digits alone.
+	// set for phone and card values: their digits alone, and for a
+	// phone number of more than phoneTail digits also its last
+	// phoneTail digits (the number without its country code).
 	plain  string
 	hexes  []string
 	b64s   []string
-	digits string
+	digits []string
 }
+
+// phoneTail is how many trailing digits of a phone number are matched
+// on their own: enough to hold a national number written without the
+// country code (+1 212 555 0142 as 2125550142), few enough that the tail
+// is no common figure.
+const phoneTail = 9
 
 // minSpelled is the shortest value (in bytes) matched in base64 and
 // hex, and the shortest base64 fragment looked for: shorter ones would
@@ -104,12 +112,15 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 	}
 	if kind == KindPhone || kind == KindCard {
 		if d := removeRunes(value, func(r rune) bool { return r < '0' || r > '9' }); len(d) >= 6 {
-			e.digits = d
+			e.digits = []string{d}
+			if kind == KindPhone && len(d) > phoneTail {
+				e.digits = append(e.digits, d[len(d)-phoneTail:])
+			}
 		}
 	}
 	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
 	f.all = append(f.all, e)
-	for _, n := range append(append([]string{e.plain, e.digits}, e.hexes...), e.b64s...) {
+	for _, n := range slices.Concat([]string{e.plain}, e.digits, e.hexes, e.b64s) {
 		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
 			f.shortest = len(n)
 		}
@@ -242,11 +253,11 @@ func (f *flowState) find(s string) []span {
 		for _, b := range e.b64s {
 			look(ws, ws.text, b, e, "in base64")
 		}
-		if e.digits != "" {
+		for _, d := range e.digits {
 			if !digitsMade {
 				digits, digitsMade = squeeze(s, isSeparator), true
 			}
-			look(digits, digits.text, e.digits, e, "as its digits")
+			look(digits, digits.text, d, e, "as its digits")
 		}
 	}
 	slices.SortFunc(out, func(a, b span) int { return a.lo - b.lo })
@@ -601,4 +612,62 @@ func (l *lineRedactor) flush() {
 		l.emit(l.buf)
 		l.buf = nil
 	}
+}
+
+// flowSaved is the saved form of a flowState, for a suspended session:
+// the key tokens are made with and every labelled value with its kind and
+// token, in the order recorded. It holds the values in clear, so it must
+// be sealed (encrypted and authenticated) with the rest of the session's
+// state before it leaves the process.
+type flowSaved struct {
+	Key    []byte       `json:"key"`
+	Values []flowSavedV `json:"values"`
+}
+
+type flowSavedV struct {
+	Kind  Kind   `json:"kind"`
+	Value string `json:"value"`
+	Token string `json:"token"`
+}
+
+// save returns f's saved form; nil for a nil f (no labels).
+func (f *flowState) save() *flowSaved {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &flowSaved{Key: slices.Clone(f.key), Values: make([]flowSavedV, 0, len(f.all))}
+	for _, e := range f.all {
+		s.Values = append(s.Values, flowSavedV{e.kind, e.value, e.token})
+	}
+	return s
+}
+
+// restoreFlow makes the data-flow state a session resumed from s has on
+// r: the same tokens for the same values, and new values' tokens made
+// with the same key. It fails when r has no labels but s holds values,
+// or s is malformed.
+func (r *Runtime) restoreFlow(s *flowSaved) (*flowState, error) {
+	f := r.newFlow()
+	if s == nil {
+		return f, nil
+	}
+	if f == nil {
+		if len(s.Values) > 0 {
+			return nil, fmt.Errorf("glovebox: the saved session holds %d labelled values, and this Runtime labels no tool", len(s.Values))
+		}
+		return nil, nil
+	}
+	if len(s.Key) != len(f.key) {
+		return nil, fmt.Errorf("glovebox: the saved data-flow state has a %d-byte key, want %d", len(s.Key), len(f.key))
+	}
+	f.key = slices.Clone(s.Key)
+	for _, v := range s.Values {
+		if !kindPattern.MatchString(string(v.Kind)) || !tokenPattern.MatchString(v.Token) || f.byID[v.Token] != nil {
+			return nil, fmt.Errorf("glovebox: the saved data-flow state has a bad entry (kind %q, token %q)", v.Kind, v.Token)
+		}
+		f.add(v.Kind, v.Value, v.Token)
+	}
+	return f, nil
 }
