@@ -230,6 +230,14 @@ func (f *flowState) find(s string) []span {
 	folded := foldASCII(ws.text)
 	var digits squeezed
 	digitsMade := false
+	// A list of the value's characters, as p or inspect prints one:
+	// ["s", "a", ...].
+	var listed squeezed
+	var listedFolded string
+	if strings.ContainsAny(s, `"',`) {
+		listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
+		listedFolded = foldASCII(listed.text)
+	}
 	var out []span
 	look := func(sq squeezed, text, needle string, e *entry, how string) {
 		if needle == "" {
@@ -247,6 +255,9 @@ func (f *flowState) find(s string) []span {
 	}
 	for _, e := range f.all {
 		look(ws, folded, e.plain, e, "in any case or spacing")
+		if listedFolded != "" {
+			look(listed, listedFolded, e.plain, e, "as a list of its characters")
+		}
 		for _, h := range e.hexes {
 			look(ws, folded, h, e, "in hex")
 		}
@@ -301,6 +312,9 @@ func (f *flowState) redact(v any) any {
 		}
 		return x
 	case []any:
+		if s, ok := joinChars(x); ok && len(f.find(s)) > 0 {
+			return f.redactString(s) // the value's characters or bytes, one by one
+		}
 		out := make([]any, len(x))
 		for i, e := range x {
 			out[i] = f.redact(e)
@@ -430,6 +444,9 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 				}
 			}
 		case []any:
+			if j, ok := joinChars(x); ok && d == nil {
+				str(j) // the value's characters or bytes, one by one
+			}
 			var out []any
 			for i, e := range x {
 				if n, changed := walk(e); changed {
@@ -670,4 +687,31 @@ func (r *Runtime) restoreFlow(s *flowSaved) (*flowState, error) {
 		f.add(v.Kind, v.Value, v.Token)
 	}
 	return f, nil
+}
+
+// joinChars joins a list of one-character strings, or of integers that
+// are bytes, into the string they spell; ok is false for any other list
+// (or one shorter than minSpelled).
+func joinChars(x []any) (s string, ok bool) {
+	if len(x) < minSpelled {
+		return "", false
+	}
+	b := make([]byte, 0, len(x))
+	for _, e := range x {
+		switch c := e.(type) {
+		case string:
+			if utf8.RuneCountInString(c) != 1 {
+				return "", false
+			}
+			b = append(b, c...)
+		case int64:
+			if c < 0 || c > 255 {
+				return "", false
+			}
+			b = append(b, byte(c))
+		default:
+			return "", false
+		}
+	}
+	return string(b), true
 }

@@ -75,13 +75,23 @@ func TestDataflowTokensInValueStdoutErrorsTranscript(t *testing.T) {
 	f := newFlowTools(t)
 	r := newRuntime(t, glovebox.Config{Tools: &f.ts})
 	res := eval(t, r, `c = customer
+		p c["email"].chars; p c["email"].downcase.chars
 		puts c["email"]; $stderr.puts c["phone"].delete("^0-9")
-		[c["email"], c["email"].upcase, c["card"].delete(" "), c["notes"][0]["body"], c["name"]]`)
+		[c["email"], c["email"].upcase, c["card"].delete(" "), c["notes"][0]["body"], c["name"], c["email"].chars, c["email"].bytes]`)
 	wantStatus(t, res, glovebox.StatusOK)
 	noSecrets(t, res)
 	v := res.Value.([]any)
 	if !tokenRE.MatchString(v[0].(string)) || v[0] != v[1] || !strings.HasPrefix(v[2].(string), "[[card:") || v[4] != "Ada" {
 		t.Errorf("value %v: want the email's token twice (any case), the card's token and the name as it is", v)
+	}
+	if s, _ := v[5].(string); !tokenRE.MatchString(s) {
+		t.Errorf("the email's characters reached the value as %v", v[5])
+	}
+	if s, _ := v[6].(string); !tokenRE.MatchString(s) {
+		t.Errorf("the email's bytes reached the value as %v", v[6])
+	}
+	if strings.Contains(res.Stdout, `"L", "o"`) || strings.Contains(res.Stdout, `"l", "o"`) {
+		t.Errorf("stdout shows the email's characters: %q", res.Stdout)
 	}
 	if !strings.Contains(v[3].(string), "[[email:") {
 		t.Errorf("the email Find found in a note is not tokenized: %v", v[3])
@@ -229,6 +239,9 @@ func TestDataflowRespellingsRefusedAtSink(t *testing.T) {
 		"URL-encoded":      `(require "uri"; "https://x.test/?to=" + URI.encode_www_form_component(c["email"]))`,
 		"spelled out":      `c["email"].sub("@", " [at] ").gsub(".", " dot ")`,
 		"reversed":         `c["email"].reverse`,
+		"characters":       `c["email"].chars`,
+		"bytes":            `[c["email"].bytes]`,
+		"inspected chars":  `c["email"].chars.inspect`,
 	}
 	for name, expr := range cases {
 		t.Run(name, func(t *testing.T) {
