@@ -96,7 +96,11 @@ func (f *flowSpec) clone() *flowSpec {
 // within a session), and every tool's arguments are checked: a tool
 // receives only the kinds its [SinkPolicy] accepts ([Toolset.Sink]; a
 // tool without one accepts none). Guest code computes with the real
-// values. See docs/dataflow.md.
+// values, and so do the hooks (BeforeCall, AfterCall, Approver: they are
+// the host's); [Result.Reveal] turns tokens back into values. Once an
+// eval holds a labelled value, the Result's transcript shows each tool's
+// result in its data form (maps and slices, as the guest got it) rather
+// than as the Go value the tool returned. See docs/dataflow.md.
 //
 // It fails with [ErrInvalidTool] when no tool has the name, a kind is not
 // a valid [Kind], a label sets both or neither of Path and Find, or a
