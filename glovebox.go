@@ -122,6 +122,7 @@ type Runtime struct {
 	raw     Limits // as configured, for WithLimits
 	tools   map[string]hostTool
 	approve map[string]bool // tools whose calls need approval
+	flow    *flowSpec       // data-flow policy (labels.go); nil when off
 	names   []string
 	docs    []ToolDoc // one per tool, sorted by name
 	mounts  []Mount
@@ -254,6 +255,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.names = cfg.Tools.Names()
 		r.docs = cfg.Tools.allDocs()
 		r.approve = approvalSet(cfg.Tools, r.docs)
+		r.flow = cfg.Tools.flow.clone()
+		r.flow.annotate(r.docs)
 	}
 	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
@@ -482,7 +485,9 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err != nil {
 		return nil, err
 	}
+	flush := st.redactTees(req)
 	out, err := sh.pool.Eval(ctx, req)
+	flush()
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +496,7 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 
 // request makes the engine request for one eval of code.
 func (r *Runtime) request(code string) (*engine.Request, *evalState) {
-	st := &evalState{r: r}
+	st := &evalState{r: r, flow: r.newFlow()}
 	req := &engine.Request{
 		Code: code,
 		Limits: engine.Limits{
@@ -524,6 +529,9 @@ func (st *evalState) result(out *engine.Outcome) *Result {
 			res.Error.Backtrace = []string{}
 		}
 	}
+	if st.flow != nil {
+		st.flow.redactResult(res)
+	}
 	return res
 }
 
@@ -542,6 +550,9 @@ type evalState struct {
 	calls    []ToolCall
 	toolTime time.Duration
 	kept     int // bytes of arguments and results kept in the transcript
+	// flow is the eval's (or its session's) data-flow state; nil when
+	// no tool is labelled.
+	flow *flowState
 }
 
 const maxToolDepth = 64
@@ -595,6 +606,13 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		st.finish(ctx, &entry, OutcomeUnknownTool, msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
+	approved := false
+	if st.flow != nil {
+		var err error
+		if args, approved, err = st.flowCheck(ctx, c, &entry, args); err != nil {
+			return nil, err
+		}
+	}
 	if r.hooks.BeforeCall != nil {
 		if err, panicked := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
 			outcome := OutcomeVetoed
@@ -605,7 +623,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
-	if r.approve[c.Name] {
+	if r.approve[c.Name] && !approved {
 		if reason, ok := st.approve(ctx, c, args); !ok {
 			entry.Approval = "denied"
 			st.finish(ctx, &entry, OutcomeDenied, reason)
@@ -706,6 +724,9 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		msg := fmt.Sprintf("%s returned %d bytes of data, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, len(b)-2, r.limits.ToolPayload)
 		st.finish(ctx, &entry, OutcomeOversized, msg)
 		return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
+	}
+	if st.flow != nil {
+		st.flowRecord(c.Name, out.value)
 	}
 	entry.Result = out.value
 	st.keep(&entry, len(b))

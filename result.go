@@ -78,6 +78,8 @@ type Result struct {
 	// found a mount's host directory replaced and so ran in a fresh VM
 	// (with StatusOK or StatusError). Always false outside sessions.
 	SessionReset bool
+	// flow holds the tokens Reveal resolves (dataflow.go).
+	flow *flowState
 }
 
 // GuestError describes why an eval did not end with StatusOK. Backtrace

@@ -39,6 +39,10 @@ type Session struct {
 	s      *engine.Session
 	once   sync.Once
 	closed atomic.Bool // set by Close, before the engine session closes
+	// flow is the session's data-flow state, kept across its evals so a
+	// value has one token for the whole session; nil when no tool is
+	// labelled.
+	flow *flowState
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -56,7 +60,7 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{r: r, s: s}, nil
+	return &Session{r: r, s: s, flow: r.newFlow()}, nil
 }
 
 // Eval runs code in the session's VM and returns what it did, as
@@ -77,10 +81,13 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		return nil, ErrSessionClosed
 	}
 	req, st := s.r.request(code)
+	st.flow = s.flow
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
 	}
+	flush := st.redactTees(req)
 	out, reset, err := s.s.Eval(ctx, req)
+	flush()
 	if err != nil {
 		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
 			// Close ran while this eval waited for the VM.

@@ -44,6 +44,14 @@ type ToolDoc struct {
 	// too. A description generator should say so, since a denied call
 	// raises Glovebox::ToolDenied.
 	NeedsApproval bool
+	// Labelled lists the kinds of labelled values the tool's results
+	// carry ([Toolset.Label]), sorted; Accepts the kinds its arguments
+	// may carry ([Toolset.Sink]), sorted, set only when some tool of the
+	// Runtime is labelled (then nil means none). [Runtime.ToolDocs] sets
+	// both; Describe ignores them. A description generator should say
+	// that labelled values reach the model as tokens and which tools
+	// take them.
+	Labelled, Accepts []Kind
 }
 
 // Param describes one positional parameter of a tool.
@@ -249,6 +257,7 @@ func (s *Toolset) allDocs() []ToolDoc {
 
 func cloneDoc(d ToolDoc) ToolDoc {
 	d.Result = slices.Clone(d.Result)
+	d.Labelled, d.Accepts = slices.Clone(d.Labelled), slices.Clone(d.Accepts)
 	if d.Params != nil {
 		d.Params = slices.Clone(d.Params)
 		for i := range d.Params {

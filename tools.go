@@ -43,6 +43,8 @@ type Toolset struct {
 	docs  map[string]ToolDoc      // what Describe documented
 	// approval names the tools RequireApproval marked.
 	approval map[string]bool
+	// flow is the data-flow policy Label and Sink set (labels.go).
+	flow *flowSpec
 }
 
 // Add registers fn under name. The name must be a valid Ruby method name
@@ -248,6 +250,7 @@ func (s *Toolset) Merge(others ...*Toolset) error {
 			if o.approval[name] {
 				s.markApproval(name)
 			}
+			s.mergeFlow(o, name)
 		}
 	}
 	return nil

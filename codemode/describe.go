@@ -88,6 +88,7 @@ func describe(sb sandbox) string {
 		w("Call them as plain Ruby methods. They return plain data: nil, true, false, Integer, Float, String, Array and Hash. ")
 		w("Hashes have String keys, so write order[\"total\"], not order[:total]. ")
 		w("A function that fails raises Glovebox::ToolError (or a subclass of it) with a message saying why (rescue it to try something else); wrong arguments raise ArgumentError.\n")
+		describeLabels(&b, sb.tools)
 		for _, d := range sb.tools {
 			describeTool(&b, d)
 		}
@@ -153,6 +154,12 @@ func describeTool(b *strings.Builder, d glovebox.ToolDoc) {
 		w("%s\n", strings.TrimSpace(d.Description))
 	} else {
 		w("(Not documented.)\n")
+	}
+	if len(d.Labelled) > 0 {
+		w("Its results carry sensitive values (%s), which you see only as tokens.\n", kindList(d.Labelled))
+	}
+	if len(d.Accepts) > 0 {
+		w("Accepts sensitive values (%s) and their tokens in its arguments.\n", kindList(d.Accepts))
 	}
 	if d.NeedsApproval {
 		w("Needs approval: each call waits for a person to allow it. A refused call raises Glovebox::ToolDenied (a Glovebox::ToolError) with the reason; rescue it to carry on without the call.\n")
@@ -393,4 +400,24 @@ func count(n uint64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// describeLabels explains tokens when some function's results are
+// labelled (glovebox.Toolset.Label).
+func describeLabels(b *strings.Builder, docs []glovebox.ToolDoc) {
+	for _, d := range docs {
+		if len(d.Labelled) > 0 {
+			b.WriteString("Sensitive values (emails, phone numbers, ...) that functions return are real inside the program, so it can compare, count and filter them, but everything you read back (value, stdout, errors) shows each as a token such as [[email:7f3a]], the same token for the same value. " +
+				"Give a value, or its token, only to a function that says it accepts its kind: any other function refuses the call with Glovebox::ToolDenied (a Glovebox::ToolError; rescue it to carry on), however the value is spelled. Inside the program a token is only a placeholder string, not equal to the value.\n")
+			return
+		}
+	}
+}
+
+func kindList(k []glovebox.Kind) string {
+	s := make([]string, len(k))
+	for i, x := range k {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,38 @@ type Server struct {
 	// every request (an Authorization, say); the guest never sees it.
 	URL    string
 	Header http.Header
+	// Labels mark sensitive values in the results of every tool of the
+	// server, and ToolLabels (keyed by the server's own tool name) in
+	// one tool's; see glovebox.Toolset.Label. Results arrive in the
+	// guest as this package describes them (content blocks, structured
+	// content), so a glovebox.Label Find function such as
+	// glovebox.FindEmails usually fits better than a Path. Nil labels
+	// nothing.
+	Labels     []glovebox.Label
+	ToolLabels map[string][]glovebox.Label
+	// Sinks sets which labelled kinds a tool's arguments may carry, keyed
+	// by the server's own tool name, "*" for every tool without its own
+	// entry (see glovebox.Toolset.Sink). Once any tool of the Toolset is
+	// labelled, a tool with no entry accepts no labelled kind.
+	Sinks map[string]glovebox.SinkPolicy
+}
+
+// flow sets the data-flow policy of the server's tool mcpName, bound as
+// gname in ts.
+func (s Server) flow(ts *glovebox.Toolset, gname, mcpName string) error {
+	if l := append(slices.Clone(s.Labels), s.ToolLabels[mcpName]...); len(l) > 0 {
+		if err := ts.Label(gname, l...); err != nil {
+			return err
+		}
+	}
+	p, ok := s.Sinks[mcpName]
+	if !ok {
+		p, ok = s.Sinks["*"]
+	}
+	if ok {
+		return ts.Sink(gname, p)
+	}
+	return nil
 }
 
 // BaseEnv returns the names of the host variables every stdio server
@@ -252,6 +285,9 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 			doc, err := bt.doc()
 			if err == nil {
 				err = staged.Describe(gname, doc)
+			}
+			if err == nil {
+				err = s.flow(&staged, gname, t.Name)
 			}
 			if err != nil {
 				return fail(fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err))

@@ -96,6 +96,11 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 			return err
 		}
 	}
+	if want("dataflow") {
+		if err := benchDataflow(ctx, row, yes); err != nil { // labels (dataflow.go)
+			return err
+		}
+	}
 	if want("memory") {
 		if err := benchMemory(ctx, rt, eng, row); err != nil {
 			return err
@@ -117,7 +122,7 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 }
 
 // Groups are the names of the groups of rows Config.Only selects.
-var Groups = []string{"vm", "calls", "memory", "sjlj", "boxes", "executor"}
+var Groups = []string{"vm", "calls", "dataflow", "memory", "sjlj", "boxes", "executor"}
 
 // benchMemory measures the private memory per idle VM and per idle
 // session.

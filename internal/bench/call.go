@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -252,20 +251,11 @@ const codeModeRounds = 200
 // example's SQLite database, beside the same three queries and filtering
 // written in Go against the same tools.
 func benchCodeMode(ctx context.Context, row func(met string, cols ...string), yes func(bool) string) error {
-	dir, err := os.MkdirTemp("", "glovebox-bench-")
+	db, done, err := benchDesk(ctx) // dataflow.go
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "desk.db")
-	if _, err := desk.Generate(ctx, path, desk.Options{}); err != nil {
-		return err
-	}
-	db, err := desk.Open(ctx, path)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer done()
 	dt := desk.NewTools(db)
 	var tools glovebox.Toolset
 	if err := dt.Register(&tools); err != nil {

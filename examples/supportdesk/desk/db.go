@@ -40,6 +40,7 @@ CREATE TABLE customers (
 	id          INTEGER PRIMARY KEY,
 	name        TEXT NOT NULL,
 	email       TEXT NOT NULL UNIQUE,
+	phone       TEXT NOT NULL,
 	plan        TEXT NOT NULL CHECK (plan IN ('free', 'starter', 'pro', 'enterprise')),
 	signup_date TEXT NOT NULL
 );

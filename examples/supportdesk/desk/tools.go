@@ -42,13 +42,44 @@ type Tools struct {
 func NewTools(db *DB) *Tools { return &Tools{db: db} }
 
 // Register adds the tools named in [ToolNames] to ts, each documented
-// for the model (see [glovebox.Toolset.Describe]).
+// for the model (see [glovebox.Toolset.Describe]), with the data-flow
+// policy of [Label].
 func (t *Tools) Register(ts *glovebox.Toolset) error {
+	if err := t.RegisterUnlabelled(ts); err != nil {
+		return err
+	}
+	return Label(ts)
+}
+
+// RegisterUnlabelled is Register without [Label]: the model then reads
+// customers' emails and phone numbers as they are, and a ticket may carry
+// them. glovebox bench uses it to measure what the policy costs.
+func (t *Tools) RegisterUnlabelled(ts *glovebox.Toolset) error {
 	if err := ts.Object(t, glovebox.Only(ToolNames...)); err != nil {
 		return err
 	}
 	for _, name := range ToolNames {
 		if err := ts.Describe(name, toolDocs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Label sets the data-flow policy on the registered tools: the
+// customer's email and phone number (and any email address in a ticket's
+// text) are labelled, so the model sees them only as tokens, and no tool
+// accepts them in its arguments, so a ticket body or note cannot carry
+// them (see glovebox.Toolset.Label). Every tool keeps the default sink
+// policy, which accepts no labelled kind.
+func Label(ts *glovebox.Toolset) error {
+	if err := ts.Label("profile",
+		glovebox.Label{Kind: glovebox.KindEmail, Path: "email"},
+		glovebox.Label{Kind: glovebox.KindPhone, Path: "phone"}); err != nil {
+		return err
+	}
+	for _, name := range []string{"tickets", "create_ticket", "update_ticket"} {
+		if err := ts.Label(name, glovebox.Label{Kind: glovebox.KindEmail, Find: glovebox.FindEmails}); err != nil {
 			return err
 		}
 	}
@@ -71,7 +102,7 @@ func enum(values []string) string {
 // says so, and that they are passed as keyword arguments.
 var toolDocs = map[string]glovebox.ToolDoc{
 	"profile": {
-		Description: "The customer's account: id, name, email, plan (" + strings.Join(Plans, ", ") + ") and signup_date (YYYY-MM-DD).",
+		Description: "The customer's account: id, name, email, phone, plan (" + strings.Join(Plans, ", ") + ") and signup_date (YYYY-MM-DD).",
 	},
 	"orders": {
 		Description: "The customer's orders, newest first: id, status, ordered_at (YYYY-MM-DD), total in dollars (line items summed) and item_count (units). Without filters, every order.",
@@ -210,6 +241,7 @@ type Profile struct {
 	ID         int64  `json:"id"`
 	Name       string `json:"name"`
 	Email      string `json:"email"`
+	Phone      string `json:"phone"`
 	Plan       string `json:"plan"`
 	SignupDate string `json:"signup_date"`
 }
@@ -221,8 +253,8 @@ func (t *Tools) Profile(ctx context.Context) (Profile, error) {
 		return Profile{}, err
 	}
 	var p Profile
-	err = t.db.QueryRowContext(ctx, `SELECT id, name, email, plan, signup_date FROM customers WHERE id = ?`, id).
-		Scan(&p.ID, &p.Name, &p.Email, &p.Plan, &p.SignupDate)
+	err = t.db.QueryRowContext(ctx, `SELECT id, name, email, phone, plan, signup_date FROM customers WHERE id = ?`, id).
+		Scan(&p.ID, &p.Name, &p.Email, &p.Phone, &p.Plan, &p.SignupDate)
 	return p, err
 }
 

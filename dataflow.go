@@ -1,0 +1,717 @@
+package glovebox
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// flowState is the data-flow state of one eval, or of a session across
+// its evals: the labelled values the guest was handed and their tokens.
+// It is plain data (see snapshot) so that it can be saved with a session.
+type flowState struct {
+	spec *flowSpec
+	mu   sync.Mutex
+	key  []byte            // keys the tokens; random per eval or session
+	byID map[string]*entry // token -> entry
+	byKV map[string]*entry // kind "\x00" value -> entry
+	all  []*entry          // in the order recorded
+	// shortest is the length of the shortest spelling of any entry: a
+	// shorter text holds none.
+	shortest int
+}
+
+// entry is one labelled value and the spellings it is recognised by.
+type entry struct {
+	kind  Kind
+	value string
+	token string
+	// plain is the value without whitespace, in ASCII lower case; hexes
+	// and b64s are its hex and base64 spellings (base64 as the fragments
+	// every encoding containing it at each alignment has); digits is
+	// set for phone and card values: their digits alone, and for a
+	// phone number of more than phoneTail digits also its last
+	// phoneTail digits (the number without its country code).
+	plain  string
+	hexes  []string
+	b64s   []string
+	digits []string
+}
+
+// phoneTail is how many trailing digits of a phone number are matched
+// on their own: enough to hold a national number written without the
+// country code (+1 212 555 0142 as 2125550142), few enough that the tail
+// is no common figure.
+const phoneTail = 9
+
+// minSpelled is the shortest value (in bytes) matched in base64 and
+// hex, and the shortest base64 fragment looked for: shorter ones would
+// match ordinary text by chance.
+const minSpelled = 8
+
+func (r *Runtime) newFlow() *flowState {
+	if r.flow == nil || len(r.flow.labels) == 0 {
+		return nil
+	}
+	key := make([]byte, 16)
+	rand.Read(key)
+	return &flowState{spec: r.flow, key: key, byID: map[string]*entry{}, byKV: map[string]*entry{}}
+}
+
+// record adds the labelled values fs to the state, minting tokens.
+func (f *flowState) record(fs []found) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range fs {
+		if x.value == "" || f.byKV[string(x.kind)+"\x00"+x.value] != nil {
+			continue
+		}
+		f.add(x.kind, x.value, "")
+	}
+}
+
+// add records one value under token (minted when "").
+func (f *flowState) add(kind Kind, value, token string) *entry {
+	if token == "" {
+		m := hmac.New(sha256.New, f.key)
+		m.Write([]byte(string(kind) + "\x00" + value))
+		sum := hex.EncodeToString(m.Sum(nil))
+		for n := 4; ; n += 2 {
+			token = "[[" + string(kind) + ":" + sum[:n] + "]]"
+			if f.byID[token] == nil || n >= len(sum) {
+				break
+			}
+		}
+	}
+	e := &entry{kind: kind, value: value, token: token}
+	e.plain = foldASCII(removeRunes(value, unicode.IsSpace))
+	if len(value) >= minSpelled {
+		for _, v := range uniq(value, strings.ToLower(value), strings.ToUpper(value)) {
+			e.hexes = append(e.hexes, hex.EncodeToString([]byte(v)))
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+				e.b64s = append(e.b64s, b64Fragments(enc, v)...)
+			}
+		}
+	}
+	if kind == KindPhone || kind == KindCard {
+		if d := removeRunes(value, func(r rune) bool { return r < '0' || r > '9' }); len(d) >= 6 {
+			e.digits = []string{d}
+			if kind == KindPhone && len(d) > phoneTail {
+				e.digits = append(e.digits, d[len(d)-phoneTail:])
+			}
+		}
+	}
+	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
+	f.all = append(f.all, e)
+	for _, n := range slices.Concat([]string{e.plain}, e.digits, e.hexes, e.b64s) {
+		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
+			f.shortest = len(n)
+		}
+	}
+	return e
+}
+
+func uniq(s ...string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// b64Fragments returns, for each of the three byte alignments v can have
+// inside longer data, the base64 characters that depend on v's bytes
+// alone: every base64 encoding of data containing v holds one of them.
+func b64Fragments(enc *base64.Encoding, v string) []string {
+	var out []string
+	n := len(v)
+	for k := range 3 {
+		buf := make([]byte, k, k+n+2)
+		buf = append(append(buf, v...), 0, 0)
+		s := enc.EncodeToString(buf)
+		lo, hi := (8*k+5)/6, (8*k+8*n)/6
+		if hi-lo >= minSpelled {
+			out = append(out, strings.TrimRight(s[lo:hi], "="))
+		}
+	}
+	return out
+}
+
+func removeRunes(s string, drop func(rune) bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !drop(r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// foldASCII lower-cases ASCII letters only, so byte offsets stay put.
+func foldASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// squeezed is a text with some runes removed, and where each kept byte
+// was in the original.
+type squeezed struct {
+	text string
+	at   []int
+}
+
+func squeeze(s string, drop func(rune) bool) squeezed {
+	if strings.IndexFunc(s, drop) < 0 {
+		return squeezed{text: s} // nothing to drop: offsets are the same
+	}
+	var b strings.Builder
+	at := make([]int, 0, len(s))
+	for i, r := range s {
+		if drop(r) {
+			continue
+		}
+		n := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			n = 1
+		}
+		b.WriteString(s[i : i+n])
+		for j := range n {
+			at = append(at, i+j)
+		}
+	}
+	return squeezed{b.String(), at}
+}
+
+// pos is where byte i of the squeezed text was in the original.
+func (q squeezed) pos(i int) int {
+	if q.at == nil {
+		return i
+	}
+	return q.at[i]
+}
+
+// span is a part of a text that spells a labelled value.
+type span struct {
+	lo, hi int
+	e      *entry
+	how    string // which spelling: "as is", "in hex", ...
+}
+
+func isSeparator(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune("-.()/+_", r)
+}
+
+// find returns where s spells a labelled value, in any of the spellings
+// recognised, earliest first; overlapping spans are all returned.
+func (f *flowState) find(s string) []span {
+	if len(f.all) == 0 || len(s) < f.shortest {
+		return nil
+	}
+	ws := squeeze(s, unicode.IsSpace)
+	folded := foldASCII(ws.text)
+	var digits squeezed
+	digitsMade := false
+	// A list of the value's characters, as p or inspect prints one:
+	// ["s", "a", ...].
+	var listed squeezed
+	var listedFolded string
+	if strings.ContainsAny(s, `"',`) {
+		listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
+		listedFolded = foldASCII(listed.text)
+	}
+	var out []span
+	look := func(sq squeezed, text, needle string, e *entry, how string) {
+		if needle == "" {
+			return
+		}
+		for from := 0; ; {
+			i := strings.Index(text[from:], needle)
+			if i < 0 {
+				return
+			}
+			i += from
+			out = append(out, span{sq.pos(i), sq.pos(i+len(needle)-1) + 1, e, how})
+			from = i + len(needle)
+		}
+	}
+	for _, e := range f.all {
+		look(ws, folded, e.plain, e, "in any case or spacing")
+		if listedFolded != "" {
+			look(listed, listedFolded, e.plain, e, "as a list of its characters")
+		}
+		for _, h := range e.hexes {
+			look(ws, folded, h, e, "in hex")
+		}
+		for _, b := range e.b64s {
+			look(ws, ws.text, b, e, "in base64")
+		}
+		for _, d := range e.digits {
+			if !digitsMade {
+				digits, digitsMade = squeeze(s, isSeparator), true
+			}
+			look(digits, digits.text, d, e, "as its digits")
+		}
+	}
+	slices.SortFunc(out, func(a, b span) int { return a.lo - b.lo })
+	return out
+}
+
+// redactString replaces each spelling of a labelled value in s by its
+// token.
+func (f *flowState) redactString(s string) string {
+	spans := f.find(s)
+	if len(spans) == 0 {
+		return s
+	}
+	var b strings.Builder
+	end := 0
+	for _, sp := range spans {
+		if sp.lo < end { // overlaps what was replaced: widen it
+			continue
+		}
+		b.WriteString(s[end:sp.lo])
+		b.WriteString(sp.e.token)
+		end = sp.hi
+		for _, o := range spans { // swallow overlapping spans
+			if o.lo < end && o.hi > end {
+				end = o.hi
+			}
+		}
+	}
+	b.WriteString(s[end:])
+	return b.String()
+}
+
+// redact returns v (data) with every string redacted.
+func (f *flowState) redact(v any) any {
+	switch x := v.(type) {
+	case string:
+		return f.redactString(x)
+	case []byte:
+		if utf8.Valid(x) {
+			return []byte(f.redactString(string(x)))
+		}
+		return x
+	case []any:
+		if s, ok := joinChars(x); ok && len(f.find(s)) > 0 {
+			return f.redactString(s) // the value's characters or bytes, one by one
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = f.redact(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[f.redactString(k)] = f.redact(e)
+		}
+		return out
+	}
+	return v
+}
+
+// redactGo redacts a Go value a tool returned: it is taken to its data
+// form first.
+func (f *flowState) redactGo(v any) any {
+	switch v.(type) {
+	case nil, bool, int64, float64, string, []any, map[string]any:
+		return f.redact(v)
+	}
+	b, err := wire.Encode(nil, v, wire.MaxDepth)
+	if err != nil {
+		return v
+	}
+	d, err := wire.Decode(b)
+	if err != nil {
+		return v
+	}
+	return f.redact(d)
+}
+
+// redactResult replaces labelled values in everything res shows.
+func (f *flowState) redactResult(res *Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res.flow = f
+	if len(f.all) == 0 {
+		return
+	}
+	res.Value = f.redact(res.Value)
+	res.Stdout, res.Stderr = f.redactString(res.Stdout), f.redactString(res.Stderr)
+	if e := res.Error; e != nil {
+		e.Message = f.redactString(e.Message)
+		for i, l := range e.Backtrace {
+			e.Backtrace[i] = f.redactString(l)
+		}
+	}
+	for i := range res.ToolCalls {
+		c := &res.ToolCalls[i]
+		c.Args.Positional, _ = f.redact(c.Args.Positional).([]any)
+		if c.Args.Keyword != nil {
+			c.Args.Keyword, _ = f.redact(c.Args.Keyword).(map[string]any)
+		}
+		c.Result = f.redactGo(c.Result)
+		c.Error = f.redactString(c.Error)
+	}
+}
+
+var tokenPattern = regexp.MustCompile(`\[\[([a-z][a-z0-9_]{0,31}):([0-9a-f]{4,64})\]\]`)
+
+// denial is why a call's arguments may not reach the tool.
+type denial struct {
+	kind Kind   // "" for an unknown token
+	msg  string // what the guest sees
+	// hidden: the value was found only in a variant of the arguments
+	// (decoded, reversed), where no token can replace it; the
+	// transcript drops them.
+	hidden bool
+}
+
+// checkArgs applies the tool's sink policy to args: tokens of accepted
+// kinds become their values, and the first labelled value or token of
+// another kind (or an unknown token) is reported.
+func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.spec.sinks[tool]
+	var d *denial
+	where := ""
+	var str func(s string) string
+	str = func(s string) string {
+		if d != nil {
+			return s
+		}
+		if strings.Contains(s, "[[") {
+			s = tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
+				e := f.byID[tok]
+				switch {
+				case d != nil:
+					return tok
+				case e == nil:
+					d = &denial{msg: fmt.Sprintf("%s: %s holds the token %s, which this session did not issue (tokens stand for values only in the session that showed them)", tool, where, tok)}
+					return tok
+				case !slices.Contains(p.Accepts, e.kind):
+					d = &denial{kind: e.kind, msg: fmt.Sprintf("%s may not receive %s data: %s holds the token %s", tool, e.kind, where, tok)}
+					return tok
+				}
+				return e.value
+			})
+			if d != nil {
+				return s
+			}
+		}
+		for _, v := range variants(s) {
+			for _, sp := range f.find(v.text) {
+				if !slices.Contains(p.Accepts, sp.e.kind) {
+					d = &denial{kind: sp.e.kind, hidden: v.how != "",
+						msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s%s)", tool, sp.e.kind, where, sp.e.kind, sp.how, v.how)}
+					return s
+				}
+			}
+		}
+		return s
+	}
+	var walk func(v any) (any, bool)
+	walk = func(v any) (any, bool) {
+		switch x := v.(type) {
+		case string:
+			n := str(x)
+			return n, n != x
+		case []byte:
+			if utf8.Valid(x) {
+				if s := str(string(x)); s != string(x) {
+					return []byte(s), true
+				}
+			}
+		case []any:
+			if j, ok := joinChars(x); ok && d == nil {
+				str(j) // the value's characters or bytes, one by one
+			}
+			var out []any
+			for i, e := range x {
+				if n, changed := walk(e); changed {
+					if out == nil {
+						out = slices.Clone(x)
+					}
+					out[i] = n
+				}
+			}
+			if out != nil {
+				return out, true
+			}
+		case map[string]any:
+			var out map[string]any
+			for k, e := range x {
+				nk := str(k)
+				n, changed := walk(e)
+				if nk != k || changed {
+					if out == nil {
+						out = maps.Clone(x)
+					}
+					delete(out, k)
+					out[nk] = n
+				}
+			}
+			if out != nil {
+				return out, true
+			}
+		}
+		return v, false
+	}
+	out := Args{}
+	if args.Positional != nil {
+		out.Positional = make([]any, len(args.Positional))
+		for i, a := range args.Positional {
+			where = fmt.Sprintf("argument %d", i+1)
+			out.Positional[i], _ = walk(a)
+		}
+	}
+	if args.Keyword != nil {
+		out.Keyword = make(map[string]any, len(args.Keyword))
+		for k, a := range args.Keyword {
+			where = "keyword " + k
+			out.Keyword[str(k)], _ = walk(a)
+		}
+	}
+	return out, d
+}
+
+// flowCheck is the call path's hook before a tool runs: it applies the
+// sink policy, asking the approver when the policy says so. It returns
+// the arguments the tool gets, whether approval was already given, and
+// the guest error of a refused call (nil when the call may go on).
+func (st *evalState) flowCheck(ctx context.Context, c *engine.Call, entry *ToolCall, args Args) (Args, bool, error) {
+	f := st.flow
+	out, d := f.checkArgs(c.Name, args)
+	if d == nil {
+		return out, false, nil
+	}
+	if d.kind != "" && f.spec.sinks[c.Name].Approve {
+		if reason, ok := st.approve(ctx, c, out); ok {
+			entry.Approval = "approved"
+			return out, true, nil
+		} else if reason != "" {
+			d.msg += "; approval: " + reason
+		}
+	}
+	if d.kind != "" && f.spec.sinks[c.Name].Approve {
+		entry.Approval = "denied"
+	}
+	if d.hidden {
+		entry.Args, entry.Elided = Args{}, true
+	}
+	st.finish(ctx, entry, OutcomeDenied, d.msg)
+	return args, false, &engine.GuestError{Class: "ToolDenied", Message: d.msg}
+}
+
+// flowRecord is the call path's hook after a tool returned v: it records
+// the values the tool's labels mark.
+func (st *evalState) flowRecord(tool string, v any) {
+	if labels := st.flow.spec.labels[tool]; len(labels) > 0 {
+		st.flow.record(collectLabels(labels, v))
+	}
+}
+
+// Reveal returns s with every token the eval (or its session, up to this
+// eval) issued replaced by the value it stands for: for the host, to show
+// a person what the model wrote about their data. Text without tokens,
+// and a Result of an eval without labels, give s back.
+func (r *Result) Reveal(s string) string {
+	if r.flow == nil || !strings.Contains(s, "[[") {
+		return s
+	}
+	r.flow.mu.Lock()
+	defer r.flow.mu.Unlock()
+	return tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
+		if e := r.flow.byID[tok]; e != nil {
+			return e.value
+		}
+		return tok
+	})
+}
+
+// variant is a text decoded or rewritten the way a program might hide a
+// value in it.
+type variant struct {
+	text, how string
+}
+
+var spelledAt = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(at)\b\s*[\])}>]?\s*`)
+var spelledDot = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(dot)\b\s*[\])}>]?\s*`)
+
+// variants returns s and the texts a sink also checks: s URL-decoded,
+// with " at " and " dot " (bracketed or not) read as @ and ., and
+// reversed. Only sinks check them: a match has no place in s to put a
+// token at.
+func variants(s string) []variant {
+	out := []variant{{s, ""}}
+	if strings.ContainsRune(s, '%') {
+		if u, err := url.QueryUnescape(s); err == nil && u != s {
+			out = append(out, variant{u, ", URL-encoded"})
+		}
+	}
+	if sp := spelledDot.ReplaceAllString(spelledAt.ReplaceAllString(s, "@"), "."); sp != s {
+		out = append(out, variant{sp, ", spelled out"})
+	}
+	r := []rune(s)
+	slices.Reverse(r)
+	return append(out, variant{string(r), ", reversed"})
+}
+
+// redactTees makes the eval's live output (WithOutput) go out redacted,
+// a line at a time: a line is written once its newline arrives, the rest
+// when the eval ends (the returned flush, which the caller runs after the
+// eval). Without labels it changes nothing.
+func (st *evalState) redactTees(req *engine.Request) (flush func()) {
+	if st.flow == nil || (req.StdoutTee == nil && req.StderrTee == nil) {
+		return func() {}
+	}
+	var ws []*lineRedactor
+	for _, tee := range []*io.Writer{&req.StdoutTee, &req.StderrTee} {
+		if *tee != nil {
+			lr := &lineRedactor{w: *tee, f: st.flow}
+			*tee = lr
+			ws = append(ws, lr)
+		}
+	}
+	return func() {
+		for _, lr := range ws {
+			lr.flush()
+		}
+	}
+}
+
+// lineRedactor writes whole lines, redacted, to w.
+type lineRedactor struct {
+	w   io.Writer
+	f   *flowState
+	buf []byte
+}
+
+func (l *lineRedactor) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		l.emit(l.buf[:i+1])
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lineRedactor) emit(b []byte) {
+	l.f.mu.Lock()
+	s := l.f.redactString(string(b))
+	l.f.mu.Unlock()
+	l.w.Write([]byte(s))
+}
+
+func (l *lineRedactor) flush() {
+	if len(l.buf) > 0 {
+		l.emit(l.buf)
+		l.buf = nil
+	}
+}
+
+// flowSaved is the saved form of a flowState, for a suspended session:
+// the key tokens are made with and every labelled value with its kind and
+// token, in the order recorded. It holds the values in clear, so it must
+// be sealed (encrypted and authenticated) with the rest of the session's
+// state before it leaves the process.
+type flowSaved struct {
+	Key    []byte       `json:"key"`
+	Values []flowSavedV `json:"values"`
+}
+
+type flowSavedV struct {
+	Kind  Kind   `json:"kind"`
+	Value string `json:"value"`
+	Token string `json:"token"`
+}
+
+// save returns f's saved form; nil for a nil f (no labels).
+func (f *flowState) save() *flowSaved {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &flowSaved{Key: slices.Clone(f.key), Values: make([]flowSavedV, 0, len(f.all))}
+	for _, e := range f.all {
+		s.Values = append(s.Values, flowSavedV{e.kind, e.value, e.token})
+	}
+	return s
+}
+
+// restoreFlow makes the data-flow state a session resumed from s has on
+// r: the same tokens for the same values, and new values' tokens made
+// with the same key. It fails when r has no labels but s holds values,
+// or s is malformed.
+func (r *Runtime) restoreFlow(s *flowSaved) (*flowState, error) {
+	f := r.newFlow()
+	if s == nil {
+		return f, nil
+	}
+	if f == nil {
+		if len(s.Values) > 0 {
+			return nil, fmt.Errorf("glovebox: the saved session holds %d labelled values, and this Runtime labels no tool", len(s.Values))
+		}
+		return nil, nil
+	}
+	if len(s.Key) != len(f.key) {
+		return nil, fmt.Errorf("glovebox: the saved data-flow state has a %d-byte key, want %d", len(s.Key), len(f.key))
+	}
+	f.key = slices.Clone(s.Key)
+	for _, v := range s.Values {
+		if !kindPattern.MatchString(string(v.Kind)) || !tokenPattern.MatchString(v.Token) || f.byID[v.Token] != nil {
+			return nil, fmt.Errorf("glovebox: the saved data-flow state has a bad entry (kind %q, token %q)", v.Kind, v.Token)
+		}
+		f.add(v.Kind, v.Value, v.Token)
+	}
+	return f, nil
+}
+
+// joinChars joins a list of one-character strings, or of integers that
+// are bytes, into the string they spell; ok is false for any other list
+// (or one shorter than minSpelled).
+func joinChars(x []any) (s string, ok bool) {
+	if len(x) < minSpelled {
+		return "", false
+	}
+	b := make([]byte, 0, len(x))
+	for _, e := range x {
+		switch c := e.(type) {
+		case string:
+			if utf8.RuneCountInString(c) != 1 {
+				return "", false
+			}
+			b = append(b, c...)
+		case int64:
+			if c < 0 || c > 255 {
+				return "", false
+			}
+			b = append(b, byte(c))
+		default:
+			return "", false
+		}
+	}
+	return string(b), true
+}
