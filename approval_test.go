@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,4 +176,14 @@ func mustJSON(v any) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// Glovebox::ToolDenied exists before any call is denied: a rescue clause
+// naming it, reached by another exception first, is no NameError.
+func TestToolDeniedDefinedBeforeUse(t *testing.T) {
+	r := newRuntime(t, glovebox.Config{})
+	res := eval(t, r, `begin; raise "other"; rescue Glovebox::ToolDenied; :denied; rescue => e; [e.class.name, Glovebox::ToolDenied.ancestors.include?(Glovebox::ToolError)]; end`)
+	if fmt.Sprint(res.Value) != "[RuntimeError true]" {
+		t.Fatalf("%v %+v", res.Value, res.Error)
+	}
 }

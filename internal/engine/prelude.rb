@@ -25,6 +25,10 @@ module Glovebox
   class Error < StandardError; end
   # A host tool failed, was vetoed, or was called with bad arguments.
   class ToolError < Error; end
+  # A call was denied: by a person (approval) or by the data-flow policy.
+  # It exists from the start, so a rescue clause naming it works before
+  # any call was denied.
+  class ToolDenied < ToolError; end
   # Glovebox.call named a tool the host did not expose.
   class UnknownToolError < Error; end
   # The value of the last expression cannot cross to the host.
@@ -38,7 +42,7 @@ module Glovebox
   MAX_MESSAGE = 16 * 1024
   MAX_FRAMES = 50
   ERRORS = {
-    "ToolError" => ToolError, "UnknownToolError" => UnknownToolError,
+    "ToolError" => ToolError, "UnknownToolError" => UnknownToolError, "ToolDenied" => ToolDenied,
     "TypeError" => TypeError, "ArgumentError" => ArgumentError,
   }.freeze
 
