@@ -78,7 +78,7 @@ func Node(t testing.TB) string {
 
 // nodeMajor returns the major version of the node binary at p, or 0.
 func nodeMajor(p string) int {
-	out, err := exec.Command(p, "--version").Output()
+	out, err := spawn.Output(exec.Command(p, "--version"))
 	if err != nil {
 		return 0
 	}
