@@ -83,6 +83,17 @@ type Config struct {
 	// returns a function called when it ends. Zero means each step is
 	// logged through Logger at Info level as it starts and ends.
 	Progress func(step string) (done func())
+	// StateKeys seals the states of suspended sessions and evals and
+	// opens them (see Session.Suspend, StatusSuspended). Nil means
+	// nothing can be suspended or resumed: Session.Suspend fails with
+	// ErrNotSuspendable, a suspend request raises Glovebox::ToolError in
+	// the guest, and resuming fails with ErrStateKey.
+	StateKeys *Keyring
+	// StateStore, if set, is told the id of every state ResumeSession and
+	// Continue open, before anything runs, and refuses one continued
+	// before (ErrStateUsed): each state then continues at most once. Nil
+	// means no record is kept, and a state can be continued many times.
+	StateStore StateStore
 }
 
 // Runtime runs evals. It is safe for concurrent use; every eval runs in a
@@ -99,6 +110,8 @@ type Runtime struct {
 	mounts  []Mount
 	hooks   Hooks
 	log     *slog.Logger
+	keys    *Keyring   // Config.StateKeys
+	store   StateStore // Config.StateStore
 }
 
 // shared is what a Runtime and the views WithLimits derives from it have
@@ -193,7 +206,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]hostTool{}, mounts: slices.Clone(cfg.Mounts)}
+	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]hostTool{}, mounts: slices.Clone(cfg.Mounts),
+		keys: cfg.StateKeys, store: cfg.StateStore}
 	if cfg.Tools != nil {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()

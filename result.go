@@ -75,6 +75,13 @@ type Result struct {
 	// found a mount's host directory replaced and so ran in a fresh VM
 	// (with StatusOK or StatusError). Always false outside sessions.
 	SessionReset bool
+	// Pending is the tool call the eval waits in, with StatusSuspended;
+	// nil otherwise.
+	Pending *PendingCall
+	// State is the sealed state to continue a StatusSuspended eval from
+	// (Runtime.Continue; for a session's eval, Runtime.ResumeSession and
+	// Session.Continue); nil otherwise. It is not part of MarshalJSON.
+	State []byte
 }
 
 // GuestError describes why an eval did not end with StatusOK. Backtrace

@@ -1,0 +1,211 @@
+package glovebox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Suspension: a session's state, or an eval paused inside a tool call, as
+// sealed bytes that a Runtime in any process can continue.
+//
+// An idle [Session] becomes bytes with [Session.Suspend] and a working
+// session again with [Runtime.ResumeSession]: its variables, methods,
+// constants, loaded libraries and random generator are exactly as they
+// were.
+//
+// A tool call can be suspended instead of answered: a tool, [Hooks].BeforeCall
+// (a host-wide policy) or [Hooks].Approver (a person decides later) returns
+// an error wrapping [ErrSuspend] (see [SuspendCall]). The eval then ends
+// with [StatusSuspended]; its Result holds the pending call
+// ([Result.Pending]) and the sealed state ([Result.State]), and its
+// Stdout, Stderr, ToolCalls and FuelUsed so far. [Runtime.Continue] (or,
+// for a session's eval, [Runtime.ResumeSession] then [Session.Continue])
+// answers the call and runs the program on from inside it, as if it had
+// never stopped; it may suspend again at a later call. The final Result
+// reports the whole eval: all its output, its whole transcript, its fuel
+// and tool time; its Duration and its wall-clock limit count only the
+// time spent running.
+//
+// States are sealed with the Runtime's [Keyring] (AES-256-GCM, after
+// compression) and name what they need: the guest image and state-format
+// versions, the tools and their documented schemas, the mount layout
+// (guest paths and access, never host paths) and the limits. A state that
+// is damaged, sealed with a key the ring lacks, or given to a Runtime that
+// differs is refused before any guest code runs, with [ErrStateInvalid],
+// [ErrStateKey] or [ErrStateMismatch] (a *[StateMismatchError] naming the
+// difference). See RATIONALE.md, "Why are paused evals replayed?", for how
+// an eval paused in a call is continued, and what refuses to suspend.
+
+// StatusSuspended: the eval stopped inside a tool call that was suspended
+// instead of answered (class Glovebox::Suspended). [Result.Pending] names
+// the call and [Result.State] holds the sealed state to continue it from.
+const StatusSuspended Status = "suspended"
+
+// Errors of suspension and resumption.
+var (
+	// ErrSuspend, returned (or wrapped) by a tool, Hooks.BeforeCall or
+	// Hooks.Approver, suspends the eval at that call instead of answering
+	// it (see [SuspendCall]). A Runtime without StateKeys cannot suspend:
+	// the guest then sees Glovebox::ToolError saying so.
+	ErrSuspend = errors.New("glovebox: suspend the eval at this tool call")
+	// ErrNotSuspendable is returned by [Session.Suspend] for a session
+	// that cannot be suspended now, and is the reason a suspend request
+	// is refused (the guest sees Glovebox::ToolError with the message);
+	// the message says why and what to change.
+	ErrNotSuspendable = errors.New("glovebox: cannot suspend")
+	// ErrStateInvalid: the bytes are not a state glovebox sealed, or were
+	// damaged — truncated, or any byte changed (the authentication
+	// failed).
+	ErrStateInvalid = errors.New("glovebox: invalid state")
+	// ErrStateKey: the state was sealed with a key the Runtime's Keyring
+	// does not hold (the message names the key id), or the Runtime has no
+	// Keyring.
+	ErrStateKey = errors.New("glovebox: state sealed with an unknown key")
+	// ErrStateMismatch: the state needs a Runtime unlike this one; the
+	// error is a *StateMismatchError naming the difference.
+	ErrStateMismatch = errors.New("glovebox: state made by a different runtime")
+	// ErrStateUsed: Config.StateStore says the state was continued
+	// before.
+	ErrStateUsed = errors.New("glovebox: state already continued")
+	// ErrStateDiverged: an eval paused in a call did not reach the same
+	// call again when continued (see RATIONALE.md, "Why are paused evals
+	// replayed?"): a mounted file it read had changed, for instance. The
+	// eval's effects stay inside the discarded VM.
+	ErrStateDiverged = errors.New("glovebox: the paused eval did not replay to its call")
+	// ErrSessionPaused is returned by Session.Eval on a session paused in
+	// a tool call (answer it with Session.Continue first), and by
+	// Session.Continue on one that is not.
+	ErrSessionPaused = errors.New("glovebox: session is paused in a tool call")
+)
+
+// StateMismatchError names what a state needs that a Runtime lacks. It
+// matches [ErrStateMismatch] under errors.Is.
+type StateMismatchError struct {
+	// What differs: "format", "image", "tools", "mounts", "limits" or
+	// "kind" (a session's state given to Runtime.Continue, or the other
+	// way round).
+	What string
+	// State and Runtime describe each side (a version, a hash, a list).
+	State, Runtime string
+}
+
+func (e *StateMismatchError) Error() string {
+	return fmt.Sprintf("glovebox: state made by a different runtime: its %s is %s, this runtime's is %s", e.What, e.State, e.Runtime)
+}
+
+// Is reports whether target is ErrStateMismatch.
+func (e *StateMismatchError) Is(target error) bool { return target == ErrStateMismatch }
+
+// SuspendCall returns an error wrapping [ErrSuspend] that gives the
+// reason the call waits (a person's approval, a slow job); the reason is
+// [PendingCall].Reason. An empty reason is "suspended".
+func SuspendCall(reason string) error {
+	if reason == "" {
+		reason = "suspended"
+	}
+	return &suspendRequest{reason: reason}
+}
+
+type suspendRequest struct{ reason string }
+
+func (s *suspendRequest) Error() string {
+	return "glovebox: suspend the eval at this tool call: " + s.reason
+}
+func (s *suspendRequest) Is(target error) bool { return target == ErrSuspend }
+
+// PendingCall is the tool call a suspended eval waits in.
+type PendingCall struct {
+	// ID names this pause: the state's id (32 hex digits), unique per
+	// suspension, the key a StateStore records.
+	ID string
+	// Name and Args are the call as the guest made it.
+	Name string
+	Args Args
+	// Reason is what SuspendCall was given ("suspended" for a bare
+	// ErrSuspend).
+	Reason string
+	// Approval is set when the Approver suspended the call: the call has
+	// not run, and answering it with a value answers for the tool.
+	Approval bool
+}
+
+// Answer answers a pending call. The zero Answer returns nil to the
+// guest.
+type Answer struct {
+	// Value is what the call returns, as a tool's result would be.
+	Value any
+	// Err, if set, raises in the guest as a tool's error does: a
+	// *ToolError chooses the class, any other error raises
+	// Glovebox::ToolError with its message (through Hooks.SanitizeError).
+	// The guest can rescue it.
+	Err error
+	// Denied raises Glovebox::ToolDenied with Reason ("denied" if empty),
+	// as a denying Approver does.
+	Denied bool
+	Reason string
+}
+
+// StateStore records which states were continued, so a front end can
+// continue each at most once: set Config.StateStore, and ResumeSession
+// and Continue claim a state's id before running it, failing with
+// [ErrStateUsed] when it was claimed before. Implementations must be safe
+// for concurrent use; see [DirStateStore].
+type StateStore interface {
+	// Claim records id as continued. It returns an error wrapping
+	// ErrStateUsed when id was claimed before, or another error when it
+	// cannot tell (the state is then not continued).
+	Claim(ctx context.Context, id string) error
+}
+
+// Suspend returns the session's complete state as sealed bytes and
+// closes the session, whose VM is freed: nothing of it stays in this
+// process. [Runtime.ResumeSession] makes a working session of the bytes
+// in any process with a compatible Runtime. A session that never ran an
+// eval is suspended too (its state is a fresh VM's).
+//
+// It fails with [ErrNotSuspendable] (the session stays usable) when the
+// Runtime has no StateKeys, when the guest keeps files open (close them
+// first: an open file's descriptor cannot be carried), or when a mount is
+// writable; with [ErrSessionPaused] on a paused session, whose state was
+// given by the eval that paused it; with ErrClosed after Close.
+func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
+	return nil, fmt.Errorf("%w: not implemented yet", ErrNotSuspendable)
+}
+
+// ResumeSession makes a session of a state from [Session.Suspend], or of
+// a session eval's [StatusSuspended] Result.State (the session is then
+// paused: [Session.Pending] names the call, and [Session.Continue]
+// answers it). The state is opened and checked before anything runs; it
+// fails with [ErrStateInvalid], [ErrStateKey], [ErrStateMismatch] (a
+// *StateMismatchError), [ErrStateUsed] (with Config.StateStore) or
+// ErrClosed.
+func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, error) {
+	return nil, errors.New("glovebox: ResumeSession: not implemented yet")
+}
+
+// Pending returns the tool call a paused session waits in, or nil.
+func (s *Session) Pending() *PendingCall { return nil }
+
+// Continue answers the call a paused session waits in and runs its eval
+// on from inside the call; the Result is that eval's whole Result, as
+// Session.EvalWith returns it (it may be StatusSuspended again). opts may
+// give WithOutput, which receives only output made after the pause.
+// It fails with ErrSessionPaused when the session is not paused, and with
+// [ErrStateDiverged] when the eval cannot be continued (the session is
+// then reset, as after a trap).
+func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
+	return nil, errors.New("glovebox: Session.Continue: not implemented yet")
+}
+
+// Continue answers the pending call of a Runtime.Eval's [StatusSuspended]
+// Result (given its State) and runs the eval on from inside the call, in
+// a fresh VM of r; the Result is the whole eval's (it may be
+// StatusSuspended again, at a later call). opts may give WithOutput,
+// which receives only output made after the pause; input options are
+// refused (the eval keeps its own). It fails as ResumeSession does
+// (a session's state is a StateMismatchError of "kind"), and with
+// [ErrStateDiverged].
+func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
+	return nil, errors.New("glovebox: Continue: not implemented yet")
+}
