@@ -255,6 +255,11 @@ void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
 long gb_slot_checkpoint(gb_slot *s);
 long gb_slot_rewind(gb_slot *s);
+long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages);
+uint64_t gb_slot_ck_hash(gb_slot *s);
+int gb_slot_has_ck(gb_slot *s);
+size_t gb_slot_image_len(gb_slot *s);
+wasmtime_error_t *wasmtime_memory_grow(wasmtime_context_t *, const wasmtime_memory_t *, uint64_t delta, uint64_t *prev);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
 // memory growth past mem_limit is refused (memory.grow returns -1) and

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// TestSessionCaptureRestore: a session's state captured in one pool and
+// restored in another (each with its own VMs) carries its variables,
+// methods, heap and random generator.
+func TestSessionCaptureRestore(t *testing.T) {
+	ctx := context.Background()
+	pa, err := testEngine.NewPool(ctx, 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	pb, err := testEngine.NewPool(ctx, 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	run := func(s *Session, code string) any {
+		t.Helper()
+		out, _, err := s.Eval(ctx, &Request{Code: code, Limits: testLimits})
+		if err != nil || out.Status != StatusOK {
+			t.Fatalf("%q: %v %+v %+v", code, err, out, out.Error)
+		}
+		return out.Value
+	}
+	for _, big := range []bool{false, true} {
+		a, _ := pa.NewSession()
+		setup := `x = 41; def f(y) = y * 2; $s = "ab" * 10; srand(7); rand(1000)`
+		if big {
+			setup = `x = 41; def f(y) = y * 2; $s = "ab" * 5_000_000; srand(7); rand(1000)`
+		}
+		run(a, setup)
+		st, err := a.Capture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("big=%v: state %d bytes", big, len(st))
+		want := run(a, `[x, f(x), $s.size, rand(1_000_000)]`)
+		a.Close()
+		b, err := pb.RestoreSession(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := run(b, `[x, f(x), $s.size, rand(1_000_000)]`)
+		b.Close()
+		if !sameValue(got, want) {
+			t.Fatalf("restored %v, straight %v", got, want)
+		}
+	}
+}
+
+func sameValue(a, b any) bool { return fmt.Sprint(normal(a)) == fmt.Sprint(normal(b)) }
