@@ -410,11 +410,12 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err != nil {
 		return nil, err
 	}
+	st.journaled(req)
 	out, err := sh.pool.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return st.result(out), nil
+	return st.finishEval(sh, out, req, statePaused), nil
 }
 
 // request makes the engine request for one eval of code.
@@ -470,6 +471,10 @@ type evalState struct {
 	calls    []ToolCall
 	toolTime time.Duration
 	kept     int // bytes of arguments and results kept in the transcript
+	// Suspension (suspend_eval.go): the eval's journal and pause, if it
+	// may suspend; the Approver's request to suspend the call it decides.
+	sus             *pause
+	approverSuspend error
 }
 
 const maxToolDepth = 64
@@ -488,6 +493,9 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
+	if st.sus != nil && st.sus.answer != nil {
+		return st.answerPending(ctx, c, &entry) // suspend_eval.go
+	}
 	st.keep(&entry, c.Size)
 	st.mu.Lock()
 	n := len(st.calls)
@@ -515,12 +523,20 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	}
 	if r.hooks.BeforeCall != nil {
 		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
+			if errors.Is(err, ErrSuspend) {
+				return st.suspendCall(ctx, c, &entry, err, false)
+			}
 			st.finish(ctx, &entry, err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
 	if r.approve[c.Name] {
 		if reason, ok := st.approve(ctx, c, args); !ok {
+			if st.approverSuspend != nil {
+				err := st.approverSuspend
+				st.approverSuspend = nil
+				return st.suspendCall(ctx, c, &entry, err, true)
+			}
 			entry.Approval = "denied"
 			st.finish(ctx, &entry, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
@@ -578,19 +594,29 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		st.finish(ctx, &entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	if err := out.err; err != nil {
+	if out.err != nil && errors.Is(out.err, ErrSuspend) {
+		return st.suspendCall(ctx, c, &entry, out.err, false)
+	}
+	return st.reply(ctx, c, &entry, out.value, out.err)
+}
+
+// reply answers call c with a tool's value or error, as the guest sees
+// it, and records entry.
+func (st *evalState) reply(ctx context.Context, c *engine.Call, entry *ToolCall, value any, err error) ([]byte, error) {
+	r := st.r
+	if err != nil {
 		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
 			if ge != nil {
-				st.finish(ctx, &entry, ge.Message)
+				st.finish(ctx, entry, ge.Message)
 				return nil, ge
 			}
-			st.finish(ctx, &entry, ab.Message)
+			st.finish(ctx, entry, ab.Message)
 			return nil, ab
 		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			st.finish(ctx, &entry, msg)
+			st.finish(ctx, entry, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -599,27 +625,27 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			st.finish(ctx, &entry, te.Message)
+			st.finish(ctx, entry, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, entry, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
-	b, err := engine.Answer(nil, out.value, maxToolDepth)
+	b, err := engine.Answer(nil, value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, entry, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
 		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, entry, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	entry.Result = out.value
-	st.keep(&entry, len(b))
-	st.finish(ctx, &entry, "")
+	entry.Result = value
+	st.keep(entry, len(b))
+	st.finish(ctx, entry, "")
 	return b, nil
 }
 

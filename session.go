@@ -34,8 +34,14 @@ import (
 // the order they acquire it.
 type Session struct {
 	r    *Runtime
+	sh   *shared // the engine and pool s belongs to
 	s    *engine.Session
 	once sync.Once
+	// mu guards the fields of a session paused in a tool call (see
+	// suspend.go): its sealed state and its pending call.
+	mu      sync.Mutex
+	paused  []byte
+	pending *PendingCall
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -53,7 +59,7 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{r: r, s: s}, nil
+	return &Session{r: r, sh: sh, s: s}, nil
 }
 
 // Eval runs code in the session's VM and returns what it did, as
@@ -73,13 +79,15 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
 	}
+	if s.isPaused() {
+		return nil, ErrSessionPaused
+	}
+	st.journaled(req)
 	out, reset, err := s.s.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	res := st.result(out)
-	res.SessionReset = reset
-	return res, nil
+	return s.report(st.finishEval(s.sh, out, req, stateSessionPaused), reset), nil
 }
 
 // Close frees the session's VM, waiting for a running eval to end. It is

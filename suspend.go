@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
 // Suspension: a session's state, or an eval paused inside a tool call, as
@@ -162,15 +164,39 @@ type StateStore interface {
 // closes the session, whose VM is freed: nothing of it stays in this
 // process. [Runtime.ResumeSession] makes a working session of the bytes
 // in any process with a compatible Runtime. A session that never ran an
-// eval is suspended too (its state is a fresh VM's).
+// eval is suspended too (its state is a fresh VM's). Do not run an eval
+// on the session while it is suspended: the state is taken before or
+// after it, and the session is closed.
 //
 // It fails with [ErrNotSuspendable] (the session stays usable) when the
-// Runtime has no StateKeys, when the guest keeps files open (close them
-// first: an open file's descriptor cannot be carried), or when a mount is
-// writable; with [ErrSessionPaused] on a paused session, whose state was
-// given by the eval that paused it; with ErrClosed after Close.
+// Runtime has no StateKeys or when the guest keeps files open (close them
+// first: an open file's descriptor cannot be carried to another process);
+// with [ErrSessionPaused] on a session paused in a tool call, whose state
+// the eval that paused it gave; with ErrClosed after Close.
 func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
-	return nil, fmt.Errorf("%w: not implemented yet", ErrNotSuspendable)
+	if s.isPaused() {
+		return nil, ErrSessionPaused
+	}
+	if s.r.keys == nil {
+		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
+	}
+	base, err := s.s.Capture()
+	if err != nil {
+		var ns *engine.NotSuspendable
+		if errors.As(err, &ns) {
+			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
+		}
+		return nil, err
+	}
+	e := &benc{}
+	s.r.manifest(s.sh).put(e)
+	e.bytes(base)
+	state, _, err := sealState(s.r.keys, stateIdle, e.b)
+	if err != nil {
+		return nil, err
+	}
+	s.Close()
+	return state, nil
 }
 
 // ResumeSession makes a session of a state from [Session.Suspend], or of
@@ -178,34 +204,172 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 // paused: [Session.Pending] names the call, and [Session.Continue]
 // answers it). The state is opened and checked before anything runs; it
 // fails with [ErrStateInvalid], [ErrStateKey], [ErrStateMismatch] (a
-// *StateMismatchError), [ErrStateUsed] (with Config.StateStore) or
-// ErrClosed.
+// *StateMismatchError), [ErrStateUsed] (with Config.StateStore; a paused
+// session's state is claimed when Continue answers it) or ErrClosed.
 func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, error) {
-	return nil, errors.New("glovebox: ResumeSession: not implemented yet")
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.open(sh, state, stateIdle, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	if o.hdr.kind == stateSessionPaused {
+		p, err := decodePaused(o.body)
+		if err != nil {
+			return nil, err
+		}
+		es, err := sh.pool.NewSession()
+		if err != nil {
+			return nil, err
+		}
+		pc := p.pending
+		pc.ID = o.hdr.id
+		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
+	}
+	base := o.body.bytes()
+	if o.body.err != nil || len(o.body.b) != 0 {
+		return nil, fmt.Errorf("%w: the session's state is malformed", ErrStateInvalid)
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	es, err := sh.pool.RestoreSession(base)
+	if err != nil {
+		return nil, restoreError(err)
+	}
+	return &Session{r: r, sh: sh, s: es}, nil
+}
+
+// restoreError reports the engine's refusal of a session's state.
+func restoreError(err error) error {
+	var bm *engine.BaseMismatch
+	if errors.As(err, &bm) {
+		return &StateMismatchError{What: "prepared VM", State: bm.State, Runtime: bm.Here}
+	}
+	if errors.Is(err, engine.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrStateInvalid, err)
 }
 
 // Pending returns the tool call a paused session waits in, or nil.
-func (s *Session) Pending() *PendingCall { return nil }
+func (s *Session) Pending() *PendingCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		return nil
+	}
+	pc := *s.pending
+	return &pc
+}
+
+func (s *Session) isPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused != nil
+}
+
+// report makes a session eval's Result; a suspended eval pauses the
+// session.
+func (s *Session) report(res *Result, reset bool) *Result {
+	res.SessionReset = reset
+	if res.Status == StatusSuspended {
+		res.SessionReset = false // the state is in res.State, not lost
+		s.mu.Lock()
+		s.paused, s.pending = res.State, res.Pending
+		s.mu.Unlock()
+	}
+	return res
+}
 
 // Continue answers the call a paused session waits in and runs its eval
 // on from inside the call; the Result is that eval's whole Result, as
-// Session.EvalWith returns it (it may be StatusSuspended again). opts may
-// give WithOutput, which receives only output made after the pause.
-// It fails with ErrSessionPaused when the session is not paused, and with
-// [ErrStateDiverged] when the eval cannot be continued (the session is
-// then reset, as after a trap).
+// Session.EvalWith returns it (it may be StatusSuspended again, and the
+// session paused again). opts may give WithOutput, which receives only
+// output made after the pause; input options fail with ErrInvalidInput.
+// It fails with ErrSessionPaused when the session is not paused,
+// [ErrStateUsed] when Config.StateStore says the pause was continued
+// before, and [ErrStateDiverged] when the eval cannot be continued (the
+// session is then no longer paused, and its next eval starts from a
+// fresh VM).
 func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
-	return nil, errors.New("glovebox: Session.Continue: not implemented yet")
+	s.mu.Lock()
+	state := s.paused
+	s.mu.Unlock()
+	if state == nil {
+		return nil, fmt.Errorf("%w: not paused: there is no call to answer", ErrSessionPaused)
+	}
+	r := s.r
+	o, err := r.open(s.sh, state, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodePaused(o.body)
+	if err != nil {
+		return nil, err
+	}
+	req, st := r.request(p.code)
+	if err := outputOnly(req, r.limits, opts); err != nil {
+		return nil, err
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	es, err := s.sh.pool.RestoreSession(p.base)
+	if err != nil {
+		return nil, restoreError(err)
+	}
+	s.s.Close()
+	s.s = es
+	s.mu.Lock()
+	s.paused, s.pending = nil, nil
+	s.mu.Unlock()
+	st.resume(req, p, a, o.hdr.id)
+	out, reset, err := s.s.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := st.continued(s.sh, out, req, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	return s.report(res, reset), nil
 }
 
 // Continue answers the pending call of a Runtime.Eval's [StatusSuspended]
 // Result (given its State) and runs the eval on from inside the call, in
 // a fresh VM of r; the Result is the whole eval's (it may be
 // StatusSuspended again, at a later call). opts may give WithOutput,
-// which receives only output made after the pause; input options are
-// refused (the eval keeps its own). It fails as ResumeSession does
-// (a session's state is a StateMismatchError of "kind"), and with
-// [ErrStateDiverged].
+// which receives only output made after the pause; input options fail
+// with ErrInvalidInput (the eval keeps its own). It fails as
+// ResumeSession does (a session's state is a StateMismatchError of
+// "kind"), and with [ErrStateDiverged].
 func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
-	return nil, errors.New("glovebox: Continue: not implemented yet")
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.open(sh, state, statePaused)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodePaused(o.body)
+	if err != nil {
+		return nil, err
+	}
+	req, st := r.request(p.code)
+	if err := outputOnly(req, r.limits, opts); err != nil {
+		return nil, err
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	st.resume(req, p, a, o.hdr.id)
+	out, err := sh.pool.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return st.continued(sh, out, req, statePaused)
 }

@@ -133,6 +133,11 @@ func (v *VM) baseHash() uint64 {
 	return v.ck.hash
 }
 
+// Identity names what a state taken in e's VMs depends on: the guest
+// interface version, the image, the compiled code's settings (metering
+// included) and the snapshot's layout version.
+func (e *Engine) Identity() string { return Version + "/" + e.cacheDir[len(e.cacheDir)-24:] }
+
 // errBadState is wrapped by RestoreSession's refusals of malformed bytes.
 var errBadState = errors.New("malformed session state")
 
