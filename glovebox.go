@@ -357,6 +357,10 @@ type Stats struct {
 	// for the next eval instead of being freed; VMsReused counts evals
 	// that ran in one. Every eval still sees a fresh VM's state.
 	VMsRewound, VMsReused uint64
+	// VMsLive is how many VMs of the engine exist now (running, idle in
+	// pools, rewound and waiting, or held by sessions), every Runtime on
+	// the engine included: the linear memories not yet freed.
+	VMsLive uint64
 	// PagesRestored counts the 4 KiB pages resets and rewinds copied
 	// back: divided by MemoriesReused + VMsRewound, the pages a typical
 	// eval writes.
@@ -375,7 +379,7 @@ func (r *Runtime) Stats() Stats {
 	ms := eng.MemoryStats()
 	rw, ru := eng.ReuseStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped,
-		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored}
+		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored, VMsLive: ms.Live}
 }
 
 // Mounts returns the directories the guest may use, as configured.
