@@ -16,13 +16,19 @@ demo:
 	$(GO) run ./examples/demo examples/*.rb
 
 # The full test suite, against the real engine. The first run fetches the
-# Ruby image with npm and compiles it (about a minute on 2 cores); `setup`
-# does that first, with progress on stderr (go test hides the output of
-# passing tests). Later runs reuse the on-disk cache.
+# Ruby image with npm and compiles it (one to two minutes on 2 cores);
+# `setup` does that first, with progress on stderr (go test hides the
+# output of passing tests). Later runs reuse the on-disk cache. The tests
+# run through internal/testsum: go test's own output and exit code, then,
+# on stderr, the tests that skipped, grouped by reason, with what to
+# install to run them (bubblewrap, runsc, Node.js: README, Prerequisites).
+# TESTARGS replaces the go test arguments.
+TESTARGS ?= -count=1 -timeout 20m ./...
 test:
 	@echo "make test: building glovebox (silent; minutes on a first build), then its one-time setup..."
 	$(GO) run ./cmd/glovebox setup
-	$(GO) test -count=1 -timeout 20m ./...
+	@d=$$(mktemp -d) && $(GO) build -o $$d/testsum ./internal/testsum && \
+	GO=$(GO) $$d/testsum $(TESTARGS); rc=$$?; rm -rf $$d; exit $$rc
 
 # The concurrency-sensitive tests under the race detector (slow).
 race:

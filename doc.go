@@ -121,7 +121,7 @@
 // # Cost
 //
 // The first [New] on a machine fetches the image with npm, compiles it and
-// builds the snapshot (about a minute on 2 cores); later processes load
+// builds the snapshot (one to two minutes on 2 cores); later processes load
 // them from the cache in tens of milliseconds. README.md has measured
 // figures.
 package glovebox

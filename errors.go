@@ -12,8 +12,14 @@ import (
 // Errors returned by this package. Everything a guest does is reported in
 // a [Result]; these are host-side failures.
 var (
-	// ErrClosed is returned by calls on a closed [Runtime].
+	// ErrClosed is returned by calls on a closed [Runtime] (or a closed
+	// view of one, see [Runtime.Close]), and by a Session's evals once
+	// the Runtime it came from is closed.
 	ErrClosed = engine.ErrClosed
+	// ErrSessionClosed is returned by the evals of a [Session] after its
+	// own Close. It is not ErrClosed: the Runtime may well be open, and a
+	// new session can be started from it.
+	ErrSessionClosed = errors.New("glovebox: session is closed")
 	// ErrInvalidLimits wraps every rejection of a [Limits] value.
 	ErrInvalidLimits = errors.New("glovebox: invalid limits")
 	// ErrInvalidTool wraps every rejection of a tool registration.

@@ -41,17 +41,29 @@ func ExampleRuntime_WithLimits() {
 	}
 	defer rt.Close()
 
-	strict, err := rt.WithLimits(glovebox.Limits{Timeout: 200 * time.Millisecond, Fuel: 50_000_000})
+	// A view overrides only what it sets; closing it leaves rt open.
+	strict, err := rt.WithLimits(glovebox.Limits{Fuel: 50_000_000})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer strict.Close()
 	res, _ := strict.Eval(ctx, `loop { }`)
 	fmt.Println(res.Status)
-	res, _ = strict.Eval(ctx, `sleep 10`)
+
+	quick, err := rt.WithLimits(glovebox.Limits{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, _ = quick.Eval(ctx, `sleep 10`)
 	fmt.Println(res.Status, errors.Is(res.Err(), context.DeadlineExceeded))
+	quick.Close()
+
+	res, _ = rt.Eval(ctx, `1 + 1`)
+	fmt.Println(res.Status, res.Value)
 	// Output:
 	// fuel_exhausted
 	// timeout true
+	// ok 2
 }
 
 // Order is example host data.

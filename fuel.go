@@ -20,7 +20,7 @@ import (
 // A Runtime made with a fuel budget uses the metered engine alone (its
 // views cannot drop the budget: a zero field inherits). One made without
 // uses the unmetered engine, and opens the metered one — compiling it on
-// the machine's first use, about a minute on 2 cores — the first time one
+// the machine's first use, 20 s to a minute on 2 cores — the first time one
 // of its views with a budget evaluates.
 
 // altEngine is the metered engine and pool of a Runtime whose own engine
@@ -41,7 +41,7 @@ type altEngine struct {
 // for a view with a fuel budget of an unmetered Runtime, the metered one.
 // It fails with ErrClosed once r is closed.
 func (r *Runtime) target(ctx context.Context) (*shared, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	if r.limits.Fuel == 0 || r.shared.metered {

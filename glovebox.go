@@ -79,7 +79,7 @@ type Config struct {
 	// first-run steps at Info level. Zero means slog.Default().
 	Logger *slog.Logger
 	// Progress, if set, is told when a slow step starts (the first-run
-	// fetch, compile and snapshot build, about a minute on 2 cores) and
+	// fetch, compile and snapshot build, one to two minutes on 2 cores) and
 	// returns a function called when it ends. Zero means each step is
 	// logged through Logger at Info level as it starts and ends.
 	Progress func(step string) (done func())
@@ -112,6 +112,33 @@ type Runtime struct {
 	log     *slog.Logger
 	keys    *Keyring   // Config.StateKeys
 	store   StateStore // Config.StateStore
+	// view is set on a Runtime WithLimits made: its own closed flag, and
+	// the view it was derived from (nil for a view of the Runtime New
+	// made). Closing a view sets its flag only; see Close.
+	view *view
+}
+
+// view is the state a view has of its own.
+type view struct {
+	closed atomic.Bool
+	parent *view
+}
+
+// viewClosed reports whether v or a view it was derived from is closed.
+func (v *view) viewClosed() bool {
+	for ; v != nil; v = v.parent {
+		if v.closed.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// closed reports whether evals on r must fail with ErrClosed: the
+// Runtime New made is closed, or r is a view closed itself (or derived
+// from one that is).
+func (r *Runtime) closed() bool {
+	return r.shared.eng.Load() == nil || r.view.viewClosed()
 }
 
 // shared is what a Runtime and the views WithLimits derives from it have
@@ -142,7 +169,7 @@ func DefaultCacheDir() (string, error) {
 }
 
 // New creates a Runtime. On first use it fetches the guest image with npm,
-// compiles it and boots Ruby to build the snapshot (about a minute on a
+// compiles it and boots Ruby to build the snapshot (one to two minutes on a
 // 2-core machine; Config.Progress hears about it, or else Config.Logger at
 // Info level); later, from the on-disk cache, it takes tens of
 // milliseconds. Calling New early is the way to pay that cost up front.
@@ -275,9 +302,20 @@ func acquire(ctx context.Context, cfg engine.Config) (*shared, error) {
 }
 
 // Close releases the Runtime; the engine is freed when the last Runtime
-// using it closes, after its running evals finish. Views made by
-// WithLimits share this one: closing any of them closes all.
+// using it closes, after its running evals finish. Closing the Runtime
+// New made closes every view WithLimits derived from it (their evals
+// then fail with ErrClosed).
+//
+// Closing a view closes that view only: later calls on it (and on views
+// derived from it) fail with ErrClosed, while the Runtime it came from
+// and its other views go on; evals already running on the view finish.
+// So `defer view.Close()` is harmless, and neither needed: a view holds
+// no resources of its own. Close is idempotent and returns nil.
 func (r *Runtime) Close() error {
+	if r.view != nil {
+		r.view.closed.Store(true)
+		return nil
+	}
 	r.shared.close()
 	return nil
 }
@@ -311,11 +349,12 @@ func (sh *shared) close() {
 // WithLimits returns a view of r whose evals use l's non-zero fields in
 // place of r's: a per-call override that changes only what it sets (zero
 // fields keep r's configured values, and defaults apply as in New). r is
-// unchanged. The view shares r's engine, pool and tools; it fails with
-// [ErrInvalidLimits] or ErrClosed.
+// unchanged. The view shares r's engine, pool and tools; closing it
+// leaves r open (see Close). It fails with [ErrInvalidLimits] or
+// ErrClosed.
 func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
 	eng := r.shared.eng.Load()
-	if eng == nil {
+	if eng == nil || r.view.viewClosed() {
 		return nil, ErrClosed
 	}
 	raw := l.over(r.raw)
@@ -325,6 +364,7 @@ func (r *Runtime) WithLimits(l Limits) (*Runtime, error) {
 	}
 	v := *r
 	v.limits, v.raw = l, raw
+	v.view = &view{parent: r.view}
 	return &v, nil
 }
 
@@ -333,7 +373,7 @@ func (r *Runtime) Limits() Limits { return r.limits }
 
 // MemoryFloor is the smallest Limits.Memory accepted: the linear memory
 // the booted guest occupies, in bytes (about 370 MiB, 32 MiB of it free
-// heap for the guest's data).
+// heap for the guest's data); 0 once the Runtime New made is closed.
 func (r *Runtime) MemoryFloor() int64 {
 	eng := r.shared.eng.Load()
 	if eng == nil {
@@ -372,7 +412,7 @@ type Stats struct {
 // returns the zero Stats.
 func (r *Runtime) Stats() Stats {
 	eng := r.shared.eng.Load()
-	if eng == nil {
+	if eng == nil || r.view.viewClosed() {
 		return Stats{}
 	}
 	h, m := r.shared.pool.Stats()
@@ -403,7 +443,7 @@ func (r *Runtime) Eval(ctx context.Context, code string) (*Result, error) {
 // [WithArgs]) or stream its output ([WithOutput]). Input they cannot give
 // fails with [ErrInvalidInput] before anything runs.
 func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	req, st := r.request(code)
@@ -500,19 +540,29 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	if st.sus != nil && st.sus.answer != nil {
 		return st.answerPending(ctx, c, &entry) // suspend_eval.go
 	}
-	st.keep(&entry, c.Size)
+	var tooBig *engine.PayloadError
+	if errors.As(c.Err, &tooBig) {
+		entry.Elided = true // arguments too large to read are not kept, nor counted
+	} else {
+		st.keep(&entry, c.Size)
+	}
 	st.mu.Lock()
 	n := len(st.calls)
 	st.mu.Unlock()
 	if n >= r.limits.ToolCalls {
 		msg := fmt.Sprintf("the eval made more than %d tool calls", r.limits.ToolCalls)
 		entry.Args, entry.Elided = Args{}, true
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if c.Err != nil {
+		if tooBig != nil {
+			msg := fmt.Sprintf("%s was passed %d bytes of arguments, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, tooBig.Size, tooBig.Limit)
+			st.finish(ctx, &entry, OutcomeOversized, msg)
+			return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
+		}
 		msg := fmt.Sprintf("malformed call to %q: %v", c.Name, c.Err)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeInvalid, msg)
 		return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 	}
 	fn, ok := r.tools[c.Name]
@@ -522,15 +572,19 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			msg += fmt.Sprintf(" (tools: %s)", joinNames(r.names))
 		}
 		entry.Args, entry.Elided = Args{}, c.Size > 0 // unknown tools' arguments are not kept
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeUnknownTool, msg)
 		return nil, &engine.GuestError{Class: "UnknownToolError", Message: msg}
 	}
 	if r.hooks.BeforeCall != nil {
-		if err := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
+		if err, panicked := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
 			if errors.Is(err, ErrSuspend) {
 				return st.suspendCall(ctx, c, &entry, err, false)
 			}
-			st.finish(ctx, &entry, err.Error())
+			outcome := OutcomeVetoed
+			if panicked {
+				outcome = OutcomePanic
+			}
+			st.finish(ctx, &entry, outcome, err.Error())
 			return nil, &engine.GuestError{Class: "ToolError", Message: err.Error()}
 		}
 	}
@@ -542,7 +596,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 				return st.suspendCall(ctx, c, &entry, err, true)
 			}
 			entry.Approval = "denied"
-			st.finish(ctx, &entry, reason)
+			st.finish(ctx, &entry, OutcomeDenied, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 		}
 		entry.Approval = "approved"
@@ -550,7 +604,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	start := time.Now()
@@ -581,21 +635,21 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		st.finish(ctx, &entry, "tool call failed")
+		st.finish(ctx, &entry, OutcomePanic, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !end.Before(c.Deadline) {
 		// The eval's own limit ended the call; the engine reports it.
-		msg := "the eval's time ran out during the call"
+		msg, outcome := "the eval's time ran out during the call", OutcomeTimeout
 		if ctx.Err() != nil {
-			msg = "the caller's context ended during the call"
+			msg, outcome = "the caller's context ended during the call", OutcomeCanceled
 		}
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, outcome, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		st.finish(ctx, &entry, msg)
+		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if out.err != nil && errors.Is(out.err, ErrSuspend) {
@@ -611,16 +665,20 @@ func (st *evalState) reply(ctx context.Context, c *engine.Call, entry *ToolCall,
 	if err != nil {
 		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
 			if ge != nil {
-				st.finish(ctx, entry, ge.Message)
+				st.finish(ctx, entry, remoteOutcome(ge.Class), ge.Message)
 				return nil, ge
 			}
-			st.finish(ctx, entry, ab.Message)
+			outcome := OutcomeBudgetExceeded
+			if ab.Status == engine.StatusTimeout {
+				outcome = OutcomeTimeout
+			}
+			st.finish(ctx, entry, outcome, ab.Message)
 			return nil, ab
 		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			st.finish(ctx, entry, msg)
+			st.finish(ctx, entry, OutcomeInvalid, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -629,27 +687,27 @@ func (st *evalState) reply(ctx context.Context, c *engine.Call, entry *ToolCall,
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			st.finish(ctx, entry, te.Message)
+			st.finish(ctx, entry, OutcomeError, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		st.finish(ctx, entry, msg)
+		st.finish(ctx, entry, OutcomeError, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
 	b, err := engine.Answer(nil, value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		st.finish(ctx, entry, msg)
+		st.finish(ctx, entry, OutcomeInvalid, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
-		msg := fmt.Sprintf("tool %q returned %d bytes of data, over the %d-byte limit per call", c.Name, len(b), r.limits.ToolPayload)
-		st.finish(ctx, entry, msg)
-		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
+		msg := fmt.Sprintf("%s returned %d bytes of data, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, len(b)-2, r.limits.ToolPayload)
+		st.finish(ctx, entry, OutcomeOversized, msg)
+		return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
 	}
 	entry.Result = value
 	st.keep(entry, len(b))
-	st.finish(ctx, entry, "")
+	st.finish(ctx, entry, OutcomeOK, "")
 	return b, nil
 }
 
@@ -661,11 +719,11 @@ func (st *evalState) keep(entry *ToolCall, n int) {
 	}
 }
 
-// finish records entry, with the message the guest saw ("" on success),
-// and runs the AfterCall hook.
-func (st *evalState) finish(ctx context.Context, entry *ToolCall, errMsg string) {
+// finish records entry, with how it ended and the message the guest saw
+// ("" on success), and runs the AfterCall hook.
+func (st *evalState) finish(ctx context.Context, entry *ToolCall, outcome CallOutcome, errMsg string) {
 	r := st.r
-	entry.Error = errMsg
+	entry.Outcome, entry.Error = outcome, errMsg
 	st.mu.Lock()
 	st.calls = append(st.calls, *entry)
 	st.mu.Unlock()
@@ -753,14 +811,16 @@ func runTool(ctx context.Context, fn ToolFunc, args Args) (res any, err error, p
 	return res, err, nil
 }
 
-func safeHook(r *Runtime, tool string, f func() error) (err error) {
+// safeHook runs the BeforeCall hook f; panicked reports that it
+// panicked (err is then a generic message).
+func safeHook(r *Runtime, tool string, f func() error) (err error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.logPanic("BeforeCall hook", tool, recovered(p))
-			err = errors.New("tool call failed")
+			err, panicked = errors.New("tool call failed"), true
 		}
 	}()
-	return f()
+	return f(), false
 }
 
 // sanitize returns the message the guest sees for a tool's own error.

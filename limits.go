@@ -71,7 +71,10 @@ type Limits struct {
 
 	// ToolPayload is the most bytes one tool call may carry in each
 	// direction: the encoded arguments from the guest and the encoded
-	// result back. Zero means DefaultToolPayload.
+	// result back. A call over it fails alone: the guest gets
+	// Glovebox::ToolPayloadError ([PayloadErrorClass]), which it may
+	// rescue, the eval goes on, and the transcript entry's Outcome is
+	// OutcomeOversized. Zero means DefaultToolPayload.
 	ToolPayload int
 
 	// FileWrite is a quota, in bytes, on the disk space in use by the

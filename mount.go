@@ -52,8 +52,9 @@ const MaxMounts = 16
 // ScratchPath is the guest path of each eval's private scratch directory:
 // writable, empty when the eval starts and wiped when it ends (in a
 // session too: keep files across evals in a writable mount). Ruby's
-// Dir.tmpdir and Tempfile use it. Its host directory is made under the
-// host's temporary directory ($TMPDIR) for each VM.
+// Dir.tmpdir and Tempfile use it. Its host directory is made for each VM
+// under Config.ScratchDir: /dev/shm when that is writable, else the
+// host's temporary directory ($TMPDIR).
 const ScratchPath = engine.ScratchGuest
 
 // ReservedGuestPaths returns the guest paths no mount may be on, under or

@@ -35,9 +35,12 @@ const (
 	// StatusCanceled: the context passed to Eval ended (class
 	// Glovebox::Canceled).
 	StatusCanceled Status = Status(engine.StatusCanceled)
-	// StatusToolBudgetExceeded: the eval made more tool calls, spent more
-	// time in tools, or passed bigger payloads than its Limits allow
-	// (class Glovebox::ToolBudgetExceeded). Guest code cannot rescue it.
+	// StatusToolBudgetExceeded: the eval made more tool calls or spent
+	// more time in tools than its Limits allow, or (through an executor)
+	// sent more bytes of tool arguments than it allows per eval (class
+	// Glovebox::ToolBudgetExceeded). Guest code cannot rescue it. One
+	// call's payload over Limits.ToolPayload is not this: it raises the
+	// rescuable Glovebox::ToolPayloadError ([PayloadErrorClass]).
 	StatusToolBudgetExceeded Status = Status(engine.StatusToolBudgetExceeded)
 	// StatusSandboxError: the engine or the guest interface failed, or the
 	// Ruby VM crashed (class Glovebox::SandboxError, or SystemExit for a

@@ -142,7 +142,7 @@ func TestEvalsShareNoState(t *testing.T) {
 // leaked goroutines, memory back near its baseline.
 func TestTrappingEvalsLeakNothing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow")
+		t.Skip("-short: slow")
 	}
 	r := withLimits(t, glovebox.Limits{Fuel: 2_000_000})
 	codes := []string{"loop {}", "exit!(1)", "def f = f; f", `Glovebox.send(:__send, "x", "")`}

@@ -2,7 +2,9 @@ package glovebox
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 )
@@ -37,6 +39,8 @@ type Session struct {
 	sh   *shared // the engine and pool s belongs to
 	s    *engine.Session
 	once sync.Once
+	// closed is set by Close, before the engine session closes.
+	closed atomic.Bool
 	// mu guards the fields of a session paused in a tool call (see
 	// suspend.go): its sealed state and its pending call.
 	mu      sync.Mutex
@@ -48,7 +52,7 @@ type Session struct {
 // is taken (prepared, from r's pool when one is waiting) at the first
 // eval. It fails with ErrClosed when r is closed.
 func (r *Runtime) NewSession() (*Session, error) {
-	if r.shared.eng.Load() == nil {
+	if r.closed() {
 		return nil, ErrClosed
 	}
 	sh, err := r.target(context.Background())
@@ -64,8 +68,9 @@ func (r *Runtime) NewSession() (*Session, error) {
 
 // Eval runs code in the session's VM and returns what it did, as
 // Runtime.Eval does. The error is non-nil only for host-side failures:
-// ErrClosed after Close (of the session or its Runtime), or a VM that
-// could not be made.
+// [ErrSessionClosed] after the session's Close, ErrClosed after its
+// Runtime's (closing the view it came from does not end it), or a VM
+// that could not be made.
 func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
 	return s.EvalWith(ctx, code)
 }
@@ -75,6 +80,9 @@ func (s *Session) Eval(ctx context.Context, code string) (*Result, error) {
 // or WithArgs sees empty ones, whatever an earlier eval was given. Input
 // the options cannot give fails with ErrInvalidInput and runs nothing.
 func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption) (*Result, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
 	req, st := s.r.request(code)
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
@@ -85,14 +93,21 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	st.journaled(req)
 	out, reset, err := s.s.Eval(ctx, req)
 	if err != nil {
+		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
+			// Close ran while this eval waited for the VM.
+			return nil, ErrSessionClosed
+		}
 		return nil, err
 	}
 	return s.report(st.finishEval(s.sh, out, req, stateSessionPaused), reset), nil
 }
 
 // Close frees the session's VM, waiting for a running eval to end. It is
-// idempotent; later evals return ErrClosed.
+// idempotent and returns nil; later evals return [ErrSessionClosed].
 func (s *Session) Close() error {
-	s.once.Do(s.s.Close)
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.s.Close()
+	})
 	return nil
 }

@@ -128,8 +128,8 @@ func TestSessionCloseAndScratch(t *testing.T) {
 	}
 	must(t, s.Close())
 	must(t, s.Close()) // idempotent
-	if _, err := s.Eval(context.Background(), `1`); !errors.Is(err, glovebox.ErrClosed) {
-		t.Fatalf("eval after Close: %v", err)
+	if _, err := s.Eval(context.Background(), `1`); !errors.Is(err, glovebox.ErrSessionClosed) || errors.Is(err, glovebox.ErrClosed) {
+		t.Fatalf("eval after Close: %v, want ErrSessionClosed (the Runtime is open)", err)
 	}
 
 	r := newRuntime(t, glovebox.Config{PoolSize: -1})

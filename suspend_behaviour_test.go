@@ -213,7 +213,7 @@ S = Set[1, 2]
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Eval(ctx, `1`); !errors.Is(err, glovebox.ErrClosed) {
+		if _, err := s.Eval(ctx, `1`); !errors.Is(err, glovebox.ErrSessionClosed) {
 			t.Fatalf("a suspended session still runs: %v", err)
 		}
 		r.Close()

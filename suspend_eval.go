@@ -67,7 +67,7 @@ func (st *evalState) suspendCall(ctx context.Context, c *engine.Call, entry *Too
 	}
 	if why := st.cannotSuspend(); why != "" {
 		msg := fmt.Sprintf("%s: cannot suspend this call: %s", c.Name, why)
-		st.finish(ctx, entry, msg)
+		st.finish(ctx, entry, OutcomeError, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
 	args := Args{Positional: c.Args}
@@ -101,7 +101,7 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 		if p.pending.Approval {
 			entry.Approval = "denied"
 		}
-		st.finish(ctx, entry, reason)
+		st.finish(ctx, entry, OutcomeDenied, reason)
 		return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 	}
 	if p.pending.Approval {

@@ -543,6 +543,8 @@ type Hooks struct {
 	// BeforeCall runs before each tool call; a non-nil error vetoes the
 	// call, and its message is what the guest sees (as
 	// Glovebox::ToolError, unsanitized: the message is the host's own).
+	// The transcript entry of a vetoed call has Outcome OutcomeVetoed; a
+	// BeforeCall that panics vetoes it too, with OutcomePanic.
 	BeforeCall func(ctx context.Context, tool string, args Args) error
 	// AfterCall runs after each call that was attempted (vetoed ones
 	// included) with its transcript entry.
@@ -573,15 +575,91 @@ type ToolCall struct {
 	Duration time.Duration
 	// Elided is set when Args and Result were dropped: the eval's
 	// transcript already held MaxTranscriptData bytes of data, the tool
-	// name was unknown, or the call was over budget.
+	// name was unknown, the call was over Limits.ToolCalls, or its
+	// arguments were over Limits.ToolPayload (they were not decoded).
 	Elided bool
 	// Approval is "approved" or "denied" for a call of a tool that needs
 	// approval, "" for any other call.
 	Approval string
+	// Outcome says how the call ended: OutcomeOK, or which refusal,
+	// failure or limit ended it. The zero value "" appears only in
+	// entries made by hand or decoded from a transcript written before
+	// the field existed.
+	Outcome CallOutcome
+}
+
+// CallOutcome says how one tool call ended ([ToolCall].Outcome, "outcome"
+// in the transcript's JSON). Every call ends with exactly one.
+type CallOutcome string
+
+// The outcomes. The guest saw a rescuable exception for every outcome but
+// OutcomeOK and the three that end the eval (OutcomeBudgetExceeded,
+// OutcomeTimeout, OutcomeCanceled); ToolCall.Error holds the message it
+// saw.
+const (
+	// OutcomeOK: the tool returned a value; ToolCall.Result holds it.
+	OutcomeOK CallOutcome = "ok"
+	// OutcomeError: the tool returned an error (Glovebox::ToolError or
+	// the subclass a [ToolError] chose).
+	OutcomeError CallOutcome = "error"
+	// OutcomePanic: the tool or the BeforeCall hook panicked; the guest
+	// saw Glovebox::ToolError "tool call failed" and the panic was logged.
+	OutcomePanic CallOutcome = "panic"
+	// OutcomeVetoed: Hooks.BeforeCall returned an error, so the tool did
+	// not run (Glovebox::ToolError with the hook's message).
+	OutcomeVetoed CallOutcome = "vetoed"
+	// OutcomeDenied: the tool needs approval and it was not given
+	// (Glovebox::ToolDenied); Approval is "denied".
+	OutcomeDenied CallOutcome = "denied"
+	// OutcomeOversized: the call's encoded arguments or result were over
+	// Limits.ToolPayload (Glovebox::ToolPayloadError, see
+	// [PayloadErrorClass]). Oversized arguments are not kept (Elided).
+	OutcomeOversized CallOutcome = "oversized"
+	// OutcomeUnknownTool: no tool has the name (Glovebox::UnknownToolError).
+	OutcomeUnknownTool CallOutcome = "unknown_tool"
+	// OutcomeInvalid: the arguments did not fit the tool's parameters or
+	// could not be decoded (ArgumentError), or its result has no data
+	// form (TypeError).
+	OutcomeInvalid CallOutcome = "invalid"
+	// OutcomeBudgetExceeded: the call was over Limits.ToolCalls or
+	// ToolTime (or the executor's bytes per eval); the eval ended with
+	// StatusToolBudgetExceeded.
+	OutcomeBudgetExceeded CallOutcome = "budget_exceeded"
+	// OutcomeTimeout: the eval's Timeout passed during the call; the eval
+	// ended with StatusTimeout.
+	OutcomeTimeout CallOutcome = "timeout"
+	// OutcomeCanceled: the caller's context ended during the call; the
+	// eval ended with StatusCanceled.
+	OutcomeCanceled CallOutcome = "canceled"
+)
+
+// PayloadErrorClass is the exception class, in the guest's Glovebox
+// module, of a tool call whose encoded arguments or result are over
+// Limits.ToolPayload: Glovebox::ToolPayloadError, a Glovebox::ToolError
+// that exists before first use, so guest code can rescue one oversized
+// answer and carry on (ask for less). The eval-wide budgets —
+// Limits.ToolCalls, ToolTime, the executor's bytes per eval — end the
+// eval with StatusToolBudgetExceeded instead, which no rescue catches.
+const PayloadErrorClass = "ToolPayloadError"
+
+// remoteOutcome is the outcome of a call a remote toolset answered with
+// the guest error class.
+func remoteOutcome(class string) CallOutcome {
+	switch class {
+	case PayloadErrorClass:
+		return OutcomeOversized
+	case "ToolDenied":
+		return OutcomeDenied
+	case "UnknownToolError":
+		return OutcomeUnknownTool
+	case "ArgumentError", "TypeError":
+		return OutcomeInvalid
+	}
+	return OutcomeError
 }
 
 // MarshalJSON writes {"name", "args", "kwargs", "result", "error",
-// "duration_ms", "elided"}, with values encoded as in [Result.MarshalJSON].
+// "duration_ms", "elided", "approval", "outcome"}, with values encoded as in [Result.MarshalJSON].
 // "args" is always an array and "kwargs" always an object: no arguments
 // of a kind (and elided ones) are [] and {}, never null.
 func (c ToolCall) MarshalJSON() ([]byte, error) {
@@ -608,5 +686,6 @@ func (c ToolCall) MarshalJSON() ([]byte, error) {
 		DurationMS float64         `json:"duration_ms"`
 		Elided     bool            `json:"elided,omitempty"`
 		Approval   string          `json:"approval,omitempty"`
-	}{c.Name, enc(args), enc(kwargs), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided, c.Approval})
+		Outcome    CallOutcome     `json:"outcome,omitempty"`
+	}{c.Name, enc(args), enc(kwargs), enc(c.Result), c.Error, float64(c.Duration.Microseconds()) / 1000, c.Elided, c.Approval, c.Outcome})
 }

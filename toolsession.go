@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -63,7 +62,7 @@ func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte
 	name = engine.CleanToolName(name)
 	c := &engine.Call{Name: name, Args: []any{}, Size: len(args), Deadline: s.deadline}
 	if len(args) > s.st.r.limits.ToolPayload {
-		c.Args, c.Kwargs, c.Err = nil, nil, fmt.Errorf("%d bytes of arguments, over the %d-byte limit", len(args), s.st.r.limits.ToolPayload)
+		c.Args, c.Kwargs, c.Err = nil, nil, &engine.PayloadError{Size: len(args), Limit: s.st.r.limits.ToolPayload}
 	} else if len(args) > 0 {
 		c.DecodeArgs(args)
 	}

@@ -200,8 +200,8 @@ type HostCredential struct {
 // Limits bound one run. Zero fields take the default named beside them.
 type Limits struct {
 	Memory int64 // bytes of memory (cgroup, else RLIMIT_AS); DefaultMemory
-	CPUs   float64
 	// CPUs is the CPU quota in cores (cgroup cpu.max); zero: no quota.
+	CPUs   float64
 	Pids   int   // processes and threads; DefaultPids
 	Output int   // bytes kept of stdout and of stderr each; DefaultOutput
 	Disk   int64 // bytes the working directory and /tmp may hold; DefaultDisk

@@ -77,7 +77,7 @@ func describe(sb sandbox) string {
 		w("; %s of memory, Ruby included", bytesHuman(sb.limits.Memory))
 	}
 	if len(sb.tools) > 0 {
-		w("; %s function calls, each carrying at most %s of arguments or result", count(uint64(sb.limits.ToolCalls)), bytesHuman(int64(sb.limits.ToolPayload)))
+		w("; %s function calls, each carrying at most %s of arguments or result (a larger one raises Glovebox::ToolPayloadError, which you can rescue)", count(uint64(sb.limits.ToolCalls)), bytesHuman(int64(sb.limits.ToolPayload)))
 	}
 	w("; a final value of at most %s as JSON; %s of stdout and %s of stderr kept. ", bytesHuman(int64(sb.limits.Value)), bytesHuman(int64(sb.limits.Stdout)), bytesHuman(int64(sb.limits.Stderr)))
 	w("A program that exceeds a limit is stopped, and the result's status says which limit.\n")
@@ -114,7 +114,7 @@ func describe(sb sandbox) string {
 
 	w("\n## Result\n\n")
 	w("One JSON object:\n")
-	w("- status: \"ok\" when the program ran to its end; otherwise why it stopped: \"error\" (an exception it did not rescue, SyntaxError included), \"timeout\", \"fuel_exhausted\" (CPU budget), \"memory_limit\", \"tool_budget_exceeded\" (too many or too large function calls), \"canceled\", \"sandbox_error\" (the sandbox failed, not your program), or \"invalid_input\" (the tool input was not {\"code\": \"...\"}).\n")
+	w("- status: \"ok\" when the program ran to its end; otherwise why it stopped: \"error\" (an exception it did not rescue, SyntaxError included), \"timeout\", \"fuel_exhausted\" (CPU budget), \"memory_limit\", \"tool_budget_exceeded\" (too many function calls, or too long in them), \"canceled\", \"sandbox_error\" (the sandbox failed, not your program), or \"invalid_input\" (the tool input was not {\"code\": \"...\"}).\n")
 	w("- value: the last expression's value as JSON (status ok only). Symbols become strings; objects without a JSON form become their inspect string.\n")
 	w("- stdout, stderr: what the program printed, when it printed anything.\n")
 	w("- error: {class, message, backtrace} for every status but ok. Backtrace lines \"sandbox:LINE\" are lines of your program.\n")

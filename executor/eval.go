@@ -100,7 +100,7 @@ type toolSet struct {
 }
 
 // EnableEvals makes a glovebox Runtime (compiling the guest on first use:
-// about a minute on 2 cores, then tens of milliseconds from the cache)
+// one to two minutes on 2 cores, then tens of milliseconds from the cache)
 // and adds the eval and session routes. Call it once, before serving.
 // Errors: the Runtime could not be made (no image, bad limits), or evals
 // are already on.

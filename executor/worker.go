@@ -235,6 +235,8 @@ func evalErr(err error) *wire.Error {
 		code = wire.CodeBadRequest
 	case errors.Is(err, glovebox.ErrClosed):
 		code = wire.CodeUnavailable
+	case errors.Is(err, glovebox.ErrSessionClosed):
+		code = wire.CodeNotFound // closed while this eval waited for it
 	}
 	return wire.Errorf(code, "%v", err)
 }

@@ -123,7 +123,7 @@ type Config struct {
 	// decompression while it streams in. The response crosses back to the
 	// guest within the Runtime's Limits.ToolPayload, and its encoding may
 	// take up to 3 × MaxResponseBody + 3 × MaxResponseHeader bytes; a
-	// larger answer ends the eval with StatusToolBudgetExceeded. Zero
+	// larger answer raises Glovebox::ToolPayloadError in the guest. Zero
 	// means DefaultMaxResponseBody.
 	MaxResponseBody int64
 	// MaxResponseHeader caps the response headers in bytes. Zero means

@@ -335,13 +335,14 @@ func transcript(raw json.RawMessage) ([]glovebox.ToolCall, error) {
 		DurationMS float64         `json:"duration_ms"`
 		Elided     bool            `json:"elided"`
 		Approval   string          `json:"approval"`
+		Outcome    string          `json:"outcome"`
 	}
 	if err := json.Unmarshal(raw, &entries); err != nil {
 		return nil, errors.New("the eval's transcript: " + err.Error())
 	}
 	out := make([]glovebox.ToolCall, 0, len(entries))
 	for _, en := range entries {
-		c := glovebox.ToolCall{Name: en.Name, Error: en.Error, Elided: en.Elided, Approval: en.Approval,
+		c := glovebox.ToolCall{Name: en.Name, Error: en.Error, Elided: en.Elided, Approval: en.Approval, Outcome: glovebox.CallOutcome(en.Outcome),
 			Duration: time.Duration(en.DurationMS * float64(time.Millisecond))}
 		if a, err := gwire.Decode(en.Args); err == nil {
 			c.Args.Positional, _ = a.([]any)

@@ -171,9 +171,6 @@ func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 	ctx := c.Context()
 	v := vmOf(c)
 	ptr, n, ret := vals.U32(0), vals.U32(1), vals.U32(2)
-	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
-		return v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", n, v.limits.Message))
-	}
 	// Memory moves only while wasm runs: one look serves the whole call
 	// (a tool runs Go code only).
 	mem := v.mem.Data(ctx)
@@ -184,7 +181,13 @@ func hostEvalJS(c *wt.Caller, vals wt.Vals) error {
 	if _, ok := within(mem, ret, 8); !ok {
 		return v.stop(StatusSandboxError, "the guest gave a result address outside its memory")
 	}
-	resp, err := v.handle(msg)
+	var resp []byte
+	var err error
+	if v.limits.Message > 0 && int64(n) > int64(v.limits.Message) {
+		resp, err = v.oversized(msg)
+	} else {
+		resp, err = v.handle(msg)
+	}
 	if err != nil {
 		return err
 	}
@@ -331,6 +334,26 @@ func (v *VM) toolName(b []byte) string {
 	return strings.Clone(CleanToolName(string(b)))
 }
 
+// oversized answers a message over Limits.Message without reading past
+// its head: a tool call's arguments over the limit are not decoded, and
+// the call reaches the CallFunc with Err a *PayloadError, which counts
+// and records it and answers with the guest error it returns. Any other
+// message that large stops the guest.
+func (v *VM) oversized(msg []byte) ([]byte, error) {
+	op, rest, _ := bytes.Cut(msg[:min(len(msg), len("call\n")+maxToolName+1)], newline)
+	nameB, _, named := bytes.Cut(rest, newline)
+	if string(op) != "call" || !named || v.flushing {
+		// Not a call the prelude makes: a name of at most maxToolName
+		// bytes, a newline, the arguments.
+		return nil, v.stop(StatusToolBudgetExceeded, fmt.Sprintf("a message to the host of %d bytes exceeds the %d-byte limit per call", len(msg), v.limits.Message))
+	}
+	size := len(msg) - len("call\n") - len(nameB) - 1
+	if size <= v.limits.Message { // the limit counts the arguments, not the name
+		return v.handle(msg)
+	}
+	return v.callWith(nameB, nil, &PayloadError{Size: size, Limit: v.limits.Message})
+}
+
 // call runs one tool call: payload is the tool name, a newline, and
 // (unless there are no arguments) the wire form of [args, kwargs].
 // Malformed arguments still reach the CallFunc, which counts and records
@@ -341,6 +364,12 @@ func (v *VM) toolName(b []byte) string {
 // copies only.
 func (v *VM) call(payload []byte) ([]byte, error) {
 	nameB, argData, _ := bytes.Cut(payload, newline)
+	return v.callWith(nameB, argData, nil)
+}
+
+// callWith runs the call of tool nameB with the encoded arguments
+// argData, or, when tooBig is set, with arguments too large to read.
+func (v *VM) callWith(nameB, argData []byte, tooBig *PayloadError) ([]byte, error) {
 	name := v.toolName(nameB)
 	if v.req == nil || v.req.Call == nil {
 		return guestErr("UnknownToolError", fmt.Sprintf("no tool named %q: this sandbox has no tools", name)), nil
@@ -365,7 +394,9 @@ func (v *VM) call(payload []byte) ([]byte, error) {
 	}
 	c := &v.cur
 	*c = Call{Name: name, Args: []any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold, Digest: digest}
-	if len(argData) > 0 {
+	if tooBig != nil {
+		c.Args, c.Size, c.Err = nil, tooBig.Size, tooBig
+	} else if len(argData) > 0 {
 		c.DecodeArgs(argData)
 	}
 	v.inTool.Store(true)
@@ -466,6 +497,14 @@ type GuestError struct {
 }
 
 func (e *GuestError) Error() string { return e.Class + ": " + e.Message }
+
+// PayloadError is Call.Err for a call whose encoded arguments, Size
+// bytes, are over Limit (Limits.Message): they were not decoded.
+type PayloadError struct{ Size, Limit int }
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("%d bytes of arguments, over the %d-byte limit per call", e.Size, e.Limit)
+}
 
 // Abort ends the eval with Status; the guest cannot rescue it.
 type Abort struct {

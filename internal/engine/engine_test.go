@@ -78,7 +78,7 @@ var corpus = []string{
 
 func TestSnapshotMatchesBoot(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots Ruby once per corpus entry")
+		t.Skip("-short: boots Ruby once per corpus entry")
 	}
 	for _, code := range corpus {
 		snap, err := testEngine.Eval(context.Background(), &Request{Code: code, Limits: testLimits})
@@ -182,7 +182,7 @@ func snapshotFiles(t *testing.T, dir string) []string {
 
 func TestSnapshotCacheSurvivesCorruption(t *testing.T) {
 	if testing.Short() {
-		t.Skip("rebuilds the snapshot")
+		t.Skip("-short: rebuilds the snapshot")
 	}
 	dir := cloneCache(t)
 	e := openAt(t, dir) // builds the snapshot in dir
@@ -227,7 +227,7 @@ func TestSnapshotCacheSurvivesCorruption(t *testing.T) {
 
 func TestPreludeChangeInvalidatesSnapshot(t *testing.T) {
 	if testing.Short() {
-		t.Skip("rebuilds the snapshot")
+		t.Skip("-short: rebuilds the snapshot")
 	}
 	dir := cloneCache(t)
 	saved := prelude
@@ -386,7 +386,7 @@ func bytesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == stri
 // place or replaced since is checked, and a damaged one rebuilt, not run.
 func TestCacheChecksOnce(t *testing.T) {
 	if testing.Short() {
-		t.Skip("rebuilds the snapshot")
+		t.Skip("-short: rebuilds the snapshot")
 	}
 	dir := cloneCache(t)
 	openAt(t, dir).Close() // checks the module, builds and expands the snapshot
@@ -440,7 +440,7 @@ func TestCacheChecksOnce(t *testing.T) {
 // right.
 func TestSnapshotWithoutExpansion(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a snapshot")
+		t.Skip("-short: builds a snapshot")
 	}
 	dir := cloneCache(t)
 	openAt(t, dir).Close()
@@ -467,7 +467,7 @@ func TestSnapshotWithoutExpansion(t *testing.T) {
 // nil engine in wasmtime_engine_increment_epoch) or a goroutine leaked.
 func TestFailedOpenStopsTicker(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots Ruby")
+		t.Skip("-short: boots Ruby")
 	}
 	dir := cloneCache(t)
 	snap := filepath.Join(dir, filepath.Base(testEngine.cacheDir), "snap-"+cacheKey(Version, bootVersion, prelude, layoutKey(nil))[:16])
