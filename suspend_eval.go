@@ -316,7 +316,7 @@ func encodeCalls(calls []ToolCall) ([]byte, error) {
 	list := make([]any, len(calls))
 	for i, c := range calls {
 		list[i] = map[string]any{"n": c.Name, "a": c.Args.Positional, "k": c.Args.Keyword, "r": c.Result,
-			"e": c.Error, "d": int64(c.Duration), "x": c.Elided, "p": c.Approval}
+			"e": c.Error, "d": int64(c.Duration), "x": c.Elided, "p": c.Approval, "o": string(c.Outcome)}
 	}
 	return wire.Encode(nil, list, wire.MaxDepth)
 }
@@ -343,6 +343,8 @@ func decodeCalls(b []byte) ([]ToolCall, error) {
 		c.Duration = time.Duration(d)
 		c.Elided, _ = m["x"].(bool)
 		c.Approval, _ = m["p"].(string)
+		o, _ := m["o"].(string)
+		c.Outcome = CallOutcome(o)
 	}
 	return out, nil
 }
