@@ -56,3 +56,24 @@ func TestSessionCaptureRestore(t *testing.T) {
 }
 
 func sameValue(a, b any) bool { return fmt.Sprint(normal(a)) == fmt.Sprint(normal(b)) }
+
+// TestSnapshotGlobalsOrdered: every load of a cached snapshot lists its
+// globals alike (the module's order). A session's state carries their
+// values by position and its prepared VM's hash combines them in order;
+// loaded in a map's order, a state made by one Runtime was refused by
+// the next as "taken against another prepared VM", or restored with its
+// globals swapped (the VM crashed).
+func TestSnapshotGlobalsOrdered(t *testing.T) {
+	want := fmt.Sprint(testEngine.base.globals)
+	for range 20 {
+		s, err := testEngine.loadSnapshot(testEngine.base.dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(s.globals)
+		s.img.Close()
+		if got != want {
+			t.Fatalf("a load listed the globals as %s, another as %s", got, want)
+		}
+	}
+}
