@@ -1,14 +1,13 @@
 package glovebox
 
 import (
-	"bytes"
-	"compress/flate"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The sealed form of a state:
@@ -22,7 +21,7 @@ import (
 //	ciphertext                  AES-256-GCM of the compressed body, with
 //	                            every byte above as additional data
 //
-// The body, compressed with DEFLATE before it is encrypted (so nothing the
+// The body, compressed (S2, a Snappy extension) before it is encrypted (so nothing the
 // guest wrote shows through), is the manifest (what the state needs of a
 // Runtime) followed by the state itself; see stateBody.
 
@@ -62,15 +61,11 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	hdr = append(hdr, k.sealID...)
 	hdr = append(hdr, id[:]...)
 	hdr = append(hdr, nonce[:]...)
-	var z bytes.Buffer
-	z.Grow(len(body)/4 + 64)
-	w, _ := flate.NewWriter(&z, flate.BestSpeed)
-	w.Write(body)
-	w.Close()
+	z := s2.Encode(nil, body)
 	aead := k.aeads[k.sealID]
-	out := make([]byte, len(hdr), len(hdr)+z.Len()+aead.Overhead())
+	out := make([]byte, len(hdr), len(hdr)+len(z)+aead.Overhead())
 	copy(out, hdr)
-	out = aead.Seal(out, nonce[:], z.Bytes(), hdr)
+	out = aead.Seal(out, nonce[:], z, hdr)
 	return out, hex.EncodeToString(id[:]), nil
 }
 
@@ -143,7 +138,14 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: authentication failed (the state was damaged or altered)", ErrStateInvalid)
 	}
-	body, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxStateBody))
+	n, err := s2.DecodedLen(z)
+	if err == nil && n > maxStateBody {
+		err = fmt.Errorf("%d bytes is too large", n)
+	}
+	var body []byte
+	if err == nil {
+		body, err = s2.Decode(nil, z)
+	}
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: the body does not inflate: %v", ErrStateInvalid, err)
 	}
