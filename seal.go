@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -61,7 +62,9 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	hdr = append(hdr, k.sealID...)
 	hdr = append(hdr, id[:]...)
 	hdr = append(hdr, nonce[:]...)
-	z := s2.Encode(nil, body)
+	zb := getBuf()
+	z := s2.Encode(zb[:cap(zb)], body)
+	defer putBuf(z)
 	aead := k.aeads[k.sealID]
 	out := make([]byte, len(hdr), len(hdr)+len(z)+aead.Overhead())
 	copy(out, hdr)
@@ -134,17 +137,22 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	if len(b) < h.n+aead.Overhead() {
 		return h, nil, fmt.Errorf("%w: truncated", ErrStateInvalid)
 	}
-	z, err := aead.Open(nil, h.nonce, b[h.n:], b[:h.n])
+	z, err := aead.Open(getBuf(), h.nonce, b[h.n:], b[:h.n])
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: authentication failed (the state was damaged or altered)", ErrStateInvalid)
 	}
+	defer putBuf(z)
 	n, err := s2.DecodedLen(z)
 	if err == nil && n > maxStateBody {
 		err = fmt.Errorf("%d bytes is too large", n)
 	}
 	var body []byte
 	if err == nil {
-		body, err = s2.Decode(nil, z)
+		body = getBuf()
+		if cap(body) < n {
+			body = make([]byte, n)
+		}
+		body, err = s2.Decode(body[:cap(body)], z)
 	}
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: the body does not inflate: %v", ErrStateInvalid, err)
@@ -198,3 +206,24 @@ func (d *bdec) bytes() []byte {
 }
 
 func (d *bdec) str() string { return string(d.bytes()) }
+
+// Buffers for bodies and their compressed forms, reused: a state of a few
+// MiB allocated afresh each time cost as much in zeroing and collection
+// as in compressing.
+var bufs sync.Pool
+
+func getBuf() []byte {
+	if b, ok := bufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+// putBuf keeps b for reuse unless it is large (over 64 MiB).
+func putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > 64<<20 {
+		return
+	}
+	b = b[:0]
+	bufs.Put(&b)
+}

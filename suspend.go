@@ -180,17 +180,18 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 	if s.r.keys == nil {
 		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
 	}
-	base, err := s.s.Capture()
-	if err != nil {
+	e := &benc{b: getBuf()}
+	defer func() { putBuf(e.b) }()
+	s.r.manifest(s.sh).put(e)
+	var err error
+	// The session's state is the rest of the body.
+	if e.b, err = s.s.Capture(e.b); err != nil {
 		var ns *engine.NotSuspendable
 		if errors.As(err, &ns) {
 			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
 		}
 		return nil, err
 	}
-	e := &benc{}
-	s.r.manifest(s.sh).put(e)
-	e.bytes(base)
 	state, _, err := sealState(s.r.keys, stateIdle, e.b)
 	if err != nil {
 		return nil, err
@@ -228,14 +229,11 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		pc.ID = o.hdr.id
 		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
 	}
-	base := o.body.bytes()
-	if o.body.err != nil || len(o.body.b) != 0 {
-		return nil, fmt.Errorf("%w: the session's state is malformed", ErrStateInvalid)
-	}
+	defer o.release()
 	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, err
 	}
-	es, err := sh.pool.RestoreSession(base)
+	es, err := sh.pool.RestoreSession(o.body.b) // the rest of the body
 	if err != nil {
 		return nil, restoreError(err)
 	}
