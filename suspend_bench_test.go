@@ -37,43 +37,55 @@ func p50(b *testing.B, ds []time.Duration) {
 	}
 }
 
-// BenchmarkSuspend suspends an idle session that wrote 1 MiB of heap
-// (its state resumed again, untimed, before each).
+// BenchmarkSuspend suspends an idle session that wrote 1 MiB of heap,
+// and one that ran x = 1 (its state resumed again, untimed, before each).
 func BenchmarkSuspend(b *testing.B) {
 	ctx := context.Background()
 	r := benchRuntime(b)
 	defer r.Close()
-	state := idleState(b, r, heapCode(1))
-	b.ReportMetric(float64(len(state)), "state-bytes")
-	var ds []time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		s, err := r.ResumeSession(ctx, state)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		start := time.Now()
-		if state, err = s.Suspend(ctx); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
+	for _, mib := range []int{1, 0} {
+		b.Run(heapName(mib), func(b *testing.B) {
+			state := idleState(b, r, heapCode(mib))
+			b.ReportMetric(float64(len(state)), "state-bytes")
+			var ds []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				s, err := r.ResumeSession(ctx, state)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if state, err = s.Suspend(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			p50(b, ds)
+		})
 	}
-	p50(b, ds)
 }
 
-// BenchmarkResume resumes that session and runs an eval in it, beside a
-// new session's first eval (a VM prepared from the snapshot, from the
-// pool when one waits).
+func heapName(mib int) string {
+	if mib == 0 {
+		return "x=1"
+	}
+	return itoa(int64(mib)) + "MiB"
+}
+
+// BenchmarkResume resumes those sessions and runs an eval in each,
+// beside a new session's first eval (a VM prepared from the snapshot,
+// from the pool when one waits).
 func BenchmarkResume(b *testing.B) {
 	ctx := context.Background()
 	r := benchRuntime(b)
 	defer r.Close()
-	state := idleState(b, r, heapCode(1))
-	for _, fresh := range []bool{false, true} {
-		name := "resumed"
-		if fresh {
-			name = "fresh"
+	for _, mib := range []int{1, 0, -1} {
+		name := "fresh"
+		var state []byte
+		if mib >= 0 {
+			name = heapName(mib)
+			state = idleState(b, r, heapCode(mib))
 		}
 		b.Run(name, func(b *testing.B) {
 			var ds, evals []time.Duration
@@ -81,7 +93,7 @@ func BenchmarkResume(b *testing.B) {
 				start := time.Now()
 				var s *glovebox.Session
 				var err error
-				if fresh {
+				if state == nil {
 					s, err = r.NewSession()
 				} else {
 					s, err = r.ResumeSession(ctx, state)
