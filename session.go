@@ -37,11 +37,13 @@ type Session struct {
 	sh   *shared // the engine and pool s belongs to
 	s    *engine.Session
 	once sync.Once
-	// mu guards the fields of a session paused in a tool call (see
-	// suspend.go): its sealed state and its pending call.
+	// mu guards s (replaced when a paused session continues) and the
+	// fields of a session paused in a tool call (see suspend.go): its
+	// sealed state and its pending call.
 	mu      sync.Mutex
 	paused  []byte
 	pending *PendingCall
+	closed  bool
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -83,7 +85,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		return nil, ErrSessionPaused
 	}
 	st.journaled(req)
-	out, reset, err := s.s.Eval(ctx, req)
+	out, reset, err := s.engine().Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +95,11 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 // Close frees the session's VM, waiting for a running eval to end. It is
 // idempotent; later evals return ErrClosed.
 func (s *Session) Close() error {
-	s.once.Do(s.s.Close)
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.engine().Close()
+	})
 	return nil
 }

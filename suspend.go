@@ -2,6 +2,7 @@ package glovebox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -132,6 +133,30 @@ type PendingCall struct {
 	Approval bool
 }
 
+// MarshalJSON writes {"id", "name", "args", "kwargs", "reason",
+// "approval"}, with args and kwargs as in [ToolCall.MarshalJSON].
+func (p *PendingCall) MarshalJSON() ([]byte, error) {
+	tc, err := ToolCall{Name: p.Name, Args: p.Args}.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var parts struct {
+		Args   json.RawMessage `json:"args"`
+		Kwargs json.RawMessage `json:"kwargs"`
+	}
+	if err := json.Unmarshal(tc, &parts); err != nil {
+		return nil, err
+	}
+	return marshalNoEscape(struct {
+		ID       string          `json:"id"`
+		Name     string          `json:"name"`
+		Args     json.RawMessage `json:"args"`
+		Kwargs   json.RawMessage `json:"kwargs"`
+		Reason   string          `json:"reason"`
+		Approval bool            `json:"approval"`
+	}{p.ID, p.Name, parts.Args, parts.Kwargs, p.Reason, p.Approval})
+}
+
 // Answer answers a pending call. The zero Answer returns nil to the
 // guest.
 type Answer struct {
@@ -185,7 +210,7 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 	s.r.manifest(s.sh).put(e)
 	var err error
 	// The session's state is the rest of the body.
-	if e.b, err = s.s.Capture(e.b); err != nil {
+	if e.b, err = s.engine().Capture(e.b); err != nil {
 		var ns *engine.NotSuspendable
 		if errors.As(err, &ns) {
 			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
@@ -263,6 +288,13 @@ func (s *Session) Pending() *PendingCall {
 	return &pc
 }
 
+// engine returns the engine session s runs on.
+func (s *Session) engine() *engine.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.s
+}
+
 func (s *Session) isPaused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -319,13 +351,18 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if err != nil {
 		return nil, restoreError(err)
 	}
-	s.s.Close()
-	s.s = es
 	s.mu.Lock()
-	s.paused, s.pending = nil, nil
+	if s.closed {
+		s.mu.Unlock()
+		es.Close()
+		return nil, ErrClosed
+	}
+	old := s.s
+	s.s, s.paused, s.pending = es, nil, nil
 	s.mu.Unlock()
+	old.Close()
 	st.resume(req, p, a, o.hdr.id)
-	out, reset, err := s.s.Eval(ctx, req)
+	out, reset, err := es.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,10 @@ out`
 	if res.Error.Class != "Glovebox::Suspended" {
 		t.Fatalf("error %+v", res.Error)
 	}
+	j, _ := res.MarshalJSON()
+	if want := `"pending":{"id":"` + res.Pending.ID + `","name":"job","args":[1],"kwargs":{},"reason":"job 7 runs","approval":false}`; !bytes.Contains(j, []byte(want)) {
+		t.Fatalf("JSON %s lacks %s", j, want)
+	}
 	res = mustContinue(t, r, res.State, glovebox.Answer{Value: "done"})
 	wantStatus(t, res, glovebox.StatusSuspended)
 	res = mustContinue(t, r, res.State, glovebox.Answer{Err: &glovebox.ToolError{Class: "Late", Message: "too slow"}})
