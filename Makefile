@@ -60,6 +60,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzDecodeEvalRequest -fuzztime 60s ./executor/internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReply -fuzztime 60s ./executor
+	$(GO) test -run '^$$' -fuzz FuzzOpenState -fuzztime 60s .
+	$(GO) test -run '^$$' -fuzz FuzzSessionState -fuzztime 60s ./internal/engine
 
 # ruby/spec conformance (README, "Conformance"): core, language and library
 # run inside glovebox and on the baseline (the same image under wasmtime's

@@ -93,6 +93,20 @@
 // and libraries persist; a trap discards it and says so
 // (Result.SessionReset). A session belongs to one user: never share it.
 //
+// # Suspension
+//
+// With [Config].StateKeys, an idle session becomes sealed bytes
+// ([Session.Suspend]) that any process with a compatible Runtime resumes
+// ([Runtime.ResumeSession]), and a tool call can be suspended instead of
+// answered: a tool, Hooks.BeforeCall or the Approver returns
+// [SuspendCall], the eval ends with [StatusSuspended] carrying the
+// pending call and its state, and [Runtime.Continue] (for a session,
+// [Session.Continue]) answers it and runs the eval on from inside the
+// call. States are encrypted and authenticated, and refused with a typed
+// error when damaged or given to a different Runtime; [StateStore] makes
+// each continue at most once. RATIONALE.md says how (a paused eval is
+// replayed to its call) and what cannot be suspended.
+//
 // # Files
 //
 // [Config].Mounts grant host directories, read-only unless Writable, at

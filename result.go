@@ -112,7 +112,8 @@ func (r *Result) Err() error {
 // MarshalJSON writes the result as one JSON object with the fields
 // status, value, stdout, stderr, stdout_truncated, stderr_truncated, error
 // (class, message, backtrace; null when ok), fuel_used, duration_ms,
-// tool_calls and session_reset. Integers are exact at any size; NaN and the infinities,
+// tool_calls and session_reset, and pending (see PendingCall.MarshalJSON)
+// for StatusSuspended; State is left out (it is bytes). Integers are exact at any size; NaN and the infinities,
 // which JSON lacks, are written as the strings "NaN", "Infinity" and
 // "-Infinity".
 func (r *Result) MarshalJSON() ([]byte, error) {
@@ -136,8 +137,9 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		DurationMS      float64         `json:"duration_ms"`
 		ToolCalls       []ToolCall      `json:"tool_calls"`
 		SessionReset    bool            `json:"session_reset"`
+		Pending         *PendingCall    `json:"pending,omitempty"`
 	}{r.Status, value, r.Stdout, r.Stderr, r.StdoutTruncated, r.StderrTruncated, r.Error, r.FuelUsed,
-		float64(r.Duration.Microseconds()) / 1000, calls, r.SessionReset})
+		float64(r.Duration.Microseconds()) / 1000, calls, r.SessionReset, r.Pending})
 }
 
 // marshalNoEscape is json.Marshal without HTML escaping: results are read

@@ -1,14 +1,14 @@
 package glovebox
 
 import (
-	"bytes"
-	"compress/flate"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The sealed form of a state:
@@ -22,7 +22,7 @@ import (
 //	ciphertext                  AES-256-GCM of the compressed body, with
 //	                            every byte above as additional data
 //
-// The body, compressed with DEFLATE before it is encrypted (so nothing the
+// The body, compressed (S2, a Snappy extension) before it is encrypted (so nothing the
 // guest wrote shows through), is the manifest (what the state needs of a
 // Runtime) followed by the state itself; see stateBody.
 
@@ -62,15 +62,13 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	hdr = append(hdr, k.sealID...)
 	hdr = append(hdr, id[:]...)
 	hdr = append(hdr, nonce[:]...)
-	var z bytes.Buffer
-	z.Grow(len(body)/4 + 64)
-	w, _ := flate.NewWriter(&z, flate.BestSpeed)
-	w.Write(body)
-	w.Close()
+	zb := getBuf()
+	z := s2.Encode(zb[:cap(zb)], body)
+	defer putBuf(z)
 	aead := k.aeads[k.sealID]
-	out := make([]byte, len(hdr), len(hdr)+z.Len()+aead.Overhead())
+	out := make([]byte, len(hdr), len(hdr)+len(z)+aead.Overhead())
 	copy(out, hdr)
-	out = aead.Seal(out, nonce[:], z.Bytes(), hdr)
+	out = aead.Seal(out, nonce[:], z, hdr)
 	return out, hex.EncodeToString(id[:]), nil
 }
 
@@ -139,11 +137,23 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	if len(b) < h.n+aead.Overhead() {
 		return h, nil, fmt.Errorf("%w: truncated", ErrStateInvalid)
 	}
-	z, err := aead.Open(nil, h.nonce, b[h.n:], b[:h.n])
+	z, err := aead.Open(getBuf(), h.nonce, b[h.n:], b[:h.n])
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: authentication failed (the state was damaged or altered)", ErrStateInvalid)
 	}
-	body, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxStateBody))
+	defer putBuf(z)
+	n, err := s2.DecodedLen(z)
+	if err == nil && n > maxStateBody {
+		err = fmt.Errorf("%d bytes is too large", n)
+	}
+	var body []byte
+	if err == nil {
+		body = getBuf()
+		if cap(body) < n {
+			body = make([]byte, n)
+		}
+		body, err = s2.Decode(body[:cap(body)], z)
+	}
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: the body does not inflate: %v", ErrStateInvalid, err)
 	}
@@ -196,3 +206,24 @@ func (d *bdec) bytes() []byte {
 }
 
 func (d *bdec) str() string { return string(d.bytes()) }
+
+// Buffers for bodies and their compressed forms, reused: a state of a few
+// MiB allocated afresh each time cost as much in zeroing and collection
+// as in compressing.
+var bufs sync.Pool
+
+func getBuf() []byte {
+	if b, ok := bufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+// putBuf keeps b for reuse unless it is large (over 64 MiB).
+func putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > 64<<20 {
+		return
+	}
+	b = b[:0]
+	bufs.Put(&b)
+}

@@ -41,8 +41,9 @@ type Session struct {
 	once sync.Once
 	// closed is set by Close, before the engine session closes.
 	closed atomic.Bool
-	// mu guards the fields of a session paused in a tool call (see
-	// suspend.go): its sealed state and its pending call.
+	// mu guards s (replaced when a paused session continues) and the
+	// fields of a session paused in a tool call (see suspend.go): its
+	// sealed state and its pending call.
 	mu      sync.Mutex
 	paused  []byte
 	pending *PendingCall
@@ -91,7 +92,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		return nil, ErrSessionPaused
 	}
 	st.journaled(req)
-	out, reset, err := s.s.Eval(ctx, req)
+	out, reset, err := s.engine().Eval(ctx, req)
 	if err != nil {
 		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
 			// Close ran while this eval waited for the VM.
@@ -107,7 +108,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 func (s *Session) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
-		s.s.Close()
+		s.engine().Close()
 	})
 	return nil
 }

@@ -2,6 +2,7 @@ package glovebox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -132,6 +133,30 @@ type PendingCall struct {
 	Approval bool
 }
 
+// MarshalJSON writes {"id", "name", "args", "kwargs", "reason",
+// "approval"}, with args and kwargs as in [ToolCall.MarshalJSON].
+func (p *PendingCall) MarshalJSON() ([]byte, error) {
+	tc, err := ToolCall{Name: p.Name, Args: p.Args}.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var parts struct {
+		Args   json.RawMessage `json:"args"`
+		Kwargs json.RawMessage `json:"kwargs"`
+	}
+	if err := json.Unmarshal(tc, &parts); err != nil {
+		return nil, err
+	}
+	return marshalNoEscape(struct {
+		ID       string          `json:"id"`
+		Name     string          `json:"name"`
+		Args     json.RawMessage `json:"args"`
+		Kwargs   json.RawMessage `json:"kwargs"`
+		Reason   string          `json:"reason"`
+		Approval bool            `json:"approval"`
+	}{p.ID, p.Name, parts.Args, parts.Kwargs, p.Reason, p.Approval})
+}
+
 // Answer answers a pending call. The zero Answer returns nil to the
 // guest.
 type Answer struct {
@@ -172,25 +197,29 @@ type StateStore interface {
 // Runtime has no StateKeys or when the guest keeps files open (close them
 // first: an open file's descriptor cannot be carried to another process);
 // with [ErrSessionPaused] on a session paused in a tool call, whose state
-// the eval that paused it gave; with ErrClosed after Close.
+// the eval that paused it gave; with [ErrSessionClosed] after Close.
 func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
 	if s.isPaused() {
 		return nil, ErrSessionPaused
 	}
 	if s.r.keys == nil {
 		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
 	}
-	base, err := s.s.Capture()
-	if err != nil {
+	e := &benc{b: getBuf()}
+	defer func() { putBuf(e.b) }()
+	s.r.manifest(s.sh).put(e)
+	var err error
+	// The session's state is the rest of the body.
+	if e.b, err = s.engine().Capture(e.b); err != nil {
 		var ns *engine.NotSuspendable
 		if errors.As(err, &ns) {
 			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
 		}
 		return nil, err
 	}
-	e := &benc{}
-	s.r.manifest(s.sh).put(e)
-	e.bytes(base)
 	state, _, err := sealState(s.r.keys, stateIdle, e.b)
 	if err != nil {
 		return nil, err
@@ -228,14 +257,11 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		pc.ID = o.hdr.id
 		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
 	}
-	base := o.body.bytes()
-	if o.body.err != nil || len(o.body.b) != 0 {
-		return nil, fmt.Errorf("%w: the session's state is malformed", ErrStateInvalid)
-	}
+	defer o.release()
 	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, err
 	}
-	es, err := sh.pool.RestoreSession(base)
+	es, err := sh.pool.RestoreSession(o.body.b) // the rest of the body
 	if err != nil {
 		return nil, restoreError(err)
 	}
@@ -263,6 +289,13 @@ func (s *Session) Pending() *PendingCall {
 	}
 	pc := *s.pending
 	return &pc
+}
+
+// engine returns the engine session s runs on.
+func (s *Session) engine() *engine.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.s
 }
 
 func (s *Session) isPaused() bool {
@@ -293,8 +326,11 @@ func (s *Session) report(res *Result, reset bool) *Result {
 // [ErrStateUsed] when Config.StateStore says the pause was continued
 // before, and [ErrStateDiverged] when the eval cannot be continued (the
 // session is then no longer paused, and its next eval starts from a
-// fresh VM).
+// fresh VM), and [ErrSessionClosed] after Close.
 func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
 	s.mu.Lock()
 	state := s.paused
 	s.mu.Unlock()
@@ -321,13 +357,18 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if err != nil {
 		return nil, restoreError(err)
 	}
-	s.s.Close()
-	s.s = es
 	s.mu.Lock()
-	s.paused, s.pending = nil, nil
+	if s.closed.Load() {
+		s.mu.Unlock()
+		es.Close()
+		return nil, ErrSessionClosed
+	}
+	old := s.s
+	s.s, s.paused, s.pending = es, nil, nil
 	s.mu.Unlock()
+	old.Close()
 	st.resume(req, p, a, o.hdr.id)
-	out, reset, err := s.s.Eval(ctx, req)
+	out, reset, err := es.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,10 @@ out`
 	if res.Error.Class != "Glovebox::Suspended" {
 		t.Fatalf("error %+v", res.Error)
 	}
+	j, _ := res.MarshalJSON()
+	if want := `"pending":{"id":"` + res.Pending.ID + `","name":"job","args":[1],"kwargs":{},"reason":"job 7 runs","approval":false}`; !bytes.Contains(j, []byte(want)) {
+		t.Fatalf("JSON %s lacks %s", j, want)
+	}
 	res = mustContinue(t, r, res.State, glovebox.Answer{Value: "done"})
 	wantStatus(t, res, glovebox.StatusSuspended)
 	res = mustContinue(t, r, res.State, glovebox.Answer{Err: &glovebox.ToolError{Class: "Late", Message: "too slow"}})
@@ -323,4 +327,25 @@ func TestSuspendHoldsNothing(t *testing.T) {
 		t.Fatalf("after 15 suspensions: VMs %d→%d, goroutines %d→%d, descriptors %d→%d, scratch directories %d→%d", v0, v1, g0, g1, f0, f1, d0, d1)
 	}
 	t.Logf("VMs %d, goroutines %d, descriptors %d, scratch directories %d, before and after", v1, g1, f1, d1)
+}
+
+// TestSessionSuspendGrownMemory: a session whose memory grew past the
+// snapshot's resumes with the grown memory and what it holds.
+func TestSessionSuspendGrownMemory(t *testing.T) {
+	ctx := context.Background()
+	r := newCorpusRuntime(t, false, glovebox.Config{})
+	defer r.Close()
+	st := idleState(t, r, `$big = "x" * (100 << 20); $big[-1] = "y"; $mark = "z" * 1000; 1`)
+	t.Logf("state %d KiB", len(st)>>10)
+	r2 := newCorpusRuntime(t, false, glovebox.Config{})
+	defer r2.Close()
+	s, err := r2.ResumeSession(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, _ := s.Eval(ctx, `[$big.size, $big[-2, 2], $mark.size, ("w" * (10 << 20)).size]`)
+	if fmt.Sprint(res.Value) != "[104857600 xy 1000 10485760]" {
+		t.Fatalf("%v %+v", res.Value, res.Error)
+	}
 }

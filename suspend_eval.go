@@ -159,7 +159,12 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 type opened struct {
 	hdr  stateHeader
 	body *bdec
+	buf  []byte // the body's buffer, for release
 }
+
+// release gives the body's buffer back for reuse; nothing may use the
+// body afterwards.
+func (o *opened) release() { putBuf(o.buf) }
 
 // open authenticates state, checks that it is of one of kinds and that r
 // can continue it, before anything runs.
@@ -181,9 +186,10 @@ func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error)
 	}
 	d := &bdec{b: body}
 	if err := r.check(sh, d); err != nil {
+		putBuf(body)
 		return nil, err
 	}
-	return &opened{hdr: h, body: d}, nil
+	return &opened{hdr: h, body: d, buf: body}, nil
 }
 
 // claim records a state's id in Config.StateStore, if there is one.

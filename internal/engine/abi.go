@@ -554,7 +554,7 @@ func hostClockTimeGet(c *wt.Caller, vals wt.Vals) error {
 	}
 	if v.req.journal() != nil {
 		var err error
-		if t, err = v.jClock(t); err != nil {
+		if t, err = v.jClock(id, t); err != nil {
 			return err
 		}
 	}

@@ -58,6 +58,9 @@ type Journal struct {
 	// went live; LiveAt is when.
 	Replayed bool
 	LiveAt   time.Time
+	// lastMono is the latest monotonic reading the replay gave back: the
+	// live clock carries on from it.
+	lastMono uint64
 }
 
 // NewJournal returns a journal that records an eval.
@@ -168,6 +171,11 @@ func (v *VM) jGive(kind byte) ([]byte, bool, error) {
 func (v *VM) goLive(j *Journal) {
 	now := time.Now()
 	j.Replayed, j.LiveAt = true, now
+	// The guest's monotonic clock carries on from where the recording
+	// left it, not from where the replay (which skips waits) is.
+	if j.lastMono > v.monotonic(now) {
+		v.monoBase, v.born = j.lastMono, now
+	}
 	target := now.Add(v.limits.Timeout - j.Spent)
 	delta := target.Sub(v.deadline)
 	v.deadline = target
@@ -188,8 +196,8 @@ func (v *VM) jRecord(kind byte, data ...[]byte) {
 	}
 }
 
-// jClock gives back a recorded clock reading, or records t.
-func (v *VM) jClock(t uint64) (uint64, error) {
+// jClock gives back a recorded reading of clock id, or records t.
+func (v *VM) jClock(id uint32, t uint64) (uint64, error) {
 	given, ok, err := v.jGive(jClock)
 	if err != nil {
 		return 0, err
@@ -198,7 +206,11 @@ func (v *VM) jClock(t uint64) (uint64, error) {
 		if len(given) != 8 {
 			return 0, v.diverged("a clock reading of the wrong size")
 		}
-		return binary.LittleEndian.Uint64(given), nil
+		t := binary.LittleEndian.Uint64(given)
+		if j := v.req.journal(); id != 0 && t > j.lastMono {
+			j.lastMono = t
+		}
+		return t, nil
 	}
 	var d [8]byte
 	binary.LittleEndian.PutUint64(d[:], t)

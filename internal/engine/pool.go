@@ -273,7 +273,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		if j := req.Journal; j != nil && j.Base == nil {
 			j.Base = []byte{stateVersion, 0} // a fresh VM's state
 			if s.vm != nil {
-				if j.Base, err = s.vm.capture(); err != nil {
+				if j.Base, err = s.vm.capture(nil); err != nil {
 					j.Base, j.Overflow, j.Refused = nil, true, err.Error()
 				}
 			}

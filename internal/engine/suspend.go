@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gloveboxhq/glovebox/internal/wt"
 )
@@ -40,19 +41,19 @@ func (e *BaseMismatch) Error() string {
 	return fmt.Sprintf("the state was taken against prepared VM %s, this engine's is %s", e.State, e.Here)
 }
 
-// Capture returns the session's state (see above). A session that has no
+// Capture appends the session's state (see above) to dst. A session that has no
 // VM yet has a state all the same: a fresh VM's. It fails with ErrClosed
 // after Close and with *NotSuspendable when the guest keeps files open.
-func (s *Session) Capture() ([]byte, error) {
+func (s *Session) Capture(dst []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
 	if s.vm == nil {
-		return []byte{stateVersion, 0}, nil
+		return append(dst, stateVersion, 0), nil
 	}
-	return s.vm.capture()
+	return s.vm.capture(dst)
 }
 
 const (
@@ -60,7 +61,7 @@ const (
 	flagCheckpoint = 2 // pages are diffed against the VM's checkpoint
 )
 
-func (v *VM) capture() ([]byte, error) {
+func (v *VM) capture(dst []byte) ([]byte, error) {
 	if len(v.jsvals) != 0 {
 		return nil, &NotSuspendable{Reason: "the guest holds host values"}
 	}
@@ -86,7 +87,7 @@ func (v *VM) capture() ([]byte, error) {
 		flags |= flagCheckpoint
 		base = v.baseHash()
 	}
-	b := make([]byte, 0, 64+len(pages)*(wt.PageSize+2))
+	b := slices.Grow(dst, 64+len(pages)*(wt.PageSize+2))
 	b = append(b, stateVersion, flags)
 	b = binary.LittleEndian.AppendUint64(b, base)
 	b = binary.AppendUvarint(b, uint64(len(mem)))
@@ -277,8 +278,16 @@ func (v *VM) apply(st *sessionState) error {
 		}
 		mem = v.mem.Data(c)
 	}
-	for i, p := range st.pages {
-		copy(mem[int(p)*wt.PageSize:], st.data[i*wt.PageSize:(i+1)*wt.PageSize])
+	// Fault each run of pages in at once, then copy.
+	for i := 0; i < len(st.pages); {
+		j := i + 1
+		for j < len(st.pages) && st.pages[j] == st.pages[j-1]+1 {
+			j++
+		}
+		off := int(st.pages[i]) * wt.PageSize
+		v.mem.PopulateWrite(c, off, (j-i)*wt.PageSize)
+		copy(mem[off:off+(j-i)*wt.PageSize], st.data[i*wt.PageSize:j*wt.PageSize])
+		i = j
 	}
 	for i, g := range v.e.baseGlobals() {
 		if err := v.inst.SetGlobalBits(c, g.name, st.globals[i]); err != nil {

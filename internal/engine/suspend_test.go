@@ -36,7 +36,7 @@ func TestSessionCaptureRestore(t *testing.T) {
 			setup = `x = 41; def f(y) = y * 2; $s = "ab" * 5_000_000; srand(7); rand(1000)`
 		}
 		run(a, setup)
-		st, err := a.Capture()
+		st, err := a.Capture(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,4 +76,32 @@ func TestSnapshotGlobalsOrdered(t *testing.T) {
 			t.Fatalf("a load listed the globals as %s, another as %s", got, want)
 		}
 	}
+}
+
+// FuzzSessionState: no bytes make the session-state decoder panic, and
+// what it accepts is within bounds (pages inside memory, data to match).
+func FuzzSessionState(f *testing.F) {
+	f.Add([]byte{stateVersion, 0})
+	seed := []byte{stateVersion, flagVM | flagCheckpoint, 1, 2, 3, 4, 5, 6, 7, 8, 0x80, 0x80, 0x04, 1}
+	seed = append(seed, make([]byte, 8)...)
+	seed = append(seed, 5, 1, 1, 0)
+	seed = append(seed, make([]byte, 4096)...)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := decodeSessionState(b, 1)
+		if err != nil {
+			return
+		}
+		if st.flags&flagVM == 0 {
+			return
+		}
+		if len(st.data) != len(st.pages)*4096 {
+			t.Fatalf("%d pages, %d bytes", len(st.pages), len(st.data))
+		}
+		for _, p := range st.pages {
+			if uint64(p+1)*4096 > st.memLen {
+				t.Fatalf("page %d outside %d bytes", p, st.memLen)
+			}
+		}
+	})
 }

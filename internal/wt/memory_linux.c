@@ -651,3 +651,7 @@ uint64_t gb_slot_ck_hash(gb_slot *s) {
 int gb_slot_has_ck(gb_slot *s) { return s->ck_taken; }
 
 size_t gb_slot_image_len(gb_slot *s) { return s->img == NULL ? 0 : s->img->len; }
+
+// gb_populate_write faults in [p, p+n) for writing in one call (best
+// effort: older kernels lack MADV_POPULATE_WRITE).
+void gb_populate_write(uint8_t *p, size_t n) { madvise(p, n, MADV_POPULATE_WRITE); }

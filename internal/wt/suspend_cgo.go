@@ -69,3 +69,15 @@ func (m Memory) Grow(c Context, delta uint64) error {
 	var prev C.uint64_t
 	return takeError(C.wasmtime_memory_grow(c.ptr, m.m, C.uint64_t(delta), &prev))
 }
+
+// PopulateWrite faults in bytes [off, off+n) of the memory for writing
+// in one call, before they are written: one fault per page costs far
+// more (see OpenImage). The range must lie inside the memory and be
+// page-aligned; it is best effort.
+func (m Memory) PopulateWrite(c Context, off, n int) {
+	d := m.Data(c)
+	if off < 0 || n <= 0 || off+n > len(d) {
+		return
+	}
+	C.gb_populate_write((*C.uint8_t)(unsafe.Pointer(&d[off])), C.size_t(n))
+}

@@ -259,6 +259,7 @@ long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages);
 uint64_t gb_slot_ck_hash(gb_slot *s);
 int gb_slot_has_ck(gb_slot *s);
 size_t gb_slot_image_len(gb_slot *s);
+void gb_populate_write(uint8_t *p, size_t n);
 wasmtime_error_t *wasmtime_memory_grow(wasmtime_context_t *, const wasmtime_memory_t *, uint64_t delta, uint64_t *prev);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
