@@ -601,10 +601,17 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		}
 		entry.Approval = "approved"
 	}
+	return st.run(ctx, c, &entry, fn, args)
+}
+
+// run runs tool fn for call c, whose hooks and approval have had their
+// say, within the eval's tool-time budget and deadline, and answers it.
+func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, fn hostTool, args Args) ([]byte, error) {
+	r := st.r
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
+		st.finish(ctx, entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	start := time.Now()
@@ -635,7 +642,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		st.finish(ctx, &entry, OutcomePanic, "tool call failed")
+		st.finish(ctx, entry, OutcomePanic, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !end.Before(c.Deadline) {
@@ -644,18 +651,18 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		if ctx.Err() != nil {
 			msg, outcome = "the caller's context ended during the call", OutcomeCanceled
 		}
-		st.finish(ctx, &entry, outcome, msg)
+		st.finish(ctx, entry, outcome, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
+		st.finish(ctx, entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	if out.err != nil && errors.Is(out.err, ErrSuspend) {
-		return st.suspendCall(ctx, c, &entry, out.err, false)
+		return st.suspendCall(ctx, c, entry, out.err, false)
 	}
-	return st.reply(ctx, c, &entry, out.value, out.err)
+	return st.reply(ctx, c, entry, out.value, out.err)
 }
 
 // reply answers call c with a tool's value or error, as the guest sees

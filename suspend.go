@@ -171,6 +171,13 @@ type Answer struct {
 	// as a denying Approver does.
 	Denied bool
 	Reason string
+	// Approved runs the tool now, in the process that continues the
+	// eval, as it would have run had the Approver approved: within the
+	// eval's tool-time budget and deadline, recorded in the transcript
+	// ("approved" when the Approver suspended the call) and seen by
+	// Hooks.AfterCall. BeforeCall and the Approver are not asked again.
+	// Value and Err are ignored; Denied wins over it.
+	Approved bool
 }
 
 // StateStore records which states were continued, so a front end can

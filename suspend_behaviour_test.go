@@ -349,3 +349,42 @@ func TestSessionSuspendGrownMemory(t *testing.T) {
 		t.Fatalf("%v %+v", res.Value, res.Error)
 	}
 }
+
+// TestContinueApproved: Answer.Approved runs the pending tool in the
+// Runtime that continues the eval (another one here, as in another
+// process), with the approval and outcome in the transcript; a later
+// call of the tool asks again.
+func TestContinueApproved(t *testing.T) {
+	keys := testKeyring(t)
+	mk := func(ran *[]any) *glovebox.Runtime {
+		var ts glovebox.Toolset
+		ts.Add("change_plan", func(ctx context.Context, a glovebox.Args) (any, error) {
+			*ran = append(*ran, a.Keyword["plan"])
+			return "now " + a.Keyword["plan"].(string), nil
+		})
+		ts.RequireApproval("change_plan")
+		r, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, PoolSize: -1, StateKeys: keys,
+			Hooks: glovebox.Hooks{Approver: func(context.Context, string, glovebox.Args) error { return glovebox.SuspendCall("needs approval") }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	var ranA, ranB []any
+	a, b := mk(&ranA), mk(&ranB)
+	res := eval(t, a, `[change_plan(plan: "pro"), change_plan(plan: "team")]`)
+	wantStatus(t, res, glovebox.StatusSuspended)
+	res = mustContinue(t, b, res.State, glovebox.Answer{Approved: true})
+	wantStatus(t, res, glovebox.StatusSuspended)
+	res = mustContinue(t, b, res.State, glovebox.Answer{Approved: true})
+	wantStatus(t, res, glovebox.StatusOK)
+	if fmt.Sprint(res.Value) != "[now pro now team]" || len(ranA) != 0 || fmt.Sprint(ranB) != "[pro team]" {
+		t.Fatalf("value %v; ran in the first Runtime %v, in the second %v", res.Value, ranA, ranB)
+	}
+	for _, c := range res.ToolCalls {
+		if c.Approval != "approved" || c.Outcome != glovebox.OutcomeOK {
+			t.Fatalf("transcript %+v", res.ToolCalls)
+		}
+	}
+}

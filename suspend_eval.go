@@ -107,6 +107,15 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 	if p.pending.Approval {
 		entry.Approval = "approved"
 	}
+	if a.Approved {
+		fn, ok := st.r.tools[c.Name]
+		if !ok {
+			p.diverged = fmt.Sprintf("the approved tool %s is not in this Runtime", c.Name)
+			return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: p.diverged}
+		}
+		entry.Duration = 0
+		return st.run(ctx, c, entry, fn, p.pending.Args)
+	}
 	return st.reply(ctx, c, entry, a.Value, a.Err)
 }
 
