@@ -23,7 +23,7 @@ import (
 )
 
 func benchCmd() *cobra.Command {
-	var samples int
+	var samples, states int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure glovebox on this machine, each figure beside a baseline from the same run",
@@ -35,10 +35,11 @@ fuel budget; the fuel rows need both, and one metered by wasmtime's own
 fuel for comparison), about a minute each, once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), os.Stdout, samples)
+			return runBench(cmd.Context(), os.Stdout, samples, states)
 		},
 	}
 	cmd.Flags().IntVar(&samples, "samples", 300, "evals per latency figure")
+	cmd.Flags().IntVar(&states, "states", 2000, "suspended sessions written to a directory for the resume-at-random row (the issue's figure is for 100000: several minutes)")
 	return cmd
 }
 
@@ -62,7 +63,7 @@ func us(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Nanoseconds())/1000, 'f', 1, 64) + " µs"
 }
 
-func runBench(ctx context.Context, w io.Writer, samples int) error {
+func runBench(ctx context.Context, w io.Writer, samples, states int) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -102,6 +103,9 @@ func runBench(ctx context.Context, w io.Writer, samples int) error {
 	defer rt.Close()
 	eng, err := openEngine(ctx, cacheDir, false)
 	if err != nil {
+		return err
+	}
+	if err := benchSuspend(ctx, samples, states, row, yes); err != nil { // suspend and resume (bench_suspend.go)
 		return err
 	}
 	if err := benchVM(ctx, samples, row); err != nil { // fresh VMs, pool, workers, process start (bench_vm.go)
