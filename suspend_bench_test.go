@@ -132,3 +132,42 @@ func TestStateSizes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkContinue continues an eval paused in its first tool call (a
+// replay of the eval up to the call, then the rest of it), beside the
+// same eval run straight.
+func BenchmarkContinue(b *testing.B) {
+	ctx := context.Background()
+	const code = `rows = (1..200).map { |i| {id: i, name: "r#{i}"} }; a = double(rows.size); rows.sum { _1[:id] } + a`
+	// Both Runtimes live through the whole benchmark: the last Runtime on
+	// an engine to close frees it, and the next would start cold.
+	rs := map[bool]*glovebox.Runtime{true: newCorpusRuntime(b, true, glovebox.Config{}), false: newCorpusRuntime(b, false, glovebox.Config{})}
+	defer rs[true].Close()
+	defer rs[false].Close()
+	for _, suspend := range []bool{true, false} {
+		name := "continue"
+		if !suspend {
+			name = "straight"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := rs[suspend]
+			first := eval(b, r, code)
+			var ds []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var res *glovebox.Result
+				var err error
+				if suspend {
+					res, err = r.Continue(ctx, first.State, glovebox.Answer{Value: 400})
+				} else {
+					res, err = r.Eval(ctx, code)
+				}
+				if err != nil || res.Status != glovebox.StatusOK {
+					b.Fatal(err, res)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			p50(b, ds)
+		})
+	}
+}
