@@ -171,3 +171,36 @@ func BenchmarkContinue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSessionEvalWithKeys is a session's eval with and without
+// StateKeys: with them, each eval first captures the session's state (so
+// that any of its calls can be suspended) and journals its inputs.
+func BenchmarkSessionEvalWithKeys(b *testing.B) {
+	ctx := context.Background()
+	for _, keys := range []bool{false, true} {
+		name := "without"
+		cfg := glovebox.Config{PoolSize: 1}
+		if keys {
+			name, cfg.StateKeys = "with", testKeyring(b)
+		}
+		b.Run(name, func(b *testing.B) {
+			r, err := glovebox.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			s, _ := r.NewSession()
+			defer s.Close()
+			s.Eval(ctx, heapCode(1))
+			var ds []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if res, err := s.Eval(ctx, "x += 1"); err != nil || res.Status != glovebox.StatusOK {
+					b.Fatal(err, res)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			p50(b, ds)
+		})
+	}
+}
