@@ -44,6 +44,7 @@ type Session struct {
 	paused  []byte
 	pending *PendingCall
 	closed  bool
+	hist    *sessionHistory // for suspending its evals (suspend_eval.go)
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -85,10 +86,14 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		return nil, ErrSessionPaused
 	}
 	st.journaled(req)
+	if st.sus != nil {
+		s.plan(st, req.Journal)
+	}
 	out, reset, err := s.engine().Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	s.record(st, req, out, reset)
 	return s.report(st.finishEval(s.sh, out, req, stateSessionPaused), reset), nil
 }
 

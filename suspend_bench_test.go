@@ -22,7 +22,7 @@ func heapCode(n int) string {
 // benchRuntime is a Runtime with StateKeys and a small pool, as a server
 // suspending sessions would run.
 func benchRuntime(b testing.TB) *glovebox.Runtime {
-	r, err := glovebox.New(context.Background(), glovebox.Config{StateKeys: testKeyring(b), PoolSize: 2})
+	r, err := glovebox.New(context.Background(), glovebox.Config{StateKeys: testKeyring(b), PoolSize: 2, ScratchDir: ownScratch(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
