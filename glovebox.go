@@ -537,7 +537,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
-	if st.sus != nil && st.sus.answer != nil {
+	if st.sus != nil && (st.sus.answer != nil || st.sus.ffwd) {
 		return st.answerPending(ctx, c, &entry) // suspend_eval.go
 	}
 	var tooBig *engine.PayloadError

@@ -47,6 +47,7 @@ type Session struct {
 	mu      sync.Mutex
 	paused  []byte
 	pending *PendingCall
+	hist    *sessionHistory // for suspending its evals (suspend_eval.go)
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -92,6 +93,9 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		return nil, ErrSessionPaused
 	}
 	st.journaled(req)
+	if st.sus != nil {
+		s.plan(st, req.Journal)
+	}
 	out, reset, err := s.engine().Eval(ctx, req)
 	if err != nil {
 		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
@@ -100,6 +104,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		}
 		return nil, err
 	}
+	s.record(st, req, out, reset)
 	return s.report(st.finishEval(s.sh, out, req, stateSessionPaused), reset), nil
 }
 

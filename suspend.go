@@ -1,10 +1,12 @@
 package glovebox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 )
@@ -272,7 +274,8 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	if err != nil {
 		return nil, restoreError(err)
 	}
-	return &Session{r: r, sh: sh, s: es}, nil
+	hist := &sessionHistory{base: bytes.Clone(o.body.b), capCost: time.Millisecond}
+	return &Session{r: r, sh: sh, s: es, hist: hist}, nil
 }
 
 // restoreError reports the engine's refusal of a session's state.
@@ -374,11 +377,15 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	s.s, s.paused, s.pending = es, nil, nil
 	s.mu.Unlock()
 	old.Close()
+	if err := r.fastForward(ctx, es, p.priors); err != nil {
+		return nil, err
+	}
 	st.resume(req, p, a, o.hdr.id)
 	out, reset, err := es.Eval(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	s.record(st, req, out, reset)
 	res, err := st.continued(s.sh, out, req, stateSessionPaused)
 	if err != nil {
 		return nil, err

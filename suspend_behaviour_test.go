@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -386,5 +387,60 @@ func TestContinueApproved(t *testing.T) {
 		if c.Approval != "approved" || c.Outcome != glovebox.OutcomeOK {
 			t.Fatalf("transcript %+v", res.ToolCalls)
 		}
+	}
+}
+
+// TestSessionHistoryReplayed: a session's eval paused in a call, after
+// earlier evals that called tools, drew unseeded random numbers and wrote
+// output, continues in another Runtime with all of them as they were —
+// the earlier evals are replayed from their journals, not run again —
+// also after more evals than a history holds (a new base is captured).
+func TestSessionHistoryReplayed(t *testing.T) {
+	ctx := context.Background()
+	var suspendNow atomic.Bool
+	var calls atomic.Int64
+	cfg := glovebox.Config{Hooks: glovebox.Hooks{BeforeCall: func(context.Context, string, glovebox.Args) error {
+		calls.Add(1)
+		if suspendNow.Load() {
+			return glovebox.ErrSuspend
+		}
+		return nil
+	}}}
+	for _, n := range []int{3, 70} {
+		r := newCorpusRuntime(t, false, cfg)
+		s, _ := r.NewSession()
+		res, _ := s.Eval(ctx, `$r = rand(1 << 40); $a = double(21); puts $r; $log = [$a]`)
+		drawn := strings.TrimSpace(res.Stdout)
+		for i := range n {
+			s.Eval(ctx, fmt.Sprintf(`$log << lookup("a") + "%d"`, i))
+		}
+		suspendNow.Store(true)
+		res, _ = s.Eval(ctx, `x = double($a); $log << x; [x, $log.size]`)
+		suspendNow.Store(false)
+		wantStatus(t, res, glovebox.StatusSuspended)
+		s.Close()
+		r.Close()
+		before := calls.Load()
+		r2 := newCorpusRuntime(t, false, cfg)
+		s2, err := r2.ResumeSession(ctx, res.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = s2.Continue(ctx, glovebox.Answer{Value: 84})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(res.Value) != fmt.Sprint([]any{int64(84), int64(n + 2)}) {
+			t.Fatalf("n=%d: %v %+v", n, res.Value, res.Error)
+		}
+		if calls.Load() != before {
+			t.Fatalf("n=%d: the replay called tools again", n)
+		}
+		res, _ = s2.Eval(ctx, `[$r.to_s, $a, $log.first, $log[-2]]`)
+		if fmt.Sprint(res.Value) != fmt.Sprint([]any{drawn, int64(42), int64(42), fmt.Sprintf("alpha%d", n-1)}) {
+			t.Fatalf("n=%d: after the pause %v %+v", n, res.Value, res.Error)
+		}
+		s2.Close()
+		r2.Close()
 	}
 }

@@ -22,7 +22,7 @@ func heapCode(n int) string {
 // benchRuntime is a Runtime with StateKeys and a small pool, as a server
 // suspending sessions would run.
 func benchRuntime(b testing.TB) *glovebox.Runtime {
-	r, err := glovebox.New(context.Background(), glovebox.Config{StateKeys: testKeyring(b), PoolSize: 2})
+	r, err := glovebox.New(context.Background(), glovebox.Config{StateKeys: testKeyring(b), PoolSize: 2, ScratchDir: ownScratch(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,5 +130,77 @@ func TestStateSizes(t *testing.T) {
 		if mib == 0 && len(st) > 200_000 {
 			t.Fatalf("x = 1: %d bytes, over 200 KB", len(st))
 		}
+	}
+}
+
+// BenchmarkContinue continues an eval paused in its first tool call (a
+// replay of the eval up to the call, then the rest of it), beside the
+// same eval run straight.
+func BenchmarkContinue(b *testing.B) {
+	ctx := context.Background()
+	const code = `rows = (1..200).map { |i| {id: i, name: "r#{i}"} }; a = double(rows.size); rows.sum { _1[:id] } + a`
+	// Both Runtimes live through the whole benchmark: the last Runtime on
+	// an engine to close frees it, and the next would start cold.
+	rs := map[bool]*glovebox.Runtime{true: newCorpusRuntime(b, true, glovebox.Config{}), false: newCorpusRuntime(b, false, glovebox.Config{})}
+	defer rs[true].Close()
+	defer rs[false].Close()
+	for _, suspend := range []bool{true, false} {
+		name := "continue"
+		if !suspend {
+			name = "straight"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := rs[suspend]
+			first := eval(b, r, code)
+			var ds []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var res *glovebox.Result
+				var err error
+				if suspend {
+					res, err = r.Continue(ctx, first.State, glovebox.Answer{Value: 400})
+				} else {
+					res, err = r.Eval(ctx, code)
+				}
+				if err != nil || res.Status != glovebox.StatusOK {
+					b.Fatal(err, res)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			p50(b, ds)
+		})
+	}
+}
+
+// BenchmarkSessionEvalWithKeys is a session's eval with and without
+// StateKeys: with them, each eval first captures the session's state (so
+// that any of its calls can be suspended) and journals its inputs.
+func BenchmarkSessionEvalWithKeys(b *testing.B) {
+	ctx := context.Background()
+	for _, keys := range []bool{false, true} {
+		name := "without"
+		cfg := glovebox.Config{PoolSize: 1}
+		if keys {
+			name, cfg.StateKeys = "with", testKeyring(b)
+		}
+		b.Run(name, func(b *testing.B) {
+			r, err := glovebox.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			s, _ := r.NewSession()
+			defer s.Close()
+			s.Eval(ctx, heapCode(1))
+			var ds []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if res, err := s.Eval(ctx, "x += 1"); err != nil || res.Status != glovebox.StatusOK {
+					b.Fatal(err, res)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			p50(b, ds)
+		})
 	}
 }

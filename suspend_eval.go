@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,113 @@ type pause struct {
 	answer   *Answer
 	reached  bool
 	diverged string
+	// For a session's eval: the session's history before it, unless the
+	// eval captures a new base (journal.CaptureBase); ffwd marks an
+	// earlier eval replayed to its end, which may call no tool live.
+	hist *sessionHistory
+	ffwd bool
+}
+
+// A session's history, for suspending its evals in a call: the state it
+// had at some point (a captured base, Session.Capture's form) and the
+// evals it ran since, with their journals. A state paused in a session's
+// eval holds both; continuing restores the base and replays those evals
+// to their ends before replaying the paused one. Capturing a base copies
+// the session's pages (milliseconds for a session of a few MiB), so it is
+// done only when replaying the evals since the last would take longer
+// than a few captures (see plan), instead of before every eval.
+type sessionHistory struct {
+	base    []byte
+	evals   []priorEval
+	cost    time.Duration // the evals' running time: what replaying them costs
+	capCost time.Duration // what the last capture cost
+	broken  bool          // an eval could not be journaled: capture before the next
+}
+
+// priorEval is an eval of a session's history.
+type priorEval struct {
+	code  string
+	stdin []byte
+	args  []string
+	log   []byte
+	spent time.Duration
+}
+
+// Bounds on a session's history: it is replaced by a captured base once
+// replaying it would cost rebaseFactor captures, or it holds maxHistory
+// evals.
+const (
+	rebaseFactor = 4
+	maxHistory   = 64
+)
+
+// plan decides whether st's session eval captures a new base first.
+func (s *Session) plan(st *evalState, j *engine.Journal) {
+	s.mu.Lock()
+	h := s.hist
+	s.mu.Unlock()
+	if h == nil || h.broken || len(h.evals) >= maxHistory || h.cost >= rebaseFactor*max(h.capCost, time.Millisecond) {
+		j.CaptureBase = true
+		return
+	}
+	st.sus.hist = h
+}
+
+// record updates the session's history after an eval of it (which did not
+// suspend).
+func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome, reset bool) {
+	if st.sus == nil || out.Status == engine.StatusSuspended {
+		return
+	}
+	j := st.sus.journal
+	var h sessionHistory
+	switch {
+	case reset:
+		h = sessionHistory{base: []byte{1, 0}} // a fresh VM's state
+	case j.Base != nil:
+		h = sessionHistory{base: j.Base, capCost: j.CaptureTook}
+	case st.sus.hist != nil:
+		h = *st.sus.hist
+		h.evals = slices.Clone(h.evals)
+	default:
+		h.broken = true
+	}
+	kept := !out.Trapped && (out.Status == engine.StatusOK || out.Status == engine.StatusError)
+	if kept && !h.broken {
+		if j.Overflow {
+			h.broken = true
+		} else {
+			h.evals = append(h.evals, priorEval{code: req.Code, stdin: req.Stdin, args: req.Args, log: j.Log(), spent: out.Duration})
+			h.cost += out.Duration
+		}
+	}
+	s.mu.Lock()
+	s.hist = &h
+	s.mu.Unlock()
+}
+
+// fastForward replays a session's earlier evals to their ends in es.
+func (r *Runtime) fastForward(ctx context.Context, es *engine.Session, evals []priorEval) error {
+	for i, pe := range evals {
+		req, st := r.request(pe.code)
+		req.Stdin, req.Args = pe.stdin, pe.args
+		j := engine.ReplayAll(pe.log, pe.spent)
+		st.sus = &pause{journal: j, ffwd: true}
+		req.Journal = j
+		out, reset, err := es.Eval(ctx, req)
+		if err != nil {
+			return err
+		}
+		switch {
+		case j.Diverged != "":
+			return fmt.Errorf("%w: the session's eval %d of %d before the pause: %s", ErrStateDiverged, i+1, len(evals), j.Diverged)
+		case st.sus.diverged != "":
+			return fmt.Errorf("%w: the session's eval %d of %d before the pause: %s", ErrStateDiverged, i+1, len(evals), st.sus.diverged)
+		case reset || j.Replaying():
+			return fmt.Errorf("%w: the session's eval %d of %d before the pause ended (%s) before its recorded end", ErrStateDiverged, i+1, len(evals), out.Status)
+		}
+	}
+	return nil
 }
 
 // journaled makes req record what a suspension needs, when r can seal.
@@ -83,6 +191,10 @@ func (st *evalState) suspendCall(ctx context.Context, c *engine.Call, entry *Too
 // the replay has just reached.
 func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *ToolCall) ([]byte, error) {
 	p := st.sus
+	if p.ffwd {
+		p.diverged = fmt.Sprintf("it called %s after its recorded end", c.Name)
+		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: "the paused eval did not replay the same way: " + p.diverged}
+	}
 	a := p.answer
 	p.answer, p.reached = nil, true
 	if c.Digest != p.pendingDigest {
@@ -211,22 +323,22 @@ func (r *Runtime) claim(ctx context.Context, id string) error {
 
 // paused is a paused eval's part of a state.
 type paused struct {
-	code            string
-	stdin           []byte
-	args            []string
-	spent           time.Duration
-	fuel            uint64
-	stdout, stderr  int
-	toolTime        time.Duration
-	kept            int
-	calls           []ToolCall
-	pending         PendingCall
-	pendingDigest   uint64
-	pendingElided   bool
-	toolDur         time.Duration
-	log             []byte
-	base            []byte // the session's state before the eval (session evals)
-	journalRefusals string
+	code           string
+	stdin          []byte
+	args           []string
+	spent          time.Duration
+	fuel           uint64
+	stdout, stderr int
+	toolTime       time.Duration
+	kept           int
+	calls          []ToolCall
+	pending        PendingCall
+	pendingDigest  uint64
+	pendingElided  bool
+	toolDur        time.Duration
+	log            []byte
+	base           []byte      // a session's base state (session evals)
+	priors         []priorEval // the session's evals since its base
 }
 
 // sealPaused makes res, a suspended eval's Result, carry its state.
@@ -266,7 +378,22 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 	e.u64(p.pendingDigest)
 	e.u64(uint64(p.toolDur))
 	e.bytes(p.journal.Log())
-	e.bytes(p.journal.Base)
+	base, priors := p.journal.Base, []priorEval(nil)
+	if base == nil && p.hist != nil {
+		base, priors = p.hist.base, p.hist.evals
+	}
+	e.bytes(base)
+	e.u64(uint64(len(priors)))
+	for _, pe := range priors {
+		e.str(pe.code)
+		e.bytes(pe.stdin)
+		e.u64(uint64(len(pe.args)))
+		for _, a := range pe.args {
+			e.str(a)
+		}
+		e.bytes(pe.log)
+		e.u64(uint64(pe.spent))
+	}
 	state, id, err := sealState(r.keys, kind, e.b)
 	if err != nil {
 		res.Status, res.Error = StatusSandboxError, &GuestError{Class: "Glovebox::SandboxError", Message: err.Error(), Backtrace: []string{}}
@@ -307,6 +434,22 @@ func decodePaused(d *bdec) (*paused, error) {
 	p.toolDur = time.Duration(d.u64())
 	p.log = d.bytes()
 	p.base = d.bytes()
+	np := d.u64()
+	if np > maxHistory {
+		return nil, fmt.Errorf("%w: %d earlier evals", ErrStateInvalid, np)
+	}
+	for range np {
+		pe := priorEval{code: d.str(), stdin: d.bytes()}
+		na := d.u64()
+		if na > MaxArgs {
+			return nil, fmt.Errorf("%w: %d arguments", ErrStateInvalid, na)
+		}
+		for range na {
+			pe.args = append(pe.args, d.str())
+		}
+		pe.log, pe.spent = d.bytes(), time.Duration(d.u64())
+		p.priors = append(p.priors, pe)
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateInvalid, d.err)
 	}
@@ -369,10 +512,15 @@ func (st *evalState) resume(req *engine.Request, p *paused, a Answer, id string)
 	req.Stdin, req.Args = p.stdin, p.args
 	st.calls, st.kept, st.toolTime = p.calls, p.kept, p.toolTime
 	j := engine.Replay(p.log, p.spent)
-	j.Base = p.base
 	pc := p.pending
 	pc.ID = id
 	st.sus = &pause{journal: j, answer: &a, pending: &pc, pendingDigest: p.pendingDigest, pendingElided: p.pendingElided, toolDur: p.toolDur}
+	if p.base != nil {
+		st.sus.hist = &sessionHistory{base: p.base, evals: p.priors, capCost: time.Millisecond}
+		for _, pe := range p.priors {
+			st.sus.hist.cost += pe.spent
+		}
+	}
 	req.Journal = j
 	// The caller already saw the output made before the pause.
 	if req.StdoutTee != nil {

@@ -119,6 +119,9 @@ var corpusLimits = glovebox.Limits{Fuel: 1 << 40}
 func newCorpusRuntime(t testing.TB, suspendAll bool, cfg glovebox.Config) *glovebox.Runtime {
 	t.Helper()
 	cfg.Tools, cfg.PoolSize = corpusToolset(), -1
+	if cfg.ScratchDir == "" {
+		cfg.ScratchDir = ownScratch(t)
+	}
 	if cfg.Limits == (glovebox.Limits{}) {
 		cfg.Limits = corpusLimits
 	}
@@ -133,6 +136,19 @@ func newCorpusRuntime(t testing.TB, suspendAll bool, cfg glovebox.Config) *glove
 		t.Fatal(err)
 	}
 	return r
+}
+
+// ownScratch is a scratch base of the test's own, on tmpfs like the
+// default (the guest's file system shows through in fuel: Ruby sizes its
+// IO buffers by the block size a stat reports), so that other test
+// processes on this machine, which sweep the shared base, leave it alone.
+func ownScratch(t testing.TB) string {
+	d, err := os.MkdirTemp("/dev/shm", "glovebox-suspend-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // answerFor answers a pending call as the corpus's tool would.

@@ -37,10 +37,15 @@ const MaxJournal = 64 << 20
 // Journal records the host's inputs to one eval, and gives back a
 // recorded eval's inputs before going live.
 type Journal struct {
-	// Base is a session VM's state before the eval (Session.Capture's
-	// form); Session.Eval sets it on a journaled request. Nil outside
-	// sessions.
-	Base []byte
+	// CaptureBase asks Session.Eval to capture the session VM's state
+	// before the eval into Base (Session.Capture's form), and how long
+	// that took into CaptureTook.
+	CaptureBase bool
+	Base        []byte
+	CaptureTook time.Duration
+	// Strict makes a replay that runs out of entries a divergence instead
+	// of going live: for an eval replayed to its end (see ReplayAll).
+	Strict bool
 	// Spent is the wall-clock time the eval ran before it was paused:
 	// when the replay reaches the live point, the eval's deadline is set
 	// to what it had left, and its Duration counts from Spent.
@@ -74,6 +79,14 @@ func Replay(log []byte, spent time.Duration) *Journal {
 	if len(log) == 0 {
 		j.Replayed = true
 	}
+	return j
+}
+
+// ReplayAll returns a journal that gives back every entry of log, for an
+// eval that ended with them: asking for more is a divergence.
+func ReplayAll(log []byte, spent time.Duration) *Journal {
+	j := &Journal{log: append([]byte(nil), log...), Spent: spent, Strict: true}
+	j.replay = j.log[:len(j.log):len(j.log)]
 	return j
 }
 
@@ -158,6 +171,9 @@ func (v *VM) jGive(kind byte) ([]byte, bool, error) {
 	}
 	if d, ok := j.next(kind); ok {
 		return d, true, nil
+	}
+	if j.Diverged == "" && j.Strict {
+		j.Diverged = "the program asked the host for " + kindName(kind) + " after its recorded end"
 	}
 	if j.Diverged != "" {
 		return nil, false, v.stop(StatusSandboxError, "the paused eval did not replay the same way: "+j.Diverged)
