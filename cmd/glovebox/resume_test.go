@@ -95,3 +95,21 @@ func TestDefaultStateKey(t *testing.T) {
 		t.Fatalf("a key others may read: %v", err)
 	}
 }
+
+// TestReplSaveLoad: :save writes a REPL session and the session goes on;
+// repl --load in a new process starts from the saved state.
+func TestReplSaveLoad(t *testing.T) {
+	t.Setenv(envStateKey, strings.Repeat("ef", 32))
+	p := filepath.Join(t.TempDir(), "s.state")
+	out, _, rc := run(t, "x = 41\ndef m(y) = y * 2\n:save "+p+"\nx += 1\n", "repl")
+	if rc != 0 || !strings.Contains(out, "saved the session to") || !strings.Contains(out, "=> 42") {
+		t.Fatalf("rc %d out %s", rc, out)
+	}
+	out, _, rc = run(t, "[x, m(3)]\n", "repl", "--load", p)
+	if rc != 0 || !strings.Contains(out, "=> [41,6]") {
+		t.Fatalf("rc %d out %s", rc, out)
+	}
+	if _, errOut, rc := run(t, "", "resume", p, "--approve"); rc != exitUsage || !strings.Contains(errOut, "repl --load") {
+		t.Fatalf("resume of a session: rc %d err %s", rc, errOut)
+	}
+}
