@@ -267,7 +267,7 @@ func printHuman(res *glovebox.Result, l glovebox.Limits, outSafe, errSafe bool) 
 		return
 	}
 	if p := res.Pending; p != nil {
-		fmt.Printf("suspended: %s(%s) waits: %s (state %s)\n", p.Name, guestText(approvalArgs(p.Args), outSafe), guestText(p.Reason, outSafe), p.ID)
+		fmt.Printf("suspended: %s(%s): %s (state %s)\n", p.Name, guestText(approvalArgs(p.Args), outSafe), guestText(p.Reason, outSafe), p.ID)
 		return
 	}
 	e := res.Error

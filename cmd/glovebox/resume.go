@@ -195,7 +195,7 @@ func suspendConfig(cfg *glovebox.Config, ap *approveFlags, st *stateFlags, suspe
 		}
 		cfg.StateKeys = keys
 		approver = func(context.Context, string, glovebox.Args) error {
-			return glovebox.SuspendCall("waits for a person's approval")
+			return glovebox.SuspendCall("needs a person's approval")
 		}
 	}
 	return ap.apply(cfg, approver)
