@@ -205,19 +205,20 @@ func writeStateFile(path, kind string, rt *glovebox.Runtime, approve []string, s
 // state or another key says so.
 func stateError(path string, h *stateHeader, rt *glovebox.Runtime, err error) error {
 	var sm *glovebox.StateMismatchError
+	msg := strings.TrimPrefix(err.Error(), "glovebox: ")
 	switch {
 	case errors.As(err, &sm) && sm.What == "tools" && h != nil:
 		have := rt.Tools()
 		if !slices.Equal(h.Tools, have) {
-			return fmt.Errorf("%s: %w\nthe state was made with the tools [%s]; this command has [%s]: give the same --mcp-server, --mcp-url, --http-allow and --profile as the command that wrote it", path, err, strings.Join(h.Tools, " "), strings.Join(have, " "))
+			return fmt.Errorf("%s: %s\nthe state was made with the tools [%s]; this command has [%s]: give the same --mcp-server, --mcp-url, --http-allow and --profile as the command that wrote it", path, msg, strings.Join(h.Tools, " "), strings.Join(have, " "))
 		}
-		return fmt.Errorf("%s: %w\nthe tool names agree, so a schema or an approval differs: give the same servers and --profile as the command that wrote it", path, err)
+		return fmt.Errorf("%s: %s\nthe tool names agree, so a schema or an approval differs: give the same servers and --profile as the command that wrote it", path, msg)
 	case errors.As(err, &sm):
-		return fmt.Errorf("%s: %w\ngive the same --mount, limit flags and --profile as the command that wrote it", path, err)
+		return fmt.Errorf("%s: %s\ngive the same --mount, limit flags and --profile as the command that wrote it", path, msg)
 	case errors.Is(err, glovebox.ErrStateInvalid):
-		return fmt.Errorf("%s: %w (nothing ran)", path, err)
+		return fmt.Errorf("%s: %s (nothing ran)", path, msg)
 	case errors.Is(err, glovebox.ErrStateKey):
-		return fmt.Errorf("%s: %w: it was written with another state key (see --state-key and %s); nothing ran", path, err, envStateKey)
+		return fmt.Errorf("%s: %s: it was written with another state key (see --state-key and %s); nothing ran", path, msg, envStateKey)
 	}
 	return err
 }
