@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -235,39 +234,49 @@ func benchStateDir(ctx context.Context, rt *glovebox.Runtime, idle func(string) 
 	return nil
 }
 
-// benchMonty would measure Monty's dump and load (the Node package
-// @pydantic/monty) as a peer; it runs only where that package is
-// installed, and says why it skipped otherwise.
+// benchMonty measures Monty's dump and load of a REPL session holding a
+// 1 MiB string (the Node package @pydantic/monty) as a peer. It runs
+// where that package is installed: in $GLOVEBOX_MONTY_DIR or the current
+// directory (npm install @pydantic/monty there); it says why it skipped
+// otherwise.
 func benchMonty(ctx context.Context, row func(met string, cols ...string)) {
-	const script = `
-const m = require("@pydantic/monty");
-const Monty = m.Monty || m.default;
-const prog = new Monty("x = 1\nx");
-const t0 = process.hrtime.bigint();
-const N = 200; let size = 0, dumpNs = 0n, loadNs = 0n;
+	const script = `const m = await import("@pydantic/monty");
+const Repl = m.MontyRepl;
+const r = new Repl();
+r.feed("h = 'ab' * (1 << 19)\nx = 1");
+const r0 = new Repl(); r0.feed("x = 1"); const s0 = r0.dump().length;
+const N = 200, d = [], l = []; let size = 0;
 for (let i = 0; i < N; i++) {
-  const a = process.hrtime.bigint(); const b = prog.dump(); const c = process.hrtime.bigint();
-  Monty.load(b); const d = process.hrtime.bigint();
-  size = b.length; dumpNs += c - a; loadNs += d - c;
+  const a = process.hrtime.bigint(); const b = r.dump(); const c = process.hrtime.bigint();
+  Repl.load(b); const e = process.hrtime.bigint();
+  size = b.length; d.push(Number(c - a) / 1e6); l.push(Number(e - c) / 1e6);
 }
-console.log(JSON.stringify({dump: Number(dumpNs) / N / 1e6, load: Number(loadNs) / N / 1e6, size}));`
+d.sort((a, b) => a - b); l.sort((a, b) => a - b);
+console.log("dump p50 " + d[N/2].toFixed(2) + " ms  load p50 " + l[N/2].toFixed(2) + " ms  state " + (size/1e3).toFixed(1) + " KB (x = 1: " + (s0/1e3).toFixed(1) + " KB)");`
+	const name = "peer: Monty REPL dump/load (@pydantic/monty, 1 MiB string)"
 	node, err := exec.LookPath("node")
 	if err != nil {
-		row("-", "peer: Monty dump/load", "skipped: node is not installed", "-", "-", "-")
+		row("-", name, "skipped: node is not installed", "-", "-", "-")
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	dir := os.Getenv("GLOVEBOX_MONTY_DIR")
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@pydantic", "monty")); err != nil {
+		row("-", name, "skipped: @pydantic/monty is not installed in "+dir+" (npm install @pydantic/monty there, or set GLOVEBOX_MONTY_DIR)", "-", "-", "-")
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, node, "-e", script).CombinedOutput()
+	cmd := exec.CommandContext(cctx, node, "--input-type=module", "-e", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		why := "it does not run here: " + firstLine(string(out))
-		if strings.Contains(string(out), "Cannot find module") {
-			why = "the package is not installed for node (npm install @pydantic/monty)"
-		}
-		row("-", "peer: Monty dump/load (@pydantic/monty)", "skipped: "+why, "-", "-", "-")
+		row("-", name, "skipped: it does not run here: "+firstLine(string(out)), "-", "-", "-")
 		return
 	}
-	row("-", "peer: Monty dump/load (@pydantic/monty, x = 1)", firstLine(string(out)), "-", "-", "-")
+	row("-", name, firstLine(string(out)), "-", "-", "-")
 }
 
 func firstLine(s string) string {
