@@ -360,17 +360,24 @@ func writeStep(t testing.TB, dir string, res *glovebox.Result) {
 	}
 }
 
-// TestSuspendChildProcess is a child of TestSuspendInNewProcesses: it
-// continues the state in $GLOVEBOX_SUSPEND_CHILD once.
-func TestSuspendChildProcess(t *testing.T) {
+// childInput returns a child test's directory and the contents of file
+// in it, or skips the test outside a child of parent.
+func childInput(t *testing.T, parent, file string) (string, []byte) {
 	dir := os.Getenv(childEnv)
 	if dir == "" {
-		t.Skip("run by TestSuspendInNewProcesses")
+		t.Skip("run by " + parent)
 	}
-	state, err := os.ReadFile(filepath.Join(dir, "state"))
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, b
+}
+
+// TestSuspendChildProcess is a child of TestSuspendInNewProcesses: it
+// continues the state in $GLOVEBOX_SUSPEND_CHILD once.
+func TestSuspendChildProcess(t *testing.T) {
+	dir, state := childInput(t, "TestSuspendInNewProcesses", "state")
 	b, err := os.ReadFile(filepath.Join(dir, "answer.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -423,14 +430,7 @@ func TestSessionResumeInNewProcess(t *testing.T) {
 
 // TestSessionResumeChild is TestSessionResumeInNewProcess's child.
 func TestSessionResumeChild(t *testing.T) {
-	dir := os.Getenv(childEnv)
-	if dir == "" {
-		t.Skip("run by TestSessionResumeInNewProcess")
-	}
-	st, err := os.ReadFile(filepath.Join(dir, "idle"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, st := childInput(t, "TestSessionResumeInNewProcess", "idle")
 	r := newCorpusRuntime(t, false, glovebox.Config{})
 	defer r.Close()
 	s, err := r.ResumeSession(context.Background(), st)
