@@ -34,7 +34,7 @@ test:
 
 # The concurrency-sensitive tests under the race detector (slow).
 race:
-	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session|Rewind' .
+	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session|Rewind|Suspend|State' .
 	$(GO) test -race -count=1 -run 'Rewind|Rewound|Pool|Session' ./internal/engine
 	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/... ./mcptools
 

@@ -12,7 +12,7 @@ var fuzzKeys, _ = NewKeyring(StateKey{ID: "fuzz", Secret: bytes.Repeat([]byte{7}
 // seedPaused is a paused eval's state body as sealPaused writes it.
 func seedPaused() []byte {
 	e := &benc{}
-	manifest{image: "glovebox-abi-3/0123", tools: "1 tools", mounts: "[]", limits: "{}"}.put(e)
+	manifest{image: "glovebox-abi-3/0123", tools: "1 tools", mounts: "[]", snapshot: "snap-0@1", limits: "{}"}.put(e)
 	e.str("double(1)")
 	e.bytes(nil)
 	e.u64(1)
@@ -61,7 +61,7 @@ func FuzzOpenState(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 		d := &bdec{b: body}
-		for range 4 {
+		for range 5 {
 			d.str()
 		}
 		if p, err := decodePaused(d); err == nil && p == nil {

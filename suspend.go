@@ -87,9 +87,10 @@ var (
 // StateMismatchError names what a state needs that a Runtime lacks. It
 // matches [ErrStateMismatch] under errors.Is.
 type StateMismatchError struct {
-	// What differs: "format", "image", "tools", "mounts", "limits" or
-	// "kind" (a session's state given to Runtime.Continue, or the other
-	// way round).
+	// What differs: "format", "image", "tools", "mounts", "snapshot"
+	// (the boot snapshot was built again since), "limits", "prepared VM"
+	// (a session's base) or "kind" (a session's state given to
+	// Runtime.Continue, or the other way round).
 	What string
 	// State and Runtime describe each side (a version, a hash, a list).
 	State, Runtime string

@@ -232,10 +232,10 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 }
 
 // manifest is what a state needs of the Runtime that continues it.
-type manifest struct{ image, tools, mounts, limits string }
+type manifest struct{ image, tools, mounts, snapshot, limits string }
 
 func (r *Runtime) manifest(sh *shared) manifest {
-	m := manifest{image: sh.eng.Load().Identity(), limits: fmt.Sprintf("%+v", r.limits)}
+	m := manifest{image: sh.eng.Load().Identity(), snapshot: sh.pool.SnapshotID(), limits: fmt.Sprintf("%+v", r.limits)}
 	docs, _ := json.Marshal(r.docs)
 	h := sha256.Sum256(docs)
 	m.tools = fmt.Sprintf("%d tools, schemas %s", len(r.docs), hex.EncodeToString(h[:8]))
@@ -255,19 +255,20 @@ func (m manifest) put(e *benc) {
 	e.str(m.image)
 	e.str(m.tools)
 	e.str(m.mounts)
+	e.str(m.snapshot)
 	e.str(m.limits)
 }
 
 // check compares the manifest a state holds (read from d) with r's.
 func (r *Runtime) check(sh *shared, d *bdec) error {
-	got := manifest{image: d.str(), tools: d.str(), mounts: d.str(), limits: d.str()}
+	got := manifest{image: d.str(), tools: d.str(), mounts: d.str(), snapshot: d.str(), limits: d.str()}
 	if d.err != nil {
 		return fmt.Errorf("%w: %v", ErrStateInvalid, d.err)
 	}
 	want := r.manifest(sh)
 	for _, f := range []struct{ what, state, here string }{
 		{"image", got.image, want.image}, {"tools", got.tools, want.tools},
-		{"mounts", got.mounts, want.mounts}, {"limits", got.limits, want.limits},
+		{"mounts", got.mounts, want.mounts}, {"snapshot", got.snapshot, want.snapshot}, {"limits", got.limits, want.limits},
 	} {
 		if f.state != f.here {
 			return &StateMismatchError{What: f.what, State: f.state, Runtime: f.here}

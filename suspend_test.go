@@ -360,17 +360,24 @@ func writeStep(t testing.TB, dir string, res *glovebox.Result) {
 	}
 }
 
-// TestSuspendChildProcess is a child of TestSuspendInNewProcesses: it
-// continues the state in $GLOVEBOX_SUSPEND_CHILD once.
-func TestSuspendChildProcess(t *testing.T) {
+// childInput returns a child test's directory and the contents of file
+// in it, or skips the test outside a child of parent.
+func childInput(t *testing.T, parent, file string) (string, []byte) {
 	dir := os.Getenv(childEnv)
 	if dir == "" {
-		t.Skip("run by TestSuspendInNewProcesses")
+		t.Skip("run by " + parent)
 	}
-	state, err := os.ReadFile(filepath.Join(dir, "state"))
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, b
+}
+
+// TestSuspendChildProcess is a child of TestSuspendInNewProcesses: it
+// continues the state in $GLOVEBOX_SUSPEND_CHILD once.
+func TestSuspendChildProcess(t *testing.T) {
+	dir, state := childInput(t, "TestSuspendInNewProcesses", "state")
 	b, err := os.ReadFile(filepath.Join(dir, "answer.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -392,4 +399,57 @@ func TestSuspendChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeStep(t, dir, res)
+}
+
+// TestSessionResumeInNewProcess resumes an idle session in a new process
+// (this test binary again), whose engine is its own.
+func TestSessionResumeInNewProcess(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a child")
+	}
+	dir := t.TempDir()
+	r := newCorpusRuntime(t, false, glovebox.Config{})
+	st := idleState(t, r, `$h = Random.new(1).bytes(1 << 16).unpack1("H*"); $x = 41; def m = $x + 1`)
+	r.Close()
+	if err := os.WriteFile(filepath.Join(dir, "idle"), st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSessionResumeChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "result"))
+	if strings.HasPrefix(string(got), "refused: ") {
+		t.Skipf("the new process refused the state (a known issue, see TestSessionSuspendResume): %s", got)
+	}
+	if string(got) != "[42 131072]" {
+		t.Fatalf("resumed in a new process: %q", got)
+	}
+}
+
+// TestSessionResumeChild is TestSessionResumeInNewProcess's child.
+func TestSessionResumeChild(t *testing.T) {
+	dir, st := childInput(t, "TestSessionResumeInNewProcess", "idle")
+	r := newCorpusRuntime(t, false, glovebox.Config{})
+	defer r.Close()
+	s, err := r.ResumeSession(context.Background(), st)
+	var sm *glovebox.StateMismatchError
+	if errors.As(err, &sm) && sm.What == "prepared VM" {
+		// The known issue of TestSessionSuspendResume: refused, safely.
+		os.WriteFile(filepath.Join(dir, "result"), []byte("refused: "+err.Error()), 0o644)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Eval(context.Background(), `[m, $h.size]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "result"), []byte(fmt.Sprint(res.Value)), 0o644)
+	if res.Status != glovebox.StatusOK {
+		t.Fatalf("%+v", res.Error)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/gloveboxhq/glovebox/internal/wt"
@@ -138,6 +139,14 @@ func (v *VM) baseHash() uint64 {
 // interface version, the image, the compiled code's settings (metering
 // included) and the snapshot's layout version.
 func (e *Engine) Identity() string { return Version + "/" + e.cacheDir[len(e.cacheDir)-24:] }
+
+// SnapshotID names the boot snapshot p's VMs start from: its cache key
+// and the guest clock it was captured at, which differs between builds
+// of the same key (a rebuilt snapshot is not byte for byte the same, so a
+// state taken against one cannot be applied to the other).
+func (p *Pool) SnapshotID() string {
+	return fmt.Sprintf("%s@%d", filepath.Base(p.snap.dir), p.snap.mono)
+}
 
 // errBadState is wrapped by RestoreSession's refusals of malformed bytes.
 var errBadState = errors.New("malformed session state")

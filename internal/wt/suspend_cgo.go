@@ -81,3 +81,9 @@ func (m Memory) PopulateWrite(c Context, off, n int) {
 	}
 	C.gb_populate_write((*C.uint8_t)(unsafe.Pointer(&d[off])), C.size_t(n))
 }
+
+// Same reports whether g and h are handles to the same global (a global
+// exported under two names gives two handles).
+func (g Global) Same(h Global) bool {
+	return g.g != nil && h.g != nil && *g.g == *h.g
+}
