@@ -7,13 +7,15 @@ GO ?= go
 # questions, the Ruby a model writes, the tool calls, the result JSON and
 # the answer) on a freshly generated SQLite database; then the small
 # sample programs in examples/, escape attempts included; then one program
-# using two real MCP servers (filesystem and memory) in one eval.
+# using two real MCP servers (filesystem and memory) in one eval; then an
+# eval paused for approval in one process and approved in another.
 demo:
 	@echo "make demo: building (a first build with an empty Go cache compiles the cgo wasmtime bindings and takes minutes, silently; then glovebox shows its own progress)..."
 	$(GO) build ./examples/supportdesk ./examples/demo
 	$(GO) run ./examples/supportdesk
 	$(GO) run ./examples/mcp
 	$(GO) run ./examples/demo examples/*.rb
+	$(GO) run ./examples/approval
 
 # The full test suite, against the real engine. The first run fetches the
 # Ruby image with npm and compiles it (one to two minutes on 2 cores);
@@ -32,7 +34,7 @@ test:
 
 # The concurrency-sensitive tests under the race detector (slow).
 race:
-	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session|Rewind' .
+	$(GO) test -race -count=1 -run 'Concurrent|Tool|Hooks|Canceled|Transcript|Session|Rewind|Suspend|State' .
 	$(GO) test -race -count=1 -run 'Rewind|Rewound|Pool|Session' ./internal/engine
 	$(GO) test -race -count=1 ./httptool ./codemode/... ./examples/supportdesk/... ./mcptools
 
@@ -66,6 +68,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./executor/internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzDecodeEvalRequest -fuzztime 60s ./executor/internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReply -fuzztime 60s ./executor
+	$(GO) test -run '^$$' -fuzz FuzzOpenState -fuzztime 60s .
+	$(GO) test -run '^$$' -fuzz FuzzSessionState -fuzztime 60s ./internal/engine
 
 # ruby/spec conformance (README, "Conformance"): core, language and library
 # run inside glovebox and on the baseline (the same image under wasmtime's

@@ -2,6 +2,7 @@ package glovebox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -90,6 +91,9 @@ func (st *evalState) approve(ctx context.Context, c *engine.Call, args Args) (re
 		return "the eval was canceled while waiting for approval", false
 	case got && err == nil:
 		return "", true
+	case got && errors.Is(err, ErrSuspend):
+		st.approverSuspend = err // the caller suspends the call (suspend_eval.go)
+		return "", false
 	case actx.Err() != nil:
 		return fmt.Sprintf("no decision within %v", wait.Round(time.Millisecond)), false
 	case err.Error() == "":

@@ -102,6 +102,35 @@
 // and libraries persist; a trap discards it and says so
 // (Result.SessionReset). A session belongs to one user: never share it.
 //
+// # Suspension
+//
+// With [Config].StateKeys, an idle session becomes sealed bytes
+// ([Session.Suspend]) that any process with a compatible Runtime resumes
+// ([Runtime.ResumeSession]), and a tool call can be suspended instead of
+// answered: a tool, Hooks.BeforeCall or the Approver returns
+// [SuspendCall], the eval ends with [StatusSuspended] carrying the
+// pending call and its state, and [Runtime.Continue] (for a session,
+// [Session.Continue]) answers it and runs the eval on from inside the
+// call. States are encrypted and authenticated, and refused with a typed
+// error when damaged or given to a different Runtime; [StateStore] makes
+// each continue at most once. RATIONALE.md says how (a paused eval is
+// replayed to its call) and what cannot be suspended.
+//
+// What survives a pause is everything the program could observe of
+// itself: its objects, methods, constants, libraries, random generator,
+// output so far and (paused in a call) its stack, fibers and ensure
+// clauses included; the Result and the limits count the whole eval. What
+// does not: time moves on (Time.now is the time of resumption; the
+// wall-clock limit and the monotonic clock count only running time); host
+// files in mounts are whatever they are then (a paused eval whose mounted
+// input changed before its call is refused with [ErrStateDiverged]); and a
+// tool's side effects before the pause happened once — those calls are
+// not made again, while continuing one state twice runs the calls after
+// the pause twice unless a [StateStore] refuses it. Writable mounts, open
+// files in an idle session and a Runtime without StateKeys refuse to
+// suspend, saying why. docs/suspend.md has the list and a CLI transcript
+// (glovebox eval --suspend-to, glovebox resume).
+//
 // # Files
 //
 // [Config].Mounts grant host directories, read-only unless Writable, at

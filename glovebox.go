@@ -111,6 +111,17 @@ type Config struct {
 	// returns a function called when it ends. Zero means each step is
 	// logged through Logger at Info level as it starts and ends.
 	Progress func(step string) (done func())
+	// StateKeys seals the states of suspended sessions and evals and
+	// opens them (see Session.Suspend, StatusSuspended). Nil means
+	// nothing can be suspended or resumed: Session.Suspend fails with
+	// ErrNotSuspendable, a suspend request raises Glovebox::ToolError in
+	// the guest, and resuming fails with ErrStateKey.
+	StateKeys *Keyring
+	// StateStore, if set, is told the id of every state ResumeSession and
+	// Continue open, before anything runs, and refuses one continued
+	// before (ErrStateUsed): each state then continues at most once. Nil
+	// means no record is kept, and a state can be continued many times.
+	StateStore StateStore
 }
 
 // Runtime runs evals. It is safe for concurrent use; every eval runs in a
@@ -128,6 +139,8 @@ type Runtime struct {
 	mounts  []Mount
 	hooks   Hooks
 	log     *slog.Logger
+	keys    *Keyring   // Config.StateKeys
+	store   StateStore // Config.StateStore
 	// view is set on a Runtime WithLimits made: its own closed flag, and
 	// the view it was derived from (nil for a view of the Runtime New
 	// made). Closing a view sets its flag only; see Close.
@@ -249,7 +262,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]hostTool{}, mounts: slices.Clone(cfg.Mounts)}
+	r := &Runtime{shared: sh, hooks: cfg.Hooks, log: log, tools: map[string]hostTool{}, mounts: slices.Clone(cfg.Mounts),
+		keys: cfg.StateKeys, store: cfg.StateStore}
 	if cfg.Tools != nil {
 		r.tools = cfg.Tools.clone()
 		r.names = cfg.Tools.Names()
@@ -432,6 +446,10 @@ type Stats struct {
 	// for the next eval instead of being freed; VMsReused counts evals
 	// that ran in one. Every eval still sees a fresh VM's state.
 	VMsRewound, VMsReused uint64
+	// VMsLive is how many VMs of the engine exist now (running, idle in
+	// pools, rewound and waiting, or held by sessions), every Runtime on
+	// the engine included: the linear memories not yet freed.
+	VMsLive uint64
 	// PagesRestored counts the 4 KiB pages resets and rewinds copied
 	// back: divided by MemoriesReused + VMsRewound, the pages a typical
 	// eval writes.
@@ -450,7 +468,7 @@ func (r *Runtime) Stats() Stats {
 	ms := eng.MemoryStats()
 	rw, ru := eng.ReuseStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped,
-		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored}
+		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored, VMsLive: ms.Live}
 }
 
 // Mounts returns the directories the guest may use, as configured.
@@ -485,13 +503,14 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err != nil {
 		return nil, err
 	}
+	st.journaled(req)
 	flush := st.redactTees(req)
 	out, err := sh.pool.Eval(ctx, req)
 	flush()
 	if err != nil {
 		return nil, err
 	}
-	return st.result(out), nil
+	return st.finishEval(sh, out, req, statePaused), nil
 }
 
 // request makes the engine request for one eval of code.
@@ -553,6 +572,10 @@ type evalState struct {
 	// flow is the eval's (or its session's) data-flow state; nil when
 	// no tool is labelled.
 	flow *flowState
+	// Suspension (suspend_eval.go): the eval's journal and pause, if it
+	// may suspend; the Approver's request to suspend the call it decides.
+	sus             *pause
+	approverSuspend error
 }
 
 const maxToolDepth = 64
@@ -571,6 +594,9 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		args.Keyword = c.Kwargs
 	}
 	entry := ToolCall{Name: c.Name, Args: args}
+	if st.sus != nil && (st.sus.answer != nil || st.sus.ffwd) {
+		return st.answerPending(ctx, c, &entry) // suspend_eval.go
+	}
 	var tooBig *engine.PayloadError
 	if errors.As(c.Err, &tooBig) {
 		entry.Elided = true // arguments too large to read are not kept, nor counted
@@ -615,6 +641,9 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	}
 	if r.hooks.BeforeCall != nil {
 		if err, panicked := safeHook(r, c.Name, func() error { return r.hooks.BeforeCall(ctx, c.Name, args) }); err != nil {
+			if errors.Is(err, ErrSuspend) {
+				return st.suspendCall(ctx, c, &entry, err, false)
+			}
 			outcome := OutcomeVetoed
 			if panicked {
 				outcome = OutcomePanic
@@ -625,16 +654,28 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	}
 	if r.approve[c.Name] && !approved {
 		if reason, ok := st.approve(ctx, c, args); !ok {
+			if st.approverSuspend != nil {
+				err := st.approverSuspend
+				st.approverSuspend = nil
+				return st.suspendCall(ctx, c, &entry, err, true)
+			}
 			entry.Approval = "denied"
 			st.finish(ctx, &entry, OutcomeDenied, reason)
 			return nil, &engine.GuestError{Class: "ToolDenied", Message: reason}
 		}
 		entry.Approval = "approved"
 	}
+	return st.run(ctx, c, &entry, fn, args)
+}
+
+// run runs tool fn for call c, whose hooks and approval have had their
+// say, within the eval's tool-time budget and deadline, and answers it.
+func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, fn hostTool, args Args) ([]byte, error) {
+	r := st.r
 	left := r.limits.ToolTime - st.toolTime
 	if left <= 0 {
 		msg := fmt.Sprintf("the eval spent its %v tool-time budget", r.limits.ToolTime)
-		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
+		st.finish(ctx, entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	start := time.Now()
@@ -665,7 +706,7 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 	st.toolTime += entry.Duration
 	if out.panic != nil {
 		r.logPanic("tool", c.Name, out.panic)
-		st.finish(ctx, &entry, OutcomePanic, "tool call failed")
+		st.finish(ctx, entry, OutcomePanic, "tool call failed")
 		return nil, &engine.GuestError{Class: "ToolError", Message: "tool call failed"}
 	}
 	if ctx.Err() != nil || !end.Before(c.Deadline) {
@@ -674,31 +715,41 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		if ctx.Err() != nil {
 			msg, outcome = "the caller's context ended during the call", OutcomeCanceled
 		}
-		st.finish(ctx, &entry, outcome, msg)
+		st.finish(ctx, entry, outcome, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}
 	}
 	if st.toolTime > r.limits.ToolTime {
 		msg := fmt.Sprintf("the eval spent %v in tools, over its %v tool-time budget", st.toolTime.Round(time.Millisecond), r.limits.ToolTime)
-		st.finish(ctx, &entry, OutcomeBudgetExceeded, msg)
+		st.finish(ctx, entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
-	if err := out.err; err != nil {
+	if out.err != nil && errors.Is(out.err, ErrSuspend) {
+		return st.suspendCall(ctx, c, entry, out.err, false)
+	}
+	return st.reply(ctx, c, entry, out.value, out.err)
+}
+
+// reply answers call c with a tool's value or error, as the guest sees
+// it, and records entry.
+func (st *evalState) reply(ctx context.Context, c *engine.Call, entry *ToolCall, value any, err error) ([]byte, error) {
+	r := st.r
+	if err != nil {
 		if ge, ab := passThrough(err); ge != nil || ab != nil { // forward.go: a remote toolset's answer
 			if ge != nil {
-				st.finish(ctx, &entry, remoteOutcome(ge.Class), ge.Message)
+				st.finish(ctx, entry, remoteOutcome(ge.Class), ge.Message)
 				return nil, ge
 			}
 			outcome := OutcomeBudgetExceeded
 			if ab.Status == engine.StatusTimeout {
 				outcome = OutcomeTimeout
 			}
-			st.finish(ctx, &entry, outcome, ab.Message)
+			st.finish(ctx, entry, outcome, ab.Message)
 			return nil, ab
 		}
 		var ae *argError
 		if errors.As(err, &ae) {
 			msg := fmt.Sprintf("%s: %s", c.Name, ae.msg)
-			st.finish(ctx, &entry, OutcomeInvalid, msg)
+			st.finish(ctx, entry, OutcomeInvalid, msg)
 			return nil, &engine.GuestError{Class: "ArgumentError", Message: msg}
 		}
 		var te *ToolError
@@ -707,30 +758,30 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 			if !validErrorClass(class) {
 				class = "ToolError"
 			}
-			st.finish(ctx, &entry, OutcomeError, te.Message)
+			st.finish(ctx, entry, OutcomeError, te.Message)
 			return nil, &engine.GuestError{Class: class, Message: te.Message}
 		}
 		msg := r.sanitize(c.Name, err)
-		st.finish(ctx, &entry, OutcomeError, msg)
+		st.finish(ctx, entry, OutcomeError, msg)
 		return nil, &engine.GuestError{Class: "ToolError", Message: msg}
 	}
-	b, err := engine.Answer(nil, out.value, maxToolDepth)
+	b, err := engine.Answer(nil, value, maxToolDepth)
 	if err != nil {
 		msg := err.Error()
-		st.finish(ctx, &entry, OutcomeInvalid, msg)
+		st.finish(ctx, entry, OutcomeInvalid, msg)
 		return nil, &engine.GuestError{Class: "TypeError", Message: fmt.Sprintf("%s: %s", c.Name, msg)}
 	}
 	if len(b)-2 > r.limits.ToolPayload {
 		msg := fmt.Sprintf("%s returned %d bytes of data, over the %d-byte limit per call (Limits.ToolPayload)", c.Name, len(b)-2, r.limits.ToolPayload)
-		st.finish(ctx, &entry, OutcomeOversized, msg)
+		st.finish(ctx, entry, OutcomeOversized, msg)
 		return nil, &engine.GuestError{Class: PayloadErrorClass, Message: msg}
 	}
 	if st.flow != nil {
-		st.flowRecord(c.Name, out.value)
+		st.flowRecord(c.Name, value)
 	}
-	entry.Result = out.value
-	st.keep(&entry, len(b))
-	st.finish(ctx, &entry, OutcomeOK, "")
+	entry.Result = value
+	st.keep(entry, len(b))
+	st.finish(ctx, entry, OutcomeOK, "")
 	return b, nil
 }
 

@@ -80,6 +80,13 @@ type Result struct {
 	SessionReset bool
 	// flow holds the tokens Reveal resolves (dataflow.go).
 	flow *flowState
+	// Pending is the tool call the eval waits in, with StatusSuspended;
+	// nil otherwise.
+	Pending *PendingCall
+	// State is the sealed state to continue a StatusSuspended eval from
+	// (Runtime.Continue; for a session's eval, Runtime.ResumeSession and
+	// Session.Continue); nil otherwise. It is not part of MarshalJSON.
+	State []byte
 }
 
 // GuestError describes why an eval did not end with StatusOK. Backtrace
@@ -107,7 +114,8 @@ func (r *Result) Err() error {
 // MarshalJSON writes the result as one JSON object with the fields
 // status, value, stdout, stderr, stdout_truncated, stderr_truncated, error
 // (class, message, backtrace; null when ok), fuel_used, duration_ms,
-// tool_calls and session_reset. Integers are exact at any size; NaN and the infinities,
+// tool_calls and session_reset, and pending (see PendingCall.MarshalJSON)
+// for StatusSuspended; State is left out (it is bytes). Integers are exact at any size; NaN and the infinities,
 // which JSON lacks, are written as the strings "NaN", "Infinity" and
 // "-Infinity".
 func (r *Result) MarshalJSON() ([]byte, error) {
@@ -131,8 +139,9 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		DurationMS      float64         `json:"duration_ms"`
 		ToolCalls       []ToolCall      `json:"tool_calls"`
 		SessionReset    bool            `json:"session_reset"`
+		Pending         *PendingCall    `json:"pending,omitempty"`
 	}{r.Status, value, r.Stdout, r.Stderr, r.StdoutTruncated, r.StderrTruncated, r.Error, r.FuelUsed,
-		float64(r.Duration.Microseconds()) / 1000, calls, r.SessionReset})
+		float64(r.Duration.Microseconds()) / 1000, calls, r.SessionReset, r.Pending})
 }
 
 // marshalNoEscape is json.Marshal without HTML escaping: results are read

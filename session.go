@@ -35,14 +35,23 @@ import (
 // A Session is safe for concurrent use; its evals run one at a time, in
 // the order they acquire it.
 type Session struct {
-	r      *Runtime
-	s      *engine.Session
-	once   sync.Once
-	closed atomic.Bool // set by Close, before the engine session closes
+	r    *Runtime
+	sh   *shared // the engine and pool s belongs to
+	s    *engine.Session
+	once sync.Once
+	// closed is set by Close, before the engine session closes.
+	closed atomic.Bool
 	// flow is the session's data-flow state, kept across its evals so a
 	// value has one token for the whole session; nil when no tool is
 	// labelled.
 	flow *flowState
+	// mu guards s (replaced when a paused session continues) and the
+	// fields of a session paused in a tool call (see suspend.go): its
+	// sealed state and its pending call.
+	mu      sync.Mutex
+	paused  []byte
+	pending *PendingCall
+	hist    *sessionHistory // for suspending its evals (suspend_eval.go)
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -60,7 +69,7 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{r: r, s: s, flow: r.newFlow()}, nil
+	return &Session{r: r, sh: sh, s: s, flow: r.newFlow()}, nil
 }
 
 // Eval runs code in the session's VM and returns what it did, as
@@ -85,8 +94,15 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, s.r.limits, opts); err != nil {
 		return nil, err
 	}
+	if s.isPaused() {
+		return nil, ErrSessionPaused
+	}
+	st.journaled(req)
+	if st.sus != nil {
+		s.plan(st, req.Journal)
+	}
 	flush := st.redactTees(req)
-	out, reset, err := s.s.Eval(ctx, req)
+	out, reset, err := s.engine().Eval(ctx, req)
 	flush()
 	if err != nil {
 		if errors.Is(err, engine.ErrClosed) && s.closed.Load() {
@@ -95,9 +111,8 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 		}
 		return nil, err
 	}
-	res := st.result(out)
-	res.SessionReset = reset
-	return res, nil
+	s.record(st, req, out, reset)
+	return s.report(st.finishEval(s.sh, out, req, stateSessionPaused), reset), nil
 }
 
 // Close frees the session's VM, waiting for a running eval to end. It is
@@ -105,7 +120,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 func (s *Session) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
-		s.s.Close()
+		s.engine().Close()
 	})
 	return nil
 }

@@ -85,6 +85,7 @@ type Config struct {
 // Runtime is; a session runs one program at a time).
 type Tool struct {
 	name, desc string
+	rt         *glovebox.Runtime
 	eval       Evaluator
 	session    bool
 	maxOutput  int
@@ -129,7 +130,7 @@ func New(cfg Config) (*Tool, error) {
 		limits: cfg.Runtime.Limits(), memoryFloor: cfg.Runtime.MemoryFloor(), maxOutput: maxOut,
 		instructions: cfg.Instructions, servers: cfg.Servers,
 	}
-	return &Tool{name: name, desc: describe(sb), eval: ev, session: cfg.Session, maxOutput: maxOut}, nil
+	return &Tool{name: name, desc: describe(sb), rt: cfg.Runtime, eval: ev, session: cfg.Session, maxOutput: maxOut}, nil
 }
 
 // Name returns the tool's name.
@@ -152,7 +153,11 @@ type Outcome struct {
 	// Code is the program run; "" when the input had none.
 	Code string
 	// Result is the eval's result; nil when the input was refused
-	// before anything ran.
+	// before anything ran. For glovebox.StatusSuspended (a call waits
+	// for approval or an answer), Result.Pending names the call and
+	// Result.State is the sealed state to continue from with
+	// [Tool.Continue]; the model's Output says the call waits, with the
+	// call's name and short arguments, never the state.
 	Result *glovebox.Result
 	// Output is the JSON object the model receives (see [Tool.Run]),
 	// at most the configured MaxOutput bytes.
@@ -242,6 +247,28 @@ func checkMaxOutput(n int) (int, error) {
 		return 0, fmt.Errorf("%w: MaxOutput is %d bytes; it must be at least %d", ErrInvalidConfig, n, minOutput)
 	}
 	return maxOut, nil
+}
+
+// Continue answers the call a suspended Outcome waits in and runs the
+// program on from inside it (see glovebox.Runtime.Continue), returning
+// the Outcome to give the model as the tool's result, which may be
+// suspended again at a later call. state is that Outcome's Result.State;
+// with a session as the Evaluator (a *glovebox.Session, paused by the
+// suspended eval) the session continues its own pause and state is not
+// read. It fails as Runtime.Continue and Session.Continue do (a damaged
+// or foreign state, one continued before with a StateStore).
+func (t *Tool) Continue(ctx context.Context, state []byte, a glovebox.Answer) (*Outcome, error) {
+	var res *glovebox.Result
+	var err error
+	if s, ok := t.eval.(*glovebox.Session); ok {
+		res, err = s.Continue(ctx, a)
+	} else {
+		res, err = t.rt.Continue(ctx, state, a)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("codemode: continuing the program: %w", err)
+	}
+	return &Outcome{Result: res, IsError: res.Status != glovebox.StatusOK, Output: encodeResult(res, t.session, t.maxOutput)}, nil
 }
 
 func (t *Tool) refuse(class, msg string) *Outcome {

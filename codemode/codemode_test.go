@@ -1,6 +1,7 @@
 package codemode_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -366,5 +367,49 @@ func TestSessionEvaluatorDescribedAsSession(t *testing.T) {
 	}
 	if _, err := codemode.New(codemode.Config{Runtime: rt, Evaluator: rt, Session: true}); !errors.Is(err, codemode.ErrInvalidConfig) {
 		t.Fatalf("Session with a Runtime: %v", err)
+	}
+}
+
+// TestSuspendedForApproval: a call the Approver suspends gives the model
+// a suspended result naming the call and that it waits for approval, with
+// no state in it; the Go caller continues from Result.State with
+// Tool.Continue, whose Outcome the model gets next.
+func TestSuspendedForApproval(t *testing.T) {
+	var ts glovebox.Toolset
+	if err := ts.Func("refund", func(n int) int { return n * 100 }); err != nil {
+		t.Fatal(err)
+	}
+	ts.RequireApproval("refund")
+	secret := make([]byte, 32)
+	keys, _ := glovebox.NewKeyring(glovebox.StateKey{ID: "t", Secret: secret})
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, StateKeys: keys, Hooks: glovebox.Hooks{
+		Approver: func(context.Context, string, glovebox.Args) error { return glovebox.SuspendCall("a manager decides") }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	tool, _ := codemode.New(codemode.Config{Runtime: rt})
+	out, err := tool.Run(context.Background(), `puts "asking"; refund(5) + 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Status  string
+		Pending struct {
+			Name       string
+			WaitingFor string `json:"waiting_for"`
+			Args       json.RawMessage
+		}
+	}
+	json.Unmarshal(out.Output, &m)
+	if m.Status != "suspended" || !strings.Contains(m.Pending.WaitingFor, "approval") || string(m.Pending.Args) != `[[5],{}]` || !out.IsError || len(out.Result.State) == 0 {
+		t.Fatalf("model sees %s", out.Output)
+	}
+	if bytes.Contains(out.Output, out.Result.State[:16]) || strings.Contains(string(out.Output), out.Result.Pending.ID) {
+		t.Fatalf("the state or its id reached the model: %s", out.Output)
+	}
+	out, err = tool.Continue(context.Background(), out.Result.State, glovebox.Answer{Approved: true})
+	if err != nil || out.Result.Status != glovebox.StatusOK || out.Result.Value != int64(501) || !strings.Contains(string(out.Output), `"approval":"approved"`) {
+		t.Fatalf("continued: %v %s", err, out.Output)
 	}
 }

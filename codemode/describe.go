@@ -3,6 +3,7 @@ package codemode
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,6 +124,9 @@ func describe(sb sandbox) string {
 		w("- tool_calls: the functions the program called, in order, with the error of each that failed (repeated successful calls are merged into one entry with a count).\n")
 	}
 	w("- value_truncated, stdout_truncated, stderr_truncated: true when that part was cut to fit.\n")
+	if slices.ContainsFunc(sb.tools, func(d glovebox.ToolDoc) bool { return d.NeedsApproval }) {
+		w("- pending: with status \"suspended\", the call that waits for a person's approval (name, waiting_for, args). The program has stopped inside that call and goes on from there once a person answers; that result reaches you later. Do not repeat the call meanwhile.\n")
+	}
 	if sb.session {
 		w("- session_reset: true when this call was stopped by a limit or a crash and the session's state is gone; the next call starts empty.\n")
 	}

@@ -27,7 +27,20 @@ type output struct {
 	Error           *errorOut       `json:"error,omitempty"`
 	ToolCalls       []callOut       `json:"tool_calls,omitempty"`
 	SessionReset    *bool           `json:"session_reset,omitempty"`
+	Pending         *pendingOut     `json:"pending,omitempty"`
 }
+
+// pendingOut is the call a suspended program waits in, as the model
+// reads it: the function, why it waits, and its arguments when they are
+// short. The state to continue from stays with the host.
+type pendingOut struct {
+	Name       string          `json:"name"`
+	WaitingFor string          `json:"waiting_for"`
+	Args       json.RawMessage `json:"args,omitempty"`
+}
+
+// maxPendingArgs bounds the pending call's arguments shown to the model.
+const maxPendingArgs = 1024
 
 type errorOut struct {
 	Class     string   `json:"class"`
@@ -69,6 +82,22 @@ func encodeResult(res *glovebox.Result, session bool, limit int) json.RawMessage
 			continue
 		}
 		o.ToolCalls = append(o.ToolCalls, callOut{Name: c.Name, Error: c.Error, Approval: c.Approval})
+	}
+	if p := res.Pending; p != nil {
+		po := &pendingOut{Name: p.Name, WaitingFor: p.Reason}
+		if p.Approval {
+			po.WaitingFor = "a person's approval of this call (" + p.Reason + "); the program continues from inside the call once it is answered"
+		}
+		if b, err := json.Marshal(p); err == nil {
+			var parts struct {
+				Args   json.RawMessage `json:"args"`
+				Kwargs json.RawMessage `json:"kwargs"`
+			}
+			if json.Unmarshal(b, &parts) == nil && len(parts.Args)+len(parts.Kwargs) <= maxPendingArgs {
+				po.Args, _ = json.Marshal([]json.RawMessage{parts.Args, parts.Kwargs})
+			}
+		}
+		o.Pending = po
 	}
 	if session {
 		reset := res.SessionReset

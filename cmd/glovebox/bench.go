@@ -21,7 +21,7 @@ import (
 // row is a function in a file of its own in internal/bench, called from
 // bench.Run (see that package's doc), and needs nothing here.
 func benchCmd() *cobra.Command {
-	var samples int
+	var samples, states int
 	var only []string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -39,10 +39,11 @@ fuel for comparison), about a minute each, once.`,
 					return fmt.Errorf("--only %s: no such group of rows (groups: %s)", g, strings.Join(bench.Groups, ", "))
 				}
 			}
-			return runBench(cmd.Context(), os.Stdout, samples, only...)
+			return runBench(cmd.Context(), os.Stdout, samples, states, only...)
 		},
 	}
 	cmd.Flags().IntVar(&samples, "samples", 300, "evals per latency figure")
+	cmd.Flags().IntVar(&states, "states", 2000, "suspended sessions written to a directory for the resume-at-random row (the issue's figure is for 100000: several minutes)")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these groups of rows (comma-separated: "+strings.Join(bench.Groups, ", ")+"); all when not given")
 	return cmd
 }
@@ -50,7 +51,7 @@ fuel for comparison), about a minute each, once.`,
 // runBench prints the header, then every row bench.Run measures as one
 // aligned table (each also reported on stderr as it is measured); the
 // last column says whether the target is met.
-func runBench(ctx context.Context, w io.Writer, samples int, only ...string) error {
+func runBench(ctx context.Context, w io.Writer, samples, states int, only ...string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -70,7 +71,7 @@ func runBench(ctx context.Context, w io.Writer, samples int, only ...string) err
 		tw.Flush()
 		fmt.Fprintln(w, "\nlatency = wall time of Runtime.Eval; loop = time measured inside the guest; memory = Private_Clean+Private_Dirty from /proc/self/smaps_rollup.")
 	}()
-	return bench.Run(ctx, bench.Config{Samples: samples, Progress: progress, Only: only}, row)
+	return bench.Run(ctx, bench.Config{Samples: samples, Progress: progress, Only: only, States: states}, row)
 }
 
 func kernel() string {

@@ -21,7 +21,10 @@ func evalCmd() *cobra.Command {
 		code      []string
 		asJSON    bool
 		stdinFile string
+		suspendTo string
 		sb        sandboxFlags
+		ap        approveFlags
+		st        stateFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [-e CODE | FILE | -] [-- ARG...]",
@@ -61,7 +64,16 @@ GB are powers of 1000); durations are a number with a unit (500ms, 10s,
 
 Exit status: 0 when the eval ended ok, 1 for any other status (error,
 timeout, fuel_exhausted, memory_limit, canceled, sandbox_error,
-tool_budget_exceeded), 2 for usage or host errors.`,
+tool_budget_exceeded), 2 for usage or host errors, 3 when the eval was
+suspended (--suspend-to).
+
+--approve TOOL (repeatable) makes every call of TOOL wait for a person: on
+a terminal glovebox asks; with --suspend-to FILE it writes the eval's
+sealed state to FILE, prints the pending call (name, arguments, id) and
+ends with status suspended, and glovebox resume FILE --approve, --deny
+REASON or --answer JSON continues the eval from inside the call, in
+another process, later. States are sealed with the key --state-key names
+(default: state.key in the cache directory, made on first use).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var guestArgs []string
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -84,6 +96,9 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			if err != nil {
 				return err
 			}
+			if err := suspendConfig(&cfg, &ap, &st, suspendTo); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			stdin, err := guestStdin(ctx, stdinFile, len(args) > 0 && args[0] == "-", cfg.Limits.Stdin)
@@ -99,45 +114,76 @@ tool_budget_exceeded), 2 for usage or host errors.`,
 			if stdin != nil {
 				opts = append(opts, glovebox.WithStdin(strings.NewReader(string(stdin))))
 			}
-			if asJSON {
-				res, err := rt.EvalWith(ctx, src, opts...)
-				if err != nil {
-					return err
-				}
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(res); err != nil {
-					return err
-				}
-				return statusExit(res)
+			run := func(more ...glovebox.EvalOption) (*glovebox.Result, error) {
+				return rt.EvalWith(ctx, src, append(opts, more...)...)
 			}
-			var mu sync.Mutex
-			outSafe, errSafe := isTerminal(os.Stdout), isTerminal(os.Stderr)
-			gout := newGuestWriter(&mu, os.Stdout, outSafe, false)
-			gerr := newGuestWriter(&mu, os.Stderr, errSafe, true)
-			res, err := rt.EvalWith(ctx, src, append(opts, glovebox.WithOutput(gout, gerr))...)
-			gout.finish()
-			gerr.finish()
-			if err != nil {
-				return err
-			}
-			printHuman(res, rt.Limits(), outSafe, errSafe)
-			return statusExit(res)
+			return printRun(rt, asJSON, run, func(res *glovebox.Result) error {
+				return saveSuspended(res, rt, suspendTo, ap.tools, "eval")
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&code, "code", "e", nil, "Ruby code to evaluate (repeatable: the pieces run as one program, one per line, as ruby -e does)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.StringVar(&stdinFile, "stdin", "", "file the guest reads as its standard input (default: glovebox's own, when piped)")
+	f.StringVar(&suspendTo, "suspend-to", "", "when a call of an --approve tool needs approval, write the eval's state to this file and end with status suspended (answer it with glovebox resume FILE)")
 	sb.register(f)
+	ap.register(f)
+	st.register(f)
 	return cmd
 }
 
 func statusExit(res *glovebox.Result) error {
-	if res.Status != glovebox.StatusOK {
-		return exitError{exitStatus}
+	switch res.Status {
+	case glovebox.StatusOK:
+		return nil
+	case glovebox.StatusSuspended:
+		return exitError{exitSuspended}
 	}
-	return nil
+	return exitError{exitStatus}
+}
+
+// printRun runs an eval (or a continuation) and prints its result: one
+// JSON object with asJSON, else the guest's output streamed as it comes
+// and then the value, the error or, for a suspended eval, the pending
+// call. suspended (may be nil) handles a suspended Result first.
+func printRun(rt *glovebox.Runtime, asJSON bool, run func(...glovebox.EvalOption) (*glovebox.Result, error), suspended func(*glovebox.Result) error) error {
+	check := func(res *glovebox.Result) error {
+		if res.Status == glovebox.StatusSuspended && suspended != nil {
+			return suspended(res)
+		}
+		return nil
+	}
+	if asJSON {
+		res, err := run()
+		if err != nil {
+			return err
+		}
+		if err := check(res); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+		return statusExit(res)
+	}
+	var mu sync.Mutex
+	outSafe, errSafe := isTerminal(os.Stdout), isTerminal(os.Stderr)
+	gout := newGuestWriter(&mu, os.Stdout, outSafe, false)
+	gerr := newGuestWriter(&mu, os.Stderr, errSafe, true)
+	res, err := run(glovebox.WithOutput(gout, gerr))
+	gout.finish()
+	gerr.finish()
+	if err != nil {
+		return err
+	}
+	if err := check(res); err != nil {
+		return err
+	}
+	printHuman(res, rt.Limits(), outSafe, errSafe)
+	return statusExit(res)
 }
 
 // source returns the code to run from -e, a file, or stdin.
@@ -218,6 +264,10 @@ func printHuman(res *glovebox.Result, l glovebox.Limits, outSafe, errSafe bool) 
 	}
 	if res.Status == glovebox.StatusOK {
 		fmt.Printf("=> %s\n", guestText(valueJSON(res), outSafe))
+		return
+	}
+	if p := res.Pending; p != nil {
+		fmt.Printf("suspended: %s(%s): %s (state %s)\n", p.Name, guestText(approvalArgs(p.Args), outSafe), guestText(p.Reason, outSafe), p.ID)
 		return
 	}
 	e := res.Error

@@ -24,6 +24,9 @@ const (
 	exitOK     = 0 // the eval ended ok
 	exitStatus = 1 // the eval ended with any other status
 	exitUsage  = 2 // bad usage, or a host-side failure
+	// exitSuspended: the eval was suspended at a tool call and its state
+	// written (eval --suspend-to, resume); glovebox resume continues it.
+	exitSuspended = 3
 )
 
 // exitError carries an exit code out of a command.
@@ -62,7 +65,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(evalCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
+	root.AddCommand(evalCmd(), resumeCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
 	root.AddCommand(runCmd(), toolCmd())
 	root.AddCommand(executorCmd(), evalWorkerCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -22,6 +22,8 @@ import (
 func replCmd() *cobra.Command {
 	var sb sandboxFlags
 	var ap approveFlags
+	var st stateFlags
+	var load string
 	cmd := &cobra.Command{
 		Use:   "repl",
 		Short: "An interactive Ruby session in the sandbox",
@@ -33,7 +35,14 @@ fuel, memory) discards the VM, says so, and the next input starts fresh.
 Line editing and history (kept in the glovebox cache directory) as in a
 shell; an incomplete expression continues on the next line; Ctrl-C stops a
 running eval or clears the line; Ctrl-D or "exit" ends the session. Limits
-apply to each input.`,
+apply to each input.
+
+":save FILE" writes the session's state (variables, methods, constants,
+loaded libraries, the random generator) to FILE, sealed with the CLI's
+state key, and the session goes on; "glovebox repl --load FILE" starts from
+it, in another process, later, given the same sandbox flags (a different
+sandbox is refused, with the difference named). A session whose guest
+keeps a file open cannot be saved: close it first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := sb.config(cmd.Flags())
@@ -46,25 +55,41 @@ apply to each input.`,
 			out := cmd.OutOrStdout()
 			safe := isTerminal(os.Stdout)
 			cfg.Hooks.AfterCall = func(_ context.Context, c glovebox.ToolCall) { printCall(out, c, safe) }
+			if cfg.StateKeys, err = st.keyring(); err != nil {
+				return err
+			}
 			rt, err := newRuntime(context.Background(), cfg)
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			s, err := rt.NewSession()
-			if err != nil {
+			var s *glovebox.Session
+			if load != "" {
+				h, state, err := readStateFile(load)
+				if err != nil {
+					return err
+				}
+				if h != nil && h.Kind != kindSession {
+					return usageError{fmt.Errorf("%s holds an eval paused at a tool call, not a REPL session: continue it with glovebox resume %s", load, load)}
+				}
+				if s, err = rt.ResumeSession(context.Background(), state); err != nil {
+					return stateError(load, h, rt, err)
+				}
+			} else if s, err = rt.NewSession(); err != nil {
 				return err
 			}
-			defer s.Close()
 			return repl(s, rt, out, safe)
 		},
 	}
 	sb.register(cmd.Flags())
 	ap.register(cmd.Flags())
+	st.register(cmd.Flags())
+	cmd.Flags().StringVar(&load, "load", "", "start from a session :save wrote to this file")
 	return cmd
 }
 
 func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer, safe bool) error {
+	defer func() { s.Close() }()
 	ln := liner.NewLiner()
 	defer ln.Close()
 	replLiner.Store(ln) // the terminal approver asks through it
@@ -132,6 +157,14 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer, safe bool) e
 		if len(pending) == 0 && strings.TrimSpace(line) == "" {
 			continue
 		}
+		if f, ok := strings.CutPrefix(strings.TrimSpace(line), ":save"); ok && len(pending) == 0 {
+			ln.AppendHistory(line)
+			var err error
+			if s, err = save(s, rt, strings.TrimSpace(f), out); err != nil {
+				return err
+			}
+			continue
+		}
 		pending = append(pending, line)
 		ln.AppendHistory(line) // line by line, as typed
 		code := strings.Join(pending, "\n")
@@ -150,6 +183,31 @@ func repl(s *glovebox.Session, rt *glovebox.Runtime, out io.Writer, safe bool) e
 		pending = nil
 		printResult(out, res, rt.Limits(), safe)
 	}
+}
+
+// save writes the session's state to file and returns the session to go
+// on with (Suspend closes the one it suspends). A session that cannot be
+// suspended (a file open) goes on as it was.
+func save(s *glovebox.Session, rt *glovebox.Runtime, file string, out io.Writer) (*glovebox.Session, error) {
+	if file == "" {
+		fmt.Fprintln(out, "[glovebox] :save FILE writes the session's state to FILE")
+		return s, nil
+	}
+	ctx := context.Background()
+	state, err := s.Suspend(ctx)
+	if errors.Is(err, glovebox.ErrNotSuspendable) {
+		fmt.Fprintf(out, "[glovebox] not saved: %v\n", err)
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := writeStateFile(file, kindSession, rt, nil, state); err != nil {
+		fmt.Fprintf(out, "[glovebox] not saved: %v\n", err)
+	} else {
+		fmt.Fprintf(out, "[glovebox] saved the session to %s (%d KB); glovebox repl --load %s starts from it\n", file, len(state)/1000, file)
+	}
+	return rt.ResumeSession(ctx, state)
 }
 
 // incomplete reports a syntax error that only says the input ended

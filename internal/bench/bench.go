@@ -47,6 +47,10 @@ type Config struct {
 	// Only names the groups of rows to measure (see Groups); empty
 	// measures all.
 	Only []string
+	// States is how many suspended sessions the resume-at-random row
+	// writes to a directory; zero means 2000 (the figure is for
+	// 100,000: several minutes).
+	States int
 }
 
 // progress is the running Run's Config.Progress (Run is not meant to run
@@ -85,6 +89,14 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 		return err
 	}
 	want := func(g string) bool { return len(cfg.Only) == 0 || slices.Contains(cfg.Only, g) }
+	if cfg.States <= 0 {
+		cfg.States = 2000
+	}
+	if want("suspend") {
+		if err := benchSuspend(ctx, cfg.Samples, cfg.States, row, yes); err != nil { // suspend and resume (suspend.go)
+			return err
+		}
+	}
 	if want("vm") {
 		if err := benchVM(ctx, cfg.Samples, cfg.Glovebox, row); err != nil { // fresh VMs, pool, workers, process start (vm.go)
 			return err
@@ -122,7 +134,7 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 }
 
 // Groups are the names of the groups of rows Config.Only selects.
-var Groups = []string{"vm", "calls", "dataflow", "memory", "sjlj", "boxes", "executor"}
+var Groups = []string{"suspend", "vm", "calls", "dataflow", "memory", "sjlj", "boxes", "executor"}
 
 // benchMemory measures the private memory per idle VM and per idle
 // session.

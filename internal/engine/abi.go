@@ -377,8 +377,23 @@ func (v *VM) callWith(nameB, argData []byte, tooBig *PayloadError) ([]byte, erro
 	if v.hold == nil {
 		v.hold = v.holdClock // one closure per VM, not one per call
 	}
+	var digest uint64
+	if j := v.req.journal(); j != nil {
+		digest = Digest(name, argData)
+		given, ok, err := v.jGive(jCall)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if len(given) < 8 || binary.LittleEndian.Uint64(given) != digest {
+				j.Diverged = fmt.Sprintf("the program called %q with other arguments than when it was recorded", name)
+				return nil, v.stop(StatusSandboxError, "the paused eval did not replay the same way: "+j.Diverged)
+			}
+			return given[8:], nil
+		}
+	}
 	c := &v.cur
-	*c = Call{Name: name, Args: []any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold}
+	*c = Call{Name: name, Args: []any{}, Size: len(argData), Deadline: v.deadline, Hold: v.hold, Digest: digest}
 	if tooBig != nil {
 		c.Args, c.Size, c.Err = nil, tooBig.Size, tooBig
 	} else if len(argData) > 0 {
@@ -395,6 +410,7 @@ func (v *VM) callWith(nameB, argData []byte, tooBig *PayloadError) ([]byte, erro
 	if time.Until(v.deadline) <= 0 { // the monotonic clock alone: one read, not two
 		return nil, v.stop(StatusTimeout, v.timeoutMessage())
 	}
+	var ans []byte
 	if err != nil {
 		var ge *GuestError
 		var ab *Abort
@@ -402,11 +418,19 @@ func (v *VM) callWith(nameB, argData []byte, tooBig *PayloadError) ([]byte, erro
 		case errors.As(err, &ab):
 			return nil, v.stop(ab.Status, ab.Message)
 		case errors.As(err, &ge):
-			return guestErr(ge.Class, ge.Message), nil
+			ans = guestErr(ge.Class, ge.Message)
+		default:
+			ans = guestErr("ToolError", err.Error())
 		}
-		return guestErr("ToolError", err.Error()), nil
+	} else {
+		ans = guestAnswer(res)
 	}
-	return guestAnswer(res), nil
+	if v.req.journal() != nil {
+		var d [8]byte
+		binary.LittleEndian.PutUint64(d[:], digest)
+		v.jRecord(jCall, d[:], ans)
+	}
+	return ans, nil
 }
 
 // guestAnswer rewrites an answer from Answer's form ("i\n42") into the
@@ -528,6 +552,12 @@ func hostClockTimeGet(c *wt.Caller, vals wt.Vals) error {
 		vals.SetI32(0, errnoFault)
 		return nil
 	}
+	if v.req.journal() != nil {
+		var err error
+		if t, err = v.jClock(id, t); err != nil {
+			return err
+		}
+	}
 	binary.LittleEndian.PutUint64(d, t)
 	vals.SetI32(0, errnoSuccess)
 	return nil
@@ -547,6 +577,13 @@ func hostRandomGet(c *wt.Caller, vals wt.Vals) error {
 	d, ok := v.guest(c.Context(), ptr, n)
 	if !ok {
 		vals.SetI32(0, errnoFault)
+		return nil
+	}
+	if v.req.journal() != nil {
+		if err := v.jRandom(d); err != nil {
+			return err
+		}
+		vals.SetI32(0, errnoSuccess)
 		return nil
 	}
 	rand.Read(d) // crypto/rand never fails on Linux
@@ -575,6 +612,14 @@ func hostPollOneoff(c *wt.Caller, vals wt.Vals) error {
 	if !ok1 || !ok2 || !ok3 {
 		vals.SetI32(0, errnoFault)
 		return nil
+	}
+	if v.req.journal() != nil {
+		if given, ok, err := v.jGive(jPoll); err != nil {
+			return err
+		} else if ok {
+			return v.pollGiven(ctx, vals, given, out, n, neventsPtr)
+		}
+		defer v.pollRecord(ctx, vals, out, neventsPtr)
 	}
 	subs = append([]byte(nil), subs...)
 	start := time.Now()

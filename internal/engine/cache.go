@@ -311,25 +311,27 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 		return nil, err
 	}
 	size, _ := f.Stat()
+	// The globals in the module's order, not the map's: a session's
+	// state carries their values by position and hashes them in order
+	// (baseHash), so every load must list them alike.
 	var globals []globalValue
-	for name, bits := range st.Globals {
+	gs, _ := e.wasm.Globals()
+	for _, g := range gs {
+		if !g.Mutable {
+			continue
+		}
+		name := fmt.Sprintf("%s%d", globalPrefix, g.Index)
+		bits, found := st.Globals[name]
 		v, err := strconv.ParseUint(bits, 10, 64)
-		if err != nil || !strings.HasPrefix(name, globalPrefix) {
+		if !found || err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%w: global %q", errCorrupt, name)
 		}
 		globals = append(globals, globalValue{name, v})
 	}
-	gs, _ := e.wasm.Globals()
-	want := 0
-	for _, g := range gs {
-		if g.Mutable {
-			want++
-		}
-	}
-	if len(globals) != want {
+	if len(globals) != len(st.Globals) {
 		f.Close()
-		return nil, fmt.Errorf("%w: %d globals, want %d", errCorrupt, len(globals), want)
+		return nil, fmt.Errorf("%w: %d globals, want %d", errCorrupt, len(st.Globals), len(globals))
 	}
 	var hot []wt.Range
 	for _, h := range st.Hot {

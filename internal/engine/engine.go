@@ -497,6 +497,7 @@ func (e *Engine) MemoryStats() wt.ImageStats {
 		t.Dropped += st.Dropped
 		t.Restored += st.Restored
 		t.Rewound += st.Rewound
+		t.Live += st.Live
 	}
 	return t
 }

@@ -276,6 +276,16 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 			s.p.e.recycle(s.vm)
 			s.vm, replaced = nil, true
 		}
+		if j := req.Journal; j != nil && j.CaptureBase {
+			start := time.Now()
+			j.CaptureBase, j.Base = false, []byte{stateVersion, 0} // a fresh VM's state
+			if s.vm != nil {
+				if j.Base, err = s.vm.capture(nil); err != nil {
+					j.Base, j.Overflow, j.Refused = nil, true, err.Error()
+				}
+			}
+			j.CaptureTook = time.Since(start)
+		}
 		if s.vm == nil {
 			v, err := s.p.get()
 			if err != nil {

@@ -258,6 +258,7 @@ type checkpoint struct {
 	bits    []uint64 // the globals' values
 	mono    uint64   // the guest's monotonic clock, stopped while it waits
 	nextJS  uint32   // the next host-value handle
+	hash    uint64   // identifies it for suspended states (suspend.go); 0: not computed yet
 }
 
 // takeCheckpoint records v's prepared state so that it can be rewound. A

@@ -30,6 +30,7 @@ const (
 	StatusCanceled           Status = "canceled"
 	StatusSandboxError       Status = "sandbox_error"
 	StatusToolBudgetExceeded Status = "tool_budget_exceeded"
+	StatusSuspended          Status = "suspended"
 )
 
 // Limits bound one eval. The root package validates and defaults them;
@@ -55,6 +56,9 @@ type Call struct {
 	// Deadline is the eval's wall-clock limit; the tool's context should
 	// end at it (the eval's own context ends with the caller's).
 	Deadline time.Time
+	// Digest identifies the call (its name and encoded arguments; see
+	// Digest) on a journaled eval (Request.Journal), else 0.
+	Digest uint64
 	// Hold stops the eval's wall clock while the call waits for something
 	// outside the eval's control (a person's approval); the function it
 	// returns restarts the clock and returns the new deadline, later by
@@ -83,6 +87,11 @@ type Request struct {
 	// truncation marker), on the eval's goroutine, never after the eval
 	// has reported.
 	StdoutTee, StderrTee io.Writer
+	// Journal, if set, records the host's inputs to the guest so that the
+	// eval can be paused in a tool call and continued by replay (see
+	// journal.go); a journal made by Replay gives back a recorded eval's
+	// inputs first.
+	Journal *Journal
 }
 
 // ErrorInfo describes a guest exception.
@@ -102,6 +111,10 @@ type Outcome struct {
 	StderrTruncated bool
 	FuelUsed        uint64
 	Duration        time.Duration
+	// StdoutBytes and StderrBytes count the bytes kept of each stream as
+	// the guest wrote them (before a truncation marker or a repair of
+	// invalid UTF-8).
+	StdoutBytes, StderrBytes int
 	// Trapped reports that wasm stopped by a trap (or a host abort): Ruby
 	// did not unwind, so rescue and ensure clauses did not run and the
 	// VM's state may be inconsistent. Such a VM is never kept.
@@ -506,6 +519,12 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	v.born = v.started
 	v.deadline = v.started.Add(req.Limits.Timeout)
 	v.extended.Store(0)
+	if j := req.Journal; j != nil && !j.Replayed {
+		// A replay runs the paused eval's course again: it may take as
+		// long again as the eval had run (see goLive).
+		v.deadline = v.deadline.Add(j.Spent)
+		v.extended.Store(int64(j.Spent))
+	}
 	c.SetEpochDeadline(1)
 	v.e.ticker.start()
 	h, err := v.evalString(c, "Glovebox.__run")
@@ -516,6 +535,9 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	}
 	v.e.ticker.stop()
 	out.Duration = time.Since(v.started)
+	if j := req.Journal; j != nil && j.Spent > 0 && j.Replayed && !j.LiveAt.IsZero() {
+		out.Duration = j.Spent + time.Since(j.LiveAt) // the replay is not the eval's time
+	}
 	memHit := v.store.GrowRefused()
 	v.store.SetMemoryLimit(maxMemory)
 	// An engine without fuel has none to read; asking is an error whose
@@ -558,6 +580,7 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 	if out.Trapped {
 		v.flushAfterTrap(c)
 	}
+	out.StdoutBytes, out.StderrBytes = v.stdout.kept(), v.stderr.kept()
 	out.Stdout, out.StdoutTruncated = v.stdout.finish("stdout")
 	out.Stderr, out.StderrTruncated = v.stderr.finish("stderr")
 	v.cleanEnd = kept(out) && v.stopped == ""
@@ -760,6 +783,7 @@ var stopClass = map[Status]string{
 	StatusMemoryLimit:        "Glovebox::MemoryLimit",
 	StatusToolBudgetExceeded: "Glovebox::ToolBudgetExceeded",
 	StatusSandboxError:       "Glovebox::SandboxError",
+	StatusSuspended:          "Glovebox::Suspended",
 }
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -689,3 +689,89 @@ wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, was
   gb_cur_limits = prev;
   return err;
 }
+
+// Suspension (see internal/engine/suspend.go): the pages of a slot that
+// differ from its checkpoint (or, with none, from the image), found by the
+// same scan as a reset and compared byte for byte.
+static __thread size_t *gb_diff_out;
+static __thread size_t gb_diff_n, gb_diff_cap;
+static __thread int gb_diff_failed;
+
+// gb_ck_page returns the checkpoint's copy of page p, or NULL.
+static const uint8_t *gb_ck_page(gb_slot *s, size_t p) {
+  size_t lo = 0, hi = s->ck_taken ? s->ck_n : 0;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->ck_pages[mid] < p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < (s->ck_taken ? s->ck_n : 0) && s->ck_pages[lo] == p) return s->ck_data + lo * PAGE;
+  return NULL;
+}
+
+static void gb_diff_run(gb_slot *s, size_t first, size_t n) {
+  for (size_t p = first; p < first + n; p++) {
+    const uint8_t *base = gb_ck_page(s, p);
+    if (base == NULL) base = (const uint8_t *)s->img->ro + p * PAGE;
+    if (memcmp(s->base + p * PAGE, base, PAGE) == 0) continue;
+    if (gb_diff_n == gb_diff_cap) {
+      size_t cap = gb_diff_cap < 256 ? 256 : gb_diff_cap * 2;
+      size_t *out = realloc(gb_diff_out, cap * sizeof *out);
+      if (out == NULL) {
+        gb_diff_failed = 1;
+        return;
+      }
+      gb_diff_out = out;
+      gb_diff_cap = cap;
+    }
+    gb_diff_out[gb_diff_n++] = p;
+  }
+}
+
+// gb_slot_diff stores in *pages (malloc'd, the caller frees) the pages
+// below the image's end that differ from the checkpoint, or from the image
+// when use_ck is 0 or there is no checkpoint, ascending, and returns how
+// many; -1 if the slot has no image or the scan failed.
+long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages) {
+  *pages = NULL;
+  if (s->img == NULL || s->img->pagemap_fd < 0) return -1;
+  int taken = s->ck_taken;
+  if (!use_ck) s->ck_taken = 0;
+  gb_diff_out = NULL;
+  gb_diff_n = gb_diff_cap = 0;
+  gb_diff_failed = 0;
+  long n = gb_scan(s, gb_diff_run);
+  s->ck_taken = taken;
+  if (n < 0 || gb_diff_failed) {
+    free(gb_diff_out);
+    gb_diff_out = NULL;
+    return -1;
+  }
+  *pages = gb_diff_out;
+  gb_diff_out = NULL;
+  return (long)gb_diff_n;
+}
+
+// gb_slot_ck_hash is an FNV-1a hash of the slot's checkpoint (its page
+// numbers and bytes), or 0 without one.
+uint64_t gb_slot_ck_hash(gb_slot *s) {
+  if (!s->ck_taken) return 0;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < s->ck_n; i++) {
+    uint64_t p = s->ck_pages[i];
+    for (int b = 0; b < 8; b++) h = (h ^ ((p >> (8 * b)) & 0xff)) * 1099511628211ULL;
+    const uint64_t *w = (const uint64_t *)(s->ck_data + i * PAGE);
+    for (size_t j = 0; j < PAGE / 8; j++) h = (h ^ w[j]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+int gb_slot_has_ck(gb_slot *s) { return s->ck_taken; }
+
+size_t gb_slot_image_len(gb_slot *s) { return s->img == NULL ? 0 : s->img->len; }
+
+// gb_populate_write faults in [p, p+n) for writing in one call (best
+// effort: older kernels lack MADV_POPULATE_WRITE).
+void gb_populate_write(uint8_t *p, size_t n) { madvise(p, n, MADV_POPULATE_WRITE); }

@@ -259,6 +259,12 @@ gb_ckdata *gb_slot_ckdata(gb_slot *s);
 void gb_ckdata_release(gb_ckdata *d);
 gb_ckdata *gb_ckdata_ref(gb_ckdata *d);
 long gb_slot_rewind(gb_slot *s);
+long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages);
+uint64_t gb_slot_ck_hash(gb_slot *s);
+int gb_slot_has_ck(gb_slot *s);
+size_t gb_slot_image_len(gb_slot *s);
+void gb_populate_write(uint8_t *p, size_t n);
+wasmtime_error_t *wasmtime_memory_grow(wasmtime_context_t *, const wasmtime_memory_t *, uint64_t delta, uint64_t *prev);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
 // memory growth past mem_limit is refused (memory.grow returns -1) and

@@ -620,12 +620,13 @@ type ImageStats struct {
 	Made, Reused, Dropped uint64
 	Rewound               uint64 // memories returned to a checkpoint in place (Instance.Rewind)
 	Restored              uint64 // 4 KiB pages copied back by resets
+	Live                  uint64 // memories made from the image and not yet freed
 }
 
 // Stats reports how many memories were mapped afresh, how many reused a
 // reset slot, and how many were unmapped instead of kept.
 func (img *Image) Stats() ImageStats {
-	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored), Rewound: uint64(img.c.rewound)}
+	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored), Rewound: uint64(img.c.rewound), Live: uint64(img.c.live)}
 }
 
 // Close releases the image's idle memories. Memories still in use keep the

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/gloveboxhq/glovebox/internal/wt"
+)
+
+// A session's state between evals is its VM's linear memory and globals
+// plus a few host-side values (the guest's monotonic clock, the next host
+// handle). Memory is carried as the pages that differ from the VM's
+// checkpoint — its state right after prepare, which any Runtime with the
+// same image, tools and mounts rebuilds byte for byte (its hash says so:
+// see baseHash) — or, for a VM without one (VM reuse disabled), from the
+// boot snapshot. Preparing writes about 220 pages, so the checkpoint
+// saves a state that much.
+//
+// Outside memory a VM has its WASI context (the open files), its
+// file-system guard and scratch directory: between a session's evals the
+// scratch directory is empty (wiped after every eval), and a session
+// whose guest keeps a file open is refused (NotSuspendable), so a new VM's
+// fresh context is exactly what the session had.
+
+// stateVersion identifies the layout of Capture's bytes.
+const stateVersion = 1
+
+// NotSuspendable says why a VM cannot be captured now.
+type NotSuspendable struct{ Reason string }
+
+func (e *NotSuspendable) Error() string { return e.Reason }
+
+// BaseMismatch is RestoreSession's refusal of a state diffed against
+// another prepared state than this engine's VMs have.
+type BaseMismatch struct{ State, Here string }
+
+func (e *BaseMismatch) Error() string {
+	return fmt.Sprintf("the state was taken against prepared VM %s, this engine's is %s", e.State, e.Here)
+}
+
+// Capture appends the session's state (see above) to dst. A session that has no
+// VM yet has a state all the same: a fresh VM's. It fails with ErrClosed
+// after Close and with *NotSuspendable when the guest keeps files open.
+func (s *Session) Capture(dst []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.vm == nil {
+		return append(dst, stateVersion, 0), nil
+	}
+	return s.vm.capture(dst)
+}
+
+const (
+	flagVM         = 1 // the state has a VM (else it is a fresh session's)
+	flagCheckpoint = 2 // pages are diffed against the VM's checkpoint
+)
+
+func (v *VM) capture(dst []byte) ([]byte, error) {
+	if len(v.jsvals) != 0 {
+		return nil, &NotSuspendable{Reason: "the guest holds host values"}
+	}
+	if !v.fs.onlyPreopens() {
+		return nil, &NotSuspendable{Reason: "the guest keeps files open (close them before suspending: an open file cannot be carried to another process)"}
+	}
+	c := v.store.Context()
+	useCk := v.ck != nil && v.inst.HasCheckpoint()
+	pages, err := v.inst.Diff(!useCk)
+	if err != nil {
+		return nil, &NotSuspendable{Reason: "the VM's memory cannot be scanned: " + err.Error()}
+	}
+	mem := v.mem.Data(c)
+	imgPages := v.inst.ImageLen() / wt.PageSize
+	for p := imgPages; p < len(mem)/wt.PageSize; p++ {
+		if !isZero(mem[p*wt.PageSize : (p+1)*wt.PageSize]) {
+			pages = append(pages, uint32(p))
+		}
+	}
+	flags := byte(flagVM)
+	var base uint64
+	if useCk {
+		flags |= flagCheckpoint
+		base = v.baseHash()
+	}
+	b := slices.Grow(dst, 64+len(pages)*(wt.PageSize+2))
+	b = append(b, stateVersion, flags)
+	b = binary.LittleEndian.AppendUint64(b, base)
+	b = binary.AppendUvarint(b, uint64(len(mem)))
+	b = binary.AppendUvarint(b, uint64(len(v.e.baseGlobals())))
+	for _, g := range v.e.baseGlobals() {
+		bits, ok := v.inst.GlobalBits(c, g.name)
+		if !ok {
+			return nil, &NotSuspendable{Reason: "the VM lacks global " + g.name}
+		}
+		b = binary.LittleEndian.AppendUint64(b, bits)
+	}
+	b = binary.AppendUvarint(b, v.monoBase)
+	b = binary.AppendUvarint(b, uint64(v.nextJS))
+	b = binary.AppendUvarint(b, uint64(len(pages)))
+	prev := uint32(0)
+	for _, p := range pages {
+		b = binary.AppendUvarint(b, uint64(p-prev))
+		prev = p
+	}
+	for _, p := range pages {
+		b = append(b, mem[int(p)*wt.PageSize:int(p+1)*wt.PageSize]...)
+	}
+	return b, nil
+}
+
+var zeroPage [wt.PageSize]byte
+
+func isZero(p []byte) bool { return bytes.Equal(p, zeroPage[:]) }
+
+// baseGlobals are the globals a state carries: the module's mutable
+// globals, as the snapshot lists them (the same for every layout).
+func (e *Engine) baseGlobals() []globalValue { return e.base.globals }
+
+// baseHash identifies v's checkpoint: its memory's hash and its globals'
+// values, computed once per checkpoint.
+func (v *VM) baseHash() uint64 {
+	if v.ck.hash == 0 {
+		h := v.inst.CheckpointHash()
+		for _, bits := range v.ck.bits {
+			h = (h ^ bits) * 1099511628211
+		}
+		v.ck.hash = h | 1
+	}
+	return v.ck.hash
+}
+
+// Identity names what a state taken in e's VMs depends on: the guest
+// interface version, the image, the compiled code's settings (metering
+// included) and the snapshot's layout version.
+func (e *Engine) Identity() string { return Version + "/" + e.cacheDir[len(e.cacheDir)-24:] }
+
+// SnapshotID names the boot snapshot p's VMs start from: its cache key
+// and the guest clock it was captured at, which differs between builds
+// of the same key (a rebuilt snapshot is not byte for byte the same, so a
+// state taken against one cannot be applied to the other).
+func (p *Pool) SnapshotID() string {
+	return fmt.Sprintf("%s@%d", filepath.Base(p.snap.dir), p.snap.mono)
+}
+
+// errBadState is wrapped by RestoreSession's refusals of malformed bytes.
+var errBadState = errors.New("malformed session state")
+
+// sessionState is Capture's bytes, decoded.
+type sessionState struct {
+	flags   byte
+	base    uint64
+	memLen  uint64
+	globals []uint64
+	mono    uint64
+	nextJS  uint32
+	pages   []uint32
+	data    []byte
+}
+
+func decodeSessionState(b []byte, nglobals int) (*sessionState, error) {
+	if len(b) < 2 || b[0] != stateVersion {
+		return nil, fmt.Errorf("%w: unknown version", errBadState)
+	}
+	st := &sessionState{flags: b[1]}
+	if st.flags&flagVM == 0 {
+		return st, nil
+	}
+	b = b[2:]
+	if len(b) < 8 {
+		return nil, errBadState
+	}
+	st.base = binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	bad := false
+	uv := func() uint64 {
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return x
+	}
+	st.memLen = uv()
+	if ng := uv(); bad || ng != uint64(nglobals) || uint64(len(b)) < ng*8 {
+		return nil, fmt.Errorf("%w: globals", errBadState)
+	}
+	for range nglobals {
+		st.globals = append(st.globals, binary.LittleEndian.Uint64(b))
+		b = b[8:]
+	}
+	st.mono = uv()
+	st.nextJS = uint32(uv())
+	np := uv()
+	if bad || st.memLen > maxMemory || st.memLen%(64<<10) != 0 || np > st.memLen/wt.PageSize {
+		return nil, fmt.Errorf("%w: memory", errBadState)
+	}
+	st.pages = make([]uint32, np)
+	prev := uint64(0)
+	for i := range st.pages {
+		p := prev + uv()
+		if bad || (i > 0 && p == prev) || p >= st.memLen/wt.PageSize {
+			return nil, fmt.Errorf("%w: page list", errBadState)
+		}
+		st.pages[i], prev = uint32(p), p
+	}
+	if uint64(len(b)) != np*wt.PageSize {
+		return nil, fmt.Errorf("%w: page data", errBadState)
+	}
+	st.data = b
+	return st, nil
+}
+
+// RestoreSession makes a session of p whose VM has the state Capture
+// returned. It fails with ErrClosed, a *BaseMismatch, or an error
+// wrapping errBadState.
+func (p *Pool) RestoreSession(state []byte) (*Session, error) {
+	st, err := decodeSessionState(state, len(p.e.baseGlobals()))
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	if st.flags&flagVM == 0 {
+		return s, nil
+	}
+	v, err := p.restoreVM(st)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.vm = v
+	return s, nil
+}
+
+// restoreVM gets a VM at the state's base and applies the state to it.
+func (p *Pool) restoreVM(st *sessionState) (*VM, error) {
+	var v *VM
+	if st.flags&flagCheckpoint != 0 {
+		var err error
+		if v, err = p.get(); err != nil {
+			return nil, err
+		}
+		if v.ck == nil || !v.inst.HasCheckpoint() {
+			p.e.recycle(v)
+			return nil, &BaseMismatch{State: fmt.Sprintf("%016x", st.base), Here: "none (VM reuse is disabled)"}
+		}
+		if h := v.baseHash(); h != st.base {
+			p.e.recycle(v)
+			return nil, &BaseMismatch{State: fmt.Sprintf("%016x", st.base), Here: fmt.Sprintf("%016x", h)}
+		}
+	} else {
+		if _, err := checkMounts(p.mounts); err != nil {
+			return nil, err
+		}
+		var err error
+		if v, err = p.e.newVM(p.snap, p.mounts, p.scratch, p.idle.memGroup()); err != nil {
+			return nil, err
+		}
+		v.prepared = true
+	}
+	if err := v.apply(st); err != nil {
+		v.close() // half-written: never rewound
+		return nil, err
+	}
+	return v, nil
+}
+
+// apply writes a decoded state into v, which is at the state's base.
+func (v *VM) apply(st *sessionState) error {
+	c := v.store.Context()
+	mem := v.mem.Data(c)
+	if uint64(len(mem)) > st.memLen {
+		return fmt.Errorf("%w: memory smaller than the base", errBadState)
+	}
+	if grow := (st.memLen - uint64(len(mem))) / (64 << 10); grow > 0 {
+		if err := v.mem.Grow(c, grow); err != nil {
+			return err
+		}
+		mem = v.mem.Data(c)
+	}
+	// Fault each run of pages in at once, then copy.
+	for i := 0; i < len(st.pages); {
+		j := i + 1
+		for j < len(st.pages) && st.pages[j] == st.pages[j-1]+1 {
+			j++
+		}
+		off := int(st.pages[i]) * wt.PageSize
+		v.mem.PopulateWrite(c, off, (j-i)*wt.PageSize)
+		copy(mem[off:off+(j-i)*wt.PageSize], st.data[i*wt.PageSize:j*wt.PageSize])
+		i = j
+	}
+	for i, g := range v.e.baseGlobals() {
+		if err := v.inst.SetGlobalBits(c, g.name, st.globals[i]); err != nil {
+			return err
+		}
+	}
+	v.monoBase, v.nextJS = st.mono, st.nextJS
+	v.cleanEnd = true
+	return nil
+}

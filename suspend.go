@@ -1,0 +1,431 @@
+package glovebox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/engine"
+)
+
+// Suspension: a session's state, or an eval paused inside a tool call, as
+// sealed bytes that a Runtime in any process can continue.
+//
+// An idle [Session] becomes bytes with [Session.Suspend] and a working
+// session again with [Runtime.ResumeSession]: its variables, methods,
+// constants, loaded libraries and random generator are exactly as they
+// were.
+//
+// A tool call can be suspended instead of answered: a tool, [Hooks].BeforeCall
+// (a host-wide policy) or [Hooks].Approver (a person decides later) returns
+// an error wrapping [ErrSuspend] (see [SuspendCall]). The eval then ends
+// with [StatusSuspended]; its Result holds the pending call
+// ([Result.Pending]) and the sealed state ([Result.State]), and its
+// Stdout, Stderr, ToolCalls and FuelUsed so far. [Runtime.Continue] (or,
+// for a session's eval, [Runtime.ResumeSession] then [Session.Continue])
+// answers the call and runs the program on from inside it, as if it had
+// never stopped; it may suspend again at a later call. The final Result
+// reports the whole eval: all its output, its whole transcript, its fuel
+// and tool time; its Duration and its wall-clock limit count only the
+// time spent running.
+//
+// States are sealed with the Runtime's [Keyring] (AES-256-GCM, after
+// compression) and name what they need: the guest image and state-format
+// versions, the tools and their documented schemas, the mount layout
+// (guest paths and access, never host paths) and the limits. A state that
+// is damaged, sealed with a key the ring lacks, or given to a Runtime that
+// differs is refused before any guest code runs, with [ErrStateInvalid],
+// [ErrStateKey] or [ErrStateMismatch] (a *[StateMismatchError] naming the
+// difference). See RATIONALE.md, "Why are paused evals replayed?", for how
+// an eval paused in a call is continued, and what refuses to suspend.
+
+// StatusSuspended: the eval stopped inside a tool call that was suspended
+// instead of answered (class Glovebox::Suspended). [Result.Pending] names
+// the call and [Result.State] holds the sealed state to continue it from.
+const StatusSuspended Status = "suspended"
+
+// Errors of suspension and resumption.
+var (
+	// ErrSuspend, returned (or wrapped) by a tool, Hooks.BeforeCall or
+	// Hooks.Approver, suspends the eval at that call instead of answering
+	// it (see [SuspendCall]). A Runtime without StateKeys cannot suspend:
+	// the guest then sees Glovebox::ToolError saying so.
+	ErrSuspend = errors.New("glovebox: suspend the eval at this tool call")
+	// ErrNotSuspendable is returned by [Session.Suspend] for a session
+	// that cannot be suspended now, and is the reason a suspend request
+	// is refused (the guest sees Glovebox::ToolError with the message);
+	// the message says why and what to change.
+	ErrNotSuspendable = errors.New("glovebox: cannot suspend")
+	// ErrStateInvalid: the bytes are not a state glovebox sealed, or were
+	// damaged — truncated, or any byte changed (the authentication
+	// failed).
+	ErrStateInvalid = errors.New("glovebox: invalid state")
+	// ErrStateKey: the state was sealed with a key the Runtime's Keyring
+	// does not hold (the message names the key id), or the Runtime has no
+	// Keyring.
+	ErrStateKey = errors.New("glovebox: state sealed with an unknown key")
+	// ErrStateMismatch: the state needs a Runtime unlike this one; the
+	// error is a *StateMismatchError naming the difference.
+	ErrStateMismatch = errors.New("glovebox: state made by a different runtime")
+	// ErrStateUsed: Config.StateStore says the state was continued
+	// before.
+	ErrStateUsed = errors.New("glovebox: state already continued")
+	// ErrStateDiverged: an eval paused in a call did not reach the same
+	// call again when continued (see RATIONALE.md, "Why are paused evals
+	// replayed?"): a mounted file it read had changed, for instance. The
+	// eval's effects stay inside the discarded VM.
+	ErrStateDiverged = errors.New("glovebox: the paused eval did not replay to its call")
+	// ErrSessionPaused is returned by Session.Eval on a session paused in
+	// a tool call (answer it with Session.Continue first), and by
+	// Session.Continue on one that is not.
+	ErrSessionPaused = errors.New("glovebox: session is paused in a tool call")
+)
+
+// StateMismatchError names what a state needs that a Runtime lacks. It
+// matches [ErrStateMismatch] under errors.Is.
+type StateMismatchError struct {
+	// What differs: "format", "image", "tools", "mounts", "snapshot"
+	// (the boot snapshot was built again since), "limits", "prepared VM"
+	// (a session's base) or "kind" (a session's state given to
+	// Runtime.Continue, or the other way round).
+	What string
+	// State and Runtime describe each side (a version, a hash, a list).
+	State, Runtime string
+}
+
+func (e *StateMismatchError) Error() string {
+	return fmt.Sprintf("glovebox: state made by a different runtime: its %s is %s, this runtime's is %s", e.What, e.State, e.Runtime)
+}
+
+// Is reports whether target is ErrStateMismatch.
+func (e *StateMismatchError) Is(target error) bool { return target == ErrStateMismatch }
+
+// SuspendCall returns an error wrapping [ErrSuspend] that gives the
+// reason the call waits (a person's approval, a slow job); the reason is
+// [PendingCall].Reason. An empty reason is "suspended".
+func SuspendCall(reason string) error {
+	if reason == "" {
+		reason = "suspended"
+	}
+	return &suspendRequest{reason: reason}
+}
+
+type suspendRequest struct{ reason string }
+
+func (s *suspendRequest) Error() string {
+	return "glovebox: suspend the eval at this tool call: " + s.reason
+}
+func (s *suspendRequest) Is(target error) bool { return target == ErrSuspend }
+
+// PendingCall is the tool call a suspended eval waits in.
+type PendingCall struct {
+	// ID names this pause: the state's id (32 hex digits), unique per
+	// suspension, the key a StateStore records.
+	ID string
+	// Name and Args are the call as the guest made it.
+	Name string
+	Args Args
+	// Reason is what SuspendCall was given ("suspended" for a bare
+	// ErrSuspend).
+	Reason string
+	// Approval is set when the Approver suspended the call: the call has
+	// not run, and answering it with a value answers for the tool.
+	Approval bool
+}
+
+// MarshalJSON writes {"id", "name", "args", "kwargs", "reason",
+// "approval"}, with args and kwargs as in [ToolCall.MarshalJSON].
+func (p *PendingCall) MarshalJSON() ([]byte, error) {
+	tc, err := ToolCall{Name: p.Name, Args: p.Args}.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var parts struct {
+		Args   json.RawMessage `json:"args"`
+		Kwargs json.RawMessage `json:"kwargs"`
+	}
+	if err := json.Unmarshal(tc, &parts); err != nil {
+		return nil, err
+	}
+	return marshalNoEscape(struct {
+		ID       string          `json:"id"`
+		Name     string          `json:"name"`
+		Args     json.RawMessage `json:"args"`
+		Kwargs   json.RawMessage `json:"kwargs"`
+		Reason   string          `json:"reason"`
+		Approval bool            `json:"approval"`
+	}{p.ID, p.Name, parts.Args, parts.Kwargs, p.Reason, p.Approval})
+}
+
+// Answer answers a pending call. The zero Answer returns nil to the
+// guest.
+type Answer struct {
+	// Value is what the call returns, as a tool's result would be.
+	Value any
+	// Err, if set, raises in the guest as a tool's error does: a
+	// *ToolError chooses the class, any other error raises
+	// Glovebox::ToolError with its message (through Hooks.SanitizeError).
+	// The guest can rescue it.
+	Err error
+	// Denied raises Glovebox::ToolDenied with Reason ("denied" if empty),
+	// as a denying Approver does.
+	Denied bool
+	Reason string
+	// Approved runs the tool now, in the process that continues the
+	// eval, as it would have run had the Approver approved: within the
+	// eval's tool-time budget and deadline, recorded in the transcript
+	// ("approved" when the Approver suspended the call) and seen by
+	// Hooks.AfterCall. BeforeCall and the Approver are not asked again.
+	// Value and Err are ignored; Denied wins over it.
+	Approved bool
+}
+
+// StateStore records which states were continued, so a front end can
+// continue each at most once: set Config.StateStore, and ResumeSession
+// and Continue claim a state's id before running it, failing with
+// [ErrStateUsed] when it was claimed before. Implementations must be safe
+// for concurrent use; see [DirStateStore].
+type StateStore interface {
+	// Claim records id as continued. It returns an error wrapping
+	// ErrStateUsed when id was claimed before, or another error when it
+	// cannot tell (the state is then not continued).
+	Claim(ctx context.Context, id string) error
+}
+
+// Suspend returns the session's complete state as sealed bytes and
+// closes the session, whose VM is freed: nothing of it stays in this
+// process. [Runtime.ResumeSession] makes a working session of the bytes
+// in any process with a compatible Runtime. A session that never ran an
+// eval is suspended too (its state is a fresh VM's). Do not run an eval
+// on the session while it is suspended: the state is taken before or
+// after it, and the session is closed.
+//
+// It fails with [ErrNotSuspendable] (the session stays usable) when the
+// Runtime has no StateKeys or when the guest keeps files open (close them
+// first: an open file's descriptor cannot be carried to another process);
+// with [ErrSessionPaused] on a session paused in a tool call, whose state
+// the eval that paused it gave; with [ErrSessionClosed] after Close.
+func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
+	if s.isPaused() {
+		return nil, ErrSessionPaused
+	}
+	if s.r.keys == nil {
+		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
+	}
+	e := &benc{b: getBuf()}
+	defer func() { putBuf(e.b) }()
+	s.r.manifest(s.sh).put(e)
+	var err error
+	// The session's state is the rest of the body.
+	if e.b, err = s.engine().Capture(e.b); err != nil {
+		var ns *engine.NotSuspendable
+		if errors.As(err, &ns) {
+			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
+		}
+		return nil, err
+	}
+	state, _, err := sealState(s.r.keys, stateIdle, e.b)
+	if err != nil {
+		return nil, err
+	}
+	s.Close()
+	return state, nil
+}
+
+// ResumeSession makes a session of a state from [Session.Suspend], or of
+// a session eval's [StatusSuspended] Result.State (the session is then
+// paused: [Session.Pending] names the call, and [Session.Continue]
+// answers it). The state is opened and checked before anything runs; it
+// fails with [ErrStateInvalid], [ErrStateKey], [ErrStateMismatch] (a
+// *StateMismatchError), [ErrStateUsed] (with Config.StateStore; a paused
+// session's state is claimed when Continue answers it) or ErrClosed.
+func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, error) {
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.open(sh, state, stateIdle, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	if o.hdr.kind == stateSessionPaused {
+		p, err := decodePaused(o.body)
+		if err != nil {
+			return nil, err
+		}
+		es, err := sh.pool.NewSession()
+		if err != nil {
+			return nil, err
+		}
+		pc := p.pending
+		pc.ID = o.hdr.id
+		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
+	}
+	defer o.release()
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	es, err := sh.pool.RestoreSession(o.body.b) // the rest of the body
+	if err != nil {
+		return nil, restoreError(err)
+	}
+	hist := &sessionHistory{base: bytes.Clone(o.body.b), capCost: time.Millisecond}
+	return &Session{r: r, sh: sh, s: es, hist: hist}, nil
+}
+
+// restoreError reports the engine's refusal of a session's state.
+func restoreError(err error) error {
+	var bm *engine.BaseMismatch
+	if errors.As(err, &bm) {
+		return &StateMismatchError{What: "prepared VM", State: bm.State, Runtime: bm.Here}
+	}
+	if errors.Is(err, engine.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrStateInvalid, err)
+}
+
+// Pending returns the tool call a paused session waits in, or nil.
+func (s *Session) Pending() *PendingCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		return nil
+	}
+	pc := *s.pending
+	return &pc
+}
+
+// engine returns the engine session s runs on.
+func (s *Session) engine() *engine.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.s
+}
+
+func (s *Session) isPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused != nil
+}
+
+// report makes a session eval's Result; a suspended eval pauses the
+// session.
+func (s *Session) report(res *Result, reset bool) *Result {
+	res.SessionReset = reset
+	if res.Status == StatusSuspended {
+		res.SessionReset = false // the state is in res.State, not lost
+		s.mu.Lock()
+		s.paused, s.pending = res.State, res.Pending
+		s.mu.Unlock()
+	}
+	return res
+}
+
+// Continue answers the call a paused session waits in and runs its eval
+// on from inside the call; the Result is that eval's whole Result, as
+// Session.EvalWith returns it (it may be StatusSuspended again, and the
+// session paused again). opts may give WithOutput, which receives only
+// output made after the pause; input options fail with ErrInvalidInput.
+// It fails with ErrSessionPaused when the session is not paused,
+// [ErrStateUsed] when Config.StateStore says the pause was continued
+// before, and [ErrStateDiverged] when the eval cannot be continued (the
+// session is then no longer paused, and its next eval starts from a
+// fresh VM), and [ErrSessionClosed] after Close.
+func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
+	if s.closed.Load() {
+		return nil, ErrSessionClosed
+	}
+	s.mu.Lock()
+	state := s.paused
+	s.mu.Unlock()
+	if state == nil {
+		return nil, fmt.Errorf("%w: not paused: there is no call to answer", ErrSessionPaused)
+	}
+	r := s.r
+	o, err := r.open(s.sh, state, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodePaused(o.body)
+	if err != nil {
+		return nil, err
+	}
+	req, st := r.request(p.code)
+	if err := outputOnly(req, r.limits, opts); err != nil {
+		return nil, err
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	es, err := s.sh.pool.RestoreSession(p.base)
+	if err != nil {
+		return nil, restoreError(err)
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		es.Close()
+		return nil, ErrSessionClosed
+	}
+	old := s.s
+	s.s, s.paused, s.pending = es, nil, nil
+	s.mu.Unlock()
+	old.Close()
+	if err := r.fastForward(ctx, es, p.priors); err != nil {
+		return nil, err
+	}
+	st.resume(req, p, a, o.hdr.id)
+	out, reset, err := es.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.record(st, req, out, reset)
+	res, err := st.continued(s.sh, out, req, stateSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	return s.report(res, reset), nil
+}
+
+// Continue answers the pending call of a Runtime.Eval's [StatusSuspended]
+// Result (given its State) and runs the eval on from inside the call, in
+// a fresh VM of r; the Result is the whole eval's (it may be
+// StatusSuspended again, at a later call). opts may give WithOutput,
+// which receives only output made after the pause; input options fail
+// with ErrInvalidInput (the eval keeps its own). It fails as
+// ResumeSession does (a session's state is a StateMismatchError of
+// "kind"), and with [ErrStateDiverged].
+func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
+	sh, err := r.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.open(sh, state, statePaused)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodePaused(o.body)
+	if err != nil {
+		return nil, err
+	}
+	req, st := r.request(p.code)
+	if err := outputOnly(req, r.limits, opts); err != nil {
+		return nil, err
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, err
+	}
+	st.resume(req, p, a, o.hdr.id)
+	out, err := sh.pool.Eval(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return st.continued(sh, out, req, statePaused)
+}

@@ -1,0 +1,7 @@
+out = []
+begin
+  out << lookup("a")
+ensure
+  out << lookup("b")
+end
+out

@@ -1,0 +1,1 @@
+("\xff\xfe".b.bytes.sum + double(3)).to_s(16)

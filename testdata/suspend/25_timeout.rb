@@ -1,0 +1,2 @@
+require "timeout"
+Timeout.timeout(5) { double(4) }

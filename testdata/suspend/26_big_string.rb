@@ -1,0 +1,3 @@
+s = "x" * 100_000
+s << lookup("a")
+s.size

@@ -1,0 +1,2 @@
+double(1)
+boom("unrescued")

@@ -1,0 +1,3 @@
+require "json"
+data = JSON.parse(JSON.generate(rows(3)))
+JSON.generate(data.map { |r| r.merge("d" => double(r["id"])) })
