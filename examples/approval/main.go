@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
 // program is what a model might write for "move Ada to the team plan".
@@ -163,7 +164,7 @@ func both() error {
 	for _, step := range []string{"request", "approve"} {
 		cmd := exec.Command(os.Args[0], step, file)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
+		if err := spawn.Run(cmd); err != nil { // no descriptor of ours reaches the child
 			return fmt.Errorf("%s: %w", step, err)
 		}
 	}
