@@ -349,19 +349,8 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 		return nil, fmt.Errorf("%w: not paused: there is no call to answer", ErrSessionPaused)
 	}
 	r := s.r
-	o, err := r.open(s.sh, state, stateSessionPaused)
+	o, p, req, st, err := r.openPaused(ctx, s.sh, state, stateSessionPaused, opts)
 	if err != nil {
-		return nil, err
-	}
-	p, err := decodePaused(o.body)
-	if err != nil {
-		return nil, err
-	}
-	req, st := r.request(p.code)
-	if err := outputOnly(req, r.limits, opts); err != nil {
-		return nil, err
-	}
-	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, err
 	}
 	es, err := s.sh.pool.RestoreSession(p.base)
@@ -407,19 +396,8 @@ func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...
 	if err != nil {
 		return nil, err
 	}
-	o, err := r.open(sh, state, statePaused)
+	o, p, req, st, err := r.openPaused(ctx, sh, state, statePaused, opts)
 	if err != nil {
-		return nil, err
-	}
-	p, err := decodePaused(o.body)
-	if err != nil {
-		return nil, err
-	}
-	req, st := r.request(p.code)
-	if err := outputOnly(req, r.limits, opts); err != nil {
-		return nil, err
-	}
-	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, err
 	}
 	st.resume(req, p, a, o.hdr.id)
@@ -428,4 +406,27 @@ func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...
 		return nil, err
 	}
 	return st.continued(sh, out, req, statePaused)
+}
+
+// openPaused opens a paused state of the given kind and makes the request
+// that replays it, with opts (output writers only) applied; the state's id
+// is claimed in the StateStore last, so a state refused for any other
+// reason stays continuable.
+func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind byte, opts []EvalOption) (*opened, *paused, *engine.Request, *evalState, error) {
+	o, err := r.open(sh, state, kind)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	p, err := decodePaused(o.body)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	req, st := r.request(p.code)
+	if err := outputOnly(req, r.limits, opts); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if err := r.claim(ctx, o.hdr.id); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return o, p, req, st, nil
 }
