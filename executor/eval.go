@@ -102,6 +102,7 @@ type evals struct {
 	sets     map[string]*toolSet       // tenant "\x00" sorted names joined by "," → runtime
 	live     map[string]*evalRun       // tenant "\x00" key → running eval
 	sessions map[string]*remoteSession // session ID → session
+	opening  map[string]int            // tenant → sessions being made (counted against MaxSessions)
 }
 
 // toolSet is a Runtime whose tools relay to the client, shared by every
@@ -749,13 +750,28 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the executor is draining"))
 		return
 	}
+	// The slot is reserved before the runtime and VM are made, so a burst
+	// of requests makes no more runtimes than the cap allows.
 	e.mu.Lock()
 	n := e.countLocked(t.Name)
-	e.mu.Unlock()
 	if n >= e.cfg.MaxSessions {
+		e.mu.Unlock()
 		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
 		return
 	}
+	if e.opening == nil {
+		e.opening = map[string]int{}
+	}
+	e.opening[t.Name]++
+	e.mu.Unlock()
+	opened := false
+	defer func() {
+		if !opened {
+			e.mu.Lock()
+			e.unreserveLocked(t.Name)
+			e.mu.Unlock()
+		}
+	}()
 	rt, release, terr := e.toolSet(r.Context(), t.Name, names)
 	if terr != nil {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeInternal, "making the VM: %v", terr))
@@ -777,21 +793,24 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	rand.Read(b[:])
 	rs := &remoteSession{id: "s-" + hex.EncodeToString(b[:]), tenant: t.Name, gs: gs, release: release, used: time.Now()}
 	e.mu.Lock()
-	if n := e.countLocked(t.Name); n >= e.cfg.MaxSessions { // others opened meanwhile
-		e.mu.Unlock()
-		rs.close(e)
-		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
-		return
-	}
+	e.unreserveLocked(t.Name)
+	opened = true
 	e.sessions[rs.id] = rs
 	e.mu.Unlock()
 	e.s.log.Info("session opened", "tenant", t.Name, "tools", len(names))
 	writeJSON(w, wire.SessionInfo{ID: rs.id, IdleTimeoutMS: e.cfg.SessionIdle.Milliseconds()})
 }
 
-// countLocked is how many sessions tenant has open.
+// unreserveLocked gives back a slot newSession reserved.
+func (e *evals) unreserveLocked(tenant string) {
+	if e.opening[tenant]--; e.opening[tenant] <= 0 {
+		delete(e.opening, tenant)
+	}
+}
+
+// countLocked is how many sessions tenant has open or being opened.
 func (e *evals) countLocked(tenant string) int {
-	n := 0
+	n := e.opening[tenant]
 	for _, rs := range e.sessions {
 		if rs.tenant == tenant {
 			n++
