@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance
+.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -88,3 +88,12 @@ rubyspec:
 # expected-failures-REVISION.yaml. Under a minute once installed.
 mcp-conformance:
 	$(GO) test -count=1 -v -run '^TestMCPConformance$$' ./cmd/glovebox
+	$(MAKE) mcp-conformance-client
+
+# The same suite in client mode against `glovebox eval --mcp-url` (the
+# wrapper cmd/glovebox/testdata/conformance/client.rb; Ruby and curl), the
+# OAuth scenarios included, at both revisions; fails on any failure not in
+# cmd/glovebox/testdata/conformance/expected-failures-client-REVISION.yaml
+# and on an access token in glovebox's output. About 40 s.
+mcp-conformance-client:
+	$(GO) test -count=1 -v -run '^TestMCPConformanceClient$$' ./cmd/glovebox

@@ -49,6 +49,20 @@ type Server struct {
 	// every request (an Authorization, say); the guest never sees it.
 	URL    string
 	Header http.Header
+	// OAuth authorizes the HTTP server with OAuth 2.1 when it asks (a 401
+	// or a 403 insufficient_scope); see [OAuth]. TokenSource instead
+	// supplies the host's own tokens, per request. Either one replaces
+	// an Authorization in Header; at most one is set, and only with URL.
+	OAuth       *OAuth
+	TokenSource TokenSource
+	// ProtocolVersion is the MCP revision to ask for: "" asks for the
+	// newest the Go SDK speaks (2026-07-28: server/discover, stateless),
+	// falling back to the initialize handshake at 2025-11-25 when the
+	// server does not answer server/discover; "2025-11-25",
+	// "2025-06-18", "2025-03-26" or "2024-11-05" starts with initialize
+	// at that revision (the server may answer with an older one). The
+	// revision spoken is [Binding.ProtocolVersions]'.
+	ProtocolVersion string
 	// Labels mark sensitive values in the results of every tool of the
 	// server, and ToolLabels (keyed by the server's own tool name) in
 	// one tool's; see glovebox.Toolset.Label. Results arrive in the
@@ -223,6 +237,24 @@ func (s Server) checkEnv() error {
 	return nil
 }
 
+// knownVersions are the revisions Server.ProtocolVersion may name.
+var knownVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// checkAuth refuses OAuth and TokenSource together, either one on a
+// stdio server, and an unknown ProtocolVersion.
+func (s Server) checkAuth() error {
+	if s.OAuth != nil && s.TokenSource != nil {
+		return errors.New("set at most one of OAuth and TokenSource")
+	}
+	if (s.OAuth != nil || s.TokenSource != nil) && s.URL == "" {
+		return errors.New("OAuth and TokenSource apply to HTTP servers (URL) only")
+	}
+	if s.ProtocolVersion != "" && !slices.Contains(knownVersions, s.ProtocolVersion) {
+		return fmt.Errorf("ProtocolVersion %q: want one of %s", s.ProtocolVersion, strings.Join(knownVersions, ", "))
+	}
+	return nil
+}
+
 // Bind starts the servers, lists their tools and registers each in ts (see
 // the package documentation for names, calls and lifecycle). On any error
 // it returns one wrapping [ErrBind], saying which server and why, and
@@ -246,6 +278,9 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 			return nil, fmt.Errorf("%w: server %q: set exactly one of Command and URL", ErrBind, s.Name)
 		}
 		if err := s.checkEnv(); err != nil {
+			return nil, fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err)
+		}
+		if err := s.checkAuth(); err != nil {
 			return nil, fmt.Errorf("%w: server %q: %v", ErrBind, s.Name, err)
 		}
 	}
@@ -342,6 +377,20 @@ func (b *Binding) Names() map[string]string {
 	return out
 }
 
+// ProtocolVersions returns the MCP revision each server (by name) spoke
+// at its last start: "2026-07-28" for a stateless server found by
+// server/discover, else the revision its initialize answered with. A
+// server that offers no tools still has an entry.
+func (b *Binding) ProtocolVersions() map[string]string {
+	out := map[string]string{}
+	for _, c := range b.servers {
+		c.mu.Lock()
+		out[c.srv.Name] = c.version
+		c.mu.Unlock()
+	}
+	return out
+}
+
 // Notes describes the bound servers for a model, in Bind's order: name,
 // guest tool names (sorted) and the instructions each server gave at
 // initialize. Pass them as [codemode.Config].Servers.
@@ -377,6 +426,7 @@ type conn struct {
 	srv          Server
 	instructions string
 	tools        []*tool
+	version      string // the revision the server answered with at the last start
 
 	mu       sync.Mutex
 	session  *mcp.ClientSession
@@ -388,6 +438,7 @@ type conn struct {
 	nextTry  time.Time
 	restarts int
 	stderr   *stderrLog
+	oauth    *oauthState   // the server's OAuth flow and tokens, kept across restarts; nil without OAuth
 	excluded []string      // listing entries the SDK dropped
 	done     chan struct{} // closed when the current session ends
 	starting chan struct{} // non-nil while a call (re)starts the server
@@ -418,9 +469,10 @@ func (c *conn) client() *mcp.Client {
 	return cl
 }
 
-// sdkLog passes the SDK client's log to the host logger and notes the
-// listing entries the SDK drops (a null tool, bad header annotations), so
-// Bind can refuse the listing instead of binding part of it.
+// sdkLog passes the SDK client's log to the host logger (a tool the SDK
+// leaves out of a listing for bad x-mcp-header annotations is logged
+// there and not bound) and notes the null entries it drops, so Bind can
+// refuse such a listing instead of binding part of it.
 type sdkLog struct {
 	c    *conn
 	next slog.Handler
@@ -428,7 +480,10 @@ type sdkLog struct {
 
 func (h *sdkLog) Enabled(ctx context.Context, l slog.Level) bool { return true }
 func (h *sdkLog) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "excluding") && strings.Contains(r.Message, "tools/list") {
+	// A tool whose x-mcp-header annotations break the rules is left out
+	// by the SDK, and the spec (SEP-2243) wants the others kept: that
+	// one is only logged. A null entry is a broken listing.
+	if strings.HasPrefix(r.Message, "excluding nil tool") {
 		msg := r.Message
 		r.Attrs(func(a slog.Attr) bool { msg += fmt.Sprintf(" %s=%v", a.Key, a.Value); return true })
 		h.c.mu.Lock()
@@ -517,20 +572,41 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		tap = newRawTap()
 		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
 	} else {
-		hc := &http.Client{Transport: headerTransport{c.srv.Header, http.DefaultTransport}}
+		var rt http.RoundTripper = headerTransport{c.srv.Header, http.DefaultTransport}
+		if c.srv.TokenSource != nil {
+			rt = tokenTransport{c.srv.TokenSource, c.srv.URL, rt}
+		}
+		hc := &http.Client{Transport: rt}
 		// The standalone stream carries the server's requests that belong
 		// to no call of ours (server-everything asks for roots there);
 		// without it they wait for an answer that never comes. A dropped
 		// stream is resumed (MaxRetries 0: the SDK's default of 5 tries,
 		// honouring the server's retry field and Last-Event-ID).
-		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc}
+		st := &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc}
+		if c.srv.OAuth != nil {
+			c.mu.Lock()
+			if c.oauth == nil {
+				o, err := newOAuthState(c.srv, &c.b.cfg)
+				if err != nil {
+					c.mu.Unlock()
+					return nil, err
+				}
+				c.oauth = o
+			}
+			st.OAuthHandler = c.oauth.handler
+			c.mu.Unlock()
+		}
+		t = st
 	}
-	cs, err := c.client().Connect(ctx, t, nil)
+	cs, err := c.client().Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: c.srv.ProtocolVersion})
 	if err != nil {
 		pr.stop()
 		return nil, fmt.Errorf("cannot start or initialize: %v", err)
 	}
 	c.mu.Lock()
+	if ir := cs.InitializeResult(); ir != nil {
+		c.version = ir.ProtocolVersion
+	}
 	c.session, c.cmd, c.tap, c.dead = cs, pr, tap, false
 	closed := c.closed
 	c.mu.Unlock()
@@ -634,13 +710,14 @@ func (c *conn) ok() {
 func (c *conn) close() {
 	c.mu.Lock()
 	c.closed = true
-	cs, cmd := c.session, c.cmd
+	cs, cmd, o := c.session, c.cmd, c.oauth
 	c.session, c.cmd = nil, nil
 	c.mu.Unlock()
 	if cs != nil {
 		cs.Close()
 	}
 	cmd.stop()
+	o.close()
 }
 
 // proc is a stdio server's process: the watchdog shell and, below it,

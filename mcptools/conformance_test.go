@@ -2,7 +2,6 @@ package mcptools_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,14 +12,13 @@ import (
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/npmtest"
 	"github.com/gloveboxhq/glovebox/mcptools"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // conformanceScenarios are the client scenarios of
 // @modelcontextprotocol/conformance that apply to a binding. The rest do
-// not, for these reasons:
-//   - auth/*: OAuth flows; the binding takes host-supplied headers
-//     (Server.Header) instead of running an authorization flow.
+// are run, with the auth/* ones and at each revision, against the CLI
+// (cmd/glovebox TestMCPConformanceClient, where a Server.OAuth is set up
+// from --mcp-oauth).
 var conformanceScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"}
 
 // conformanceClient is the client the suite starts: it binds the server
@@ -32,7 +30,7 @@ func conformanceClient() int {
 	url := os.Args[len(os.Args)-1]
 	ctx := context.Background()
 	var ts glovebox.Toolset
-	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{Elicit: acceptDefaults}, mcptools.Server{Name: "conf", URL: url})
+	b, err := mcptools.Bind(ctx, &ts, mcptools.Config{Elicit: mcptools.AcceptDefaults}, mcptools.Server{Name: "conf", URL: url})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		return 1
@@ -64,27 +62,6 @@ func conformanceClient() int {
 		return 1
 	}
 	return 0
-}
-
-// acceptDefaults answers an elicitation by accepting each requested
-// field's default.
-func acceptDefaults(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	var schema struct {
-		Properties map[string]struct {
-			Default any `json:"default"`
-		} `json:"properties"`
-	}
-	b, _ := json.Marshal(req.RequestedSchema)
-	if err := json.Unmarshal(b, &schema); err != nil {
-		return nil, err
-	}
-	content := map[string]any{}
-	for k, p := range schema.Properties {
-		if p.Default != nil {
-			content[k] = p.Default
-		}
-	}
-	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 }
 
 func TestConformanceClient(t *testing.T) {

@@ -90,6 +90,9 @@ func (t *tool) target(ctx context.Context) (*conn, error) {
 	if err := s.checkEnv(); err != nil {
 		return nil, fmt.Errorf("the key's server: %v", err)
 	}
+	if err := s.checkAuth(); err != nil {
+		return nil, fmt.Errorf("the key's server: %v", err)
+	}
 	if s.Name != t.c.srv.Name {
 		return nil, fmt.Errorf("the key's server is named %q, not %q", s.Name, t.c.srv.Name)
 	}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +46,7 @@ type tool struct {
 	guest  string
 	tool   *mcp.Tool
 	schema *jsonschema.Resolved // nil when the tool has no inputSchema
+	noNull map[string]bool      // optional properties whose schema does not accept null
 }
 
 func newTool(c *conn, guest string, t *mcp.Tool) (*tool, error) {
@@ -62,8 +65,34 @@ func newTool(c *conn, guest string, t *mcp.Tool) (*tool, error) {
 			return nil, fmt.Errorf("inputSchema: %v", err)
 		}
 		bt.schema = r
+		for name, p := range s.Properties {
+			if p != nil && (p.Type != "" || len(p.Types) > 0) && p.Type != "null" && !slices.Contains(p.Types, "null") && !slices.Contains(s.Required, name) {
+				if bt.noNull == nil {
+					bt.noNull = map[string]bool{}
+				}
+				bt.noNull[name] = true
+			}
+		}
 	}
 	return bt, nil
+}
+
+// omitNulls returns kw without the nil values of the properties in
+// t.noNull, copied when it drops any (kw belongs to the caller).
+func (t *tool) omitNulls(kw map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range kw {
+		if v == nil && t.noNull[k] {
+			if out == nil {
+				out = maps.Clone(kw)
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return kw
+	}
+	return out
 }
 
 func toolErr(class, format string, args ...any) error {
@@ -87,6 +116,10 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	if kw == nil {
 		kw = map[string]any{}
 	}
+	// nil for an optional property whose type excludes null is Ruby's
+	// "not given" (verbose: nil): the property is left out, as a client
+	// omits it, rather than refused.
+	kw = t.omitNulls(kw)
 	raw, err := json.Marshal(kw)
 	if err != nil {
 		return nil, toolErr(ClassArgument, "%s: the arguments have no JSON form: %v", where, err)
@@ -126,7 +159,10 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	}
 	if err != nil {
 		var rpc *jsonrpc.Error
+		var refused refusedError
 		switch {
+		case errors.As(err, &refused):
+			return nil, toolErr(ClassTransport, "%s: the call did not run: %v", where, refused)
 		case ctx.Err() != nil:
 			return nil, toolErr(ClassTimeout, "%s: the call ran out of time and was cancelled (in doubt: the server may have run it): %v", where, context.Cause(ctx))
 		case errors.As(err, &rpc):

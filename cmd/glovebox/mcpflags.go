@@ -6,16 +6,22 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/codemode"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"github.com/gloveboxhq/glovebox/mcptools"
 )
 
@@ -25,6 +31,10 @@ type mcpFlags struct {
 	urls    []string // NAME=URL
 	env     []string // [SERVER:]NAME[=VALUE]
 	roots   []string // URIs or paths
+	proto   []string // [NAME=]REVISION
+	oauth   []string // NAME[,key=value...]
+	open    string   // the command that opens an authorization URL
+	elicit  string   // refuse, decline or accept
 	log     bool
 }
 
@@ -34,6 +44,75 @@ func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.env, "mcp-env", nil, `give stdio MCP servers a variable: NAME passes glovebox's value, NAME=VALUE sets one; "SERVER:" in front gives it to that server only. Servers get no other variables but PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, TERM and the locale; repeatable`)
 	f.StringArrayVar(&m.roots, "mcp-root", nil, "a root the MCP servers are told of when they ask (roots/list): a URI, or a path (made a file:// URI); repeatable; none by default")
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
+	f.StringArrayVar(&m.proto, "mcp-protocol", nil, `the MCP revision to ask a server for: [NAME=]REVISION (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05); without NAME, every server; default: 2026-07-28, falling back to 2025-11-25's initialize; repeatable`)
+	f.StringArrayVar(&m.oauth, "mcp-oauth", nil, `authorize an --mcp-url server with OAuth 2.1 when it asks: NAME[,client_id=ID][,client_secret_env=VAR][,client_metadata=URL][,redirect=URL] (a pre-registered client, its secret read from $VAR, a client ID metadata document, a loopback redirect URL; default: dynamic registration, redirect to an ephemeral 127.0.0.1 port); tokens stay in glovebox's memory; repeatable`)
+	f.StringVar(&m.open, "mcp-oauth-open", "", `a command that opens the authorization URL (appended as its last argument), e.g. xdg-open; default: print the URL on stderr and wait for the redirect`)
+	f.StringVar(&m.elicit, "mcp-elicit", "refuse", `how to answer an MCP server's elicitation (a question during a tool call): refuse (do not offer elicitation), decline, or accept (with the defaults its schema gives)`)
+}
+
+// mcpOAuth parses one --mcp-oauth value.
+func mcpOAuth(spec string) (string, *mcptools.OAuth, error) {
+	parts := strings.Split(spec, ",")
+	o := &mcptools.OAuth{}
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || v == "" {
+			return "", nil, fmt.Errorf("--mcp-oauth %q: %q: want key=value", spec, kv)
+		}
+		switch k {
+		case "client_id":
+			o.ClientID = v
+		case "client_secret_env":
+			sec, ok := os.LookupEnv(v)
+			if !ok || sec == "" {
+				return "", nil, fmt.Errorf("--mcp-oauth %q: $%s is not set", spec, v)
+			}
+			o.ClientSecret = sec
+		case "client_metadata":
+			o.ClientMetadataURL = v
+		case "redirect":
+			o.RedirectURL = v
+		default:
+			return "", nil, fmt.Errorf("--mcp-oauth %q: unknown key %q (want client_id, client_secret_env, client_metadata or redirect)", spec, k)
+		}
+	}
+	if o.ClientSecret != "" && o.ClientID == "" {
+		return "", nil, fmt.Errorf("--mcp-oauth %q: client_secret_env needs client_id", spec)
+	}
+	return parts[0], o, nil
+}
+
+// elicitAnswer is the --mcp-elicit answerer; nil refuses.
+func elicitAnswer(mode string) (func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error), error) {
+	switch mode {
+	case "", "refuse":
+		return nil, nil
+	case "decline":
+		return func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}, nil
+	case "accept":
+		return mcptools.AcceptDefaults, nil
+	}
+	return nil, fmt.Errorf("--mcp-elicit %q: want refuse, decline or accept", mode)
+}
+
+// openCommand returns the OAuth.Open that runs --mcp-oauth-open's
+// command with the URL appended, not waiting for it to exit.
+func openCommand(command string) func(context.Context, string) error {
+	argv := strings.Fields(command)
+	if len(argv) == 0 {
+		return nil
+	}
+	return func(_ context.Context, u string) error {
+		c := exec.Command(argv[0], append(argv[1:], u)...)
+		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		if err := spawn.Start(c); err != nil {
+			return err
+		}
+		go c.Wait()
+		return nil
+	}
 }
 
 // mcpProfileServer is one entry of a profile's mcp_servers section: a
@@ -49,6 +128,15 @@ type mcpProfileServer struct {
 	Dir     string            `yaml:"dir"`
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// Protocol is the MCP revision to ask for (--mcp-protocol); OAuth
+	// the --mcp-oauth settings of a url server, which it turns on.
+	Protocol string `yaml:"protocol"`
+	OAuth    *struct {
+		ClientID        string `yaml:"client_id"`
+		ClientSecretEnv string `yaml:"client_secret_env"`
+		ClientMetadata  string `yaml:"client_metadata"`
+		Redirect        string `yaml:"redirect"`
+	} `yaml:"oauth"`
 }
 
 // servers parses the flags and the profile's section (profile first; a
@@ -80,7 +168,19 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		sort.Strings(names)
 		for _, n := range names {
 			p := pf.MCP[n]
-			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv}
+			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv, ProtocolVersion: p.Protocol}
+			if o := p.OAuth; o != nil {
+				spec := n
+				for _, kv := range [][2]string{{"client_id", o.ClientID}, {"client_secret_env", o.ClientSecretEnv}, {"client_metadata", o.ClientMetadata}, {"redirect", o.Redirect}} {
+					if kv[1] != "" {
+						spec += "," + kv[0] + "=" + kv[1]
+					}
+				}
+				var err error
+				if _, s.OAuth, err = mcpOAuth(spec); err != nil {
+					return nil, fmt.Errorf("--profile %s: mcp_servers.%s.oauth: %v", profile, n, strings.TrimPrefix(err.Error(), "--mcp-oauth "+strconv.Quote(spec)+": "))
+				}
+			}
 			for _, k := range sortedKeys(p.Env) {
 				s.Env = append(s.Env, k+"="+p.Env[k])
 			}
@@ -132,9 +232,44 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 			byName[n] = s
 		}
 	}
+	for _, spec := range m.proto {
+		name, rev, ok := strings.Cut(spec, "=")
+		if !ok {
+			name, rev = "", spec
+		}
+		if name != "" {
+			if _, ok := byName[name]; !ok {
+				return nil, fmt.Errorf("--mcp-protocol %q: no server is named %q", spec, name)
+			}
+		}
+		for _, n := range order {
+			if name == "" || n == name {
+				s := byName[n]
+				s.ProtocolVersion = rev
+				byName[n] = s
+			}
+		}
+	}
+	open := openCommand(m.open)
+	for _, spec := range m.oauth {
+		name, o, err := mcpOAuth(spec)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := byName[name]
+		if !ok || s.URL == "" {
+			return nil, fmt.Errorf("--mcp-oauth %q: no --mcp-url server is named %q", spec, name)
+		}
+		s.OAuth = o
+		byName[name] = s
+	}
 	out := make([]mcptools.Server, 0, len(order))
 	for _, n := range order {
-		out = append(out, byName[n])
+		s := byName[n]
+		if s.OAuth != nil {
+			s.OAuth.Open = open
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }
@@ -187,7 +322,18 @@ func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Tool
 	if err != nil {
 		return nil, usageError{err}
 	}
-	b, err := mcptools.Bind(context.Background(), tools, mcptools.Config{Logger: log, Roots: roots}, servers...)
+	elicit, err := elicitAnswer(m.elicit)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	cfg := mcptools.Config{Logger: log, Roots: roots, Elicit: elicit}
+	for _, s := range servers {
+		if s.OAuth != nil {
+			// Starting includes the login: time for a person to sign in.
+			cfg.StartTimeout = 5 * time.Minute
+		}
+	}
+	b, err := mcptools.Bind(context.Background(), tools, cfg, servers...)
 	if err != nil {
 		return nil, err
 	}

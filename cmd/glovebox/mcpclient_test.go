@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
+)
+
+// The official conformance suite, client mode, against `glovebox eval
+// --mcp-url` (testdata/conformance/client.rb picks the program each
+// scenario needs), with the scenarios each revision requires, the OAuth
+// ones included (a subtest per revision; `make mcp-conformance` runs it).
+// The suite fails on a failure not listed in
+// testdata/conformance/expected-failures-client-REVISION.yaml. Then no
+// access token the suite's authorization servers issued may appear in
+// anything glovebox printed: they stay in the host's memory.
+func TestMCPConformanceClient(t *testing.T) {
+	node := npmtest.Node(t)
+	dir := npmtest.Dir(t, "@modelcontextprotocol/conformance")
+	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+	for _, need := range []string{"ruby", "curl"} {
+		if _, err := exec.LookPath(need); err != nil {
+			t.Skipf("the conformance client needs %s (the wrapper is Ruby; curl plays the browser in the OAuth flows)", need)
+		}
+	}
+	td, err := filepath.Abs("testdata/conformance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			outDir := t.TempDir()
+			cmd := exec.Command(node, suite, "client", "--command", "ruby "+filepath.Join(td, "client.rb"),
+				"--requirements", rev, "--expected-failures", filepath.Join(td, "expected-failures-client-"+rev+".yaml"), "-o", outDir)
+			cmd.Env = append(os.Environ(), "GLOVEBOX="+bin)
+			out, err := cmd.CombinedOutput()
+			summary := string(out)
+			if i := strings.Index(summary, "=== SUITE SUMMARY ==="); i >= 0 {
+				summary = summary[i:]
+			}
+			if err != nil {
+				t.Fatalf("client conformance at %s: %v\n%s", rev, err, summary)
+			}
+			t.Logf("client conformance at %s:\n%s", rev, summary)
+			checkNoTokens(t, outDir)
+		})
+	}
+}
+
+// suiteToken matches the access tokens the suite's authorization servers
+// issue (test-token-<ms>, cc-token-...).
+var suiteToken = regexp.MustCompile(`\b(test|cc)-token-[0-9A-Za-z]+`)
+
+// checkNoTokens fails t if glovebox's output in any scenario (the
+// suite's stdout.txt and stderr.txt per scenario) holds an access token.
+// As a control, the suite's own record of the tokens it saw
+// (checks.json, the first 15 characters of each) must match the pattern.
+func checkNoTokens(t *testing.T, outDir string) {
+	t.Helper()
+	seen := 0
+	err := filepath.WalkDir(outDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if d.Name() == "checks.json" {
+			seen += len(suiteToken.FindAll(b, -1))
+			return nil
+		}
+		if d.Name() != "stdout.txt" && d.Name() != "stderr.txt" {
+			return nil
+		}
+		if m := suiteToken.Find(b); m != nil {
+			t.Errorf("%s holds an access token (%s):\n%s", p, m, bytes.TrimSpace(b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatalf("the suite recorded no token under %s: the pattern %v no longer matches its tokens, or no OAuth scenario ran", outDir, suiteToken)
+	}
+}

@@ -1,0 +1,127 @@
+package mcptools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/mcptools"
+)
+
+// tokens are the bearer tokens the protected server accepts, by user.
+var tokens = map[string]string{"alice": "tok-alice-SECRET-1", "bob": "tok-bob-SECRET-2"}
+
+// protected starts a go-sdk server over Streamable HTTP, stateless (so it
+// serves 2026-07-28 as well as the older revisions), that wants a bearer
+// token: whoami answers with the token's user, echo with the
+// arguments it got.
+func protected(t *testing.T) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(req.Extra.TokenInfo.UserID), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"verbose":{"type":"boolean"},"n":{"type":["integer","null"]}}}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(string(req.Params.Arguments)), nil
+		})
+	verify := func(ctx context.Context, tok string, r *http.Request) (*auth.TokenInfo, error) {
+		for u, want := range tokens {
+			if tok == want {
+				return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+			}
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	h := auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// At 2026-07-28 (no MCP session) one binding serves every user: the
+// host's TokenSource picks each request's token from the eval's context.
+// A refused token fails that call only (MCPTransportError, the
+// connection stays up for the others). The tokens reach neither the
+// guest, the results, the errors nor the log.
+func TestTokenSourcePerUser(t *testing.T) {
+	url := protected(t)
+	var log syncBuf
+	cfg := mcptools.Config{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ts := func(ctx context.Context, serverURL string) (*oauth2.Token, error) {
+		if serverURL != url {
+			return nil, errors.New("wrong server " + serverURL)
+		}
+		u, _ := ctx.Value(userKey{}).(string)
+		if tok, ok := tokens[u]; ok {
+			return &oauth2.Token{AccessToken: tok}, nil
+		}
+		return &oauth2.Token{AccessToken: "tok-nobody-SECRET-3"}, nil
+	}
+	var set glovebox.Toolset
+	bctx := context.WithValue(context.Background(), userKey{}, "alice")
+	b, err := mcptools.Bind(bctx, &set, cfg, mcptools.Server{Name: "p", URL: url, TokenSource: ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v := b.ProtocolVersions()["p"]; v != "2026-07-28" {
+		t.Fatalf("spoke %q, want 2026-07-28", v)
+	}
+	rt := runtime(t, &set, glovebox.Limits{})
+	var out strings.Builder
+	for _, u := range []string{"bob", "carol", "alice"} {
+		res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, u),
+			`begin; whoami["text"]; rescue Glovebox::ToolError => e; "#{e.class}: #{e.message}"; end`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := res.Value.(string)
+		out.WriteString(got + "\n" + res.Stdout + res.Stderr)
+		if u != "carol" && got != u {
+			t.Errorf("%s's call answered %q", u, got)
+		}
+		if u == "carol" && (!strings.HasPrefix(got, "Glovebox::MCPTransportError") || !strings.Contains(got, "refused the host's token")) {
+			t.Errorf("a refused token: %q, want MCPTransportError", got)
+		}
+	}
+	if strings.Contains(log.String(), "restarting") {
+		t.Errorf("a refused token broke the connection every user shares:\n%s", log.String())
+	}
+	if strings.Contains(out.String()+log.String(), "SECRET") {
+		t.Fatalf("a token leaked:\n%s\n%s", out.String(), log.String())
+	}
+}
+
+// Under 2025-11-25 the binding speaks the revision it is told to, and the
+// guest's nil for an optional argument whose type excludes null is left
+// out (Ruby's "not given"); where the type allows null it is sent.
+func TestProtocolVersionAndNilArguments(t *testing.T) {
+	url := protected(t)
+	var set glovebox.Toolset
+	b := bind(t, &set, mcptools.Server{Name: "p", URL: url, ProtocolVersion: "2025-11-25",
+		TokenSource: mcptools.FromOAuth2(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tokens["bob"]}))})
+	if v := b.ProtocolVersions()["p"]; v != "2025-11-25" {
+		t.Fatalf("spoke %q, want 2025-11-25", v)
+	}
+	rt := runtime(t, &set, glovebox.Limits{})
+	if got := wantOK(t, eval(t, rt, `[whoami["text"], echo(verbose: nil, n: nil)["text"]]`)); fmtAny(got) != `bob,{"n":null}` {
+		t.Fatalf("got %s", fmtAny(got))
+	}
+	var none glovebox.Toolset
+	_, err := mcptools.Bind(context.Background(), &none, mcptools.Config{}, mcptools.Server{Name: "p", URL: url, ProtocolVersion: "2099-01-01"})
+	if !errors.Is(err, mcptools.ErrBind) || !strings.Contains(err.Error(), "ProtocolVersion") {
+		t.Fatalf("an unknown revision: %v", err)
+	}
+}

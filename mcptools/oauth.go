@@ -1,0 +1,319 @@
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+)
+
+// TokenSource is the host's own source of bearer tokens for an HTTP
+// server (see [Server].TokenSource): it returns the access token to send
+// to serverURL (the Server's URL) with the request whose context is ctx.
+// A tool call's requests carry the context the host passed to Eval (its
+// values reach here: a user's key, say); the requests that open or resume
+// the connection carry Bind's context or that of the call that restarted
+// the server. It is called before every HTTP request, so it should cache
+// (an [oauth2.ReuseTokenSource] does). An error fails the request: the
+// guest's call raises MCPTransportError with the error's text, so the
+// error must not hold the token. A nil or empty token sends no
+// Authorization header.
+type TokenSource func(ctx context.Context, serverURL string) (*oauth2.Token, error)
+
+// FromOAuth2 adapts an [oauth2.TokenSource] (one user's, refreshed by the
+// oauth2 package) to a [TokenSource] that ignores the context and URL.
+func FromOAuth2(ts oauth2.TokenSource) TokenSource {
+	return func(context.Context, string) (*oauth2.Token, error) { return ts.Token() }
+}
+
+// OAuth configures the OAuth 2.1 authorization of one HTTP server as the
+// MCP authorization specification describes it (see [Server].OAuth),
+// built on the Go SDK's auth package: when the server answers 401, the
+// client finds its protected resource metadata (RFC 9728: from the
+// WWW-Authenticate header's resource_metadata, else the well-known
+// paths), then the authorization server's metadata (RFC 8414 or OpenID
+// discovery, its issuer checked against the one named), and runs the
+// authorization code flow with PKCE (S256) and the resource parameter
+// (RFC 8707), checking the redirect's iss (RFC 9207). It asks for the
+// scopes the 401 or the metadata name (and offline_access when the
+// authorization server offers it, for a refresh token). A 403 with
+// error="insufficient_scope" asks again with the union of the scopes
+// granted and those the challenge names. Tokens are refreshed with the
+// refresh token when they expire (golang.org/x/oauth2).
+//
+// The tokens live in the host process's memory for the Binding's life,
+// across restarts of the server, and go only into the Authorization
+// header of requests to the server and the token requests to its
+// authorization server: never to the guest, a result, an error message
+// or a log. Nothing is written to disk; a new Binding logs in again.
+//
+// The client is identified, in this order of preference, by its client ID
+// metadata document (ClientMetadataURL, when the authorization server
+// supports them), by a pre-registered client (ClientID), or by dynamic
+// client registration (RFC 7591) when the authorization server offers
+// it; with none of these the authorization fails.
+type OAuth struct {
+	// ClientID and ClientSecret are a client registered beforehand with
+	// the authorization server. ClientSecret "" is a public client
+	// (token_endpoint_auth_method none); with a secret, the client
+	// authenticates as the authorization server prefers
+	// (client_secret_basic or client_secret_post).
+	ClientID     string
+	ClientSecret string
+	// ClientMetadataURL is the https URL of the client's client ID
+	// metadata document, used as its client_id where the authorization
+	// server supports them. "" skips that way.
+	ClientMetadataURL string
+	// RedirectURL is where the authorization server sends the browser
+	// back with the code. "" listens on an ephemeral loopback port,
+	// http://127.0.0.1:PORT/callback, from Bind to Close. A loopback
+	// http URL with a port (for a pre-registered client's fixed redirect)
+	// is listened on the same way. Any other URL needs Fetch.
+	RedirectURL string
+	// Open sends the user to the authorization URL (a browser, a message);
+	// the flow then waits, within the request's context, for the
+	// redirect to the loopback listener. Nil logs the URL at level Warn
+	// on Config.Logger, for the user to open. Open is not used with
+	// Fetch.
+	Open func(ctx context.Context, authURL string) error
+	// Fetch replaces Open and the loopback listener entirely: it sends the
+	// user to the URL and returns the code, state and iss of the
+	// redirect (a host with a web callback of its own). Nil uses Open.
+	Fetch auth.AuthorizationCodeFetcher
+	// HTTPClient makes the metadata, registration and token requests.
+	// Nil uses http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// oauthState is one server's authorization: the SDK handler (holding the
+// tokens) and the loopback listener, kept across restarts.
+type oauthState struct {
+	handler *auth.AuthorizationCodeHandler
+	ln      net.Listener
+	srv     *http.Server
+
+	mu      sync.Mutex
+	waiting map[string]chan auth.AuthorizationResult // state → waiter
+}
+
+// newOAuthState builds the handler for s, listening for the redirect
+// when the flow needs a loopback listener.
+func newOAuthState(s Server, cfg *Config) (*oauthState, error) {
+	o := s.OAuth
+	st := &oauthState{waiting: map[string]chan auth.AuthorizationResult{}}
+	redirect := o.RedirectURL
+	fetch := o.Fetch
+	if fetch == nil {
+		addr, path := "127.0.0.1:0", "/callback"
+		if redirect != "" {
+			u, err := url.Parse(redirect)
+			if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) || u.Port() == "" {
+				return nil, fmt.Errorf("OAuth.RedirectURL %q: want a loopback http URL with a port (http://127.0.0.1:PORT/PATH), or set OAuth.Fetch", redirect)
+			}
+			addr, path = u.Host, u.Path
+			if path == "" {
+				path = "/"
+			}
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("OAuth: cannot listen for the redirect: %v", err)
+		}
+		if redirect == "" {
+			redirect = "http://" + ln.Addr().String() + path
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc(path, st.callback)
+		st.ln = ln
+		st.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go st.srv.Serve(ln)
+		open := o.Open
+		if open == nil {
+			name := s.Name
+			open = func(_ context.Context, u string) error {
+				cfg.Logger.Warn("mcptools: open this URL to authorize glovebox", "server", name, "url", u)
+				return nil
+			}
+		}
+		fetch = func(ctx context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			return st.fetch(ctx, a.URL, open)
+		}
+	}
+	hc := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL:              redirect,
+		AuthorizationCodeFetcher: fetch,
+		RequestRefreshToken:      true,
+		Client:                   o.HTTPClient,
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
+			Metadata: &oauthex.ClientRegistrationMetadata{
+				ClientName:   "glovebox",
+				RedirectURIs: []string{redirect},
+				GrantTypes:   []string{"authorization_code", "refresh_token"},
+			},
+		},
+	}
+	if o.ClientMetadataURL != "" {
+		hc.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: o.ClientMetadataURL}
+	}
+	if o.ClientID != "" {
+		cc := &oauthex.ClientCredentials{ClientID: o.ClientID}
+		if o.ClientSecret != "" {
+			cc.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: o.ClientSecret}
+		}
+		hc.PreregisteredClient = cc
+	}
+	h, err := auth.NewAuthorizationCodeHandler(hc)
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("OAuth: %v", err)
+	}
+	st.handler = h
+	return st, nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fetch sends the user to authURL and waits for the redirect carrying
+// its state.
+func (st *oauthState) fetch(ctx context.Context, authURL string, open func(context.Context, string) error) (*auth.AuthorizationResult, error) {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return nil, err
+	}
+	state := u.Query().Get("state")
+	ch := make(chan auth.AuthorizationResult, 1)
+	st.mu.Lock()
+	st.waiting[state] = ch
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		delete(st.waiting, state)
+		st.mu.Unlock()
+	}()
+	if err := open(ctx, authURL); err != nil {
+		return nil, fmt.Errorf("opening the authorization URL: %v", err)
+	}
+	select {
+	case r := <-ch:
+		if r.Code == "" {
+			return nil, errors.New("the authorization server sent no code (the user refused, or it failed)")
+		}
+		return &r, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gave up waiting for the authorization redirect: %v", context.Cause(ctx))
+	}
+}
+
+// callback receives the authorization server's redirect.
+func (st *oauthState) callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st.mu.Lock()
+	ch := st.waiting[q.Get("state")]
+	st.mu.Unlock()
+	if ch == nil {
+		http.Error(w, "glovebox: no authorization is waiting for this redirect", http.StatusBadRequest)
+		return
+	}
+	select {
+	case ch <- auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
+	default:
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	msg := "glovebox is authorized; you can close this window."
+	if e := q.Get("error"); e != "" {
+		msg = "The authorization failed: " + e
+	}
+	fmt.Fprintf(w, "<!doctype html><title>glovebox</title><p>%s</p>\n", html.EscapeString(msg))
+}
+
+func (st *oauthState) close() {
+	if st != nil && st.srv != nil {
+		st.srv.Close()
+	}
+}
+
+// tokenTransport sets the Authorization header from the host's
+// TokenSource.
+type tokenTransport struct {
+	ts  TokenSource
+	url string
+	rt  http.RoundTripper
+}
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := t.ts(r.Context(), t.url)
+	if err != nil {
+		return nil, fmt.Errorf("the host's token source: %v", err)
+	}
+	if tok != nil && tok.AccessToken != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", tok.Type()+" "+tok.AccessToken)
+	}
+	resp, err := t.rt.RoundTrip(r)
+	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		// Refused as a failed request, not a broken connection: under
+		// 2026-07-28 the connection serves other users' tokens too.
+		resp.Body.Close()
+		msg := fmt.Sprintf("%v (%s)", errTokenRefused, resp.Status)
+		if c, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate")); err == nil {
+			for _, ch := range c {
+				if e := ch.Params["error"]; e != "" {
+					msg += ": " + e
+				}
+			}
+		}
+		return nil, refusedError(msg)
+	}
+	return resp, err
+}
+
+// errTokenRefused is the cause of a request the server answered with 401
+// or 403 to the host's token.
+var errTokenRefused = errors.New("the server refused the host's token for this request")
+
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+func (e refusedError) Unwrap() error { return errTokenRefused }
+
+// AcceptDefaults is a [Config].Elicit for unattended hosts: it accepts a
+// form elicitation with the default value of each property of the
+// requested schema that has one (properties without a default are left
+// out, so a server that requires them sees them missing), and declines
+// a URL elicitation (nobody is there to open it). Its errors: none.
+func AcceptDefaults(_ context.Context, _ string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if req.Mode == "url" || req.URL != "" {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	content := map[string]any{}
+	var schema struct {
+		Properties map[string]struct {
+			Default any `json:"default"`
+		} `json:"properties"`
+	}
+	if b, err := json.Marshal(req.RequestedSchema); err == nil && json.Unmarshal(b, &schema) == nil {
+		for name, p := range schema.Properties {
+			if p.Default != nil {
+				content[name] = p.Default
+			}
+		}
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+}
