@@ -125,3 +125,69 @@ func TestProtocolVersionAndNilArguments(t *testing.T) {
 		t.Fatalf("an unknown revision: %v", err)
 	}
 }
+
+// At 2026-07-28 a server asks its questions as an input_required result;
+// the binding answers them (the elicitation through Config.Elicit, which
+// gets the eval's context, the roots as configured; sampling refused, no
+// sampler being offered) and retries with the answers and requestState.
+func TestInputRequired(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "confirm", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			p := req.Params
+			if len(p.InputResponses) == 0 {
+				return &mcp.CallToolResult{RequestState: "state-1", InputRequests: mcp.InputRequestMap{
+					"ok":    &mcp.ElicitParams{Message: "Go ahead?", RequestedSchema: json.RawMessage(`{"type":"object","properties":{"yes":{"type":"boolean"}}}`)},
+					"roots": &mcp.ListRootsParams{},
+				}}, nil
+			}
+			el, _ := p.InputResponses["ok"].(*mcp.ElicitResult)
+			roots, _ := p.InputResponses["roots"].(*mcp.ListRootsResult)
+			if el == nil || roots == nil || len(roots.Roots) != 1 {
+				return nil, errors.New("answers missing")
+			}
+			return text(el.Action + " " + roots.Roots[0].URI + " " + p.RequestState), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "sample", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"m": &mcp.CreateMessageParams{MaxTokens: 5,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}}}, nil
+			}
+			return text("sampled"), nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer srv.Close()
+	var asked []string
+	cfg := mcptools.Config{
+		Roots: []mcptools.Root{{URI: "file:///srv/data", Name: "data"}},
+		Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			u, _ := ctx.Value(userKey{}).(string)
+			asked = append(asked, server+":"+u+":"+req.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"yes": true}}, nil
+		},
+	}
+	var set glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &set, cfg, mcptools.Server{Name: "asker", URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v := b.ProtocolVersions()["asker"]; v != "2026-07-28" {
+		t.Fatalf("spoke %q", v)
+	}
+	rt := runtime(t, &set, glovebox.Limits{})
+	res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, "ada"),
+		`[confirm["text"], (begin; sample["text"]; rescue Glovebox::ToolError => e; e.class.name + ": " + e.message; end)]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmtAny(wantOK(t, res))
+	if !strings.HasPrefix(got, "accept file:///srv/data state-1,Glovebox::MCP") || !strings.Contains(got, "does not answer") {
+		t.Fatalf("got %s", got)
+	}
+	if strings.Join(asked, ";") != "asker:ada:Go ahead?" {
+		t.Fatalf("asked %v", asked)
+	}
+	t.Log(got)
+}

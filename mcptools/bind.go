@@ -615,6 +615,11 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		pr.stop()
 		return nil, errClosed
 	}
+	var version string
+	if ir := cs.InitializeResult(); ir != nil {
+		version = ir.ProtocolVersion
+	}
+	c.b.cfg.Logger.Info("mcptools: connected", "server", c.srv.Name, "protocol", version)
 	done := make(chan struct{})
 	c.mu.Lock()
 	c.done = done

@@ -187,33 +187,51 @@ func TestRealServerStreamableHTTP(t *testing.T) {
 // A server's requests to the client are answered over HTTP as over
 // stdio: server-everything asks for the roots on the standalone stream
 // (get_roots_list hung until the eval's deadline when glovebox never
-// opened it), and for elicitation on the call's own stream.
+// opened it), and for elicitation and sampling on the call's own stream.
+// Asked for the newest revision (server/discover first), it falls back
+// to the initialize handshake, and it is bound at an older revision on
+// request too.
 func TestServerRequestsOverHTTP(t *testing.T) {
 	url := everythingHTTP(t)
-	var asked atomic.Int32
-	cfg := mcptools.Config{
-		Roots: []mcptools.Root{{URI: "file:///srv/project", Name: "project-root"}},
-		Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-			asked.Add(1)
-			if server != "ev" {
-				return nil, fmt.Errorf("asked by %q", server)
+	for _, rev := range []string{"", "2025-06-18"} {
+		t.Run("revision="+rev, func(t *testing.T) {
+			var asked, sampled atomic.Int32
+			cfg := mcptools.Config{
+				Roots: []mcptools.Root{{URI: "file:///srv/project", Name: "project-root"}},
+				Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					if server != "ev" {
+						return nil, fmt.Errorf("asked by %q", server)
+					}
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
+				},
+				Sample: func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+					sampled.Add(1)
+					return &mcp.CreateMessageResult{Role: "assistant", Model: "host-model", Content: &mcp.TextContent{Text: "a sampled answer"}}, nil
+				},
 			}
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
-		},
-	}
-	var ts glovebox.Toolset
-	b, err := mcptools.Bind(context.Background(), &ts, cfg, mcptools.Server{Name: "ev", URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rt := runtime(t, &ts, glovebox.Limits{Timeout: 60 * time.Second})
-	v := wantOK(t, eval(t, rt, `[get_roots_list["text"], trigger_elicitation_request["text"]]`)).([]any)
-	if !strings.Contains(v[0].(string), "project-root") || !strings.Contains(v[0].(string), "file:///srv/project") {
-		t.Errorf("roots: %v", v[0])
-	}
-	if !strings.Contains(fmt.Sprint(v[1]), "Ada Lovelace") || asked.Load() != 1 {
-		t.Errorf("elicitation (asked %d): %v", asked.Load(), v[1])
+			var ts glovebox.Toolset
+			b, err := mcptools.Bind(context.Background(), &ts, cfg, mcptools.Server{Name: "ev", URL: url, ProtocolVersion: rev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			spoke := b.ProtocolVersions()["ev"]
+			if want := map[string]string{"": "2025-11-25", "2025-06-18": "2025-06-18"}[rev]; spoke != want {
+				t.Errorf("spoke %q, want %q", spoke, want)
+			}
+			rt := runtime(t, &ts, glovebox.Limits{Timeout: 60 * time.Second})
+			v := wantOK(t, eval(t, rt, `[get_roots_list["text"], trigger_elicitation_request["text"], trigger_sampling_request(prompt: "hi")["text"]]`)).([]any)
+			if !strings.Contains(v[0].(string), "project-root") || !strings.Contains(v[0].(string), "file:///srv/project") {
+				t.Errorf("roots: %v", v[0])
+			}
+			if !strings.Contains(fmt.Sprint(v[1]), "Ada Lovelace") || asked.Load() != 1 {
+				t.Errorf("elicitation (asked %d): %v", asked.Load(), v[1])
+			}
+			if !strings.Contains(fmt.Sprint(v[2]), "a sampled answer") || sampled.Load() != 1 {
+				t.Errorf("sampling (asked %d): %v", sampled.Load(), v[2])
+			}
+		})
 	}
 }
 

@@ -163,6 +163,11 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 		switch {
 		case errors.As(err, &refused):
 			return nil, toolErr(ClassTransport, "%s: the call did not run: %v", where, refused)
+		case strings.Contains(err.Error(), "multi round-trip"):
+			// The SDK's answer to an input_required result failed
+			// (untyped): a question this host does not take, such as
+			// sampling without Config.Sample.
+			return nil, toolErr(ClassProtocol, "%s: the server asked a question the host does not answer (elicitation needs Config.Elicit, sampling Config.Sample), so the call was not retried: %v", where, err)
 		case ctx.Err() != nil:
 			return nil, toolErr(ClassTimeout, "%s: the call ran out of time and was cancelled (in doubt: the server may have run it): %v", where, context.Cause(ctx))
 		case errors.As(err, &rpc):

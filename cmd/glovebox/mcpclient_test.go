@@ -92,3 +92,41 @@ func checkNoTokens(t *testing.T, outDir string) {
 		t.Fatalf("the suite recorded no token under %s: the pattern %v no longer matches its tokens, or no OAuth scenario ran", outDir, suiteToken)
 	}
 }
+
+// glovebox eval binds a server at the revision asked for, over stdio and
+// HTTP: glovebox's own MCP server, which serves 2026-07-28 (found by
+// server/discover) and 2025-11-25 (initialize). --log-mcp says which one
+// each connection speaks.
+func TestEvalBindsEachRevision(t *testing.T) {
+	url := startMCPHTTP(t)
+	for _, transport := range []string{"--mcp-server=g=" + bin + " mcp", "--mcp-url=g=" + url} {
+		for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+			args := []string{"eval", "--stdin", "/dev/null", "--log-mcp", transport, "-e", `run_ruby(code: "6*7")["structured"]["value"]`}
+			if rev != "2026-07-28" {
+				args = append(args, "--mcp-protocol", rev)
+			}
+			out, errOut, code := run(t, "", args...)
+			if code != 0 || strings.TrimSpace(out) != "=> 42" || !strings.Contains(errOut, "protocol="+rev) {
+				t.Errorf("%s at %s: exit %d\n%s\n%s", transport, rev, code, out, errOut)
+			}
+		}
+	}
+}
+
+// The OAuth and revision flags refuse what they cannot use, before
+// anything starts.
+func TestEvalMCPAuthFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--mcp-oauth x", `no --mcp-url server is named "x"`},
+		{"--mcp-server=s=true --mcp-oauth s", `no --mcp-url server is named "s"`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-oauth s,colour=red", `unknown key "colour"`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-oauth s,client_secret_env=GLOVEBOX_NO_SUCH_VAR", `$GLOVEBOX_NO_SUCH_VAR is not set`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-protocol t=2025-11-25", `no server is named "t"`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-elicit maybe", `want refuse, decline or accept`},
+	} {
+		_, errOut, code := run(t, "", append(append([]string{"eval", "--stdin", "/dev/null"}, strings.Fields(tc.args)...), "-e", "1")...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %s", tc.args, code, errOut)
+		}
+	}
+}
