@@ -191,3 +191,22 @@ func TestInputRequired(t *testing.T) {
 	}
 	t.Log(got)
 }
+
+// Bind refuses authorization settings that contradict each other, before
+// starting anything.
+func TestAuthSettingsRefused(t *testing.T) {
+	ts := mcptools.FromOAuth2(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "x"}))
+	for _, s := range []mcptools.Server{
+		{Name: "a", Command: []string{"true"}, OAuth: &mcptools.OAuth{}},
+		{Name: "a", URL: "http://127.0.0.1:1/mcp", OAuth: &mcptools.OAuth{}, TokenSource: ts},
+		{Name: "a", URL: "http://127.0.0.1:1/mcp", TokenSource: ts, Header: http.Header{"Authorization": {"Bearer y"}}},
+		{Name: "a", URL: "http://127.0.0.1:1/mcp", OAuth: &mcptools.OAuth{RedirectURL: "https://app.example/cb"}},
+	} {
+		var set glovebox.Toolset
+		if _, err := mcptools.Bind(context.Background(), &set, mcptools.Config{StartTimeout: 5 * time.Second}, s); !errors.Is(err, mcptools.ErrBind) {
+			t.Errorf("%+v: %v", s, err)
+		} else {
+			t.Log(err)
+		}
+	}
+}

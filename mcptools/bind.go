@@ -51,8 +51,8 @@ type Server struct {
 	Header http.Header
 	// OAuth authorizes the HTTP server with OAuth 2.1 when it asks (a 401
 	// or a 403 insufficient_scope); see [OAuth]. TokenSource instead
-	// supplies the host's own tokens, per request. Either one replaces
-	// an Authorization in Header; at most one is set, and only with URL.
+	// supplies the host's own tokens, per request. At most one is set,
+	// only with URL, and not with an Authorization in Header.
 	OAuth       *OAuth
 	TokenSource TokenSource
 	// ProtocolVersion is the MCP revision to ask for: "" asks for the
@@ -171,10 +171,16 @@ type Config struct {
 	// server that asked. Nil refuses elicitation: the client does not
 	// offer it, and a server that asks anyway gets a JSON-RPC error at
 	// once. An Elicit that ignores its context still cannot hold the call
-	// past the eval's deadline.
+	// past the eval's deadline. Under 2026-07-28 the question arrives in an
+	// input_required result and ctx is the tool call's (it carries the
+	// values of the eval's context); the call is retried with the answer.
+	// Under older revisions it arrives as a request of the server's own
+	// and ctx is the connection's. [AcceptDefaults] answers unattended.
 	Elicit func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	// Sample answers a server's sampling/createMessage request. Nil
-	// refuses sampling, as for Elicit.
+	// Sample answers a server's sampling/createMessage request (also in
+	// an input_required result), for a host that has a model to offer.
+	// Nil refuses sampling, as for Elicit: the guest's call raises
+	// MCPProtocolError naming this option.
 	Sample func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 }
 
@@ -241,13 +247,17 @@ func (s Server) checkEnv() error {
 var knownVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // checkAuth refuses OAuth and TokenSource together, either one on a
-// stdio server, and an unknown ProtocolVersion.
+// stdio server or beside a Header Authorization, and an unknown
+// ProtocolVersion.
 func (s Server) checkAuth() error {
 	if s.OAuth != nil && s.TokenSource != nil {
 		return errors.New("set at most one of OAuth and TokenSource")
 	}
 	if (s.OAuth != nil || s.TokenSource != nil) && s.URL == "" {
 		return errors.New("OAuth and TokenSource apply to HTTP servers (URL) only")
+	}
+	if (s.OAuth != nil || s.TokenSource != nil) && s.Header.Get("Authorization") != "" {
+		return errors.New("Header sets an Authorization, and so would OAuth or TokenSource: keep one")
 	}
 	if s.ProtocolVersion != "" && !slices.Contains(knownVersions, s.ProtocolVersion) {
 		return fmt.Errorf("ProtocolVersion %q: want one of %s", s.ProtocolVersion, strings.Join(knownVersions, ", "))

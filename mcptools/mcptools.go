@@ -10,9 +10,14 @@
 //	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts})
 //
 // A server is a command (stdio) or a URL (Streamable HTTP, with headers the
-// host supplies and the guest never sees). The guest calls a tool with
+// host supplies and the guest never sees, OAuth 2.1 run by the host, or
+// the host's own tokens: see [OAuth] and [TokenSource]). It is asked for
+// MCP 2026-07-28 first and bound at an older revision when that is what
+// it speaks (see [Server].ProtocolVersion). The guest calls a tool with
 // keyword arguments, which become the tool's arguments object after the
-// host validates them against the tool's inputSchema, and receives a Hash:
+// host validates them against the tool's inputSchema (nil for an optional
+// property whose type excludes null is left out: Ruby's "not given"), and
+// receives a Hash:
 //
 //	"text"       String: the text content items joined with "\n"
 //	"structured" the parsed structuredContent, or nil; its integers are
