@@ -210,3 +210,42 @@ func TestAuthSettingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Under 2025-11-25 a server's elicitation is a request of its own, not
+// part of the call; with one call under way it is that call's question,
+// and Config.Elicit sees the eval's context values (what a host needs to
+// ask the right person, or to pass the question on to its own client).
+func TestElicitationGetsTheCallsContext(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}}}`)})
+			if err != nil {
+				return nil, err
+			}
+			return text(r.Content["name"].(string)), nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	cfg := mcptools.Config{Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		u, _ := ctx.Value(userKey{}).(string)
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "asked " + u}}, nil
+	}}
+	var set glovebox.Toolset
+	b, err := mcptools.Bind(context.Background(), &set, cfg, mcptools.Server{Name: "asker", URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v := b.ProtocolVersions()["asker"]; v != "2025-11-25" {
+		t.Fatalf("spoke %q", v)
+	}
+	rt := runtime(t, &set, glovebox.Limits{})
+	res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, "ada"), `ask["text"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wantOK(t, res); got != "asked ada" {
+		t.Fatalf("got %v", got)
+	}
+}

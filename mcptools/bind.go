@@ -174,8 +174,10 @@ type Config struct {
 	// past the eval's deadline. Under 2026-07-28 the question arrives in an
 	// input_required result and ctx is the tool call's (it carries the
 	// values of the eval's context); the call is retried with the answer.
-	// Under older revisions it arrives as a request of the server's own
-	// and ctx is the connection's. [AcceptDefaults] answers unattended.
+	// Under older revisions it arrives as a request of the server's own;
+	// ctx is then the connection's, with the values of the call's context
+	// when exactly one call is under way on that server (the question is
+	// taken to be that call's). [AcceptDefaults] answers unattended.
 	Elicit func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	// Sample answers a server's sampling/createMessage request (also in
 	// an input_required result), for a host that has a model to offer.
@@ -448,8 +450,10 @@ type conn struct {
 	nextTry  time.Time
 	restarts int
 	stderr   *stderrLog
-	oauth    *oauthState   // the server's OAuth flow and tokens, kept across restarts; nil without OAuth
-	excluded []string      // listing entries the SDK dropped
+	oauth    *oauthState                // the server's OAuth flow and tokens, kept across restarts; nil without OAuth
+	excluded []string                   // listing entries the SDK dropped
+	inflight map[uint64]context.Context // the calls under way, by a number of enter's
+	nextCall uint64
 	done     chan struct{} // closed when the current session ends
 	starting chan struct{} // non-nil while a call (re)starts the server
 }
@@ -462,12 +466,12 @@ func (c *conn) client() *mcp.Client {
 	opts := &mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: cfg.Logger.Handler()})}
 	if f := cfg.Elicit; f != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return f(ctx, c.srv.Name, req.Params)
+			return f(c.askContext(ctx), c.srv.Name, req.Params)
 		}
 	}
 	if f := cfg.Sample; f != nil {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return f(ctx, c.srv.Name, req.Params)
+			return f(c.askContext(ctx), c.srv.Name, req.Params)
 		}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"}, opts)
@@ -477,6 +481,62 @@ func (c *conn) client() *mcp.Client {
 	}
 	cl.AddRoots(roots...)
 	return cl
+}
+
+// callKey marks the context of a tool call (its value: the conn).
+type callKey struct{}
+
+// enter notes a call under way on c, returning its context (marked) and
+// the function that forgets it.
+func (c *conn) enter(ctx context.Context) (context.Context, func()) {
+	ctx = context.WithValue(ctx, callKey{}, c)
+	c.mu.Lock()
+	id := c.nextCall
+	c.nextCall++
+	if c.inflight == nil {
+		c.inflight = map[uint64]context.Context{}
+	}
+	c.inflight[id] = ctx
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.inflight, id)
+		c.mu.Unlock()
+	}
+}
+
+// askContext is the context a server's question (elicitation, sampling)
+// is answered with: ctx itself when it descends from a call (an
+// input_required result, answered inside CallTool); else, when exactly
+// one call is under way on c, the question is taken to be that call's and
+// ctx gets its values (the eval's context: a user, an MCP session), keeping
+// its own deadline and cancellation; else ctx as it is.
+func (c *conn) askContext(ctx context.Context) context.Context {
+	if ctx.Value(callKey{}) != nil {
+		return ctx
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.inflight) != 1 {
+		return ctx
+	}
+	for _, call := range c.inflight {
+		return withValuesOf{ctx, call}
+	}
+	return ctx
+}
+
+// withValuesOf is a Context with the values of call before its own.
+type withValuesOf struct {
+	context.Context
+	call context.Context
+}
+
+func (w withValuesOf) Value(k any) any {
+	if v := w.call.Value(k); v != nil {
+		return v
+	}
+	return w.Context.Value(k)
 }
 
 // sdkLog passes the SDK client's log to the host logger (a tool the SDK

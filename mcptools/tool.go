@@ -143,6 +143,8 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
 	}
+	ctx, leave := c.enter(ctx)
+	defer leave()
 	params := &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)}
 	c.mu.Lock()
 	tap := c.tap
