@@ -50,6 +50,22 @@ func protected(t *testing.T) string {
 	return srv.URL
 }
 
+// bindAt binds s with cfg (Bind's context ctx) into a new Toolset and
+// checks the revision it speaks; the binding is closed when t ends.
+func bindAt(t *testing.T, ctx context.Context, cfg mcptools.Config, s mcptools.Server, want string) *glovebox.Toolset {
+	t.Helper()
+	var set glovebox.Toolset
+	b, err := mcptools.Bind(ctx, &set, cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if v := b.ProtocolVersions()[s.Name]; v != want {
+		t.Fatalf("%s spoke %q, want %q", s.Name, v, want)
+	}
+	return &set
+}
+
 // At 2026-07-28 (no MCP session) one binding serves every user: the
 // host's TokenSource picks each request's token from the eval's context.
 // A refused token fails that call only (MCPTransportError, the
@@ -69,17 +85,8 @@ func TestTokenSourcePerUser(t *testing.T) {
 		}
 		return &oauth2.Token{AccessToken: "tok-nobody-SECRET-3"}, nil
 	}
-	var set glovebox.Toolset
-	bctx := context.WithValue(context.Background(), userKey{}, "alice")
-	b, err := mcptools.Bind(bctx, &set, cfg, mcptools.Server{Name: "p", URL: url, TokenSource: ts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if v := b.ProtocolVersions()["p"]; v != "2026-07-28" {
-		t.Fatalf("spoke %q, want 2026-07-28", v)
-	}
-	rt := runtime(t, &set, glovebox.Limits{})
+	set := bindAt(t, context.WithValue(context.Background(), userKey{}, "alice"), cfg, mcptools.Server{Name: "p", URL: url, TokenSource: ts}, "2026-07-28")
+	rt := runtime(t, set, glovebox.Limits{})
 	var out strings.Builder
 	for _, u := range []string{"bob", "carol", "alice"} {
 		res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, u),
@@ -157,7 +164,7 @@ func TestInputRequired(t *testing.T) {
 			return text("sampled"), nil
 		})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the binding's Close (cleanups run last first)
 	var asked []string
 	cfg := mcptools.Config{
 		Roots: []mcptools.Root{{URI: "file:///srv/data", Name: "data"}},
@@ -167,16 +174,7 @@ func TestInputRequired(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"yes": true}}, nil
 		},
 	}
-	var set glovebox.Toolset
-	b, err := mcptools.Bind(context.Background(), &set, cfg, mcptools.Server{Name: "asker", URL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if v := b.ProtocolVersions()["asker"]; v != "2026-07-28" {
-		t.Fatalf("spoke %q", v)
-	}
-	rt := runtime(t, &set, glovebox.Limits{})
+	rt := runtime(t, bindAt(t, context.Background(), cfg, mcptools.Server{Name: "asker", URL: srv.URL}, "2026-07-28"), glovebox.Limits{})
 	res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, "ada"),
 		`[confirm["text"], (begin; sample["text"]; rescue Glovebox::ToolError => e; e.class.name + ": " + e.message; end)]`)
 	if err != nil {
@@ -226,21 +224,12 @@ func TestElicitationGetsTheCallsContext(t *testing.T) {
 			return text(r.Content["name"].(string)), nil
 		})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the binding's Close (cleanups run last first)
 	cfg := mcptools.Config{Elicit: func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		u, _ := ctx.Value(userKey{}).(string)
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "asked " + u}}, nil
 	}}
-	var set glovebox.Toolset
-	b, err := mcptools.Bind(context.Background(), &set, cfg, mcptools.Server{Name: "asker", URL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if v := b.ProtocolVersions()["asker"]; v != "2025-11-25" {
-		t.Fatalf("spoke %q", v)
-	}
-	rt := runtime(t, &set, glovebox.Limits{})
+	rt := runtime(t, bindAt(t, context.Background(), cfg, mcptools.Server{Name: "asker", URL: srv.URL}, "2025-11-25"), glovebox.Limits{})
 	res, err := rt.Eval(context.WithValue(context.Background(), userKey{}, "ada"), `ask["text"]`)
 	if err != nil {
 		t.Fatal(err)

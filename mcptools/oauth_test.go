@@ -125,17 +125,10 @@ func TestOAuthLoopbackFlowAndRefresh(t *testing.T) {
 		}
 		return err
 	}
-	var set glovebox.Toolset
-	b, err := mcptools.Bind(context.Background(), &set, cfg, mcptools.Server{Name: "g", URL: as.srv.URL + "/mcp",
-		OAuth: &mcptools.OAuth{ClientID: "glovebox-test", Open: open}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if v := b.ProtocolVersions()["g"]; v != "2026-07-28" {
-		t.Errorf("spoke %q after authorizing, want 2026-07-28", v)
-	}
-	rt := runtime(t, &set, glovebox.Limits{})
+	// Authorized, the stateless server is bound at 2026-07-28.
+	set := bindAt(t, context.Background(), cfg, mcptools.Server{Name: "g", URL: as.srv.URL + "/mcp",
+		OAuth: &mcptools.OAuth{ClientID: "glovebox-test", Open: open}}, "2026-07-28")
+	rt := runtime(t, set, glovebox.Limits{})
 	res := eval(t, rt, `[which_token["text"], which_token["text"]]`)
 	got := fmtAny(wantOK(t, res))
 	as.mu.Lock()
