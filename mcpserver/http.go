@@ -312,6 +312,13 @@ func (s *Server) serveStateless(w http.ResponseWriter, r *http.Request, h http.H
 			return
 		}
 	}
+	if len(c.msgs) == 1 && isTaskMethod(c.msgs[0].method) {
+		reply, status := s.taskRequest(c.msgs[0], r.Header)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(reply)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.serveCalls(w, r, c.msgs, h)
 }

@@ -72,6 +72,9 @@ var clientMethods = map[string]methodKind{
 	"prompts/get":                      requestParams,
 	"completion/complete":              requestParams,
 	"logging/setLevel":                 requestParams,
+	"tasks/get":                        requestParams, // the tasks extension (tasks.go)
+	"tasks/update":                     requestParams,
+	"tasks/cancel":                     requestParams,
 	"notifications/initialized":        notification,
 	"notifications/cancelled":          notification,
 	"notifications/progress":           notification,

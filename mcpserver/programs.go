@@ -36,6 +36,9 @@ type program struct {
 	// message (level info, logger NAME) before its result, at most
 	// maxLogLines of them.
 	LogStdout bool `json:"logStdout"`
+	// Task lets the tool run as a task for a client that declares the
+	// tasks extension (see [TasksExtension]), as run_ruby does.
+	Task bool `json:"task"`
 
 	name, code string
 }

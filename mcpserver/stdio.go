@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -63,7 +64,7 @@ func (s *Server) ServeIO(ctx context.Context, r io.Reader, w io.Writer) error {
 		delete(s.gone, ss)
 		s.mu.Unlock()
 	}()
-	go filterMessages(r, pw, out, cancel)
+	go filterMessages(r, pw, out, cancel, s.taskRequest)
 	err = ss.Wait()
 	pr.Close()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
@@ -157,7 +158,9 @@ func (nopCloser) Close() error { return nil }
 // line, answering the others on out (see [Server.ServeIO]).
 // At the end of src, gone is called and dst closed once the requests
 // read are answered.
-func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone func()) {
+// A tasks/get, tasks/update or tasks/cancel at MCP 2026-07-28 is answered
+// by tasks (the SDK has no such methods).
+func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone func(), tasks func(message, http.Header) ([]byte, int)) {
 	br := bufio.NewReaderSize(src, 64<<10)
 	reply := func(b []byte) { out.Write(append(b, '\n')) }
 	version, initialized := "", false
@@ -180,6 +183,10 @@ func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone fu
 						version, initialized = negotiated(m.version), true
 					}
 				}
+			}
+			if c.fwd && len(c.msgs) == 1 && c.msgs[0].stateless && isTaskMethod(c.msgs[0].method) {
+				c.fwd = false
+				c.reply, _ = tasks(c.msgs[0], nil)
 			}
 			if len(c.reply) > 0 {
 				reply(c.reply)
