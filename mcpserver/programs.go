@@ -37,8 +37,9 @@ type program struct {
 	// maxLogLines of them.
 	LogStdout bool `json:"logStdout"`
 	// Task lets the tool run as a task for a client that declares the
-	// tasks extension (see [TasksExtension]), as run_ruby does.
-	Task bool `json:"task"`
+	// tasks extension (see [TasksExtension]), as run_ruby does: true (or
+	// "optional"), or "required" to refuse clients without it (-32021).
+	Task taskSupport `json:"task"`
 
 	name, code string
 }

@@ -297,18 +297,38 @@ type createTaskResult struct {
 
 func (r *createTaskResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
-// taskTool reports whether the tool named name may run as a task:
-// run_ruby, and the named programs whose side file says "task": true.
-func (s *Server) taskTool(name string) bool {
+// taskSupport says whether a tool runs as a task for a client that
+// declares the extension: "" (never), "optional" or "required" (a client
+// without the extension is refused). A side file's "task" is true,
+// false, "optional" or "required".
+type taskSupport string
+
+func (t *taskSupport) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true", `"optional"`:
+		*t = "optional"
+	case "false", "null":
+		*t = ""
+	case `"required"`:
+		*t = "required"
+	default:
+		return fmt.Errorf(`"task" is %s; it takes true, false, "optional" or "required"`, b)
+	}
+	return nil
+}
+
+// taskTool says how the tool named name runs as a task: run_ruby
+// optionally, a named program as its side file says.
+func (s *Server) taskTool(name string) taskSupport {
 	if name == ToolRun {
-		return true
+		return "optional"
 	}
 	for _, p := range s.programs {
 		if p.name == name && p.Kind == "tool" {
 			return p.Task
 		}
 	}
-	return false
+	return ""
 }
 
 // declaresTasks reports whether caps name TasksExtension.
@@ -328,8 +348,15 @@ func declaresTasks(caps *mcp.ClientCapabilities) bool {
 func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		cr, ok := req.(*mcp.CallToolRequest)
-		if !ok || cr.Params == nil || !s.taskTool(cr.Params.Name) || sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()) {
+		if !ok || cr.Params == nil {
 			return next(ctx, method, req)
+		}
+		support := s.taskTool(cr.Params.Name)
+		if support == "" || (support == "optional" && (sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()))) {
+			return next(ctx, method, req)
+		}
+		if sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()) {
+			return nil, needTasks(fmt.Sprintf("the tool %s runs only as a task, under MCP %s with the extension %q named in the request's client capabilities", cr.Params.Name, statelessVersion, TasksExtension))
 		}
 		client := "http:" + clientName(cr)
 		if cr.Extra == nil || cr.Extra.Header == nil {
@@ -361,6 +388,13 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		s.tasks.mu.Unlock()
 		return &createTaskResult{raw: raw}, nil
 	}
+}
+
+// needTasks is the -32021 error of a request that needs the client to
+// declare TasksExtension; why says what needs it.
+func needTasks(why string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Data: data, Message: "missing required client capability: " + why}
 }
 
 func extraToken(cr *mcp.CallToolRequest) *auth.TokenInfo {
@@ -414,9 +448,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 		return fail(http.StatusOK, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %s takes {\"taskId\": string}: %v", m.method, err)})
 	}
 	if _, ok := p.Meta.Caps.Extensions[TasksExtension]; !ok {
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
-		return fail(http.StatusOK, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Data: data,
-			Message: fmt.Sprintf("missing required client capability: %s is part of the tasks extension; name %q in the extensions of the request's _meta clientCapabilities", m.method, TasksExtension)})
+		return fail(http.StatusOK, needTasks(fmt.Sprintf("%s is part of the tasks extension; name %q in the extensions of the request's _meta clientCapabilities", m.method, TasksExtension)))
 	}
 	if p.TaskID == nil {
 		return fail(http.StatusOK, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %s needs \"taskId\", the id a tools/call with resultType \"task\" returned", m.method)})
