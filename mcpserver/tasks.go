@@ -441,7 +441,11 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 		} `json:"_meta"`
 	}
 	fail := func(status int, e *jsonrpc.Error) ([]byte, int) {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.id, "error": e})
+		b, _ := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}{"2.0", m.id, e})
 		return b, status
 	}
 	if err := json.Unmarshal(m.params, &p); err != nil {
