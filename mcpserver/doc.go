@@ -71,7 +71,10 @@
 // the server answers itself before the SDK sees them, poll it, fetch its
 // outcome and stop it. [TaskOptions] bound and time them; task ids name
 // the process that runs them, and another process refuses them with
-// -32602 saying so.
+// -32602 saying so. A 2025-11-25 session gets that revision's
+// experimental tasks instead: the tasks capability, execution.taskSupport
+// on task tools, params.task on a call, and tasks/get, tasks/result,
+// tasks/list and tasks/cancel over the session's own tasks.
 //
 // # Named programs
 //

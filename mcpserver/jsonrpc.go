@@ -75,6 +75,8 @@ var clientMethods = map[string]methodKind{
 	"tasks/get":                        requestParams, // the tasks extension (tasks.go)
 	"tasks/update":                     requestParams,
 	"tasks/cancel":                     requestParams,
+	"tasks/result":                     requestParams, // 2025-11-25's experimental tasks (tasks2025.go)
+	"tasks/list":                       request,
 	"notifications/initialized":        notification,
 	"notifications/cancelled":          notification,
 	"notifications/progress":           notification,

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -92,7 +91,8 @@ type task struct {
 	ended         time.Time       // zero while running
 	outcome       json.RawMessage // the CallToolResult (completed) or the JSON-RPC error (failed)
 	cancel        context.CancelFunc
-	running       bool // its goroutine has not returned
+	running       bool          // its goroutine has not returned
+	done          chan struct{} // closed when the status leaves working
 }
 
 // taskStore holds a process's tasks. Task ids begin with the process's
@@ -205,7 +205,7 @@ func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, err
 	}
 	now := st.now()
 	t := &task{id: taskIDPrefix + st.instance + "." + strings.ToLower(rand.Text()), client: client, status: taskWorking,
-		message: "the program is running", created: now, last: now, cancel: cancel, running: true}
+		message: "the program is running", created: now, last: now, cancel: cancel, running: true, done: make(chan struct{})}
 	st.tasks[t.id] = t
 	st.order = append(st.order, t.id)
 	return t, nil
@@ -222,6 +222,7 @@ func (st *taskStore) finish(t *task, res mcp.Result, err error) {
 	}
 	now := st.now()
 	t.last, t.ended = now, now
+	defer close(t.done)
 	if err != nil {
 		var we *jsonrpc.Error
 		if e, ok := err.(*jsonrpc.Error); ok {
@@ -232,14 +233,24 @@ func (st *taskStore) finish(t *task, res mcp.Result, err error) {
 		t.status, t.message = taskFailed, "the call failed: "+we.Message
 		t.outcome, _ = json.Marshal(we)
 	} else {
-		t.status, t.message = taskCompleted, "the program has ended; its result is in result"
+		t.status, t.message = taskCompleted, "the program has ended"
 		t.outcome, _ = json.Marshal(res)
 		if cr, ok := res.(*mcp.CallToolResult); ok && cr.IsError {
-			t.message = "the program has ended with an error; see result"
+			t.message = "the program has ended with an error result"
 		}
 	}
 	st.bytes += int64(len(t.outcome))
 	st.sweep()
+}
+
+// stop cancels t if it is working; st.mu is held.
+func (st *taskStore) stop(t *task) {
+	if t.status == taskWorking {
+		now := st.now()
+		t.status, t.message, t.last, t.ended = taskCancelled, "cancelled by the client (tasks/cancel); the program was stopped", now, now
+		t.cancel()
+		close(t.done)
+	}
 }
 
 // lookup returns the task named id, or the -32602 error saying it is
@@ -261,7 +272,8 @@ func (st *taskStore) lookup(id string) (*task, *jsonrpc.Error) {
 }
 
 // wire is t as the extension shows it (a DetailedTask), with resultType
-// rt and the server's info in _meta.
+// rt and the server's info in _meta; rt "" is t as MCP 2025-11-25 shows
+// it (a Task: ttl and pollInterval, never the outcome).
 func (st *taskStore) wire(t *task, rt string, impl *mcp.Implementation) json.RawMessage {
 	ttl := st.opts.TTL
 	if t.ended.IsZero() {
@@ -275,13 +287,19 @@ func (st *taskStore) wire(t *task, rt string, impl *mcp.Implementation) json.Raw
 		"ttlMs": ttl.Milliseconds(), "pollIntervalMs": st.opts.PollInterval.Milliseconds(),
 		"_meta": map[string]any{mcp.MetaKeyServerInfo: impl},
 	}
+	if rt == "" {
+		m["ttl"], m["pollInterval"] = m["ttlMs"], m["pollIntervalMs"]
+		for _, k := range []string{"ttlMs", "pollIntervalMs", "resultType", "_meta"} {
+			delete(m, k)
+		}
+	}
 	switch t.status {
 	case taskCompleted:
-		if rt != "task" {
+		if rt == "complete" {
 			m["result"] = t.outcome
 		}
 	case taskFailed:
-		if rt != "task" {
+		if rt == "complete" {
 			m["error"] = t.outcome
 		}
 	}
@@ -289,13 +307,14 @@ func (st *taskStore) wire(t *task, rt string, impl *mcp.Implementation) json.Raw
 	return b
 }
 
-// createTaskResult is the tools/call result that hands the client a task.
-type createTaskResult struct {
+// rawResult is a result the SDK has no type for (a CreateTaskResult), or
+// one with members it cannot express, as JSON.
+type rawResult struct {
 	mcp.ResultBase
 	raw json.RawMessage
 }
 
-func (r *createTaskResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
+func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // taskSupport says whether a tool runs as a task for a client that
 // declares the extension: "" (never), "optional" or "required" (a client
@@ -347,20 +366,42 @@ func declaresTasks(caps *mcp.ClientCapabilities) bool {
 // but does not stop when the HTTP request ends.
 func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" || method == "tools/list" {
+			return s.legacyTaskFields(ctx, method, req, next)
+		}
 		cr, ok := req.(*mcp.CallToolRequest)
 		if !ok || cr.Params == nil {
 			return next(ctx, method, req)
 		}
 		support := s.taskTool(cr.Params.Name)
-		if support == "" || (support == "optional" && (sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()))) {
-			return next(ctx, method, req)
-		}
-		if sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()) {
-			return nil, needTasks(fmt.Sprintf("the tool %s runs only as a task, under MCP %s with the extension %q named in the request's client capabilities", cr.Params.Name, statelessVersion, TasksExtension))
-		}
-		client := "http:" + clientName(cr)
-		if cr.Extra == nil || cr.Extra.Header == nil {
-			client = fmt.Sprintf("stdio:%p", cr.Session) // over stdio the connection is the client
+		var client string
+		_, legacy := cr.Params.Meta[liftedTask]
+		delete(cr.Params.Meta, liftedTask)
+		if sessionVersion(cr) == legacyTasksVersion {
+			// MCP 2025-11-25: the client asks for a task with params.task.
+			switch {
+			case legacy && support == "":
+				// -32602, not the -32601 2025-11-25 suggests: the SDK
+				// replaces a -32601's message with its own.
+				return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("the tool %s does not run as a task (its execution.taskSupport is forbidden); call it without params.task", cr.Params.Name)}
+			case !legacy && support == "required":
+				return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("the tool %s runs only as a task (its execution.taskSupport is required); call it with params.task", cr.Params.Name)}
+			case !legacy:
+				return next(ctx, method, req)
+			}
+			client = sessionClient(cr.Session)
+		} else {
+			legacy = false
+			if support == "" || (support == "optional" && (sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()))) {
+				return next(ctx, method, req)
+			}
+			if sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()) {
+				return nil, needTasks(fmt.Sprintf("the tool %s runs only as a task, under MCP %s with the extension %q named in the request's client capabilities", cr.Params.Name, statelessVersion, TasksExtension))
+			}
+			client = "http:" + clientName(cr)
+			if cr.Extra == nil || cr.Extra.Header == nil {
+				client = sessionClient(cr.Session) // over stdio the connection is the client
+			}
 		}
 		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		t, err := s.tasks.start(client, cancel)
@@ -384,9 +425,14 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			s.tasks.finish(t, res, err)
 		}()
 		s.tasks.mu.Lock()
-		raw := s.tasks.wire(t, "task", s.impl())
+		var raw json.RawMessage
+		if legacy {
+			raw, _ = json.Marshal(map[string]json.RawMessage{"task": s.tasks.wire(t, "", s.impl())})
+		} else {
+			raw = s.tasks.wire(t, "task", s.impl())
+		}
 		s.tasks.mu.Unlock()
-		return &createTaskResult{raw: raw}, nil
+		return &rawResult{raw: raw}, nil
 	}
 }
 
@@ -440,14 +486,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 			} `json:"io.modelcontextprotocol/clientCapabilities"`
 		} `json:"_meta"`
 	}
-	fail := func(status int, e *jsonrpc.Error) ([]byte, int) {
-		b, _ := json.Marshal(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   *jsonrpc.Error  `json:"error"`
-		}{"2.0", m.id, e})
-		return b, status
-	}
+	fail := func(status int, e *jsonrpc.Error) ([]byte, int) { return rpcReply(m.id, nil, e), status }
 	if err := json.Unmarshal(m.params, &p); err != nil {
 		return fail(http.StatusOK, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %s takes {\"taskId\": string}: %v", m.method, err)})
 	}
@@ -477,11 +516,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	case m.method == "tasks/cancel":
 		// Acknowledged whatever the status, as the extension requires: a
 		// task that has ended keeps its outcome.
-		if t.status == taskWorking {
-			now := st.now()
-			t.status, t.message, t.last, t.ended = taskCancelled, "cancelled by the client (tasks/cancel); the program was stopped", now, now
-			t.cancel()
-		}
+		st.stop(t)
 	}
 	st.mu.Unlock()
 	if e != nil {
@@ -490,11 +525,5 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	if result == nil { // tasks/update (glovebox's tasks never wait for input) and tasks/cancel
 		result, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{mcp.MetaKeyServerInfo: s.impl()}})
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	b.Write(m.id)
-	b.WriteString(`,"result":`)
-	b.Write(result)
-	b.WriteString("}")
-	return b.Bytes(), http.StatusOK
+	return rpcReply(m.id, result, nil), http.StatusOK
 }

@@ -272,3 +272,43 @@ func TestTaskOverStdio(t *testing.T) {
 		t.Fatalf("tasks/get: %v", m)
 	}
 }
+
+// Under MCP 2025-11-25 (its experimental tasks) a session asks for a task
+// with params.task, and its tasks are its own: tasks/list lists them,
+// another session finds none of them, tasks/result answers the call's
+// own result, and tasks/cancel of an ended task is refused (-32602, as
+// that revision requires); a tool without task support refuses params.task.
+func TestTasks20251125(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	a, b := serveStdio(t, s), serveStdio(t, s)
+	a.initialize()
+	b.initialize()
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"6*7"},"task":{"ttl":60000}}}`)
+	m := a.next()
+	task, _ := m["result"].(map[string]any)["task"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if id == "" || task["status"] != "working" || task["pollInterval"] == nil {
+		t.Fatalf("CreateTaskResult: %v", m)
+	}
+	a.send(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"` + id + `"}}`)
+	m = a.next()
+	res, _ := m["result"].(map[string]any)
+	if res == nil || res["structuredContent"].(map[string]any)["value"] != json.Number("42") ||
+		res["_meta"].(map[string]any)["io.modelcontextprotocol/related-task"].(map[string]any)["taskId"] != id {
+		t.Fatalf("tasks/result: %v", m)
+	}
+	a.send(`{"jsonrpc":"2.0","id":4,"method":"tasks/list"}`)
+	if m = a.next(); !strings.Contains(mustJSON(m), `"taskId":"`+id+`"`) || !strings.Contains(mustJSON(m), `"status":"completed"`) {
+		t.Fatalf("tasks/list: %v", m)
+	}
+	a.send(`{"jsonrpc":"2.0","id":5,"method":"tasks/cancel","params":{"taskId":"` + id + `"}}`)
+	rpcError(t, "cancel of an ended task", a.next(), -32602, "has already ended (completed); there is nothing to cancel")
+	b.send(`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + id + `"}}`)
+	rpcError(t, "another session's task", b.next(), -32602, "belongs to another MCP session")
+	b.send(`{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`)
+	if m = b.next(); mustJSON(m["result"]) != `{"tasks":[]}` {
+		t.Fatalf("tasks/list of another session: %v", m)
+	}
+	b.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ruby_session_reset","arguments":{},"task":{}}}`)
+	rpcError(t, "a task of a tool without task support", b.next(), -32602, "does not run as a task")
+}
