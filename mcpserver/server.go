@@ -239,8 +239,8 @@ func sessionVersion(req *mcp.CallToolRequest) string {
 // caller's choosing.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// Close frees every session's VM. Calls that arrive later get an error
-// result. It does not close the Runtime.
+// Close frees every session's VM and cancels the running tasks. Calls
+// that arrive later get an error result. It does not close the Runtime.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -250,6 +250,7 @@ func (s *Server) Close() error {
 	for _, v := range all {
 		v.close()
 	}
+	s.tasks.stopAll()
 	return nil
 }
 

@@ -163,7 +163,10 @@ func (st *taskStore) drop(id, why string) {
 
 // sweep drops the ended tasks whose TTL has passed, then the oldest ended
 // ones while more than MaxKept tasks or MaxBytes are held; st.mu is held.
-func (st *taskStore) sweep() {
+func (st *taskStore) sweep() { st.makeRoom(0) }
+
+// makeRoom is sweep leaving room for n more tasks; st.mu is held.
+func (st *taskStore) makeRoom(n int) {
 	now := st.now()
 	for _, id := range append([]string(nil), st.order...) {
 		t := st.tasks[id]
@@ -172,7 +175,7 @@ func (st *taskStore) sweep() {
 		}
 	}
 	for _, id := range append([]string(nil), st.order...) {
-		if len(st.tasks) <= st.opts.MaxKept && st.bytes <= st.opts.MaxBytes {
+		if len(st.tasks)+n <= st.opts.MaxKept && st.bytes <= st.opts.MaxBytes {
 			break
 		}
 		if t := st.tasks[id]; !t.ended.IsZero() {
@@ -187,7 +190,7 @@ func (st *taskStore) sweep() {
 func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.sweep()
+	st.makeRoom(1)
 	running := 0
 	for _, t := range st.tasks {
 		if t.client == client && t.status == taskWorking {
@@ -197,11 +200,8 @@ func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, err
 	if running >= st.opts.MaxPerClient {
 		return nil, &jsonrpc.Error{Code: CodeServerBusy, Message: fmt.Sprintf("too many tasks: this client has %d tasks running, the limit per client; wait for one to end (tasks/get) or cancel one (tasks/cancel), then call again", running)}
 	}
-	if len(st.tasks) >= st.opts.MaxKept {
-		st.sweep()
-		if len(st.tasks) >= st.opts.MaxKept {
-			return nil, &jsonrpc.Error{Code: CodeServerBusy, Message: fmt.Sprintf("too many tasks: this server process holds %d tasks running, its limit; try again when some have ended", len(st.tasks))}
-		}
+	if len(st.tasks) >= st.opts.MaxKept { // all running: makeRoom dropped every ended one it could
+		return nil, &jsonrpc.Error{Code: CodeServerBusy, Message: fmt.Sprintf("too many tasks: this server process holds %d tasks running, its limit; try again when some have ended", len(st.tasks))}
 	}
 	now := st.now()
 	t := &task{id: taskIDPrefix + st.instance + "." + strings.ToLower(rand.Text()), client: client, status: taskWorking,
@@ -243,11 +243,24 @@ func (st *taskStore) finish(t *task, res mcp.Result, err error) {
 	st.sweep()
 }
 
-// stop cancels t if it is working; st.mu is held.
-func (st *taskStore) stop(t *task) {
+// cancelledByClient is the statusMessage of a task a client cancelled.
+const cancelledByClient = "cancelled by the client (tasks/cancel); the program was stopped"
+
+// stopAll cancels every working task (the server is closing).
+func (st *taskStore) stopAll() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, t := range st.tasks {
+		st.stop(t, "cancelled: the server closed, stopping the program")
+	}
+}
+
+// stop cancels t if it is working, why being its statusMessage; st.mu is
+// held.
+func (st *taskStore) stop(t *task, why string) {
 	if t.status == taskWorking {
 		now := st.now()
-		t.status, t.message, t.last, t.ended = taskCancelled, "cancelled by the client (tasks/cancel); the program was stopped", now, now
+		t.status, t.message, t.last, t.ended = taskCancelled, why, now, now
 		t.cancel()
 		close(t.done)
 	}
@@ -516,7 +529,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	case m.method == "tasks/cancel":
 		// Acknowledged whatever the status, as the extension requires: a
 		// task that has ended keeps its outcome.
-		st.stop(t)
+		st.stop(t, cancelledByClient)
 	}
 	st.mu.Unlock()
 	if e != nil {

@@ -202,7 +202,7 @@ func (s *Server) legacyTaskRequest(ctx context.Context, m message, session strin
 		if t.status != taskWorking {
 			return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("task %s has already ended (%s); there is nothing to cancel, and its outcome stays available to tasks/result", t.id, t.status)}
 		}
-		st.stop(t)
+		st.stop(t, cancelledByClient)
 	case "tasks/result":
 		st.mu.Unlock()
 		select {

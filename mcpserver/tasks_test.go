@@ -312,3 +312,23 @@ func TestTasks20251125(t *testing.T) {
 	b.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ruby_session_reset","arguments":{},"task":{}}}`)
 	rpcError(t, "a task of a tool without task support", b.next(), -32602, "does not run as a task")
 }
+
+// A process keeps at most MaxKept tasks: a new task drops the oldest
+// ended one, whose id then says it expired early, and when every kept
+// task is running, one more is refused (-32000).
+func TestTasksBounded(t *testing.T) {
+	s, open := gatedServer(t, mcpserver.Options{Tasks: mcpserver.TaskOptions{MaxKept: 1}})
+	url, _ := serveHTTP(t, s, "secret")
+	c := newTaskClient(t, url)
+	first := c.start("1")
+	c.wait(first)
+	second := c.start("gate\n2")
+	_, m := c.send("tasks/get", first, `"taskId":"`+first+`"`, metaTasks)
+	rpcError(t, "a task dropped for room", m, -32602, "has expired early: this server process keeps at most 1 tasks")
+	_, m = c.send("tools/call", "run_ruby", `"name":"run_ruby","arguments":{"code":"3"}`, metaTasks)
+	rpcError(t, "one task more than MaxKept, all running", m, -32000, "this server process holds 1 tasks running, its limit")
+	close(open)
+	if r := c.wait(second); r["status"] != "completed" {
+		t.Fatalf("second task: %v", r)
+	}
+}
