@@ -375,8 +375,14 @@ func declaresTasks(caps *mcp.ClientCapabilities) bool {
 // taskCalls is receiving middleware: a tools/call of a task tool from a
 // client that declared TasksExtension in the request's capabilities, at
 // MCP 2026-07-28, runs in the background, and its answer is a
-// CreateTaskResult (resultType "task"). The call runs as it would have,
-// but does not stop when the HTTP request ends.
+// CreateTaskResult (resultType "task"); so does one with params.task in
+// a 2025-11-25 session, answered with that revision's {"task": Task}
+// (see tasks2025.go, which also adds the fields the SDK cannot express to
+// initialize and tools/list). The call runs as it would have, but does not
+// stop when the HTTP request ends. Errors: -32021 for a tool whose task
+// support is "required" called by a client without tasks, -32602 for
+// params.task on a tool without task support, -32000 past TaskOptions'
+// bounds.
 func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "initialize" || method == "tools/list" {
