@@ -112,8 +112,11 @@ type taskStore struct {
 }
 
 func newTaskStore(o TaskOptions) (*taskStore, error) {
-	if o.TTL < 0 || o.PollInterval < 0 || o.MaxPerClient < 0 || o.MaxKept < 0 || o.MaxBytes < 0 {
-		return nil, fmt.Errorf("mcpserver: negative TaskOptions field")
+	for name, v := range map[string]int64{"TTL (--task-ttl)": int64(o.TTL), "PollInterval": int64(o.PollInterval),
+		"MaxPerClient (--max-client-tasks)": int64(o.MaxPerClient), "MaxKept (--max-tasks)": int64(o.MaxKept), "MaxBytes": o.MaxBytes} {
+		if v < 0 {
+			return nil, fmt.Errorf("mcpserver: TaskOptions.%s is negative; zero means the default", name)
+		}
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultTaskTTL
