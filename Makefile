@@ -83,9 +83,10 @@ rubyspec:
 # The official MCP conformance suite (@modelcontextprotocol/conformance,
 # pinned in internal/npmtest, with Node 22+ from npm when the machine's is
 # older) in server mode against `glovebox mcp --http`, with the scenarios
-# MCP 2026-07-28 and 2025-11-25 require; prints the suite's summaries and
-# fails on any failure not in mcpserver/testdata/conformance/
-# expected-failures-REVISION.yaml. Under a minute once installed.
+# MCP 2026-07-28 and 2025-11-25 require, then each scenario of the tasks
+# extension; prints the suite's summaries and fails on any failure not in
+# mcpserver/testdata/conformance/expected-failures-REVISION.yaml (or
+# expected-failures-tasks.yaml). About a minute once installed.
 mcp-conformance:
 	$(GO) test -count=1 -v -run '^TestMCPConformance$$' ./cmd/glovebox
 	$(MAKE) mcp-conformance-client

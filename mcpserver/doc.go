@@ -62,6 +62,20 @@
 // approval is denied with the reason, since the question cannot be asked
 // during the call at that revision.
 //
+// # Tasks
+//
+// From 2026-07-28, a run_ruby call whose request's client capabilities
+// name the extension [TasksExtension] runs in the background: the call
+// answers a task (resultType "task", taskId, status "working", ttlMs,
+// pollIntervalMs), and tasks/get, tasks/update and tasks/cancel, which
+// the server answers itself before the SDK sees them, poll it, fetch its
+// outcome and stop it. [TaskOptions] bound and time them; task ids name
+// the process that runs them, and another process refuses them with
+// -32602 saying so. A 2025-11-25 session gets that revision's
+// experimental tasks instead: the tasks capability, execution.taskSupport
+// on task tools, params.task on a call, and tasks/get, tasks/result,
+// tasks/list and tasks/cancel over the session's own tasks.
+//
 // # Named programs
 //
 // A named program is a vetted Ruby program served as an MCP tool, prompt
@@ -78,7 +92,10 @@
 // example {"sampling": {}}: a client that did not declare one of them
 // gets error -32021 naming them, and the program does not run) and
 // "logStdout": true (each line the program printed is sent as an MCP log
-// message, level info, logger NAME, before the result; at most 100).
+// message, level info, logger NAME, before the result; at most 100) and
+// "task": true, "optional" or "required" (the tool runs as a task for a
+// client declaring [TasksExtension], as run_ruby does; "required"
+// refuses other clients with -32021; default false, never a task).
 // Each call runs the program in a fresh VM of the server's Runtime (the
 // sandbox, functions and limits of run_ruby) with the constant ARGS
 // holding the call's arguments as a Hash with string keys (a prompt's

@@ -254,6 +254,14 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			httpRefuse(w, http.StatusBadRequest, id, CodeInvalidRequest, msg)
 			return
 		}
+		if sid != "" { // the experimental tasks of 2025-11-25 (tasks2025.go)
+			if reply, status, ok := s.taskMessage(r.Context(), c.msgs, version, nil, "session:"+sid); ok {
+				defer book.use(sid)()
+				writeJSON(w, status, reply)
+				return
+			}
+			body = liftTask(body, c.msgs, version)
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if sid == "" {
 			if ok, why := book.admit(); !ok {
@@ -312,8 +320,18 @@ func (s *Server) serveStateless(w http.ResponseWriter, r *http.Request, h http.H
 			return
 		}
 	}
+	if reply, status, ok := s.taskMessage(r.Context(), c.msgs, statelessVersion, r.Header, ""); ok {
+		writeJSON(w, status, reply)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.serveCalls(w, r, c.msgs, h)
+}
+
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
 }
 
 // serveCalls passes r to h; when r carries a tools/call, the call gets

@@ -72,6 +72,11 @@ var clientMethods = map[string]methodKind{
 	"prompts/get":                      requestParams,
 	"completion/complete":              requestParams,
 	"logging/setLevel":                 requestParams,
+	"tasks/get":                        requestParams, // the tasks extension (tasks.go)
+	"tasks/update":                     requestParams,
+	"tasks/cancel":                     requestParams,
+	"tasks/result":                     requestParams, // 2025-11-25's experimental tasks (tasks2025.go)
+	"tasks/list":                       request,
 	"notifications/initialized":        notification,
 	"notifications/cancelled":          notification,
 	"notifications/progress":           notification,

@@ -36,6 +36,10 @@ type program struct {
 	// message (level info, logger NAME) before its result, at most
 	// maxLogLines of them.
 	LogStdout bool `json:"logStdout"`
+	// Task lets the tool run as a task for a client that declares the
+	// tasks extension (see [TasksExtension]), as run_ruby does: true (or
+	// "optional"), or "required" to refuse clients without it (-32021).
+	Task taskSupport `json:"task"`
 
 	name, code string
 }

@@ -81,6 +81,10 @@ type Options struct {
 	// ProgressInterval is the period of progress notifications. Zero
 	// means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// Tasks bound and time the tasks of clients that declare the tasks
+	// extension (see [TasksExtension]). The zero value means every
+	// default.
+	Tasks TaskOptions
 	// Logger receives the server's own reports (panics recovered,
 	// sessions closed). Zero means slog.Default().
 	Logger *slog.Logger
@@ -106,6 +110,7 @@ type Server struct {
 	// context (it ends when the client drops the connection), keyed by
 	// the token in its callHeader.
 	calls  sync.Map
+	tasks  *taskStore // the tasks of MCP's tasks extension
 	closed bool
 }
 
@@ -157,12 +162,17 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	s := &Server{rt: opts.Runtime, fresh: fresh, opts: opts, log: log,
+	tasks, err := newTaskStore(opts.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{rt: opts.Runtime, tasks: tasks, fresh: fresh, opts: opts, log: log,
 		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{},
 		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
-			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer()})
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}}, CompletionHandler: s.completer()})
+	s.mcp.AddReceivingMiddleware(s.taskCalls) // inside checkCalls: a call is checked before it becomes a task
 	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
 	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
@@ -229,8 +239,8 @@ func sessionVersion(req *mcp.CallToolRequest) string {
 // caller's choosing.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// Close frees every session's VM. Calls that arrive later get an error
-// result. It does not close the Runtime.
+// Close frees every session's VM and cancels the running tasks. Calls
+// that arrive later get an error result. It does not close the Runtime.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -240,6 +250,7 @@ func (s *Server) Close() error {
 	for _, v := range all {
 		v.close()
 	}
+	s.tasks.stopAll()
 	return nil
 }
 

@@ -63,7 +63,13 @@ func (s *Server) ServeIO(ctx context.Context, r io.Reader, w io.Writer) error {
 		delete(s.gone, ss)
 		s.mu.Unlock()
 	}()
-	go filterMessages(r, pw, out, cancel)
+	client := sessionClient(ss)
+	go filterMessages(r, pw, out, cancel, func(msgs []message, version string) (func() []byte, bool) {
+		if !taskRouted(msgs, version, client) {
+			return nil, false
+		}
+		return func() []byte { reply, _, _ := s.taskMessage(gone, msgs, version, nil, client); return reply }, true
+	})
 	err = ss.Wait()
 	pr.Close()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
@@ -157,7 +163,9 @@ func (nopCloser) Close() error { return nil }
 // line, answering the others on out (see [Server.ServeIO]).
 // At the end of src, gone is called and dst closed once the requests
 // read are answered.
-func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone func()) {
+// A task request is answered by tasks, which may wait (a tasks/result),
+// so it runs on its own (the SDK has no such methods; tasks2025.go).
+func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone func(), tasks func([]message, string) (func() []byte, bool)) {
 	br := bufio.NewReaderSize(src, 64<<10)
 	reply := func(b []byte) { out.Write(append(b, '\n')) }
 	version, initialized := "", false
@@ -181,6 +189,10 @@ func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone fu
 					}
 				}
 			}
+			if answer, ok := tasks(c.msgs, version); c.fwd && ok {
+				c.fwd = false
+				go func() { reply(answer()) }()
+			}
 			if len(c.reply) > 0 {
 				reply(c.reply)
 			}
@@ -190,6 +202,7 @@ func filterMessages(src io.Reader, dst *io.PipeWriter, out *stdioWriter, gone fu
 						out.began(m.id)
 					}
 				}
+				line = liftTask(line, c.msgs, version)
 				if _, werr := dst.Write(append(line, '\n')); werr != nil {
 					gone()
 					return

@@ -28,6 +28,7 @@ func mcpCmd() *cobra.Command {
 		maxSess     int
 		maxHTTPSess int
 		programs    string
+		tasks       mcpserver.TaskOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -69,7 +70,7 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				return err
 			}
 			defer rt.Close()
-			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs})
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs, Tasks: tasks})
 			if err != nil {
 				return err
 			}
@@ -95,6 +96,9 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
 	f.StringVar(&programs, "programs", "", "a folder of named programs (NAME.rb with NAME.json: kind, description, inputSchema), each served as an MCP tool, prompt or resource that runs it sandboxed with the call's arguments as ARGS")
 	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the least recently used one idle for %v is closed, or the initialize is refused with 503 (0: %d)", mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
+	f.DurationVar(&tasks.TTL, "task-ttl", 0, fmt.Sprintf("keep an ended task's outcome this long for tasks/get (0: %v)", mcpserver.DefaultTaskTTL))
+	f.IntVar(&tasks.MaxKept, "max-tasks", 0, fmt.Sprintf("tasks this process keeps, running or ended; the oldest ended go first (0: %d)", mcpserver.DefaultMaxTasks))
+	f.IntVar(&tasks.MaxPerClient, "max-client-tasks", 0, fmt.Sprintf("tasks one client has running at once (0: %d)", mcpserver.DefaultMaxTasksPerClient))
 	return cmd
 }
 

@@ -140,6 +140,37 @@ func TestMCPConformance(t *testing.T) {
 			t.Logf("conformance at %s:\n%s", rev, summary)
 		})
 	}
+	// The tasks extension's scenarios are in no revision's requirements
+	// (extensions have their own track): each runs on its own, with
+	// expected-failures-tasks.yaml.
+	t.Run("tasks", func(t *testing.T) {
+		list, err := exec.Command(node, suite, "list").CombinedOutput()
+		if err != nil {
+			t.Fatalf("conformance list: %v\n%s", err, list)
+		}
+		var scenarios []string
+		for _, l := range strings.Split(string(list), "\n") {
+			if name, ok := strings.CutSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")), " [extension]"); ok && strings.HasPrefix(name, "tasks-") {
+				scenarios = append(scenarios, name)
+			}
+		}
+		if len(scenarios) == 0 {
+			t.Fatalf("the suite lists no tasks scenarios:\n%s", list)
+		}
+		for _, sc := range scenarios {
+			out, err := exec.Command(node, suite, "server", "--url", url, "--scenario", sc,
+				"--expected-failures", filepath.Join(td, "expected-failures-tasks.yaml"), "-o", t.TempDir()).CombinedOutput()
+			passed := "?"
+			if i := strings.LastIndex(string(out), "Passed: "); i >= 0 {
+				passed, _, _ = strings.Cut(string(out[i:]), "\n")
+			}
+			if err != nil {
+				t.Errorf("conformance scenario %s: %v\n%s", sc, err, out)
+				continue
+			}
+			t.Logf("conformance scenario %s: %s", sc, passed)
+		}
+	})
 }
 
 // Over stdio, a line that is not JSON-RPC gets a parse error and the

@@ -36,6 +36,8 @@ var Pins = map[string]string{
 	"@modelcontextprotocol/server-memory":     "2026.8.31",
 	"@modelcontextprotocol/server-filesystem": "2026.8.31",
 	"@modelcontextprotocol/inspector-cli":     "1.0.3",
+	// The TypeScript SDK's 1.x line, for clients at 2025-11-25.
+	"@modelcontextprotocol/sdk": "1.32.2",
 	// 0.2.0-alpha.12 is the first with requirement sets (--requirements
 	// REVISION), which the 0.1 line, npm's "latest", lacks.
 	"@modelcontextprotocol/conformance": "0.2.0-alpha.12",

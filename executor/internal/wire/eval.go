@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -147,10 +146,18 @@ const (
 	MaxArgs      = 4096 // glovebox.MaxArgs
 )
 
-var sessionRE = regexp.MustCompile(`^s-[0-9a-f]{32}$`)
-
-// ValidSessionID checks a session ID: "s-" and 32 hex digits.
-func ValidSessionID(id string) bool { return sessionRE.MatchString(id) }
+// ValidSessionID checks a session ID: "s-" and 32 lower-case hex digits.
+func ValidSessionID(id string) bool {
+	if len(id) != 34 || id[:2] != "s-" {
+		return false
+	}
+	for i := 2; i < len(id); i++ {
+		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // EvalHash is an eval request's fingerprint: SHA-256 (hex) of the JSON
 // of everything but the key and the expiry.
@@ -228,7 +235,22 @@ func DecodeToolResult(data []byte) (*ToolResult, error) {
 	return &r, nil
 }
 
-var toolNameRE = regexp.MustCompile(`^[a-z_][A-Za-z0-9_]{0,127}[?!]?$`)
+// validToolName checks a tool name as a Ruby method name glovebox
+// defines: [a-z_], then up to 127 of [A-Za-z0-9_], then an optional ? or !.
+func validToolName(n string) bool {
+	if n != "" && (n[len(n)-1] == '?' || n[len(n)-1] == '!') {
+		n = n[:len(n)-1]
+	}
+	if len(n) < 1 || len(n) > 128 || !('a' <= n[0] && n[0] <= 'z' || n[0] == '_') {
+		return false
+	}
+	for i := 1; i < len(n); i++ {
+		if c := n[i]; !isAlnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 func checkTools(names []string) error {
 	if len(names) > MaxEvalTools {
@@ -236,7 +258,7 @@ func checkTools(names []string) error {
 	}
 	seen := make(map[string]bool, len(names))
 	for _, n := range names {
-		if !toolNameRE.MatchString(n) {
+		if !validToolName(n) {
 			return Errorf(CodeBadRequest, "tools: %q is not a method name", n)
 		}
 		if seen[n] {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,26 @@ func TestHashExcludesCredentialsAndExpiry(t *testing.T) {
 	c, _ := DecodeRunRequest([]byte(`{"command":{"argv":["y"]}}`))
 	if Hash(&a.Command) == Hash(&c.Command) {
 		t.Error("different commands share a hash")
+	}
+}
+
+// TestNameChecksMatchTheirPatterns: the hand-written checks of keys,
+// session IDs and tool names accept exactly what the documented patterns
+// (EXECUTOR.md) accept.
+func TestNameChecksMatchTheirPatterns(t *testing.T) {
+	k := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	s := regexp.MustCompile(`^s-[0-9a-f]{32}$`)
+	n := regexp.MustCompile(`^[a-z_][A-Za-z0-9_]{0,127}[?!]?$`)
+	in := []string{"", "a", "A", "_", "a?", "a!", "?", "a??", "a-b", "a.b:c", "s-" + strings.Repeat("a", 32), "s-" + strings.Repeat("A", 32), "s-" + strings.Repeat("0", 31), strings.Repeat("a", 128), strings.Repeat("a", 129), strings.Repeat("a", 128) + "?", strings.Repeat("a", 129) + "?", "é", "a\n", "9a", "aB9_!"}
+	for _, x := range in {
+		if k.MatchString(x) != ValidKey(x) {
+			t.Errorf("key %q", x)
+		}
+		if s.MatchString(x) != ValidSessionID(x) {
+			t.Errorf("sid %q", x)
+		}
+		if n.MatchString(x) != validToolName(x) {
+			t.Errorf("tool %q", x)
+		}
 	}
 }

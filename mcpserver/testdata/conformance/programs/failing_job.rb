@@ -1,0 +1,1 @@
+{ "content" => [{ "type" => "text", "text" => "failing_job failed on purpose" }], "isError" => true }

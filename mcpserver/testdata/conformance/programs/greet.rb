@@ -1,0 +1,1 @@
+"Hello, #{ARGS["name"]}!"

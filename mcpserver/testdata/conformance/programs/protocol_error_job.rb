@@ -1,0 +1,1 @@
+"never reached: the client lacks the experimental capability"
