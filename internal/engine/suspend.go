@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,8 +27,12 @@ import (
 // whose guest keeps a file open is refused (NotSuspendable), so a new VM's
 // fresh context is exactly what the session had.
 
-// stateVersion identifies the layout of Capture's bytes.
-const stateVersion = 1
+// stateVersion identifies the layout of Capture's bytes. Version 2 carries
+// each page XORed with its base (the checkpoint's or the snapshot's page,
+// zeros past the snapshot's end) instead of the page itself: pages a
+// session changed in a few words are then mostly zeros, and its state
+// compresses several times smaller and faster.
+const stateVersion = 2
 
 // NotSuspendable says why a VM cannot be captured now.
 type NotSuspendable struct{ Reason string }
@@ -52,10 +57,14 @@ func (s *Session) Capture(dst []byte) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	if s.vm == nil {
-		return append(dst, stateVersion, 0), nil
+		return append(dst, FreshState()...), nil
 	}
 	return s.vm.capture(dst)
 }
+
+// FreshState is the state of a session that has no VM yet (a fresh VM's),
+// as Capture gives it.
+func FreshState() []byte { return []byte{stateVersion, 0} }
 
 const (
 	flagVM         = 1 // the state has a VM (else it is a fresh session's)
@@ -108,8 +117,10 @@ func (v *VM) capture(dst []byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(p-prev))
 		prev = p
 	}
-	for _, p := range pages {
-		b = append(b, mem[int(p)*wt.PageSize:int(p+1)*wt.PageSize]...)
+	at := len(b)
+	b = b[:at+len(pages)*wt.PageSize]
+	if err := v.inst.XORPages(!useCk, pages, b[at:]); err != nil {
+		return nil, &NotSuspendable{Reason: "the VM's memory cannot be read: " + err.Error()}
 	}
 	return b, nil
 }
@@ -295,7 +306,8 @@ func (v *VM) apply(st *sessionState) error {
 		}
 		off := int(st.pages[i]) * wt.PageSize
 		v.mem.PopulateWrite(c, off, (j-i)*wt.PageSize)
-		copy(mem[off:off+(j-i)*wt.PageSize], st.data[i*wt.PageSize:j*wt.PageSize])
+		run := mem[off : off+(j-i)*wt.PageSize]
+		subtle.XORBytes(run, run, st.data[i*wt.PageSize:j*wt.PageSize])
 		i = j
 	}
 	for i, g := range v.e.baseGlobals() {

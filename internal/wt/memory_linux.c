@@ -770,6 +770,31 @@ uint64_t gb_slot_ck_hash(gb_slot *s) {
 
 int gb_slot_has_ck(gb_slot *s) { return s->ck_taken; }
 
+// gb_slot_xor_pages writes to out, for each of the n pages listed, the
+// page's bytes XORed with the checkpoint's (the image's when use_ck is 0
+// or there is no checkpoint; zeros past the image's end): what a memory at
+// that base needs XORed in to hold the slot's bytes. Pages must lie inside
+// the memory.
+void gb_slot_xor_pages(gb_slot *s, int use_ck, const uint32_t *pages, size_t n, uint8_t *out) {
+  size_t img_pages = s->img == NULL ? 0 : s->img->len / PAGE;
+  for (size_t i = 0; i < n; i++) {
+    size_t p = pages[i];
+    const uint64_t *m = (const uint64_t *)(s->base + p * PAGE);
+    uint64_t *o = (uint64_t *)(out + i * PAGE);
+    const uint8_t *base = NULL;
+    if (p < img_pages) {
+      base = use_ck ? gb_ck_page(s, p) : NULL;
+      if (base == NULL) base = (const uint8_t *)s->img->ro + p * PAGE;
+    }
+    if (base == NULL) {
+      memcpy(o, m, PAGE);
+      continue;
+    }
+    const uint64_t *b = (const uint64_t *)base;
+    for (size_t j = 0; j < PAGE / 8; j++) o[j] = m[j] ^ b[j];
+  }
+}
+
 size_t gb_slot_image_len(gb_slot *s) { return s->img == NULL ? 0 : s->img->len; }
 
 // gb_populate_write faults in [p, p+n) for writing in one call (best

@@ -40,6 +40,31 @@ func (i *Instance) Diff(fromImage bool) ([]uint32, error) {
 	return out, nil
 }
 
+// XORPages writes to out (len(pages) pages long), for each of pages
+// (below the memory's size), the page's bytes XORed with the same page of
+// the checkpoint (of the image when fromImage is set or there is no
+// checkpoint; zeros past the image's end), as Diff compares them: a
+// memory at that base that XORs them in holds the instance's bytes. Pages
+// that differ little from their base give mostly zeros, which compress
+// much better and faster than the pages themselves.
+func (i *Instance) XORPages(fromImage bool, pages []uint32, out []byte) error {
+	if i.slot == nil {
+		return ErrNoCheckpoint
+	}
+	if len(out) < len(pages)*PageSize {
+		panic("wt: XORPages: out too short")
+	}
+	if len(pages) == 0 {
+		return nil
+	}
+	useCk := C.int(1)
+	if fromImage || C.gb_slot_has_ck(i.slot) == 0 {
+		useCk = 0
+	}
+	C.gb_slot_xor_pages(i.slot, useCk, (*C.uint32_t)(unsafe.Pointer(&pages[0])), C.size_t(len(pages)), (*C.uint8_t)(unsafe.Pointer(&out[0])))
+	return nil
+}
+
 // CheckpointHash is a hash (FNV-1a, 64 bits) of the instance's checkpoint:
 // the page numbers and bytes that differ from the image. It is 0 without
 // a checkpoint. Two instances of one image whose checkpoints hash alike
