@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
+	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/klauspost/compress/s2"
 )
 
@@ -23,20 +22,23 @@ import (
 //	[16]byte                    the state id (random)
 //	[12]byte                    the AES-GCM nonce (random)
 //	frames, one or more:
-//	  u32  m (little-endian)    the frame's length
-//	  [m]byte                   AES-256-GCM of the compressed frame
+//	  u32  m (little-endian)    the frame's length; the top bit is set
+//	                            for a stored frame
+//	  [m]byte                   AES-256-GCM of the frame
 //
 // The body (the manifest, what the state needs of a Runtime, followed by
 // the state itself; see stateBody) is cut into frames of frameLen bytes
-// (the last may be shorter), each compressed (S2, a Snappy extension)
-// before it is encrypted, so nothing the guest wrote shows through. Frame
-// i is sealed with the header's nonce whose last four bytes are XORed
-// with i (big-endian), and with every header byte, i and whether it is
-// the last frame as additional data: a frame moved, dropped, cut or
-// altered, or the header changed, fails authentication. Frames are
+// (the last may be shorter). A frame is compressed (S2, a Snappy
+// extension) before it is encrypted, so nothing the guest wrote shows
+// through, unless a sample of it does not compress (see compressible):
+// it is then stored, sealed as it is. Frame i is sealed with the header's
+// nonce whose last four bytes are XORed with i (big-endian), and with
+// every header byte, i, whether it is the last frame and whether it is
+// stored as additional data: a frame moved, dropped, cut, altered or
+// relabelled, or the header changed, fails authentication. Frames are
 // compressed and sealed, and opened and inflated, on all cores at once
-// (sealing a state of 1.7 MB on one took 2–4 ms, twice the
-// fresh-VM time).
+// (sealing a state of 1.7 MB on one took 2–4 ms, twice the fresh-VM
+// time).
 
 const (
 	stateMagic  = "GBst"
@@ -47,9 +49,11 @@ const (
 	// a session that wrote 1 MiB has about 7 to share out between cores,
 	// and compressing one frame fits in a core's cache.
 	frameLen = 256 << 10
-	// frameOverhead is a frame's bytes besides its compressed data: the
-	// length and the GCM tag.
+	// frameOverhead is a frame's bytes besides its data: the length and
+	// the GCM tag.
 	frameOverhead = 4 + 16
+	// frameStored marks a stored frame's length.
+	frameStored = 1 << 31
 	// maxStateBody bounds the decompressed body, so a forged state that
 	// passes no authentication anyway cannot make the host inflate
 	// without limit (frames are authenticated before they are inflated;
@@ -74,14 +78,18 @@ func frameNonce(nonce []byte, i int) []byte {
 	return n[:]
 }
 
-func frameAD(hdr []byte, i int, last bool) []byte {
+func frameAD(hdr []byte, i int, last, stored bool) []byte {
 	ad := make([]byte, len(hdr), len(hdr)+5)
 	copy(ad, hdr)
 	ad = binary.BigEndian.AppendUint32(ad, uint32(i))
+	var flags byte
 	if last {
-		return append(ad, 1)
+		flags |= 1
 	}
-	return append(ad, 0)
+	if stored {
+		flags |= 2
+	}
+	return append(ad, flags)
 }
 
 // sealState compresses and encrypts body with k's sealing key.
@@ -101,21 +109,22 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	hdr = append(hdr, nonce[:]...)
 	nf := max(1, (len(body)+frameLen-1)/frameLen)
 	frame := func(i int) []byte { return body[i*frameLen : min(len(body), (i+1)*frameLen)] }
-	// Compress every frame into its own part of one buffer, then seal
-	// each, now that their places in the output are known.
+	// Compress the frames that compress, each into its own part of one
+	// buffer; then seal every frame, now that their places in the output
+	// are known (a stored frame straight from the body).
+	zmax := s2.MaxEncodedLen(frameLen)
 	zb := getBuf()
-	if need := nf * s2.MaxEncodedLen(frameLen); cap(zb) < need {
-		zb = make([]byte, need)
+	if cap(zb) < nf*zmax {
+		zb = make([]byte, nf*zmax)
 	}
 	defer putBuf(zb)
 	zs := make([][]byte, nf)
-	parallel(nf, func(i int) {
-		at := i * s2.MaxEncodedLen(frameLen)
-		dst, f := zb[at:at+s2.MaxEncodedLen(frameLen)], frame(i)
-		if compressible(f) {
-			zs[i] = s2.Encode(dst, f)
+	stored := make([]bool, nf)
+	engine.Parallel(nf, func(i int) {
+		if f := frame(i); compressible(f) {
+			zs[i] = s2.Encode(zb[i*zmax:(i+1)*zmax], f)
 		} else {
-			zs[i] = s2Stored(dst, f)
+			zs[i], stored[i] = f, true
 		}
 	})
 	size := len(hdr)
@@ -127,10 +136,14 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	aead := k.aeads[k.sealID]
 	out := make([]byte, size)
 	copy(out, hdr)
-	parallel(nf, func(i int) {
+	engine.Parallel(nf, func(i int) {
 		at := offs[i]
-		binary.LittleEndian.PutUint32(out[at:], uint32(len(zs[i])+aead.Overhead()))
-		aead.Seal(out[at+4:at+4], frameNonce(nonce[:], i), zs[i], frameAD(hdr, i, i == nf-1))
+		m := uint32(len(zs[i]) + aead.Overhead())
+		if stored[i] {
+			m |= frameStored
+		}
+		binary.LittleEndian.PutUint32(out[at:], m)
+		aead.Seal(out[at+4:at+4], frameNonce(nonce[:], i), zs[i], frameAD(hdr, i, i == nf-1, stored[i]))
 	})
 	return out, hex.EncodeToString(id[:]), nil
 }
@@ -139,8 +152,8 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 // page from its start or its middle compresses by more than 1/16. Pages of
 // random or hex-digit data do not (S2 finds many short matches in hex
 // digits and gains nothing by them: compressing a 256 KiB frame of them
-// took as long as sealing four), while pages a Ruby heap's objects fill
-// compress to half or less.
+// took as long as sealing four), while pages of a Ruby heap, carried as
+// their differences from the snapshot, compress to a tenth or less.
 func compressible(f []byte) bool {
 	const sample = 4096
 	if len(f) <= 2*sample {
@@ -153,51 +166,6 @@ func compressible(f []byte) bool {
 		}
 	}
 	return false
-}
-
-// s2Stored is an S2 block of src as one literal: what S2 would make of
-// data it cannot compress, made by copying.
-func s2Stored(dst, src []byte) []byte {
-	dst = binary.AppendUvarint(dst[:0], uint64(len(src)))
-	switch n := len(src) - 1; {
-	case n < 0:
-		return dst
-	case n < 60:
-		dst = append(dst, byte(n)<<2)
-	case n < 1<<8:
-		dst = append(dst, 60<<2, byte(n))
-	case n < 1<<16:
-		dst = append(dst, 61<<2, byte(n), byte(n>>8))
-	case n < 1<<24:
-		dst = append(dst, 62<<2, byte(n), byte(n>>8), byte(n>>16))
-	default:
-		dst = append(dst, 63<<2, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
-	}
-	return append(dst, src...)
-}
-
-// parallel runs f(0) to f(n-1) on as many goroutines as there are cores
-// (the caller's among them), and returns when all have returned.
-func parallel(n int, f func(i int)) {
-	workers := min(n, runtime.GOMAXPROCS(0))
-	if workers <= 1 {
-		for i := range n {
-			f(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	work := func() {
-		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-			f(i)
-		}
-	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
 }
 
 // stateHeader is the clear part of a sealed state.
@@ -249,9 +217,10 @@ func StateID(state []byte) (string, error) {
 	return h.id, nil
 }
 
-// openState authenticates, decrypts and inflates a sealed state. Every
-// frame is authenticated before any is inflated, and before a buffer the
-// size of the body is allocated.
+// openState authenticates, decrypts and inflates a sealed state. No
+// buffer larger than the state is allocated before every compressed frame
+// is authenticated (a stored frame cannot inflate), and nothing is
+// returned before every frame is.
 func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	h, err := parseHeader(b)
 	if err != nil {
@@ -264,69 +233,85 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	if aead == nil {
 		return h, nil, fmt.Errorf("%w: the state was sealed with key %q, which the keyring does not hold", ErrStateKey, h.keyID)
 	}
-	// The frames' places: each frame's data starts 4 bytes after its
-	// length, and its plaintext, shorter by the tag, is decrypted into the
-	// same place of a buffer as long as b.
-	var offs []int
+	truncated := fmt.Errorf("%w: truncated", ErrStateInvalid)
+	type frame struct {
+		at, m  int // where its data starts in b, and its length
+		stored bool
+		z      []byte // a compressed frame, decrypted
+		n      int    // its body bytes
+	}
+	var fs []frame
 	for at := h.n; at < len(b); {
 		if len(b)-at < frameOverhead {
-			return h, nil, fmt.Errorf("%w: truncated", ErrStateInvalid)
+			return h, nil, truncated
 		}
-		m := int(binary.LittleEndian.Uint32(b[at:]))
-		if m < aead.Overhead() || m > len(b)-at-4 {
-			return h, nil, fmt.Errorf("%w: truncated", ErrStateInvalid)
+		m := binary.LittleEndian.Uint32(b[at:])
+		f := frame{at: at + 4, m: int(m &^ frameStored), stored: m&frameStored != 0}
+		if f.m < aead.Overhead() || f.m > len(b)-f.at || len(fs) > maxStateBody/frameLen {
+			return h, nil, truncated
 		}
-		offs = append(offs, at)
-		at += 4 + m
+		fs = append(fs, f)
+		at = f.at + f.m
 	}
-	if len(offs) == 0 {
-		return h, nil, fmt.Errorf("%w: truncated", ErrStateInvalid)
+	nf := len(fs)
+	if nf == 0 {
+		return h, nil, truncated
 	}
-	if len(offs) > maxStateBody/frameLen+1 {
-		return h, nil, fmt.Errorf("%w: too many frames", ErrStateInvalid)
-	}
-	nf := len(offs)
+	hdr := b[:h.n]
+	ad := func(i int) []byte { return frameAD(hdr, i, i == nf-1, fs[i].stored) }
+	// Decrypt the compressed frames, each into the same place of a buffer
+	// as long as b (its plaintext is shorter by the tag).
 	zb := getBuf()
 	if cap(zb) < len(b) {
 		zb = make([]byte, len(b))
 	}
 	defer putBuf(zb)
 	zb = zb[:len(b)]
-	zs := make([][]byte, nf)
 	bad := make([]bool, nf)
-	hdr := b[:h.n]
-	parallel(nf, func(i int) {
-		at := offs[i]
-		m := int(binary.LittleEndian.Uint32(b[at:]))
-		z, err := aead.Open(zb[at+4:at+4], frameNonce(h.nonce, i), b[at+4:at+4+m], frameAD(hdr, i, i == nf-1))
-		zs[i], bad[i] = z, err != nil
+	engine.Parallel(nf, func(i int) {
+		f := &fs[i]
+		if f.stored {
+			return
+		}
+		z, err := aead.Open(zb[f.at:f.at], frameNonce(h.nonce, i), b[f.at:f.at+f.m], ad(i))
+		f.z, bad[i] = z, err != nil
 	})
 	if slices.Contains(bad, true) {
 		return h, nil, fmt.Errorf("%w: authentication failed (the state was damaged or altered)", ErrStateInvalid)
 	}
-	// Every frame but the last inflates to exactly frameLen bytes.
+	// Every frame but the last holds exactly frameLen bytes of the body.
 	n := 0
-	for i, z := range zs {
-		m, err := s2.DecodedLen(z)
-		if err != nil || m > frameLen || (i < nf-1 && m != frameLen) {
+	for i := range fs {
+		f := &fs[i]
+		f.n = f.m - aead.Overhead()
+		if !f.stored {
+			if f.n, err = s2.DecodedLen(f.z); err != nil {
+				f.n = -1
+			}
+		}
+		if f.n < 0 || f.n > frameLen || (i < nf-1 && f.n != frameLen) {
 			return h, nil, fmt.Errorf("%w: the body does not inflate: frame %d", ErrStateInvalid, i)
 		}
-		n += m
+		n += f.n
 	}
 	body := getBuf()
 	if cap(body) < n {
 		body = make([]byte, n)
 	}
 	body = body[:n]
-	parallel(nf, func(i int) {
-		dst := body[i*frameLen : min(n, (i+1)*frameLen)]
-		if d, err := s2.Decode(dst, zs[i]); err != nil || len(d) != len(dst) || (len(d) > 0 && &d[0] != &dst[0]) {
+	engine.Parallel(nf, func(i int) {
+		f := &fs[i]
+		dst := body[i*frameLen : i*frameLen+f.n]
+		if f.stored {
+			_, err := aead.Open(dst[:0], frameNonce(h.nonce, i), b[f.at:f.at+f.m], ad(i))
+			bad[i] = err != nil
+		} else if d, err := s2.Decode(dst, f.z); err != nil || len(d) != len(dst) || (len(d) > 0 && &d[0] != &dst[0]) {
 			bad[i] = true
 		}
 	})
 	if slices.Contains(bad, true) {
 		putBuf(body)
-		return h, nil, fmt.Errorf("%w: the body does not inflate", ErrStateInvalid)
+		return h, nil, fmt.Errorf("%w: authentication failed, or the body does not inflate (the state was damaged or altered)", ErrStateInvalid)
 	}
 	return h, body, nil
 }

@@ -3,29 +3,15 @@ package glovebox
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"testing"
-
-	"github.com/klauspost/compress/s2"
 )
 
-// TestS2Stored: a stored block is a valid S2 block of its input, for
-// every length form of the literal.
-func TestS2Stored(t *testing.T) {
-	for _, n := range []int{0, 1, 59, 60, 61, 255, 256, 257, 65535, 65536, 65537, frameLen, 1<<24 + 3} {
-		src := make([]byte, n)
-		rand.Read(src)
-		got, err := s2.Decode(nil, s2Stored(make([]byte, s2.MaxEncodedLen(n)), src))
-		if err != nil || !bytes.Equal(got, src) {
-			t.Fatalf("%d bytes: %v", n, err)
-		}
-	}
-}
-
 // TestSealFrames: bodies of many frames, compressible or not, open to
-// themselves; moving, dropping or repeating a frame is refused as
-// invalid.
+// themselves; moving, dropping or repeating a frame, or marking a stored
+// frame compressed or the other way round, is refused as invalid.
 func TestSealFrames(t *testing.T) {
 	random := make([]byte, 3*frameLen/2)
 	rand.Read(random)
@@ -44,7 +30,7 @@ func TestSealFrames(t *testing.T) {
 	h, _ := parseHeader(st)
 	var frames [][]byte
 	for at := h.n; at < len(st); {
-		m := int(st[at]) | int(st[at+1])<<8 | int(st[at+2])<<16 | int(st[at+3])<<24
+		m := int(binary.LittleEndian.Uint32(st[at:]) &^ frameStored)
 		frames = append(frames, st[at:at+4+m])
 		at += 4 + m
 	}
@@ -52,11 +38,25 @@ func TestSealFrames(t *testing.T) {
 		t.Fatalf("%d frames", len(frames))
 	}
 	join := func(fs ...[]byte) []byte { return append(bytes.Clone(st[:h.n]), bytes.Join(fs, nil)...) }
+	relabel := func(i int) []byte {
+		b := join(frames...)
+		at := h.n
+		for _, f := range frames[:i] {
+			at += len(f)
+		}
+		b[at+3] ^= 0x80
+		return b
+	}
+	if st[h.n+3]&0x80 != 0 || frames[len(frames)-1][3]&0x80 == 0 {
+		t.Fatal("the text frame is stored, or the hex digits are not")
+	}
 	for name, b := range map[string][]byte{
-		"swapped":   join(append([][]byte{frames[1], frames[0]}, frames[2:]...)...),
-		"last cut":  join(frames[:len(frames)-1]...),
-		"first cut": join(frames[1:]...),
-		"repeated":  join(append(frames, frames[len(frames)-1])...),
+		"compressed relabelled": relabel(0),
+		"stored relabelled":     relabel(len(frames) - 1),
+		"swapped":               join(append([][]byte{frames[1], frames[0]}, frames[2:]...)...),
+		"last cut":              join(frames[:len(frames)-1]...),
+		"first cut":             join(frames[1:]...),
+		"repeated":              join(append(frames, frames[len(frames)-1])...),
 	} {
 		if _, _, err := openState(fuzzKeys, b); !errors.Is(err, ErrStateInvalid) {
 			t.Errorf("%s: %v", name, err)
