@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/klauspost/compress/s2"
@@ -113,11 +112,9 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 	// buffer; then seal every frame, now that their places in the output
 	// are known (a stored frame straight from the body).
 	zmax := s2.MaxEncodedLen(frameLen)
-	zb := getBuf()
-	if cap(zb) < nf*zmax {
-		zb = make([]byte, nf*zmax)
-	}
+	zb := getBuf(nf * zmax)
 	defer putBuf(zb)
+	zb = zb[:nf*zmax]
 	zs := make([][]byte, nf)
 	stored := make([]bool, nf)
 	engine.Parallel(nf, func(i int) {
@@ -261,10 +258,7 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 	ad := func(i int) []byte { return frameAD(hdr, i, i == nf-1, fs[i].stored) }
 	// Decrypt the compressed frames, each into the same place of a buffer
 	// as long as b (its plaintext is shorter by the tag).
-	zb := getBuf()
-	if cap(zb) < len(b) {
-		zb = make([]byte, len(b))
-	}
+	zb := getBuf(len(b))
 	defer putBuf(zb)
 	zb = zb[:len(b)]
 	bad := make([]bool, nf)
@@ -294,11 +288,7 @@ func openState(k *Keyring, b []byte) (stateHeader, []byte, error) {
 		}
 		n += f.n
 	}
-	body := getBuf()
-	if cap(body) < n {
-		body = make([]byte, n)
-	}
-	body = body[:n]
+	body := getBuf(n)[:n]
 	engine.Parallel(nf, func(i int) {
 		f := &fs[i]
 		dst := body[i*frameLen : i*frameLen+f.n]
@@ -365,21 +355,44 @@ func (d *bdec) str() string { return string(d.bytes()) }
 
 // Buffers for bodies and their compressed forms, reused: a state of a few
 // MiB allocated afresh each time cost as much in zeroing and collection
-// as in compressing.
-var bufs sync.Pool
+// as in compressing. They are kept in a few slots rather than a
+// sync.Pool, which every collection empties (and with a few MiB allocated
+// per state, collections came every few suspensions): at most maxBufs of
+// at most maxBufLen each, 32 MiB in all.
+const (
+	maxBufs   = 4
+	maxBufLen = 8 << 20
+	minBufLen = 4 << 20
+)
 
-func getBuf() []byte {
-	if b, ok := bufs.Get().(*[]byte); ok {
-		return (*b)[:0]
+var bufs = make(chan []byte, maxBufs)
+
+// getBuf returns an empty buffer of at least n bytes' capacity; for n 0
+// (a size not known yet), a new one has minBufLen, so that a state of a
+// few MiB appended to it does not grow it (each growth copied it and paid
+// its zeroing again).
+func getBuf(n int) []byte {
+	select {
+	case b := <-bufs:
+		if cap(b) >= max(n, 1) {
+			return b[:0]
+		}
+	default:
 	}
-	return nil
+	if n == 0 {
+		n = minBufLen
+	}
+	return make([]byte, 0, n)
 }
 
-// putBuf keeps b for reuse unless it is large (over 64 MiB).
+// putBuf keeps b for reuse unless it is larger than maxBufLen or the
+// slots are full.
 func putBuf(b []byte) {
-	if cap(b) == 0 || cap(b) > 64<<20 {
+	if cap(b) == 0 || cap(b) > maxBufLen {
 		return
 	}
-	b = b[:0]
-	bufs.Put(&b)
+	select {
+	case bufs <- b[:0]:
+	default:
+	}
 }

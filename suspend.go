@@ -217,7 +217,7 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 	if s.r.keys == nil {
 		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
 	}
-	e := &benc{b: getBuf()}
+	e := &benc{b: getBuf(0)}
 	defer func() { putBuf(e.b) }()
 	s.r.manifest(s.sh).put(e)
 	var err error
