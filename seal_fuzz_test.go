@@ -38,7 +38,7 @@ func seedPaused() []byte {
 // typed errors. Each input is tried as a sealed state and, sealed with
 // the fuzz key, as a body of each kind.
 func FuzzOpenState(f *testing.F) {
-	f.Add([]byte("GBst\x01\x01\x04fuzz"))
+	f.Add([]byte("GBst\x02\x01\x04fuzz"))
 	f.Add(seedPaused())
 	sealed, _, _ := sealState(fuzzKeys, statePaused, seedPaused())
 	f.Add(sealed)

@@ -92,7 +92,7 @@ func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome
 	var h sessionHistory
 	switch {
 	case reset:
-		h = sessionHistory{base: []byte{1, 0}} // a fresh VM's state
+		h = sessionHistory{base: engine.FreshState()}
 	case j.Base != nil:
 		h = sessionHistory{base: j.Base, capCost: j.CaptureTook}
 	case st.sus.hist != nil:

@@ -31,7 +31,7 @@ func TestBenchSuspendRows(t *testing.T) {
 	}
 	all := strings.Join(got, "\n")
 	t.Log("\n" + all)
-	for _, want := range []string{"suspend idle session (1 MiB heap written) | p50 ", "resume idle session (1 MiB heap written) | p50 ", "state size, x = 1", "50 suspended sessions"} {
+	for _, want := range []string{"suspend idle session (1 MiB heap written) | p50 ", "resume idle session (1 MiB heap written) | p50 ", "state size, x = 1", "50 suspended sessions in a directory, one resumed at random (--states 50)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no row %q", want)
 		}

@@ -2,11 +2,15 @@ package engine
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gloveboxhq/glovebox/internal/wt"
 )
@@ -26,8 +30,13 @@ import (
 // whose guest keeps a file open is refused (NotSuspendable), so a new VM's
 // fresh context is exactly what the session had.
 
-// stateVersion identifies the layout of Capture's bytes.
-const stateVersion = 1
+// stateVersion identifies the layout of Capture's bytes. Version 2 carries
+// each page XORed with its base (the checkpoint's or the snapshot's page,
+// zeros past the snapshot's end) instead of the page itself — pages a
+// session changed in a few words are then mostly zeros, and its state
+// compresses ten times smaller and several times faster — and puts the
+// page list after the pages, so that one pass compares and copies them.
+const stateVersion = 2
 
 // NotSuspendable says why a VM cannot be captured now.
 type NotSuspendable struct{ Reason string }
@@ -52,10 +61,14 @@ func (s *Session) Capture(dst []byte) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	if s.vm == nil {
-		return append(dst, stateVersion, 0), nil
+		return append(dst, FreshState()...), nil
 	}
 	return s.vm.capture(dst)
 }
+
+// FreshState is the state of a session that has no VM yet (a fresh VM's),
+// as Capture gives it.
+func FreshState() []byte { return []byte{stateVersion, 0} }
 
 const (
 	flagVM         = 1 // the state has a VM (else it is a fresh session's)
@@ -71,15 +84,16 @@ func (v *VM) capture(dst []byte) ([]byte, error) {
 	}
 	c := v.store.Context()
 	useCk := v.ck != nil && v.inst.HasCheckpoint()
-	pages, err := v.inst.Diff(!useCk)
+	runs, written, err := v.inst.Written()
 	if err != nil {
 		return nil, &NotSuspendable{Reason: "the VM's memory cannot be scanned: " + err.Error()}
 	}
 	mem := v.mem.Data(c)
 	imgPages := v.inst.ImageLen() / wt.PageSize
+	var grown []uint32
 	for p := imgPages; p < len(mem)/wt.PageSize; p++ {
 		if !isZero(mem[p*wt.PageSize : (p+1)*wt.PageSize]) {
-			pages = append(pages, uint32(p))
+			grown = append(grown, uint32(p))
 		}
 	}
 	flags := byte(flagVM)
@@ -88,7 +102,8 @@ func (v *VM) capture(dst []byte) ([]byte, error) {
 		flags |= flagCheckpoint
 		base = v.baseHash()
 	}
-	b := slices.Grow(dst, 64+len(pages)*(wt.PageSize+2))
+	most := written + len(grown)
+	b := slices.Grow(dst, 64+most*(wt.PageSize+3))
 	b = append(b, stateVersion, flags)
 	b = binary.LittleEndian.AppendUint64(b, base)
 	b = binary.AppendUvarint(b, uint64(len(mem)))
@@ -102,16 +117,110 @@ func (v *VM) capture(dst []byte) ([]byte, error) {
 	}
 	b = binary.AppendUvarint(b, v.monoBase)
 	b = binary.AppendUvarint(b, uint64(v.nextJS))
-	b = binary.AppendUvarint(b, uint64(len(pages)))
+	countAt := len(b)
+	b = append(b, 0, 0, 0, 0)
+	// Each core compares and XORs a share of the written pages into its
+	// own part of the data; the parts are then closed up.
+	at := len(b)
+	b = b[:at+written*wt.PageSize]
+	pages := make([]uint32, written, most)
+	shares := runShares(runs, written)
+	kept := make([]int, len(shares))
+	Parallel(len(shares), func(i int) {
+		sh := shares[i]
+		kept[i] = v.inst.DiffXOR(!useCk, sh.runs, pages[sh.first:], b[at+sh.first*wt.PageSize:])
+	})
+	n := 0
+	for i, sh := range shares {
+		copy(pages[n:], pages[sh.first:sh.first+kept[i]])
+		copy(b[at+n*wt.PageSize:], b[at+sh.first*wt.PageSize:at+(sh.first+kept[i])*wt.PageSize])
+		n += kept[i]
+	}
+	pages, b = pages[:n], b[:at+n*wt.PageSize]
+	for _, p := range grown { // their base is zeros
+		pages = append(pages, p)
+		b = append(b, mem[int(p)*wt.PageSize:int(p+1)*wt.PageSize]...)
+	}
+	binary.LittleEndian.PutUint32(b[countAt:], uint32(len(pages)))
 	prev := uint32(0)
 	for _, p := range pages {
 		b = binary.AppendUvarint(b, uint64(p-prev))
 		prev = p
 	}
-	for _, p := range pages {
-		b = append(b, mem[int(p)*wt.PageSize:int(p+1)*wt.PageSize]...)
-	}
 	return b, nil
+}
+
+// runShare is a share of a capture's written pages: runs as
+// wt.Instance.Written gives them, and the index of its first page among
+// all of them.
+type runShare struct {
+	runs  []uint64
+	first int
+}
+
+// runShares cuts runs (of total pages) into shares of about equal pages,
+// one for each of pageShares(total), splitting a run where a share ends.
+func runShares(runs []uint64, total int) []runShare {
+	k := len(pageShares(total))
+	out := make([]runShare, k)
+	for i := range out {
+		out[i].first = i * total / k
+	}
+	sh, at := 0, 0
+	for j := 0; j+1 < len(runs); j += 2 {
+		first, n := runs[j], int(runs[j+1])
+		for n > 0 {
+			for sh+1 < k && at >= out[sh+1].first {
+				sh++
+			}
+			end := total
+			if sh+1 < k {
+				end = out[sh+1].first
+			}
+			take := min(n, end-at)
+			out[sh].runs = append(out[sh].runs, first, uint64(take))
+			first, n, at = first+uint64(take), n-take, at+take
+		}
+	}
+	return out
+}
+
+// Parallel runs f(0) to f(n-1) on as many goroutines as there are cores
+// (the caller's among them), and returns when all have returned: for
+// copying, compressing and sealing a state's pages, which on one core
+// took several times a fresh VM's time.
+func Parallel(n int, f func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			f(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// pageShares cuts n pages into as many shares as there are cores, each
+// at least minShare pages (one share for fewer), as [start, end) pairs.
+func pageShares(n int) [][2]int {
+	const minShare = 64
+	k := max(1, min(runtime.GOMAXPROCS(0), n/minShare))
+	shares := make([][2]int, k)
+	for i := range k {
+		shares[i] = [2]int{i * n / k, (i + 1) * n / k}
+	}
+	return shares
 }
 
 var zeroPage [wt.PageSize]byte
@@ -197,10 +306,15 @@ func decodeSessionState(b []byte, nglobals int) (*sessionState, error) {
 	}
 	st.mono = uv()
 	st.nextJS = uint32(uv())
-	np := uv()
-	if bad || st.memLen > maxMemory || st.memLen%(64<<10) != 0 || np > st.memLen/wt.PageSize {
+	if bad || len(b) < 4 {
 		return nil, fmt.Errorf("%w: memory", errBadState)
 	}
+	np := uint64(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	if st.memLen > maxMemory || st.memLen%(64<<10) != 0 || np > st.memLen/wt.PageSize || np*wt.PageSize > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: memory", errBadState)
+	}
+	st.data, b = b[:np*wt.PageSize], b[np*wt.PageSize:]
 	st.pages = make([]uint32, np)
 	prev := uint64(0)
 	for i := range st.pages {
@@ -210,10 +324,9 @@ func decodeSessionState(b []byte, nglobals int) (*sessionState, error) {
 		}
 		st.pages[i], prev = uint32(p), p
 	}
-	if uint64(len(b)) != np*wt.PageSize {
-		return nil, fmt.Errorf("%w: page data", errBadState)
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: page list", errBadState)
 	}
-	st.data = b
 	return st, nil
 }
 
@@ -287,17 +400,22 @@ func (v *VM) apply(st *sessionState) error {
 		}
 		mem = v.mem.Data(c)
 	}
-	// Fault each run of pages in at once, then copy.
-	for i := 0; i < len(st.pages); {
-		j := i + 1
-		for j < len(st.pages) && st.pages[j] == st.pages[j-1]+1 {
-			j++
+	// Fault each run of pages in at once, then XOR the state's in, each
+	// core a share of the pages.
+	shares := pageShares(len(st.pages))
+	Parallel(len(shares), func(k int) {
+		for i, end := shares[k][0], shares[k][1]; i < end; {
+			j := i + 1
+			for j < end && st.pages[j] == st.pages[j-1]+1 {
+				j++
+			}
+			off := int(st.pages[i]) * wt.PageSize
+			run := mem[off : off+(j-i)*wt.PageSize]
+			wt.PopulateWrite(run)
+			subtle.XORBytes(run, run, st.data[i*wt.PageSize:j*wt.PageSize])
+			i = j
 		}
-		off := int(st.pages[i]) * wt.PageSize
-		v.mem.PopulateWrite(c, off, (j-i)*wt.PageSize)
-		copy(mem[off:off+(j-i)*wt.PageSize], st.data[i*wt.PageSize:j*wt.PageSize])
-		i = j
-	}
+	})
 	for i, g := range v.e.baseGlobals() {
 		if err := v.inst.SetGlobalBits(c, g.name, st.globals[i]); err != nil {
 			return err

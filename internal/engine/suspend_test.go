@@ -105,3 +105,32 @@ func FuzzSessionState(f *testing.F) {
 		}
 	})
 }
+
+// TestRunShares: the shares of a capture's written pages hold every page
+// once, in order, each share starting where its index says.
+func TestRunShares(t *testing.T) {
+	runs := []uint64{3, 100, 200, 1, 300, 250, 1000, 7}
+	total := 100 + 1 + 250 + 7
+	var got []uint64
+	at := 0
+	for _, sh := range runShares(runs, total) {
+		if sh.first != at {
+			t.Fatalf("a share starts at %d, after %d pages", sh.first, at)
+		}
+		for j := 0; j < len(sh.runs); j += 2 {
+			for p := sh.runs[j]; p < sh.runs[j]+sh.runs[j+1]; p++ {
+				got = append(got, p)
+			}
+			at += int(sh.runs[j+1])
+		}
+	}
+	var want []uint64
+	for j := 0; j < len(runs); j += 2 {
+		for p := runs[j]; p < runs[j]+runs[j+1]; p++ {
+			want = append(want, p)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("shares hold %v, want %v", got, want)
+	}
+}

@@ -692,10 +692,8 @@ wasmtime_error_t *gb_call(wasmtime_context_t *ctx, const wasmtime_func_t *f, was
 
 // Suspension (see internal/engine/suspend.go): the pages of a slot that
 // differ from its checkpoint (or, with none, from the image), found by the
-// same scan as a reset and compared byte for byte.
-static __thread size_t *gb_diff_out;
-static __thread size_t gb_diff_n, gb_diff_cap;
-static __thread int gb_diff_failed;
+// same scan as a reset (gb_slot_written) and compared word for word
+// (gb_slot_diff_xor).
 
 // gb_ck_page returns the checkpoint's copy of page p, or NULL.
 static const uint8_t *gb_ck_page(gb_slot *s, size_t p) {
@@ -709,49 +707,6 @@ static const uint8_t *gb_ck_page(gb_slot *s, size_t p) {
   }
   if (lo < (s->ck_taken ? s->ck_n : 0) && s->ck_pages[lo] == p) return s->ck_data + lo * PAGE;
   return NULL;
-}
-
-static void gb_diff_run(gb_slot *s, size_t first, size_t n) {
-  for (size_t p = first; p < first + n; p++) {
-    const uint8_t *base = gb_ck_page(s, p);
-    if (base == NULL) base = (const uint8_t *)s->img->ro + p * PAGE;
-    if (memcmp(s->base + p * PAGE, base, PAGE) == 0) continue;
-    if (gb_diff_n == gb_diff_cap) {
-      size_t cap = gb_diff_cap < 256 ? 256 : gb_diff_cap * 2;
-      size_t *out = realloc(gb_diff_out, cap * sizeof *out);
-      if (out == NULL) {
-        gb_diff_failed = 1;
-        return;
-      }
-      gb_diff_out = out;
-      gb_diff_cap = cap;
-    }
-    gb_diff_out[gb_diff_n++] = p;
-  }
-}
-
-// gb_slot_diff stores in *pages (malloc'd, the caller frees) the pages
-// below the image's end that differ from the checkpoint, or from the image
-// when use_ck is 0 or there is no checkpoint, ascending, and returns how
-// many; -1 if the slot has no image or the scan failed.
-long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages) {
-  *pages = NULL;
-  if (s->img == NULL || s->img->pagemap_fd < 0) return -1;
-  int taken = s->ck_taken;
-  if (!use_ck) s->ck_taken = 0;
-  gb_diff_out = NULL;
-  gb_diff_n = gb_diff_cap = 0;
-  gb_diff_failed = 0;
-  long n = gb_scan(s, gb_diff_run);
-  s->ck_taken = taken;
-  if (n < 0 || gb_diff_failed) {
-    free(gb_diff_out);
-    gb_diff_out = NULL;
-    return -1;
-  }
-  *pages = gb_diff_out;
-  gb_diff_out = NULL;
-  return (long)gb_diff_n;
 }
 
 // gb_slot_ck_hash is an FNV-1a hash of the slot's checkpoint (its page
@@ -769,6 +724,78 @@ uint64_t gb_slot_ck_hash(gb_slot *s) {
 }
 
 int gb_slot_has_ck(gb_slot *s) { return s->ck_taken; }
+
+// The written pages' runs a gb_slot_written scan collects.
+static __thread size_t *gb_runs_out;
+static __thread size_t gb_runs_len, gb_runs_cap;
+static __thread int gb_runs_failed;
+
+static void gb_runs_note(gb_slot *s, size_t first, size_t n) {
+  (void)s;
+  if (gb_runs_len + 2 > gb_runs_cap) {
+    size_t cap = gb_runs_cap < 64 ? 64 : gb_runs_cap * 2;
+    size_t *out = realloc(gb_runs_out, cap * sizeof *out);
+    if (out == NULL) {
+      gb_runs_failed = 1;
+      return;
+    }
+    gb_runs_out = out;
+    gb_runs_cap = cap;
+  }
+  gb_runs_out[gb_runs_len++] = first;
+  gb_runs_out[gb_runs_len++] = n;
+}
+
+// gb_slot_written stores in *runs (malloc'd, the caller frees) the runs
+// of pages below the image's end written since it was mapped (the same
+// scan as a reset's), as pairs of first page and pages, ascending, and in
+// *nruns the number of pairs; it returns the number of pages, or -1 if
+// the slot has no image or the scan failed.
+long gb_slot_written(gb_slot *s, size_t **runs, size_t *nruns) {
+  *runs = NULL;
+  *nruns = 0;
+  if (s->img == NULL || s->img->pagemap_fd < 0) return -1;
+  gb_runs_out = NULL;
+  gb_runs_len = gb_runs_cap = 0;
+  gb_runs_failed = 0;
+  long n = gb_scan(s, gb_runs_note);
+  if (n < 0 || gb_runs_failed) {
+    free(gb_runs_out);
+    gb_runs_out = NULL;
+    return -1;
+  }
+  *runs = gb_runs_out;
+  *nruns = gb_runs_len / 2;
+  gb_runs_out = NULL;
+  return n;
+}
+
+// gb_slot_diff_xor compares each page of the runs given (pairs of first
+// page and pages, below the image's end) with its base — the checkpoint's
+// copy (use_ck, when there is one) or else the image's — and for each
+// that differs appends its number to pages and its bytes XORed with the
+// base's to out (a page long each): what a memory at that base needs
+// XORed in to hold the slot's bytes. It returns how many pages differ.
+// pages and out must have room for every page of the runs.
+size_t gb_slot_diff_xor(gb_slot *s, int use_ck, const size_t *runs, size_t nruns, uint32_t *pages, uint8_t *out) {
+  size_t k = 0;
+  for (size_t r = 0; r < nruns; r++) {
+    for (size_t p = runs[2 * r]; p < runs[2 * r] + runs[2 * r + 1]; p++) {
+      const uint8_t *base = use_ck && s->ck_taken ? gb_ck_page(s, p) : NULL;
+      if (base == NULL) base = (const uint8_t *)s->img->ro + p * PAGE;
+      const uint64_t *m = (const uint64_t *)(s->base + p * PAGE), *b = (const uint64_t *)base;
+      uint64_t *o = (uint64_t *)(out + k * PAGE), any = 0;
+      for (size_t j = 0; j < PAGE / 8; j++) {
+        uint64_t x = m[j] ^ b[j];
+        o[j] = x;
+        any |= x;
+      }
+      if (any != 0) pages[k++] = (uint32_t)p;
+    }
+  }
+  return k;
+}
+
 
 size_t gb_slot_image_len(gb_slot *s) { return s->img == NULL ? 0 : s->img->len; }
 

@@ -8,36 +8,66 @@ import (
 	"unsafe"
 )
 
-// PageSize is the granularity of Diff: 4 KiB.
+// PageSize is the granularity of Written and DiffXOR: 4 KiB.
 const PageSize = 4096
 
-// Diff returns, ascending, the 4 KiB pages below the image's end that
-// differ from the instance's checkpoint (from its image when fromImage
-// is set, or when it has no checkpoint). Pages past the image's end
+// Written returns the runs of pages below the image's end that were
+// written since the memory was mapped (a superset of those that differ
+// from its checkpoint or image: a page written back to its old bytes, or
+// restored by a rewind, stays written), as pairs of first page and pages,
+// ascending, and how many pages they hold. Pages past the image's end
 // (memory grown since) are the caller's to compare. It fails with
 // ErrNoCheckpoint for an instance not made by InstantiateImage with a
 // resettable image.
-func (i *Instance) Diff(fromImage bool) ([]uint32, error) {
+func (i *Instance) Written() (runs []uint64, pages int, err error) {
 	if i.slot == nil {
-		return nil, ErrNoCheckpoint
+		return nil, 0, ErrNoCheckpoint
+	}
+	var c *C.size_t
+	var nruns C.size_t
+	n := C.gb_slot_written(i.slot, &c, &nruns)
+	if n < 0 {
+		return nil, 0, ErrNoCheckpoint
+	}
+	defer C.free(unsafe.Pointer(c))
+	runs = make([]uint64, 2*int(nruns))
+	if nruns > 0 {
+		for j, x := range unsafe.Slice(c, 2*int(nruns)) {
+			runs[j] = uint64(x)
+		}
+	}
+	return runs, int(n), nil
+}
+
+// DiffXOR compares each page of runs (from Written; a share of them) with
+// its base, the checkpoint's page (the image's when fromImage is set or
+// there is no checkpoint); for each that differs it stores
+// its number in pages and its bytes XORed with the base's in out (a
+// PageSize each), and it returns how many differ. A memory at that base
+// that XORs them in holds the instance's bytes; pages that differ little
+// from their base give mostly zeros, which compress much better and
+// faster than the pages themselves. pages and out must have room for
+// every page of runs. Calls on disjoint runs may run at once.
+func (i *Instance) DiffXOR(fromImage bool, runs []uint64, pages []uint32, out []byte) int {
+	total := 0
+	for j := 1; j < len(runs); j += 2 {
+		total += int(runs[j])
+	}
+	if total == 0 {
+		return 0
+	}
+	if len(pages) < total || len(out) < total*PageSize {
+		panic("wt: DiffXOR: no room for the pages")
 	}
 	useCk := C.int(1)
 	if fromImage {
 		useCk = 0
 	}
-	var pages *C.size_t
-	n := C.gb_slot_diff(i.slot, useCk, &pages)
-	if n < 0 {
-		return nil, ErrNoCheckpoint
+	c := make([]C.size_t, len(runs))
+	for j, x := range runs {
+		c[j] = C.size_t(x)
 	}
-	defer C.free(unsafe.Pointer(pages))
-	out := make([]uint32, n)
-	if n > 0 {
-		for j, p := range unsafe.Slice((*C.size_t)(pages), int(n)) {
-			out[j] = uint32(p)
-		}
-	}
-	return out, nil
+	return int(C.gb_slot_diff_xor(i.slot, useCk, &c[0], C.size_t(len(runs)/2), (*C.uint32_t)(unsafe.Pointer(&pages[0])), (*C.uint8_t)(unsafe.Pointer(&out[0]))))
 }
 
 // CheckpointHash is a hash (FNV-1a, 64 bits) of the instance's checkpoint:
@@ -70,16 +100,14 @@ func (m Memory) Grow(c Context, delta uint64) error {
 	return takeError(C.wasmtime_memory_grow(c.ptr, m.m, C.uint64_t(delta), &prev))
 }
 
-// PopulateWrite faults in bytes [off, off+n) of the memory for writing
-// in one call, before they are written: one fault per page costs far
-// more (see OpenImage). The range must lie inside the memory and be
-// page-aligned; it is best effort.
-func (m Memory) PopulateWrite(c Context, off, n int) {
-	d := m.Data(c)
-	if off < 0 || n <= 0 || off+n > len(d) {
-		return
+// PopulateWrite faults in b, a page-aligned range of a memory's Data,
+// for writing in one call, before it is written: one fault per page costs
+// far more (see OpenImage). It is best effort, and touches no store (so
+// several threads may populate parts of one memory at once).
+func PopulateWrite(b []byte) {
+	if len(b) > 0 {
+		C.gb_populate_write((*C.uint8_t)(unsafe.Pointer(&b[0])), C.size_t(len(b)))
 	}
-	C.gb_populate_write((*C.uint8_t)(unsafe.Pointer(&d[off])), C.size_t(n))
 }
 
 // Same reports whether g and h are handles to the same global (a global

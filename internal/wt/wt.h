@@ -259,10 +259,11 @@ gb_ckdata *gb_slot_ckdata(gb_slot *s);
 void gb_ckdata_release(gb_ckdata *d);
 gb_ckdata *gb_ckdata_ref(gb_ckdata *d);
 long gb_slot_rewind(gb_slot *s);
-long gb_slot_diff(gb_slot *s, int use_ck, size_t **pages);
 uint64_t gb_slot_ck_hash(gb_slot *s);
 int gb_slot_has_ck(gb_slot *s);
 size_t gb_slot_image_len(gb_slot *s);
+long gb_slot_written(gb_slot *s, size_t **runs, size_t *nruns);
+size_t gb_slot_diff_xor(gb_slot *s, int use_ck, const size_t *runs, size_t nruns, uint32_t *pages, uint8_t *out);
 void gb_populate_write(uint8_t *p, size_t n);
 wasmtime_error_t *wasmtime_memory_grow(wasmtime_context_t *, const wasmtime_memory_t *, uint64_t delta, uint64_t *prev);
 
