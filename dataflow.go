@@ -366,13 +366,29 @@ func (f *flowState) redactResult(res *Result) {
 	}
 	for i := range res.ToolCalls {
 		c := &res.ToolCalls[i]
-		c.Args.Positional, _ = f.redact(c.Args.Positional).([]any)
-		if c.Args.Keyword != nil {
-			c.Args.Keyword, _ = f.redact(c.Args.Keyword).(map[string]any)
-		}
+		c.Args = f.argsRedacted(c.Args)
 		c.Result = f.redactGo(c.Result)
 		c.Error = f.redactString(c.Error)
 	}
+}
+
+// redactArgs returns a call's arguments with every string redacted, for
+// a paused call's PendingCall.
+func (f *flowState) redactArgs(a Args) Args {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.argsRedacted(a)
+}
+
+// argsRedacted is redactArgs for a caller holding f.mu.
+func (f *flowState) argsRedacted(a Args) Args {
+	if a.Positional != nil {
+		a.Positional, _ = f.redact(a.Positional).([]any)
+	}
+	if a.Keyword != nil {
+		a.Keyword, _ = f.redact(a.Keyword).(map[string]any)
+	}
+	return a
 }
 
 var tokenPattern = regexp.MustCompile(`\[\[([a-z][a-z0-9_]{0,31}):([0-9a-f]{4,64})\]\]`)
@@ -685,6 +701,59 @@ func (r *Runtime) restoreFlow(s *flowSaved) (*flowState, error) {
 			return nil, fmt.Errorf("glovebox: the saved data-flow state has a bad entry (kind %q, token %q)", v.Kind, v.Token)
 		}
 		f.add(v.Kind, v.Value, v.Token)
+	}
+	return f, nil
+}
+
+// putFlow writes the data-flow part of a state's body, after its
+// manifest: the key tokens are made with (empty when no tool is labelled),
+// the number of labelled values, and each as its kind, value and token, in
+// the order recorded. The values are in clear: the body is sealed.
+func putFlow(e *benc, f *flowState) {
+	s := f.save()
+	if s == nil {
+		e.bytes(nil)
+		e.u64(0)
+		return
+	}
+	e.bytes(s.Key)
+	e.u64(uint64(len(s.Values)))
+	for _, v := range s.Values {
+		e.str(string(v.Kind))
+		e.str(v.Value)
+		e.str(v.Token)
+	}
+}
+
+// readFlow reads what putFlow wrote and makes of it the data-flow state
+// the resumed session or continued eval has on r. It fails with
+// ErrStateInvalid for a malformed part, and with a StateMismatchError of
+// "tools" when the state holds labelled values and r labels no tool.
+func (r *Runtime) readFlow(d *bdec) (*flowState, error) {
+	key := d.bytes()
+	n := d.u64()
+	if d.err == nil && n > uint64(len(d.b)) { // each value takes 3 bytes or more
+		d.err, n = errShortBody, 0
+	}
+	var s *flowSaved
+	if len(key) > 0 || n > 0 {
+		s = &flowSaved{Key: slices.Clone(key)}
+		for range n {
+			if d.err != nil {
+				break
+			}
+			s.Values = append(s.Values, flowSavedV{Kind: Kind(d.str()), Value: d.str(), Token: d.str()})
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: the data-flow state: %v", ErrStateInvalid, d.err)
+	}
+	if s != nil && len(s.Values) > 0 && (r.flow == nil || len(r.flow.labels) == 0) {
+		return nil, &StateMismatchError{What: "tools", State: fmt.Sprintf("%d labelled values", len(s.Values)), Runtime: "no labelled tool"}
+	}
+	f, err := r.restoreFlow(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateInvalid, err)
 	}
 	return f, nil
 }

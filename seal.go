@@ -24,11 +24,12 @@ import (
 //
 // The body, compressed (S2, a Snappy extension) before it is encrypted (so nothing the
 // guest wrote shows through), is the manifest (what the state needs of a
-// Runtime) followed by the state itself; see stateBody.
+// Runtime), the data-flow part (labelled values and their tokens, see
+// putFlow), then the state itself; see stateBody.
 
 const (
 	stateMagic  = "GBst"
-	stateFormat = 1
+	stateFormat = 2 // 2: the data-flow part follows the manifest
 	stateIDLen  = 16
 	nonceLen    = 12
 	// maxStateBody bounds the decompressed body, so a forged state that

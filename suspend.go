@@ -125,7 +125,9 @@ type PendingCall struct {
 	// ID names this pause: the state's id (32 hex digits), unique per
 	// suspension, the key a StateStore records.
 	ID string
-	// Name and Args are the call as the guest made it.
+	// Name and Args are the call as the guest made it; when tools are
+	// labelled (Toolset.Label), labelled values in Args show as tokens
+	// ([Result.Reveal] gives them back), and the state keeps the values.
 	Name string
 	Args Args
 	// Reason is what SuspendCall was given ("suspended" for a bare
@@ -221,6 +223,7 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 	e := &benc{b: getBuf()}
 	defer func() { putBuf(e.b) }()
 	s.r.manifest(s.sh).put(e)
+	putFlow(e, s.flow)
 	var err error
 	// The session's state is the rest of the body.
 	if e.b, err = s.engine().Capture(e.b); err != nil {
@@ -265,7 +268,10 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		}
 		pc := p.pending
 		pc.ID = o.hdr.id
-		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
+		if o.flow != nil {
+			pc.Args = o.flow.redactArgs(pc.Args)
+		}
+		return &Session{r: r, sh: sh, s: es, flow: o.flow, paused: append([]byte(nil), state...), pending: &pc}, nil
 	}
 	defer o.release()
 	if err := r.claim(ctx, o.hdr.id); err != nil {
@@ -276,7 +282,7 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		return nil, restoreError(err)
 	}
 	hist := &sessionHistory{base: bytes.Clone(o.body.b), capCost: time.Millisecond}
-	return &Session{r: r, sh: sh, s: es, hist: hist}, nil
+	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow}, nil
 }
 
 // restoreError reports the engine's refusal of a session's state.
@@ -367,6 +373,7 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	s.s, s.paused, s.pending = es, nil, nil
 	s.mu.Unlock()
 	old.Close()
+	st.flow = s.flow // the session's labels, as the state holds them
 	if err := r.fastForward(ctx, es, p.priors); err != nil {
 		return nil, err
 	}
@@ -422,6 +429,7 @@ func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind
 		return nil, nil, nil, nil, err
 	}
 	req, st := r.request(p.code)
+	st.flow = o.flow
 	if err := outputOnly(req, r.limits, opts); err != nil {
 		return nil, nil, nil, nil, err
 	}
