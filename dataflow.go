@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -53,6 +54,11 @@ type entry struct {
 	hexes  []string
 	b64s   []string
 	digits []string
+	// skel is the value's letters and digits alone, ASCII lower-cased
+	// (other separators, or none: "ada-lovelace-example-org"); codes its
+	// bytes' decimal codes run together (e.bytes.join(",") without the
+	// commas). Both are set for values of minSpelled bytes or more.
+	skel, codes string
 }
 
 // phoneTail is how many trailing digits of a phone number are matched
@@ -110,6 +116,16 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 			}
 		}
 	}
+	if sk := foldASCII(removeRunes(value, notAlnum)); len(sk) >= minSpelled {
+		e.skel = sk
+	}
+	if len(value) >= minSpelled {
+		var b strings.Builder
+		for _, c := range []byte(value) {
+			b.WriteString(strconv.Itoa(int(c)))
+		}
+		e.codes = b.String()
+	}
 	if kind == KindPhone || kind == KindCard {
 		if d := removeRunes(value, func(r rune) bool { return r < '0' || r > '9' }); len(d) >= 6 {
 			e.digits = []string{d}
@@ -120,7 +136,7 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 	}
 	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
 	f.all = append(f.all, e)
-	for _, n := range slices.Concat([]string{e.plain}, e.digits, e.hexes, e.b64s) {
+	for _, n := range slices.Concat([]string{e.plain, e.skel, e.codes}, e.digits, e.hexes, e.b64s) {
 		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
 			f.shortest = len(n)
 		}
@@ -216,6 +232,10 @@ type span struct {
 	how    string // which spelling: "as is", "in hex", ...
 }
 
+func notAlnum(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+
+func notDigit(r rune) bool { return r < '0' || r > '9' }
+
 func isSeparator(r rune) bool {
 	return unicode.IsSpace(r) || strings.ContainsRune("-.()/+_", r)
 }
@@ -228,6 +248,12 @@ func (f *flowState) find(s string) []span {
 	}
 	ws := squeeze(s, unicode.IsSpace)
 	folded := foldASCII(ws.text)
+	// The text's letters and digits alone, and its digits alone: a value
+	// with other separators between its characters, hex with separators,
+	// and a list of byte codes are found in them.
+	skel := squeeze(s, notAlnum)
+	skelFolded := foldASCII(skel.text)
+	nums := squeeze(s, notDigit)
 	var digits squeezed
 	digitsMade := false
 	// A list of the value's characters, as p or inspect prints one:
@@ -258,9 +284,11 @@ func (f *flowState) find(s string) []span {
 		if listedFolded != "" {
 			look(listed, listedFolded, e.plain, e, "as a list of its characters")
 		}
+		look(skel, skelFolded, e.skel, e, "with its punctuation changed")
 		for _, h := range e.hexes {
-			look(ws, folded, h, e, "in hex")
+			look(skel, skelFolded, h, e, "in hex")
 		}
+		look(nums, nums.text, e.codes, e, "as its character codes")
 		for _, b := range e.b64s {
 			look(ws, ws.text, b, e, "in base64")
 		}
@@ -412,6 +440,21 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 	p := f.spec.sinks[tool]
 	var d *denial
 	where := ""
+	// scan reports the first labelled value of a kind p does not accept
+	// that text holds, in any spelling variants knows; split says text
+	// is the call's strings joined.
+	scan := func(text string, split string) {
+		for _, v := range variants(text) {
+			for _, sp := range f.find(v.text) {
+				if !slices.Contains(p.Accepts, sp.e.kind) {
+					d = &denial{kind: sp.e.kind, hidden: v.how != "" || split != "",
+						msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s%s%s)", tool, sp.e.kind, where, sp.e.kind, sp.how, v.how, split)}
+					return
+				}
+			}
+		}
+	}
+	var pieces []string // every string value of the arguments, in order
 	var str func(s string) string
 	str = func(s string) string {
 		if d != nil {
@@ -436,16 +479,17 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 				return s
 			}
 		}
-		for _, v := range variants(s) {
-			for _, sp := range f.find(v.text) {
-				if !slices.Contains(p.Accepts, sp.e.kind) {
-					d = &denial{kind: sp.e.kind, hidden: v.how != "",
-						msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s%s)", tool, sp.e.kind, where, sp.e.kind, sp.how, v.how)}
-					return s
-				}
-			}
-		}
+		pieces = append(pieces, s)
+		scan(s, "")
 		return s
+	}
+	// key checks a Hash key or keyword, which is not joined with the
+	// values (keys interleaved with values would hide a split value).
+	key := func(k string) string {
+		n := len(pieces)
+		k = str(k)
+		pieces = pieces[:n]
+		return k
 	}
 	var walk func(v any) (any, bool)
 	walk = func(v any) (any, bool) {
@@ -478,7 +522,7 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 		case map[string]any:
 			var out map[string]any
 			for k, e := range x {
-				nk := str(k)
+				nk := key(k)
 				n, changed := walk(e)
 				if nk != k || changed {
 					if out == nil {
@@ -504,9 +548,19 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 	}
 	if args.Keyword != nil {
 		out.Keyword = make(map[string]any, len(args.Keyword))
-		for k, a := range args.Keyword {
+		for _, k := range slices.Sorted(maps.Keys(args.Keyword)) {
 			where = "keyword " + k
-			out.Keyword[str(k)], _ = walk(a)
+			out.Keyword[key(k)], _ = walk(args.Keyword[k])
+		}
+	}
+	// A value split between the call's strings reaches the tool whole:
+	// the strings are checked joined, in order and in reverse order.
+	if d == nil && len(pieces) > 1 {
+		where = "the call"
+		scan(strings.Join(pieces, ""), ", split across its arguments")
+		if d == nil {
+			slices.Reverse(pieces)
+			scan(strings.Join(pieces, ""), ", split across its arguments")
 		}
 	}
 	return out, d
@@ -575,16 +629,58 @@ type variant struct {
 var spelledAt = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(at)\b\s*[\])}>]?\s*`)
 var spelledDot = regexp.MustCompile(`(?i)\s*[\[({<]?\s*\b(dot)\b\s*[\])}>]?\s*`)
 
+// escapedChar is a character written as an escape: \u0040, \u{40},
+// \x40, &#64; or &#x40;.
+var escapedChar = regexp.MustCompile(`\\u\{?([0-9a-fA-F]{2,6})\}?|\\x([0-9a-fA-F]{2})|&#[xX]([0-9a-fA-F]{1,6});|&#([0-9]{1,7});`)
+
+// unescape replaces each escapedChar in s by the character it stands for.
+func unescape(s string) string {
+	return escapedChar.ReplaceAllStringFunc(s, func(m string) string {
+		g := escapedChar.FindStringSubmatch(m)
+		base, digits := 16, g[1]+g[2]+g[3]
+		if g[4] != "" {
+			base, digits = 10, g[4]
+		}
+		n, err := strconv.ParseUint(digits, base, 32)
+		if err != nil || !utf8.ValidRune(rune(n)) {
+			return m
+		}
+		return string(rune(n))
+	})
+}
+
+// rot13 rotates s's ASCII letters by 13 places.
+func rot13(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = 'a' + (c-'a'+13)%26
+		case c >= 'A' && c <= 'Z':
+			b[i] = 'A' + (c-'A'+13)%26
+		}
+	}
+	return string(b)
+}
+
 // variants returns s and the texts a sink also checks: s URL-decoded,
-// with " at " and " dot " (bracketed or not) read as @ and ., and
-// reversed. Only sinks check them: a match has no place in s to put a
-// token at.
+// with its escaped characters (\u0040, \x40, &#64;) decoded, with " at "
+// and " dot " (bracketed or not) read as @ and ., in ROT13, and reversed.
+// Only sinks check them: a match has no place in s to put a token at.
 func variants(s string) []variant {
 	out := []variant{{s, ""}}
 	if strings.ContainsRune(s, '%') {
 		if u, err := url.QueryUnescape(s); err == nil && u != s {
 			out = append(out, variant{u, ", URL-encoded"})
 		}
+	}
+	if strings.ContainsAny(s, `\&`) {
+		if u := unescape(s); u != s {
+			out = append(out, variant{u, ", its characters escaped"})
+		}
+	}
+	if r := rot13(s); r != s {
+		out = append(out, variant{r, ", in ROT13"})
 	}
 	if sp := spelledDot.ReplaceAllString(spelledAt.ReplaceAllString(s, "@"), "."); sp != s {
 		out = append(out, variant{sp, ", spelled out"})
