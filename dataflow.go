@@ -258,38 +258,26 @@ func notAlnum(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) 
 
 func notDigit(r rune) bool { return r < '0' || r > '9' }
 
-func isSeparator(r rune) bool {
-	switch r {
-	case '-', '.', '(', ')', '/', '+', '_':
-		return true
-	}
-	return unicode.IsSpace(r)
-}
-
 // find returns where s spells a labelled value, in any of the spellings
 // recognised, earliest first; overlapping spans are all returned.
 func (f *flowState) find(s string) []span {
 	if len(f.all) == 0 || len(s) < f.shortest {
 		return nil
 	}
+	// The text without whitespace (for base64, which may be wrapped),
+	// its letters and digits alone, lower-cased (the value in any case,
+	// spacing or punctuation, as a list of its characters, or in hex with
+	// any separators), and its digits alone (a phone or card number, the
+	// value's byte codes).
 	ws := squeeze(s, unicode.IsSpace)
-	folded := foldASCII(ws.text)
-	// The text's letters and digits alone, and its digits alone: a value
-	// with other separators between its characters, hex with separators,
-	// and a list of byte codes are found in them.
 	skel := squeeze(s, notAlnum)
 	skelFolded := foldASCII(skel.text)
 	nums := squeeze(s, notDigit)
-	var digits squeezed
-	digitsMade := false
-	// A list of the value's characters, as p or inspect prints one:
+	// Values too short for a skeleton are looked for without whitespace,
+	// and as a list of their characters as p or inspect prints one:
 	// ["s", "a", ...].
+	var folded, listedFolded string
 	var listed squeezed
-	var listedFolded string
-	if strings.ContainsAny(s, `"',`) {
-		listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
-		listedFolded = foldASCII(listed.text)
-	}
 	var out []span
 	look := func(sq squeezed, text, needle string, e *entry, how string) {
 		if needle == "" {
@@ -306,11 +294,21 @@ func (f *flowState) find(s string) []span {
 		}
 	}
 	for _, e := range f.all {
-		look(ws, folded, e.plain, e, "in any case or spacing")
-		if listedFolded != "" {
-			look(listed, listedFolded, e.plain, e, "as a list of its characters")
+		if e.skel != "" {
+			look(skel, skelFolded, e.skel, e, "in any case, spacing or punctuation")
+		} else {
+			if folded == "" {
+				folded = foldASCII(ws.text)
+				if strings.ContainsAny(s, `"',`) {
+					listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
+					listedFolded = foldASCII(listed.text)
+				}
+			}
+			look(ws, folded, e.plain, e, "in any case or spacing")
+			if listedFolded != "" {
+				look(listed, listedFolded, e.plain, e, "as a list of its characters")
+			}
 		}
-		look(skel, skelFolded, e.skel, e, "with its punctuation changed")
 		for _, h := range e.hexes {
 			look(skel, skelFolded, h, e, "in hex")
 		}
@@ -319,10 +317,7 @@ func (f *flowState) find(s string) []span {
 			look(ws, ws.text, b, e, "in base64")
 		}
 		for _, d := range e.digits {
-			if !digitsMade {
-				digits, digitsMade = squeeze(s, isSeparator), true
-			}
-			look(digits, digits.text, d, e, "as its digits")
+			look(nums, nums.text, d, e, "as its digits")
 		}
 	}
 	slices.SortFunc(out, func(a, b span) int { return a.lo - b.lo })
@@ -698,7 +693,9 @@ func isWordByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-func isSpaceByte(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
 
 // skipBack returns where the spaces, the one opening bracket and the
 // spaces before s[i] begin; skipOn where those after s[:j] end.
