@@ -645,6 +645,44 @@ func (r *Result) Reveal(s string) string {
 	})
 }
 
+// flowKey is the context key under which a tool call's context holds
+// its flowCall.
+type flowKey struct{}
+
+// flowCall is a tool call's data-flow state and the tool's name.
+type flowCall struct {
+	f    *flowState
+	tool string
+}
+
+// CheckOutbound applies the data-flow policy to data a tool is about to
+// send out on the guest's behalf — a command's network requests (set
+// box.Network.Inspect to egress.Labels(ctx)), a message, a file — as if
+// it were the tool's own arguments: parts names each piece ("url",
+// "body"), and a piece holding a labelled value of a kind the tool's
+// [SinkPolicy] does not accept, in any spelling a sink recognises, or a
+// token of one, gives a *[ToolError] of class ToolDenied naming the kind
+// and the piece (a tool that returns it raises Glovebox::ToolDenied in
+// the guest). ctx is the tool call's context or one derived from it;
+// outside a call of a labelled eval (no label on the Runtime, a tool
+// registered without a context parameter, another goroutine's context)
+// it returns nil. It is safe to call from several goroutines while the
+// call runs, and after it returned.
+func CheckOutbound(ctx context.Context, parts map[string]string) error {
+	fc, ok := ctx.Value(flowKey{}).(flowCall)
+	if !ok || len(parts) == 0 {
+		return nil
+	}
+	kw := make(map[string]any, len(parts))
+	for k, v := range parts {
+		kw[k] = v
+	}
+	if _, d := fc.f.checkArgs(fc.tool, Args{Keyword: kw}); d != nil {
+		return &ToolError{Class: "ToolDenied", Message: d.msg}
+	}
+	return nil
+}
+
 // variant is a text decoded or rewritten the way a program might hide a
 // value in it.
 type variant struct {
