@@ -605,6 +605,15 @@ func (st *evalState) flowCheck(ctx context.Context, c *engine.Call, entry *ToolC
 		if reason, ok := st.approve(ctx, c, out); ok {
 			entry.Approval = "approved"
 			return out, true, nil
+		} else if err := st.approverSuspend; err != nil {
+			// A person decides later: the call suspends, and an approved
+			// continuation runs it with the values (tokens replaced).
+			st.approverSuspend = nil
+			_, err = st.suspendCall(ctx, c, entry, err, true)
+			if st.sus != nil && st.sus.pending != nil {
+				st.sus.pending.Args = out
+			}
+			return args, false, err
 		} else if reason != "" {
 			d.msg += "; approval: " + reason
 		}

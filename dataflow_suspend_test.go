@@ -3,6 +3,7 @@ package glovebox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,4 +275,31 @@ func flowChildInput(t *testing.T, parent string) (string, []byte) {
 		t.Fatal(err)
 	}
 	return dir, b
+}
+
+// A sink that sends forbidden kinds to approval, with an Approver that
+// leaves the decision to a person later (SuspendCall): the eval suspends
+// at the call, its pending call showing the token, and once approved the
+// tool runs with the real value.
+func TestDataflowApprovalSuspends(t *testing.T) {
+	f := newFlowTools(t)
+	hooks := glovebox.Hooks{Approver: func(context.Context, string, glovebox.Args) error { return glovebox.SuspendCall("a person decides") }}
+	r := newRuntime(t, glovebox.Config{Tools: &f.ts, StateKeys: testKeyring(t), PoolSize: -1, ScratchDir: ownScratch(t), Hooks: hooks})
+	res := eval(t, r, `e = customer["email"]; [notify(e), e]`)
+	wantStatus(t, res, glovebox.StatusSuspended)
+	p := res.Pending
+	if p == nil || p.Name != "notify" || !p.Approval || !tokenRE.MatchString(fmt.Sprint(p.Args.Positional)) || f.runs.Load() != 0 {
+		t.Fatalf("pending %+v, runs %d", p, f.runs.Load())
+	}
+	done, err := r.Continue(context.Background(), res.State, glovebox.Answer{Approved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, done, glovebox.StatusOK)
+	if len(f.sent) != 1 || f.sent[0] != flowEmail {
+		t.Errorf("the approved call sent %q, want the email", f.sent)
+	}
+	if c := done.ToolCalls[len(done.ToolCalls)-1]; c.Approval != "approved" || c.Outcome != glovebox.OutcomeOK || containsSecret(fmt.Sprint(c.Args)) {
+		t.Errorf("transcript %+v", c)
+	}
 }
