@@ -273,10 +273,9 @@ func (f *flowState) find(s string) []span {
 	skel := squeeze(s, notAlnum)
 	skelFolded := foldASCII(skel.text)
 	nums := squeeze(s, notDigit)
-	// Values too short for a skeleton are looked for without whitespace,
-	// and as a list of their characters as p or inspect prints one:
-	// ["s", "a", ...].
-	var folded, listedFolded string
+	// Values too short for a skeleton are also looked for as a list of
+	// their characters as p or inspect prints one: ["s", "a", ...].
+	var listedFolded string
 	var listed squeezed
 	var out []span
 	look := func(sq squeezed, text, needle string, e *entry, how string) {
@@ -293,18 +292,19 @@ func (f *flowState) find(s string) []span {
 			from = i + len(needle)
 		}
 	}
+	folded := foldASCII(ws.text)
 	for _, e := range f.all {
+		// As is (but for case and spacing) first: the span then holds
+		// the value's own leading and trailing punctuation ("+1 (555)"),
+		// which its skeleton leaves out.
+		look(ws, folded, e.plain, e, "in any case or spacing")
 		if e.skel != "" {
 			look(skel, skelFolded, e.skel, e, "in any case, spacing or punctuation")
 		} else {
-			if folded == "" {
-				folded = foldASCII(ws.text)
-				if strings.ContainsAny(s, `"',`) {
-					listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
-					listedFolded = foldASCII(listed.text)
-				}
+			if listed.text == "" && strings.ContainsAny(s, `"',`) {
+				listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
+				listedFolded = foldASCII(listed.text)
 			}
-			look(ws, folded, e.plain, e, "in any case or spacing")
 			if listedFolded != "" {
 				look(listed, listedFolded, e.plain, e, "as a list of its characters")
 			}
@@ -320,7 +320,7 @@ func (f *flowState) find(s string) []span {
 			look(nums, nums.text, d, e, "as its digits")
 		}
 	}
-	slices.SortFunc(out, func(a, b span) int { return a.lo - b.lo })
+	slices.SortStableFunc(out, func(a, b span) int { return a.lo - b.lo })
 	return out
 }
 

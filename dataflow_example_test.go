@@ -38,6 +38,6 @@ func ExampleToolset_Label() {
 	fmt.Print(res.Stdout)
 	fmt.Println(v[0], v[1], v[2] != "sam@example.net", res.Reveal(v[2].(string)))
 	// Output:
-	// create_ticket may not receive email data: argument 1 holds a labelled email value (in any case, spacing or punctuation)
+	// create_ticket may not receive email data: argument 1 holds a labelled email value (in any case or spacing)
 	// true true true sam@example.net
 }
