@@ -109,6 +109,14 @@ func TestDataflowTokensInValueStdoutErrorsTranscript(t *testing.T) {
 	if !strings.Contains(res.Error.Message, "[[email:") {
 		t.Errorf("error %q: want the token", res.Error.Message)
 	}
+
+	// Other separators, hex with separators and byte codes are tokens in
+	// the output too.
+	res = eval(t, r, `c = customer; puts c["email"].upcase.chars.join("-"), c["email"].unpack1("H*").scan(/../).join(":"), c["email"].bytes.join(","), c["phone"].delete("^0-9").chars.join("_")`)
+	wantStatus(t, res, glovebox.StatusOK)
+	if rest := tokenRE.ReplaceAllString(res.Stdout, ""); rest != "\n\n\n\n" || len(tokenRE.FindAllString(res.Stdout, -1)) != 4 {
+		t.Errorf("stdout %q: want four tokens, nothing else", res.Stdout)
+	}
 }
 
 func TestDataflowProgramSeesValues(t *testing.T) {
@@ -242,6 +250,16 @@ func TestDataflowRespellingsRefusedAtSink(t *testing.T) {
 		"characters":       `c["email"].chars`,
 		"bytes":            `[c["email"].bytes]`,
 		"inspected chars":  `c["email"].chars.inspect`,
+		"rot13":            `c["email"].tr("A-Za-z", "N-ZA-Mn-za-m")`,
+		"byte codes":       `c["email"].bytes.join(",")`,
+		"code points":      `c["email"].unpack("U*").join(" ")`,
+		"unicode escapes":  `c["email"].chars.map { |x| "\\u%04x" % x.ord }.join`,
+		"HTML entities":    `c["email"].chars.map { |x| "&#x%x;" % x.ord }.join`,
+		"hex, colons":      `c["email"].unpack1("H*").scan(/../).join(":")`,
+		"dashes between":   `c["email"].chars.join("-")`,
+		"punctuation":      `c["email"].delete("@.")`,
+		"split in a hash":  `{"a" => c["email"][0, 9], "b" => c["email"][9..]}`,
+		"split, reversed":  `[c["email"][9..], c["email"][0, 9]]`,
 	}
 	for name, expr := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -695,6 +695,9 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 		out.value, out.err, out.panic = runTool(ctx, fn.fn, args)
 	} else {
 		tctx := newToolContext(ctx, deadline)
+		if st.flow != nil {
+			tctx.flow = flowCall{st.flow, c.Name}
+		}
 		out.value, out.err, out.panic = runTool(tctx, fn.fn, args)
 		tctx.end()
 	}

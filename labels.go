@@ -121,8 +121,10 @@ func (s *Toolset) Label(tool string, labels ...Label) error {
 // Sink sets which labelled kinds the arguments of the tool named tool may
 // carry (replacing an earlier policy). A call whose arguments hold a
 // labelled value of another kind — exact, inside a longer string, in
-// other case or spacing, with the separators of a card or phone number
-// changed, in base64 or in hex — or a token of one, is refused before it
+// other case, spacing or punctuation, with the separators of a card or
+// phone number changed, in base64, in hex, as byte codes, escaped,
+// URL-encoded, reversed, in ROT13, or split across the call's strings
+// (docs/dataflow.md lists them) — or a token of one, is refused before it
 // runs: the guest gets Glovebox::ToolDenied naming the kind (rescuable),
 // and the transcript entry has OutcomeDenied. With p.Approve the
 // [Hooks].Approver decides instead. A token the eval or session did not

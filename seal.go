@@ -25,7 +25,8 @@ import (
 //	                            for a stored frame
 //	  [m]byte                   AES-256-GCM of the frame
 //
-// The body (the manifest, what the state needs of a Runtime, followed by
+// The body (the manifest, what the state needs of a Runtime, the
+// data-flow part, labelled values and their tokens, see putFlow, then
 // the state itself; see stateBody) is cut into frames of frameLen bytes
 // (the last may be shorter). A frame is compressed (S2, a Snappy
 // extension) before it is encrypted, so nothing the guest wrote shows
@@ -41,7 +42,7 @@ import (
 
 const (
 	stateMagic  = "GBst"
-	stateFormat = 2
+	stateFormat = 3 // 2: sealed in frames; 3: the data-flow part follows the manifest
 	stateIDLen  = 16
 	nonceLen    = 12
 	// frameLen is the body bytes of a frame: 256 KiB, so that a state of

@@ -9,10 +9,22 @@ import (
 // fuzzKeys seals the fuzz target's bodies.
 var fuzzKeys, _ = NewKeyring(StateKey{ID: "fuzz", Secret: bytes.Repeat([]byte{7}, 32)})
 
+// fuzzFlow is a Runtime with a labelled tool, to read a state's
+// data-flow part with.
+var fuzzFlow = func() *Runtime {
+	var ts Toolset
+	ts.Func("t", func() string { return "" })
+	ts.Label("t", Label{Kind: KindEmail, Path: "."})
+	return &Runtime{flow: ts.flow.clone()}
+}()
+
 // seedPaused is a paused eval's state body as sealPaused writes it.
 func seedPaused() []byte {
 	e := &benc{}
 	manifest{image: "glovebox-abi-3/0123", tools: "1 tools", mounts: "[]", snapshot: "snap-0@1", limits: "{}"}.put(e)
+	f := fuzzFlow.newFlow()
+	f.record([]found{{KindEmail, "ann@example.com"}})
+	putFlow(e, f)
 	e.str("double(1)")
 	e.bytes(nil)
 	e.u64(1)
@@ -63,6 +75,12 @@ func FuzzOpenState(f *testing.F) {
 		d := &bdec{b: body}
 		for range 5 {
 			d.str()
+		}
+		if _, err := fuzzFlow.readFlow(d); err != nil {
+			var sm *StateMismatchError
+			if !errors.Is(err, ErrStateInvalid) && !errors.As(err, &sm) {
+				t.Fatalf("untyped refusal: %v", err)
+			}
 		}
 		if p, err := decodePaused(d); err == nil && p == nil {
 			t.Fatal("nil without an error")

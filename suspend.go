@@ -124,7 +124,9 @@ type PendingCall struct {
 	// ID names this pause: the state's id (32 hex digits), unique per
 	// suspension, the key a StateStore records.
 	ID string
-	// Name and Args are the call as the guest made it.
+	// Name and Args are the call as the guest made it; when tools are
+	// labelled (Toolset.Label), labelled values in Args show as tokens
+	// ([Result.Reveal] gives them back), and the state keeps the values.
 	Name string
 	Args Args
 	// Reason is what SuspendCall was given ("suspended" for a bare
@@ -220,6 +222,7 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 	e := &benc{b: getBuf(0)}
 	defer func() { putBuf(e.b) }()
 	s.r.manifest(s.sh).put(e)
+	putFlow(e, s.flow)
 	var err error
 	// The session's state is the rest of the body.
 	if e.b, err = s.engine().Capture(e.b); err != nil {
@@ -264,7 +267,10 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		}
 		pc := p.pending
 		pc.ID = o.hdr.id
-		return &Session{r: r, sh: sh, s: es, paused: append([]byte(nil), state...), pending: &pc}, nil
+		if o.flow != nil {
+			pc.Args = o.flow.redactArgs(pc.Args)
+		}
+		return &Session{r: r, sh: sh, s: es, flow: o.flow, paused: append([]byte(nil), state...), pending: &pc}, nil
 	}
 	if err := r.claim(ctx, o.hdr.id); err != nil {
 		o.release()
@@ -278,7 +284,7 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	// The session's history starts at this state: it keeps the opened
 	// body (not a copy: copying 1.7 MB cost as much as decrypting it).
 	hist := &sessionHistory{base: o.body.b, capCost: time.Millisecond}
-	return &Session{r: r, sh: sh, s: es, hist: hist}, nil
+	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow}, nil
 }
 
 // restoreError reports the engine's refusal of a session's state.
@@ -369,6 +375,7 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	s.s, s.paused, s.pending = es, nil, nil
 	s.mu.Unlock()
 	old.Close()
+	st.flow = s.flow // the session's labels, as the state holds them
 	if err := r.fastForward(ctx, es, p.priors); err != nil {
 		return nil, err
 	}
@@ -424,6 +431,7 @@ func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind
 		return nil, nil, nil, nil, err
 	}
 	req, st := r.request(p.code)
+	st.flow = o.flow
 	if err := outputOnly(req, r.limits, opts); err != nil {
 		return nil, nil, nil, nil, err
 	}

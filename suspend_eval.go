@@ -281,7 +281,8 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 type opened struct {
 	hdr  stateHeader
 	body *bdec
-	buf  []byte // the body's buffer, for release
+	buf  []byte     // the body's buffer, for release
+	flow *flowState // the labels and tokens it holds (nil without labels)
 }
 
 // release gives the body's buffer back for reuse; nothing may use the
@@ -307,11 +308,16 @@ func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error)
 		return nil, &StateMismatchError{What: "kind", State: kindNames[h.kind], Runtime: strings.Join(want, " or ")}
 	}
 	d := &bdec{b: body}
-	if err := r.check(sh, d); err != nil {
+	err = r.check(sh, d)
+	var flow *flowState
+	if err == nil {
+		flow, err = r.readFlow(d)
+	}
+	if err != nil {
 		putBuf(body)
 		return nil, err
 	}
-	return &opened{hdr: h, body: d, buf: body}, nil
+	return &opened{hdr: h, body: d, buf: body, flow: flow}, nil
 }
 
 // claim records a state's id in Config.StateStore, if there is one.
@@ -347,6 +353,7 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 	r, p := st.r, st.sus
 	e := &benc{}
 	r.manifest(sh).put(e)
+	putFlow(e, st.flow)
 	e.str(req.Code)
 	e.bytes(req.Stdin)
 	e.u64(uint64(len(req.Args)))
@@ -402,6 +409,9 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 	}
 	pc := *p.pending
 	pc.ID = id
+	if st.flow != nil { // the Result shows tokens; the state keeps the values
+		pc.Args = st.flow.redactArgs(pc.Args)
+	}
 	res.Pending, res.State = &pc, state
 }
 

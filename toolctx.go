@@ -16,6 +16,7 @@ import (
 type toolContext struct {
 	parent   context.Context
 	deadline time.Time
+	flow     flowCall // the call's data-flow state, for CheckOutbound
 
 	mu    sync.Mutex
 	done  chan struct{} // made by the first Done
@@ -32,7 +33,12 @@ func newToolContext(parent context.Context, deadline time.Time) *toolContext {
 
 func (c *toolContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-func (c *toolContext) Value(key any) any { return c.parent.Value(key) }
+func (c *toolContext) Value(key any) any {
+	if _, ok := key.(flowKey); ok && c.flow.f != nil {
+		return c.flow
+	}
+	return c.parent.Value(key)
+}
 
 func (c *toolContext) Done() <-chan struct{} {
 	c.mu.Lock()

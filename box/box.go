@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"path"
 	"reflect"
 	"strings"
@@ -184,7 +185,42 @@ type Network struct {
 	// command never holds the secret (not in its environment, files or
 	// memory). Each Host must be in Allow. See [HostCredential].
 	Credentials []HostCredential
+	// Inspect, when set, is asked by the egress proxy about each request
+	// before it leaves (see [EgressRequest] for what it sees: a plain
+	// http:// request whole, a CONNECT tunnel by its host and port
+	// only); an error refuses the request with 403 and the error's
+	// message. It runs on the proxy's goroutines, one call per request,
+	// possibly several at once. glovebox's data-flow policy provides one
+	// (egress.Labels). Only boxes that run the proxy in this process
+	// call it: a remote executor's box refuses a Command that sets it
+	// (ErrUnsupported), so nothing goes out uninspected.
+	Inspect func(EgressRequest) error `json:"-"`
 }
+
+// EgressRequest is what Network.Inspect is shown of one request through
+// the egress proxy.
+type EgressRequest struct {
+	// Host is the host name (or address) the command asked for, Port its
+	// port as written ("" when the URL gives none).
+	Host, Port string
+	// Tunnel is set for CONNECT, which is how HTTPS (and any other TLS)
+	// goes through the proxy: the command encrypts what it sends inside
+	// the tunnel, so the proxy sees only Host and Port, and Method, URL,
+	// Header and Body are empty.
+	Tunnel bool
+	// Method, URL, Header and Body are a plain http:// request's as the
+	// command sent it, before the proxy adds a credential. The body is
+	// read whole before the request goes on; one over MaxInspectedBody
+	// bytes is refused with 413, uninspected.
+	Method, URL string
+	Header      http.Header
+	Body        []byte
+}
+
+// MaxInspectedBody is the largest request body the egress proxy reads
+// for Network.Inspect (1 MiB, the size of the head it accepts): the
+// proxy holds it in memory while Inspect decides.
+const MaxInspectedBody = 1 << 20
 
 // HostCredential is a secret the egress proxy adds as a header to every
 // request for Host that goes through it. The command asks for

@@ -127,6 +127,62 @@ print(open("/proc/self/environ").read().count(%[2]q))
 			t.Errorf("enforced %v", res.Enforced)
 		}
 	})
+	// EgressInspect: Network.Inspect sees each plain request whole (its
+	// method, URL, headers and body, before the proxy adds a credential)
+	// and a CONNECT tunnel by its host and port only; a refusal answers
+	// 403 with its message and the request never reaches the host.
+	s.sub(t, "EgressInspect", needs(Exec, Egress), func(t *testing.T, _ box.Box) {
+		const canary = "inspect-canary-51e2"
+		srv := newRecorder(t, "passed")
+		port := srv.port
+		b := s.egressBox(t, fakeDNS{"allowed.test": "127.0.0.1", "tls.test": "127.0.0.1"}, port, 443)
+		var mu sync.Mutex
+		var seen []string
+		inspect := func(r box.EgressRequest) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Tunnel {
+				seen = append(seen, fmt.Sprintf("tunnel %s:%s %q%q%v%d", r.Host, r.Port, r.Method, r.URL, r.Header, len(r.Body)))
+				return errors.New("no tunnels to " + r.Host)
+			}
+			seen = append(seen, fmt.Sprintf("%s %s %s %s", r.Method, r.URL, r.Header.Get("X-Note"), r.Body))
+			if strings.Contains(string(r.Body), canary) || strings.Contains(r.Header.Get("X-Note"), canary) {
+				return errors.New("the request carries the canary")
+			}
+			return nil
+		}
+		script := fmt.Sprintf(`
+import urllib.request, urllib.error
+def go(req):
+    try:
+        print(urllib.request.urlopen(req, timeout=10).read().decode())
+    except urllib.error.HTTPError as e:
+        print(e.code, e.read().decode().strip())
+    except OSError as e:
+        print("failed", "403" in str(e))
+u = "http://allowed.test:%[1]d/x"
+go(urllib.request.Request(u, data=b"hello", headers={"X-Note": "n1"}))
+go(urllib.request.Request(u, data=b"key %[2]s", headers={"X-Note": "n2"}))
+go(urllib.request.Request(u, headers={"X-Note": "in a header %[2]s"}))
+go("https://tls.test/")
+`, port, canary)
+		res := run(t, b, box.Command{Argv: []string{"python3", "-c", script},
+			Network: box.Network{Allow: []string{"allowed.test", "tls.test"}, Inspect: inspect}})
+		want := "passed\n403 egress proxy: the request carries the canary\n403 egress proxy: the request carries the canary\nfailed True"
+		if strings.TrimSpace(res.Stdout) != want {
+			t.Errorf("stdout:\n%s\nstderr:\n%s\nwant:\n%s", res.Stdout, res.Stderr, want)
+		}
+		if got := srv.requests(); len(got) != 1 {
+			t.Errorf("the server saw %q, want only the first request", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		u := fmt.Sprintf("http://allowed.test:%d/x", port)
+		wantSeen := []string{"POST " + u + " n1 hello", "POST " + u + " n2 key " + canary, "GET " + u + " in a header " + canary + " ", `tunnel tls.test:443 """"map[]0`}
+		if strings.Join(seen, "\n") != strings.Join(wantSeen, "\n") {
+			t.Errorf("Inspect saw:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(wantSeen, "\n"))
+		}
+	})
 	// CredentialsProxyMode: the guest gets no token at all (its
 	// environment, the files it can read and its processes' command lines
 	// are searched for the canary); the proxy adds the Authorization

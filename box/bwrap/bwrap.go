@@ -217,7 +217,7 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		eg = &egressRun{dial: dial, creds: creds}
+		eg = &egressRun{dial: dial, creds: creds, inspect: c.Network.Inspect}
 		args = append(args, "--info-fd", "4", "--block-fd", "5")
 		extraEnv = append(extraEnv, sbx.ProxyEnv()...)
 		enforced = append(enforced, "network:egress-proxy")

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/internal/sbx"
 )
 
@@ -21,6 +22,7 @@ import (
 type egressRun struct {
 	dial           sbx.DialFunc
 	creds          map[string]sbx.HeaderCred
+	inspect        func(box.EgressRequest) error // Network.Inspect
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
 	stop           func()
@@ -66,7 +68,7 @@ func (e *egressRun) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("box: egress proxy listener: %w", err)
 	}
-	e.stop = sbx.ServeProxy(ctx, ln, e.dial, e.creds)
+	e.stop = sbx.ServeProxy(ctx, ln, e.dial, e.creds, e.inspect)
 	_, err = e.blockW.Write([]byte{1})
 	return err
 }

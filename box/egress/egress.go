@@ -8,8 +8,12 @@ package egress
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/httptool"
 )
@@ -27,5 +31,31 @@ func HTTPTool(base httptool.Config) box.EgressFunc {
 			return nil, nil, err
 		}
 		return t.DialURL, t.Close, nil
+	}
+}
+
+// Labels returns a box.Network.Inspect that applies glovebox's data-flow
+// policy to a command's requests, for a tool that runs commands for the
+// guest: ctx is that tool call's context, and each request is checked
+// with glovebox.CheckOutbound as if it were the tool's arguments, under
+// the tool's SinkPolicy (a tool without one accepts no labelled kind).
+// A plain http:// request is checked whole — "host", "url", "headers"
+// (one "Name: value" line each) and "body"; a CONNECT tunnel (HTTPS) by
+// its host only, since what the command sends inside is encrypted before
+// the proxy sees it. A refused request gets 403 with the message naming
+// the kind. Outside a labelled eval it lets everything through.
+func Labels(ctx context.Context) func(box.EgressRequest) error {
+	return func(r box.EgressRequest) error {
+		parts := map[string]string{"host": r.Host}
+		if !r.Tunnel {
+			var h strings.Builder
+			for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+				for _, v := range r.Header[k] {
+					h.WriteString(k + ": " + v + "\n")
+				}
+			}
+			parts["url"], parts["headers"], parts["body"] = r.URL, h.String(), string(r.Body)
+		}
+		return glovebox.CheckOutbound(ctx, parts)
 	}
 }

@@ -71,6 +71,9 @@ func (b *Box) Run(ctx context.Context, c box.Command) (*box.Result, error) {
 	if c.Tools != nil {
 		return nil, fmt.Errorf("%w: tools over a remote executor come with the executor", box.ErrUnsupported)
 	}
+	if c.Network.Inspect != nil {
+		return nil, fmt.Errorf("%w: Network.Inspect runs in this process, and a remote executor's egress proxy cannot ask it", box.ErrUnsupported)
+	}
 	req := Request{Credentials: map[string]string{}}
 	for k, f := range c.Credentials {
 		v, err := f(ctx)

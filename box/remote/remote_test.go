@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -52,4 +53,16 @@ func TestConformance(t *testing.T) {
 		Posture: box.Posture{Backend: "remote", Isolation: box.IsolationGVisor, Trust: box.TrustRemote},
 		Cannot:  boxtest.Fake("a fake executor answers every run with the same Result"),
 	})
+}
+
+// A Command with Network.Inspect is refused: the executor's proxy runs in
+// another process and could not ask it, so the requests would leave
+// uninspected.
+func TestRemoteRefusesInspect(t *testing.T) {
+	x := &fakeExec{}
+	_, err := remote.New(x, nil).Run(context.Background(), box.Command{Argv: []string{"a"},
+		Network: box.Network{Allow: []string{"api.test"}, Inspect: func(box.EgressRequest) error { return nil }}})
+	if !errors.Is(err, box.ErrUnsupported) || x.got.Command.Argv != nil {
+		t.Fatalf("err %v; the executor got %+v", err, x.got)
+	}
 }

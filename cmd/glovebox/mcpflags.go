@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -35,6 +36,8 @@ type mcpFlags struct {
 	oauth   []string // NAME[,key=value...]
 	open    string   // the command that opens an authorization URL
 	elicit  string   // refuse, decline or accept
+	labels  []string // SERVER[/TOOL]=KIND:PATH|KIND:emails
+	sinks   []string // SERVER/TOOL=KIND,...
 	log     bool
 }
 
@@ -43,6 +46,8 @@ func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.urls, "mcp-url", nil, "bind every tool of a Streamable HTTP MCP server: NAME=URL; repeatable")
 	f.StringArrayVar(&m.env, "mcp-env", nil, `give stdio MCP servers a variable: NAME passes glovebox's value, NAME=VALUE sets one; "SERVER:" in front gives it to that server only. Servers get no other variables but PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, TERM and the locale; repeatable`)
 	f.StringArrayVar(&m.roots, "mcp-root", nil, "a root the MCP servers are told of when they ask (roots/list): a URI, or a path (made a file:// URI); repeatable; none by default")
+	f.StringArrayVar(&m.labels, "mcp-label", nil, `label sensitive values in a bound server's results (docs/dataflow.md): SERVER=KIND:PATH for every tool, SERVER/TOOL=KIND:PATH for one (its MCP name); PATH names fields of the result as the guest gets it (text, structured.email), or "emails" for every address in it; the model then sees tokens, and tools refuse the values; repeatable`)
+	f.StringArrayVar(&m.sinks, "mcp-sink", nil, `let a bound server's tool receive labelled kinds: SERVER/TOOL=KIND[,KIND...] (TOOL "*" for every tool of the server); without it a tool accepts none once anything is labelled; repeatable`)
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
 	f.StringArrayVar(&m.proto, "mcp-protocol", nil, `the MCP revision to ask a server for: [NAME=]REVISION (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05); without NAME, every server; default: 2026-07-28, falling back to 2025-11-25's initialize; repeatable`)
 	f.StringArrayVar(&m.oauth, "mcp-oauth", nil, `authorize an --mcp-url server with OAuth 2.1 when it asks: NAME[,client_id=ID][,client_secret_env=VAR][,client_metadata=URL][,redirect=URL] (a pre-registered client, its secret read from $VAR, a client ID metadata document, a loopback redirect URL; default: dynamic registration, redirect to an ephemeral 127.0.0.1 port); tokens stay in glovebox's memory; repeatable`)
@@ -263,6 +268,9 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		s.OAuth = o
 		byName[name] = s
 	}
+	if err := m.policy(byName); err != nil {
+		return nil, err
+	}
 	out := make([]mcptools.Server, 0, len(order))
 	for _, n := range order {
 		s := byName[n]
@@ -272,6 +280,66 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// policy applies --mcp-label and --mcp-sink to the servers they name.
+func (m *mcpFlags) policy(byName map[string]mcptools.Server) error {
+	target := func(flag, spec string) (mcptools.Server, string, string, error) {
+		where, what, ok := strings.Cut(spec, "=")
+		server, tool, _ := strings.Cut(where, "/")
+		s, found := byName[server]
+		switch {
+		case !ok || what == "":
+			return s, "", "", fmt.Errorf("%s %q: want SERVER[/TOOL]=...", flag, spec)
+		case !found:
+			return s, "", "", fmt.Errorf("%s %q: no server is named %q (name it with --mcp-server or --mcp-url first)", flag, spec, server)
+		}
+		return s, tool, what, nil
+	}
+	for _, spec := range m.labels {
+		s, tool, what, err := target("--mcp-label", spec)
+		if err != nil {
+			return err
+		}
+		kind, path, ok := strings.Cut(what, ":")
+		l := glovebox.Label{Kind: glovebox.Kind(kind), Path: path}
+		if path == "emails" {
+			l = glovebox.Label{Kind: glovebox.Kind(kind), Find: glovebox.FindEmails}
+		}
+		if !ok || path == "" {
+			return fmt.Errorf("--mcp-label %q: want SERVER[/TOOL]=KIND:PATH or KIND:emails", spec)
+		}
+		if tool == "" {
+			s.Labels = append(s.Labels, l)
+		} else {
+			s.ToolLabels = maps.Clone(s.ToolLabels)
+			if s.ToolLabels == nil {
+				s.ToolLabels = map[string][]glovebox.Label{}
+			}
+			s.ToolLabels[tool] = append(s.ToolLabels[tool], l)
+		}
+		byName[s.Name] = s
+	}
+	for _, spec := range m.sinks {
+		s, tool, what, err := target("--mcp-sink", spec)
+		if err != nil {
+			return err
+		}
+		if tool == "" {
+			return fmt.Errorf("--mcp-sink %q: want SERVER/TOOL=KIND[,KIND...] (TOOL * for every tool)", spec)
+		}
+		var p glovebox.SinkPolicy
+		for _, k := range strings.Split(what, ",") {
+			p.Accepts = append(p.Accepts, glovebox.Kind(strings.TrimSpace(k)))
+		}
+		s.Sinks = maps.Clone(s.Sinks)
+		if s.Sinks == nil {
+			s.Sinks = map[string]glovebox.SinkPolicy{}
+		}
+		s.Sinks[tool] = p
+		byName[s.Name] = s
+	}
+	return nil
 }
 
 // mcpRoots turns --mcp-root values into roots: a value with a scheme

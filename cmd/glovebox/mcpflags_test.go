@@ -142,3 +142,38 @@ func TestMCPRootsCLI(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 }
+
+// --mcp-label and --mcp-sink set a bound server's data-flow policy: the
+// addresses in server-memory's graph reach the output only as tokens,
+// add_observations refuses one, and search_nodes, allowed emails, finds
+// the person by it.
+func TestMCPLabelsCLI(t *testing.T) {
+	const email = "dorothy.vaughan@example.net"
+	mem := npmtest.Bin(t, "@modelcontextprotocol/server-memory", "mcp-server-memory")
+	file := filepath.Join(t.TempDir(), "m.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"entity","name":"Dorothy","entityType":"person","observations":["email `+email+`"]}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "eval", "--json", "--mcp-server", "mem="+mem, "--mcp-env", "mem:MEMORY_FILE_PATH="+file,
+		"--mcp-label", "mem=email:emails", "--mcp-sink", "mem/search_nodes=email",
+		"-e", `g = read_graph["text"]; e = g[/[\w.]+@[\w.]+\w/]
+			[g, search_nodes(query: e)["text"].include?("Dorothy"), (add_observations(observations: [{entityName: "Dorothy", contents: [e.upcase]}]) rescue $!.class.name)]`).Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	s := string(out)
+	if strings.Contains(strings.ToLower(s), "dorothy.vaughan") || !strings.Contains(s, "[[email:") || !strings.Contains(s, "true") || !strings.Contains(s, "Glovebox::ToolDenied") {
+		t.Fatalf("%s", out)
+	}
+	for _, bad := range [][]string{{"--mcp-label", "nosuch=email:emails"}, {"--mcp-label", "mem=email"}, {"--mcp-sink", "mem=email"}} {
+		m := mcpFlags{servers: []string{"mem=x"}}
+		if bad[0] == "--mcp-label" {
+			m.labels = bad[1:]
+		} else {
+			m.sinks = bad[1:]
+		}
+		if _, err := m.parse(""); err == nil {
+			t.Errorf("%s %s: no error", bad[0], bad[1])
+		}
+	}
+}

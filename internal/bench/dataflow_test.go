@@ -15,8 +15,8 @@ func TestBenchDataflowRows(t *testing.T) {
 	if err := benchDataflow(context.Background(), row, func(bool) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(rows))
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
 	}
 	for _, r := range rows {
 		t.Log(strings.Join(r, " | "))

@@ -24,7 +24,7 @@ func startProxy(t *testing.T, dial DialFunc, creds map[string]HeaderCred) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := ServeProxy(context.Background(), ln, dial, creds)
+	stop := ServeProxy(context.Background(), ln, dial, creds, nil)
 	t.Cleanup(stop)
 	return ln.Addr().String()
 }

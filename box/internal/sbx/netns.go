@@ -120,6 +120,6 @@ func EgressNetns(ctx context.Context, egress box.EgressFunc, c *box.Command) (*N
 		release()
 		return nil, nil, fmt.Errorf("box: egress proxy's network namespace: %w", err)
 	}
-	stop := ServeProxy(ctx, ln, dial, creds)
+	stop := ServeProxy(ctx, ln, dial, creds, c.Network.Inspect)
 	return ns, func() { stop(); ns.Close(); release() }, nil
 }

@@ -2,6 +2,7 @@ package sbx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -50,7 +51,12 @@ const MaxProxyHeader = 1<<20 + 4096
 // the header could not be added inside TLS, and so is TRACE, whose answer
 // echoes the request's headers (the credential) back to the guest. It returns a stop function
 // that closes ln and every open connection.
-func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[string]HeaderCred) (stop func()) {
+//
+// inspect, when not nil, is asked about each request before it is dialled
+// (box.Network.Inspect): a plain request with its body read whole (one
+// over box.MaxInspectedBody bytes is answered 413), a CONNECT by its host
+// and port; an error answers 403 with its message.
+func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[string]HeaderCred, inspect func(box.EgressRequest) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -84,7 +90,7 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[s
 				defer wg.Done()
 				defer func() { <-slots }()
 				defer track(c, false)
-				proxyConn(ctx, c, dial, creds, track)
+				proxyConn(ctx, c, dial, creds, inspect, track)
 			}()
 		}
 	}()
@@ -103,7 +109,7 @@ func ServeProxy(ctx context.Context, ln net.Listener, dial DialFunc, creds map[s
 	}
 }
 
-func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]HeaderCred, track func(net.Conn, bool)) {
+func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]HeaderCred, inspect func(box.EgressRequest) error, track func(net.Conn, bool)) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	refuse := func(code int, msg string) {
@@ -150,6 +156,12 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]
 	} else {
 		refuse(http.StatusBadRequest, "egress proxy: want CONNECT or an absolute http:// URL")
 		return
+	}
+	if inspect != nil {
+		if code, msg := inspectRequest(req, inspect); code != 0 {
+			refuse(code, msg)
+			return
+		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	up, err := dial(dctx, target)
@@ -198,6 +210,37 @@ func proxyConn(ctx context.Context, c net.Conn, dial DialFunc, creds map[string]
 	go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// inspectRequest shows req to inspect, reading a plain request's body
+// whole first (and putting it back for forwarding); it returns the status
+// and message of a refusal, or 0.
+func inspectRequest(req *http.Request, inspect func(box.EgressRequest) error) (int, string) {
+	var r box.EgressRequest
+	if req.Method == http.MethodConnect {
+		r.Host, r.Port, _ = net.SplitHostPort(req.Host)
+		r.Tunnel = true
+	} else {
+		r.Host, r.Port = req.URL.Hostname(), req.URL.Port()
+		r.Method, r.URL, r.Header = req.Method, req.URL.String(), req.Header.Clone()
+		if req.Body != nil {
+			body, err := io.ReadAll(io.LimitReader(req.Body, box.MaxInspectedBody+1))
+			if err != nil {
+				return http.StatusBadRequest, "egress proxy: the request body could not be read: " + err.Error()
+			}
+			if len(body) > box.MaxInspectedBody {
+				return http.StatusRequestEntityTooLarge, fmt.Sprintf("egress proxy: a request body over %d bytes is not sent: it could not be inspected", box.MaxInspectedBody)
+			}
+			r.Body = body
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+			req.TransferEncoding = nil
+		}
+	}
+	if err := inspect(r); err != nil {
+		return http.StatusForbidden, "egress proxy: " + err.Error()
+	}
+	return 0, ""
 }
 
 func closeWrite(c net.Conn) {

@@ -38,7 +38,7 @@ func TestProxyCredentialOverTLS(t *testing.T) {
 	}
 	stop := ServeProxy(context.Background(), ln, dial, map[string]HeaderCred{
 		"example.com": {Header: "X-Key", Value: "k1", TLS: &tls.Config{ServerName: "example.com", RootCAs: roots}},
-	})
+	}, nil)
 	defer stop()
 	proxy, _ := url.Parse("http://" + ln.Addr().String())
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
