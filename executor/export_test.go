@@ -49,3 +49,11 @@ func (s *Server) EvalLimits(l wire.EvalLimits) glovebox.Limits { return s.evals.
 // StartPostgres starts a real PostgreSQL for t and returns its URL
 // (pg_test.go); it skips where PostgreSQL cannot run.
 func StartPostgres(t testing.TB) string { return startPostgres(t) }
+
+// SetAcceptedDelay changes how long a quiet job's accepted event waits
+// to go out with the next one, and returns a function restoring it.
+func SetAcceptedDelay(d time.Duration) func() {
+	old := acceptedDelay
+	acceptedDelay = d
+	return func() { acceptedDelay = old }
+}
