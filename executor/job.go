@@ -51,8 +51,12 @@ type job struct {
 	pendType string
 	flushing bool
 	changed  chan struct{} // closed and replaced at each emit and at the end
-	final    *wire.Record  // set once, at the end
-	state    string
+	// onEvent, when set, runs (once, then is cleared) at the first event
+	// before the end: it starts the goroutine following the first
+	// request's stream (runAndFollow).
+	onEvent func()
+	final   *wire.Record // set once, at the end
+	state   string
 	// ready is closed once the store said whether this key was new
 	// (existing is then nil) or already recorded (existing is that
 	// entry, and the job never runs).
@@ -138,10 +142,15 @@ func (j *job) flushLocked() {
 	j.wakeLocked()
 }
 
-// wakeLocked wakes the streams following the job. Called with mu.
+// wakeLocked wakes the streams following the job, and has the first
+// request's stream followed if it is not yet (onEvent). Called with mu.
 func (j *job) wakeLocked() {
 	close(j.changed)
 	j.changed = make(chan struct{})
+	if j.onEvent != nil && j.final == nil {
+		j.onEvent()
+		j.onEvent = nil
+	}
 }
 
 func (j *job) setState(s string) {
@@ -266,8 +275,50 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	if shown == wire.StateQueued {
 		s.m.queued.WithLabelValues(spec.kind).Inc()
 	}
-	go s.execute(j, id, now)
-	s.follow(w, r, j, false)
+	s.runAndFollow(w, r, j, id, now)
+}
+
+// runAndFollow runs the job on the request's goroutine and streams it to
+// w. The stream is followed on a goroutine of its own only once the job
+// has something to send before its end (an event, or acceptedDelay
+// passed: its accepted event is due); a job that ends first, a quick
+// eval, is answered here after it, one goroutine and two hand-offs
+// fewer. The job goes on if the client goes away (only the writes
+// fail).
+func (s *Server) runAndFollow(w http.ResponseWriter, r *http.Request, j *job, id string, now time.Time) {
+	st, at, again := s.open(w, j, false)
+	var (
+		mu      sync.Mutex
+		started bool
+		stopped bool
+		done    = make(chan struct{})
+	)
+	start := func(hold time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if started || stopped {
+			return
+		}
+		started = true
+		go func() {
+			defer close(done)
+			s.stream(st, r, j, at, again, hold)
+		}()
+	}
+	quiet := time.AfterFunc(acceptedDelay, func() { start(0) }) // accepted is due
+	j.mu.Lock()
+	j.onEvent = func() { start(acceptedDelay) }
+	j.mu.Unlock()
+	s.execute(j, id, now)
+	quiet.Stop()
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	if started {
+		<-done
+		return
+	}
+	s.stream(st, r, j, at, again, acceptedDelay)
 }
 
 // refuseNew refuses a job that was not admitted with e, unless its key
@@ -319,16 +370,29 @@ func (s *Server) answerStored(w http.ResponseWriter, r *http.Request, e *entry, 
 // flushed alone. A quick eval is then answered in one write to the
 // connection instead of three.
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached bool) {
-	st := newEventStream(w)
+	st, at, again := s.open(w, j, attached)
+	s.stream(st, r, j, at, again, acceptedDelay)
+}
+
+// open starts j's stream on w: the accepted event (buffered, see follow)
+// and, for an eval, the request's holder event and the calls to hand it
+// again (attach).
+func (s *Server) open(w http.ResponseWriter, j *job, attached bool) (st *eventStream, at int, again []wire.Event) {
+	st = newEventStream(w)
 	j.mu.Lock()
 	state := j.state
 	j.mu.Unlock()
-	if st.write(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) != nil {
-		return
-	}
-	at, again := 0, []wire.Event(nil)
-	if j.spec.attach != nil {
+	if st.write(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) == nil && j.spec.attach != nil {
 		at, again = j.spec.attach(j, st)
+	}
+	return st, at, again
+}
+
+// stream is follow after open; an accepted event with nothing after it
+// is flushed alone after hold.
+func (s *Server) stream(st *eventStream, r *http.Request, j *job, at int, again []wire.Event, hold time.Duration) {
+	if st.err != nil {
+		return
 	}
 	var quiet *time.Timer // flushes the accepted event of a quiet job
 	defer func() {
@@ -377,7 +441,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached
 		var flushNow <-chan time.Time
 		if st.unflushed > 0 {
 			if quiet == nil {
-				quiet = time.NewTimer(acceptedDelay)
+				quiet = time.NewTimer(hold)
 			}
 			flushNow = quiet.C
 		}
@@ -409,7 +473,7 @@ var acceptedDelay = 10 * time.Millisecond
 // execute waits for a slot, runs the job and stores its final record.
 //
 // A job waits twice: for a next place (its tenant's and the server's,
-// as many as there are slots), then, recorded running, for a slot. The
+// nextPlaces per slot), then, recorded running, for a slot. The
 // durable write that must precede the work (running) is thus made while
 // the slots are busy with other jobs' work, not while a slot waits for
 // the disk: with an fsync of a millisecond and evals of less, a slot
@@ -519,6 +583,14 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	s.mu.Unlock()
 	t.release()
 }
+
+// nextPlaces is how many jobs per slot may be recorded running while
+// they wait for one (execute). Our choice: 2 lets a client per slot be
+// answered and send its next request while the last one's successor
+// waits, so that a steady load needs no queued → running write; a job
+// killed in that wait reads "may have partly run" (started) though it
+// had not begun.
+const nextPlaces = 2
 
 // take takes a place in a (the tenant's) and then in b (the server's),
 // giving up when expire fires or the job's context ends; it returns how

@@ -92,8 +92,8 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	slots   chan struct{} // MaxRuns
-	// next holds MaxRuns places for jobs recorded running that wait for
-	// a slot (job.go, execute).
+	// next holds 2×MaxRuns places for jobs recorded running that wait
+	// for a slot (job.go, execute).
 	next chan struct{}
 
 	base     context.Context // jobs run under it, not under their request
@@ -184,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st, space: newSpace(cfg.StorePath, cfg.MinStoreFree, used),
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
-		next: make(chan struct{}, cfg.MaxRuns), base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
+		next: make(chan struct{}, nextPlaces*cfg.MaxRuns), base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
 	s.tenants.Store(&ts)
 	s.bg.Add(1)
