@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -56,4 +57,14 @@ func SetAcceptedDelay(d time.Duration) func() {
 	old := acceptedDelay
 	acceptedDelay = d
 	return func() { acceptedDelay = old }
+}
+
+// Stored is the state and started flag the store holds for tenant's key
+// ("" when it holds none).
+func (s *Server) Stored(tenant, key string) (state string, started bool) {
+	e, err := s.store.get(context.Background(), tenant, key)
+	if err != nil {
+		return "", false
+	}
+	return e.State, e.Started
 }
