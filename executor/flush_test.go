@@ -2,7 +2,9 @@ package executor_test
 
 import (
 	"context"
+	"crypto/x509"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/remote"
 	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
 )
 
 // flushCounter counts the flushes a handler asks for.
@@ -40,10 +43,18 @@ func TestQuickAnswerInOneWrite(t *testing.T) {
 	}
 	var flushes atomic.Int64
 	h := p.srv.Handler()
-	p.hs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(flushCounter{w, &flushes}, r)
-	})
-	c := p.client(t, p.toks.a)
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	defer hs.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(hs.Certificate())
+	c, err := client.Dial(context.Background(), client.Config{URL: hs.URL, Token: p.toks.a, RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ev := c.Evaluator(newApp(t, gb.Limits{}).rt)
 	ctx := context.Background()
 	if res, err := ev.Eval(ctx, "1+1"); err != nil || res.Value != int64(2) {
