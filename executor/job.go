@@ -269,7 +269,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.answerStored(w, r, old, spec)
 		return
 	}
-	j.state = shown
+	j.setState(shown) // lookups read it (server.go)
 	close(j.ready)
 	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key, "state", state)
 	if shown == wire.StateQueued {
