@@ -47,7 +47,7 @@ bench:
 	$(GO) run ./cmd/glovebox bench
 
 # The executor's rows of `glovebox bench` alone: runs/s and evals/s through
-# an executor on loopback with 1 and 2 workers, p50/p99, beside the same
+# an executor on loopback with 1, 2 and 4 workers (and on PostgreSQL), p50/p99, beside the same
 # work in-process (bounded: under a minute on 2 cores).
 loadtest:
 	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./internal/bench

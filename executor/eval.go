@@ -549,7 +549,7 @@ func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	// Sent before follow replays the log (no other writer yet), and
 	// outside the lock: a slow reader must not hold up the eval.
 	extra, _ := json.Marshal(wire.Holder{Holder: h})
-	st.send(&wire.Event{Type: wire.EventHolder, Extra: extra})
+	st.write(&wire.Event{Type: wire.EventHolder, Extra: extra}) // flushed with what follows (follow)
 	return at, again
 }
 

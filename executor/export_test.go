@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -49,3 +50,21 @@ func (s *Server) EvalLimits(l wire.EvalLimits) glovebox.Limits { return s.evals.
 // StartPostgres starts a real PostgreSQL for t and returns its URL
 // (pg_test.go); it skips where PostgreSQL cannot run.
 func StartPostgres(t testing.TB) string { return startPostgres(t) }
+
+// SetAcceptedDelay changes how long a quiet job's accepted event waits
+// to go out with the next one, and returns a function restoring it.
+func SetAcceptedDelay(d time.Duration) func() {
+	old := acceptedDelay
+	acceptedDelay = d
+	return func() { acceptedDelay = old }
+}
+
+// Stored is the state and started flag the store holds for tenant's key
+// ("" when it holds none).
+func (s *Server) Stored(tenant, key string) (state string, started bool) {
+	e, err := s.store.get(context.Background(), tenant, key)
+	if err != nil {
+		return "", false
+	}
+	return e.State, e.Started
+}

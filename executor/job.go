@@ -51,8 +51,12 @@ type job struct {
 	pendType string
 	flushing bool
 	changed  chan struct{} // closed and replaced at each emit and at the end
-	final    *wire.Record  // set once, at the end
-	state    string
+	// onEvent, when set, runs (once, then is cleared) at the first event
+	// before the end: it starts the goroutine following the first
+	// request's stream (runAndFollow).
+	onEvent func()
+	final   *wire.Record // set once, at the end
+	state   string
 	// ready is closed once the store said whether this key was new
 	// (existing is then nil) or already recorded (existing is that
 	// entry, and the job never runs).
@@ -60,9 +64,10 @@ type job struct {
 	existing *entry
 	failed   *wire.Error // the store failed at begin
 
-	// slots is 2 when the job took its tenant's and the server's slot at
-	// admission (it was recorded running: no queue, one write less).
-	slots int
+	// next is 2 when the job took its tenant's and the server's next
+	// place at admission (it was recorded running: no queue, one write
+	// less).
+	next int
 	// budget is the room reserved for its final record in its tenant's
 	// MaxStoredBytes when it started (negative: none, or no bound); the
 	// record is cut to fit.
@@ -137,10 +142,15 @@ func (j *job) flushLocked() {
 	j.wakeLocked()
 }
 
-// wakeLocked wakes the streams following the job. Called with mu.
+// wakeLocked wakes the streams following the job, and has the first
+// request's stream followed if it is not yet (onEvent). Called with mu.
 func (j *job) wakeLocked() {
 	close(j.changed)
 	j.changed = make(chan struct{})
+	if j.onEvent != nil && j.final == nil {
+		j.onEvent()
+		j.onEvent = nil
+	}
 }
 
 func (j *job) setState(s string) {
@@ -211,16 +221,22 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	// With free slots the job is recorded running at once (one durable
-	// write before the backend sees it); else queued, and running later.
-	state := wire.StateQueued
+	// With a free next place (see execute) the job is recorded running
+	// at once (one durable write before the backend sees it); else
+	// queued, and running later. Either way it is reported queued (to
+	// followers, lookups and the queue metric) until it has its slot,
+	// unless a slot is free now.
+	state, shown := wire.StateQueued, wire.StateQueued
 	select {
-	case t.slot <- struct{}{}:
+	case t.next <- struct{}{}:
 		select {
-		case s.slots <- struct{}{}:
-			j.slots, state = 2, wire.StateRunning
+		case s.next <- struct{}{}:
+			j.next, state = 2, wire.StateRunning
+			if len(t.slot) < cap(t.slot) && len(s.slots) < cap(s.slots) {
+				shown = wire.StateRunning
+			}
 		default:
-			<-t.slot
+			<-t.next
 		}
 	default:
 	}
@@ -229,9 +245,9 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		State: state, Started: state == wire.StateRunning, Created: now})
 	s.space.wrote(err)
 	if err != nil || !created {
-		if j.slots == 2 {
-			<-s.slots
-			<-t.slot
+		if j.next == 2 {
+			<-s.next
+			<-t.next
 		}
 		j.cancel()
 		if storeFull(err) {
@@ -253,14 +269,56 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.answerStored(w, r, old, spec)
 		return
 	}
-	j.state = state
+	j.setState(shown) // lookups read it (server.go)
 	close(j.ready)
 	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key, "state", state)
-	if j.slots < 2 {
+	if shown == wire.StateQueued {
 		s.m.queued.WithLabelValues(spec.kind).Inc()
 	}
-	go s.execute(j, id, now)
-	s.follow(w, r, j, false)
+	s.runAndFollow(w, r, j, id, now)
+}
+
+// runAndFollow runs the job on the request's goroutine and streams it to
+// w. The stream is followed on a goroutine of its own only once the job
+// has something to send before its end (an event, or acceptedDelay
+// passed: its accepted event is due); a job that ends first, a quick
+// eval, is answered here after it, one goroutine and two hand-offs
+// fewer. The job goes on if the client goes away (only the writes
+// fail).
+func (s *Server) runAndFollow(w http.ResponseWriter, r *http.Request, j *job, id string, now time.Time) {
+	st, at, again := s.open(w, j, false)
+	var (
+		mu      sync.Mutex
+		started bool
+		stopped bool
+		done    = make(chan struct{})
+	)
+	start := func(hold time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if started || stopped {
+			return
+		}
+		started = true
+		go func() {
+			defer close(done)
+			s.stream(st, r, j, at, again, hold)
+		}()
+	}
+	quiet := time.AfterFunc(acceptedDelay, func() { start(0) }) // accepted is due
+	j.mu.Lock()
+	j.onEvent = func() { start(acceptedDelay) }
+	j.mu.Unlock()
+	s.execute(j, id, now)
+	quiet.Stop()
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	if started {
+		<-done
+		return
+	}
+	s.stream(st, r, j, at, again, acceptedDelay)
 }
 
 // refuseNew refuses a job that was not admitted with e, unless its key
@@ -303,26 +361,54 @@ func (s *Server) answerStored(w http.ResponseWriter, r *http.Request, e *entry, 
 
 // follow streams j's events (from the first) to w, then its record. It
 // returns when the job ends or the client goes away; the job goes on.
+//
+// Events are flushed in batches: whatever the log holds when follow
+// looks is written and flushed at once. The accepted event (and an
+// eval's holder) is not flushed by itself: it goes with the first event
+// after it, or with the result, which net/http sends with the end of the
+// stream when follow returns; only a job quiet for acceptedDelay has it
+// flushed alone. A quick eval is then answered in one write to the
+// connection instead of three.
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached bool) {
-	st := newEventStream(w)
+	st, at, again := s.open(w, j, attached)
+	s.stream(st, r, j, at, again, acceptedDelay)
+}
+
+// open starts j's stream on w: the accepted event (buffered, see follow)
+// and, for an eval, the request's holder event and the calls to hand it
+// again (attach).
+func (s *Server) open(w http.ResponseWriter, j *job, attached bool) (st *eventStream, at int, again []wire.Event) {
+	st = newEventStream(w)
 	j.mu.Lock()
 	state := j.state
 	j.mu.Unlock()
-	if st.send(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) != nil {
-		return
-	}
-	at, again := 0, []wire.Event(nil)
-	if j.spec.attach != nil {
+	if st.write(&wire.Event{Type: wire.EventAccepted, Key: j.spec.key, Attached: attached, State: state}) == nil && j.spec.attach != nil {
 		at, again = j.spec.attach(j, st)
 	}
+	return st, at, again
+}
+
+// stream is follow after open; an accepted event with nothing after it
+// is flushed alone after hold.
+func (s *Server) stream(st *eventStream, r *http.Request, j *job, at int, again []wire.Event, hold time.Duration) {
+	if st.err != nil {
+		return
+	}
+	var quiet *time.Timer // flushes the accepted event of a quiet job
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
+		}
+	}()
 	for i := 0; ; {
+		wrote := false
 		if again != nil && i >= at {
 			for k := range again {
-				if st.send(&again[k]) != nil {
+				if st.write(&again[k]) != nil {
 					return
 				}
 			}
-			again = nil
+			again, wrote = nil, len(again) > 0
 		}
 		j.mu.Lock()
 		evs, final, changed := j.events[i:], j.final, j.changed
@@ -331,7 +417,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached
 			evs = evs[:at-i]
 		}
 		for k := range evs {
-			if st.send(&evs[k]) != nil {
+			if st.write(&evs[k]) != nil {
 				return
 			}
 		}
@@ -340,21 +426,61 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached
 			continue // hand this request its calls now
 		}
 		if final != nil && len(evs) == 0 {
-			st.send(&wire.Event{Type: wire.EventResult, Record: final})
-			return
+			st.write(&wire.Event{Type: wire.EventResult, Record: final})
+			return // net/http flushes it with the end of the stream
 		}
 		if final != nil {
 			continue
 		}
+		if wrote || len(evs) > 0 {
+			if st.flush() != nil {
+				return
+			}
+		}
+		st.idle()
+		var flushNow <-chan time.Time
+		if st.unflushed > 0 {
+			if quiet == nil {
+				quiet = time.NewTimer(hold)
+			}
+			flushNow = quiet.C
+		}
 		select {
 		case <-changed:
+		case <-flushNow:
+			if st.flush() != nil {
+				return
+			}
+			st.idle()
+			select {
+			case <-changed:
+			case <-r.Context().Done():
+				return
+			}
 		case <-r.Context().Done():
 			return
 		}
 	}
 }
 
+// acceptedDelay is how long follow holds back the accepted event of a
+// job that sends nothing else, hoping to send it with the result (one
+// write instead of two). Our choice: 10 ms is longer than most evals
+// take, and less than anything a client waits on (it learns nothing
+// from accepted that it needs sooner).
+var acceptedDelay = 10 * time.Millisecond
+
 // execute waits for a slot, runs the job and stores its final record.
+//
+// A job waits twice: for a next place (its tenant's and the server's,
+// nextPlaces per slot), then, recorded running, for a slot. The
+// durable write that must precede the work (running) is thus made while
+// the slots are busy with other jobs' work, not while a slot waits for
+// the disk: with an fsync of a millisecond and evals of less, a slot
+// held through the write sat idle most of the time. A crash between the
+// write and the slot leaves the job lost with started set ("may have
+// partly run"), the conservative side; started is cleared again in its
+// final record if it ends without running (cancelled, expired).
 func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	defer s.wg.Done()
 	t, kind := j.tenant, j.spec.kind
@@ -366,49 +492,53 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		defer tm.Stop()
 		expire = tm.C
 	}
-	got := j.slots
-	if got < 2 {
-		select {
-		case t.slot <- struct{}{}:
-			got++
-			select {
-			case s.slots <- struct{}{}:
-				got++
-			case <-expire:
-			case <-j.ctx.Done():
+	j.mu.Lock()
+	counted := j.state == wire.StateQueued // in the queue metric
+	j.mu.Unlock()
+	next := j.next
+	if next < 2 {
+		next = j.take(t.next, s.next, expire)
+	}
+	slots := 0
+	var werr *wire.Error
+	if next == 2 {
+		if j.budget, werr = s.space.reserve(t, j.spec.maxRecord); werr != nil {
+			j.budget = -1
+		} else if j.next < 2 {
+			// The state is durable before the backend sees the command:
+			// a crash from here on leaves "running", which the next
+			// start reports as lost, never runs again. (A job that had
+			// its next place at admission was recorded running then.)
+			err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil)
+			s.space.wrote(err)
+			if err != nil {
+				werr = wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)
 			}
-		case <-expire:
-		case <-j.ctx.Done():
 		}
+		if werr == nil {
+			slots = j.take(t.slot, s.slots, expire)
+		}
+	}
+	if next >= 2 {
+		<-s.next
+	}
+	if next >= 1 {
+		<-t.next
+	}
+	if counted {
 		s.m.queued.WithLabelValues(kind).Dec()
 	}
 	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
 	switch {
-	case got < 2 && s.base.Err() != nil:
+	case werr != nil:
+		rec = &wire.Record{State: wire.StateFailed, Error: werr}
+	case slots < 2 && s.base.Err() != nil:
 		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeUnavailable, "the executor shut down before the %s started; it did not run", kind)}
-	case got < 2 && j.ctx.Err() != nil:
+	case slots < 2 && j.ctx.Err() != nil:
 		rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeCanceled, "cancelled before it started; it did not run")}
-	case got < 2:
+	case slots < 2:
 		rec = &wire.Record{State: wire.StateExpired, Error: wire.Errorf(wire.CodeRunExpired, "still queued at its expires_at; it did not run")}
 	default:
-		var werr *wire.Error
-		if j.budget, werr = s.space.reserve(t, j.spec.maxRecord); werr != nil {
-			j.budget = -1
-			rec = &wire.Record{State: wire.StateFailed, Error: werr}
-			break
-		}
-		// The state is durable before the backend sees the command: a
-		// crash from here on leaves "running", which the next start
-		// reports as lost, never runs again.
-		// (A job that had its slots at admission was recorded running then.)
-		if j.slots < 2 {
-			err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil)
-			s.space.wrote(err)
-			if err != nil {
-				rec = &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)}
-				break
-			}
-		}
 		started = true
 		j.setState(wire.StateRunning)
 		s.m.running.WithLabelValues(kind).Inc()
@@ -417,10 +547,10 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		s.m.duration.WithLabelValues(kind, backend).Observe(time.Since(t0).Seconds())
 		s.m.running.WithLabelValues(kind).Dec()
 	}
-	if got >= 2 {
+	if slots >= 2 {
 		<-s.slots
 	}
-	if got >= 1 {
+	if slots >= 1 {
 		<-t.slot
 	}
 	now := time.Now()
@@ -452,6 +582,34 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	delete(s.active, id)
 	s.mu.Unlock()
 	t.release()
+}
+
+// nextPlaces is how many jobs per slot may be recorded running while
+// they wait for one (execute). Our choice: 2 lets a client per slot be
+// answered and send its next request while the last one's successor
+// waits, so that a steady load needs no queued → running write; a job
+// killed in that wait reads "may have partly run" (started) though it
+// had not begun.
+const nextPlaces = 2
+
+// take takes a place in a (the tenant's) and then in b (the server's),
+// giving up when expire fires or the job's context ends; it returns how
+// many it holds (2: both), for the caller to give back.
+func (j *job) take(a, b chan struct{}, expire <-chan time.Time) int {
+	select {
+	case a <- struct{}{}:
+	case <-expire:
+		return 0
+	case <-j.ctx.Done():
+		return 0
+	}
+	select {
+	case b <- struct{}{}:
+		return 2
+	case <-expire:
+	case <-j.ctx.Done():
+	}
+	return 1
 }
 
 // liveJob is the tenant's job under key that has not finished yet, or

@@ -92,6 +92,9 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	slots   chan struct{} // MaxRuns
+	// next holds 2×MaxRuns places for jobs recorded running that wait
+	// for a slot (job.go, execute).
+	next chan struct{}
 
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
@@ -181,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st, space: newSpace(cfg.StorePath, cfg.MinStoreFree, used),
 		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
-		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
+		next: make(chan struct{}, nextPlaces*cfg.MaxRuns), base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
 	s.tenants.Store(&ts)
 	s.bg.Add(1)
@@ -389,7 +392,12 @@ const bodyTimeout = 30 * time.Second
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *wire.Error) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	defer rc.SetReadDeadline(time.Time{})
+	if r.ProtoMajor < 2 {
+		// HTTP/1's deadline is the connection's: cleared for the answer.
+		// HTTP/2's is the stream's, and bounds only the body, read whole
+		// here (clearing it costs a message to the connection's loop).
+		defer rc.SetReadDeadline(time.Time{})
+	}
 	b, err := io.ReadAll(r.Body)
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
@@ -562,7 +570,16 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
 	}
 	rec := recordOf(e)
-	if !wire.Final(rec.State) && s.liveJob(t.Name, key) == nil && s.cfg.StoreURL == "" {
+	j := s.liveJob(t.Name, key)
+	if !wire.Final(rec.State) && j != nil {
+		// The live job's own state: one recorded running waits for its
+		// slot as queued (job.go, execute).
+		j.mu.Lock()
+		rec.State = j.state
+		j.mu.Unlock()
+		rec.Started = rec.State == wire.StateRunning
+	}
+	if !wire.Final(rec.State) && j == nil && s.cfg.StoreURL == "" {
 		// No job of this process holds it (recover marked those of
 		// earlier ones lost): its end could not be stored.
 		rec.State = wire.StateLost

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,14 +77,21 @@ var (
 // Writes are grouped (group commit) on the one writing connection: a
 // write joins a queue; when no commit is under way its writer becomes the
 // leader and commits every queued write (up to maxBatch) in one
-// transaction and one fsync, then answers each; writes that queue up
-// while that commit is on its way to the disk go into the next one,
-// which the first of them leads. A write is answered only after the
-// commit that holds it, so "durable when begin returns" stays true; under
-// load many requests share one fsync instead of waiting in line for one
-// each, and an uncontended write commits on its own goroutine, with no
-// hand-off. Reads use a pool of their own (WAL readers do not block the
-// writer).
+// transaction, then answers each; writes that queue up meanwhile go into
+// the next one, which the first of them leads. Reads use a pool of their
+// own (WAL readers do not block the writer).
+//
+// The disk is waited for apart from the commit (the connection runs with
+// synchronous=NORMAL: a commit writes the WAL without an fsync): a
+// durable write, once committed, waits for an fsync of the WAL file that
+// started after its commit (syncWAL; one fsync covers every commit before
+// it, so concurrent durable writes share it, and it runs while the writer
+// commits the next batch); a final record (finish) is answered at its
+// commit and never waits for the disk, nor for another request's fsync.
+// This is what synchronous=FULL does (an fsync of the WAL after each
+// commit), taken out of the writer's way. After a failed fsync every later
+// durable write fails (the kernel may have dropped the unwritten pages, so
+// no later fsync proves them on disk); the executor must be restarted.
 type sqliteStore struct {
 	w, r *sql.DB
 
@@ -91,11 +100,27 @@ type sqliteStore struct {
 	leading bool       // a writer is committing (it leads until it hands on)
 	closed  bool
 	pending sync.WaitGroup // writes not yet answered
-	mode    string         // the connection's synchronous setting; the leader's
 	// commits counts the transactions the writer committed (tests).
 	commits atomic.Int64
 	// The writer's statements, prepared once on its connection.
-	insert, set, lookup, syncFull, syncNormal *sql.Stmt
+	insert, set, lookup *sql.Stmt
+
+	// The WAL's fsyncs (syncWAL), under smu: committed is the number of
+	// the last commit, synced that of the last commit an fsync covered;
+	// syncing is set while one runs; syncErr, once set, fails every later
+	// durable write. fsync is the fsync itself (tests replace it); wal is
+	// the WAL file it syncs, opened on first use.
+	smu       sync.Mutex
+	scond     *sync.Cond
+	committed uint64
+	synced    uint64
+	syncing   bool
+	syncErr   error
+	path      string
+	wal       *os.File
+	fsync     func() error
+	// syncs counts the fsyncs of the WAL (tests).
+	syncs atomic.Int64
 }
 
 const (
@@ -107,18 +132,20 @@ const (
 )
 
 // storeOp is one queued write: run executes it inside the batch's
-// transaction; durable says its commit must wait for the disk.
+// transaction; durable says it must wait for the disk after its commit
+// (numbered seq).
 type storeOp struct {
 	durable bool
 	run     func(tx *sql.Tx) error
 	err     chan error
+	seq     uint64
 }
 
 // maxBatch bounds one group commit, so one transaction stays short.
 const maxBatch = 256
 
 func openStore(path string) (*sqliteStore, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -147,12 +174,13 @@ func openStore(path string) (*sqliteStore, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &sqliteStore{w: w, r: r, mode: "FULL"}
+	s := &sqliteStore{w: w, r: r, path: path}
+	s.scond = sync.NewCond(&s.smu)
+	s.fsync = s.syncWALFile
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
-	}{{&s.insert, sqlInsert}, {&s.set, sqlSet}, {&s.lookup, sqlLookup},
-		{&s.syncFull, `PRAGMA synchronous = FULL`}, {&s.syncNormal, `PRAGMA synchronous = NORMAL`}} {
+	}{{&s.insert, sqlInsert}, {&s.set, sqlSet}, {&s.lookup, sqlLookup}} {
 		if *p.st, err = w.Prepare(p.q); err != nil {
 			w.Close()
 			r.Close()
@@ -197,29 +225,77 @@ func (s *sqliteStore) write(durable bool, run func(tx *sql.Tx) error) error {
 		s.leading = false
 	}
 	s.mu.Unlock()
-	return <-op.err
+	if err := <-op.err; err != nil || !durable {
+		return err
+	}
+	return s.waitSynced(op.seq)
 }
 
-// commitBatch commits batch in one transaction and answers each write.
-func (s *sqliteStore) commitBatch(batch []*storeOp) {
-	// A batch of final records only skips the fsync (WAL with
-	// synchronous=NORMAL); the next durable commit syncs it along.
-	want, pragma := "NORMAL", s.syncNormal
-	for _, op := range batch {
-		if op.durable {
-			want, pragma = "FULL", s.syncFull
-			break
+// waitSynced returns once an fsync of the WAL that started after commit
+// seq has ended: at once if one has, else by running one (covering every
+// commit so far) or waiting for the one under way and, if that started
+// too early, the next. Its error is the fsync's, or the first failed
+// fsync's for every later call.
+func (s *sqliteStore) waitSynced(seq uint64) error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	for s.synced < seq && s.syncErr == nil {
+		if s.syncing {
+			s.scond.Wait()
+			continue
+		}
+		s.syncing = true
+		upto := s.committed
+		s.smu.Unlock()
+		err := s.fsync()
+		s.syncs.Add(1)
+		s.smu.Lock()
+		s.syncing = false
+		if err != nil {
+			s.syncErr = fmt.Errorf("executor: store: an fsync of the WAL failed, so no later write can be known to be on disk; restart the executor: %w", err)
+		} else {
+			s.synced = max(s.synced, upto)
+		}
+		s.scond.Broadcast()
+	}
+	return s.syncErr
+}
+
+// syncWALFile fsyncs the store's WAL file (path-wal), opening it first,
+// and again whenever SQLite made it anew (a new file is synced with its
+// directory, so that its name is on disk too). The WAL exists from the
+// first commit on and lives while a connection is open.
+func (s *sqliteStore) syncWALFile() error {
+	name := s.path + "-wal"
+	if s.wal != nil {
+		a, err1 := s.wal.Stat()
+		b, err2 := os.Stat(name)
+		if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+			s.wal.Close()
+			s.wal = nil
 		}
 	}
-	if want != s.mode {
-		if _, err := pragma.Exec(); err != nil {
-			for _, op := range batch {
-				op.err <- err
+	if s.wal == nil {
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		if d, err := os.Open(filepath.Dir(name)); err == nil {
+			err = d.Sync()
+			d.Close()
+			if err != nil {
+				f.Close()
+				return err
 			}
-			return
 		}
-		s.mode = want
+		s.wal = f
 	}
+	return s.wal.Sync()
+}
+
+// commitBatch commits batch in one transaction and answers each write
+// (a durable one then waits for the disk: write).
+func (s *sqliteStore) commitBatch(batch []*storeOp) {
 	if err := s.commit(batch); err != nil {
 		// One write failed (or the commit did): the batch rolled back;
 		// each write is retried alone, so each gets its own answer (one
@@ -257,6 +333,12 @@ func (s *sqliteStore) commit(ops []*storeOp) error {
 		return err
 	}
 	s.commits.Add(1)
+	s.smu.Lock()
+	s.committed++
+	for _, op := range ops {
+		op.seq = s.committed
+	}
+	s.smu.Unlock()
 	return nil
 }
 
@@ -392,5 +474,9 @@ func (s *sqliteStore) close() error {
 		return nil
 	}
 	s.pending.Wait()
-	return errors.Join(s.w.Close(), s.r.Close())
+	err := errors.Join(s.w.Close(), s.r.Close())
+	if s.wal != nil {
+		s.wal.Close()
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -9,13 +10,20 @@ import (
 )
 
 // eventStream writes an NDJSON event stream: status 200, one JSON object
-// per line, flushed after each event so the client sees output as the
-// command writes it. Evals use it for their own event types.
+// per line. send flushes after each event, so the client sees output as
+// the command writes it; write only buffers (follow flushes its accepted
+// and holder events with the next event, or after acceptedDelay, see
+// follow). Evals use it for their own event types.
 type eventStream struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
+	buf bytes.Buffer
 	enc *json.Encoder
 	err error
+	// unflushed is the bytes written since the last flush; armed is set
+	// while a write deadline is set on the stream.
+	unflushed int
+	armed     bool
 }
 
 func newEventStream(w http.ResponseWriter) *eventStream {
@@ -23,26 +31,79 @@ func newEventStream(w http.ResponseWriter) *eventStream {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return &eventStream{w: w, rc: http.NewResponseController(w), enc: enc}
+	st := &eventStream{w: w, rc: http.NewResponseController(w)}
+	st.enc = json.NewEncoder(&st.buf)
+	st.enc.SetEscapeHTML(false)
+	return st
 }
+
+// unblocked is how many bytes a response writer takes into its buffer
+// without writing to the connection, so without a write deadline: the
+// smaller of net/http's buffers (HTTP/1's 2 KiB before chunking; HTTP/2
+// buffers 4 KiB).
+const unblocked = 2 << 10
 
 // send writes ev and flushes, within streamWriteTimeout. After the first
 // failure (the client went away, or stopped reading) it does nothing and
 // returns that error.
 func (s *eventStream) send(ev *wire.Event) error {
+	if s.write(ev) == nil {
+		s.flush()
+	}
+	return s.err
+}
+
+// write adds ev to the stream without flushing it: it stays in the
+// response writer's buffer (written out when that fills) until flush,
+// another send, or the handler's return (net/http flushes it with the
+// end of the stream). A write that may reach the connection sets the
+// write deadline first.
+func (s *eventStream) write(ev *wire.Event) error {
 	if s.err != nil {
 		return s.err
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	if s.err = s.enc.Encode(ev); s.err == nil {
-		s.err = s.rc.Flush()
+	s.buf.Reset()
+	if s.err = s.enc.Encode(ev); s.err != nil {
+		return s.err
 	}
-	if s.err == nil {
-		s.rc.SetWriteDeadline(time.Time{}) // none while the job is quiet
+	if s.unflushed += s.buf.Len(); s.unflushed > unblocked {
+		s.arm()
+	}
+	_, s.err = s.w.Write(s.buf.Bytes())
+	if s.buf.Cap() > maxEventData*2 {
+		s.buf = bytes.Buffer{} // a large record's buffer is not kept
 	}
 	return s.err
+}
+
+// flush sends what write buffered, within streamWriteTimeout from now.
+func (s *eventStream) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	s.armed = false
+	s.arm()
+	s.err = s.rc.Flush()
+	s.unflushed = 0
+	return s.err
+}
+
+// arm sets the write deadline (streamWriteTimeout from now) unless set.
+func (s *eventStream) arm() {
+	if !s.armed {
+		s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		s.armed = true
+	}
+}
+
+// idle clears the write deadline before the stream waits for the job
+// (none while the job is quiet). A deadline left set when the handler
+// returns bounds net/http's last write; the stream's end stops it.
+func (s *eventStream) idle() {
+	if s.armed && s.err == nil {
+		s.rc.SetWriteDeadline(time.Time{})
+		s.armed = false
+	}
 }
 
 // writeError refuses a request with code's HTTP status and the

@@ -82,6 +82,7 @@ type tenant struct {
 // tenant's limits keeps its limiter, so runs in flight still count.
 type limiter struct {
 	slot chan struct{} // MaxConcurrentRuns slots
+	next chan struct{} // nextPlaces×MaxConcurrentRuns places to wait for one recorded running (job.go)
 	max  int           // MaxConcurrentRuns + MaxQueuedRuns
 
 	mu      sync.Mutex
@@ -127,7 +128,7 @@ func newTenants(ts []Tenant, old []*tenant) ([]*tenant, error) {
 			}
 		}
 		if nt.limiter == nil {
-			nt.limiter = &limiter{slot: make(chan struct{}, t.MaxConcurrentRuns), max: t.MaxConcurrentRuns + t.MaxQueuedRuns}
+			nt.limiter = &limiter{slot: make(chan struct{}, t.MaxConcurrentRuns), next: make(chan struct{}, nextPlaces*t.MaxConcurrentRuns), max: t.MaxConcurrentRuns + t.MaxQueuedRuns}
 		}
 		out = append(out, nt)
 	}

@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -322,7 +323,12 @@ func (c *Client) stream(ctx context.Context, path string, body []byte, key strin
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return refusal(resp.StatusCode, b, key)
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	for {
 		line, err := readEvent(br)
 		if errors.Is(err, errEventTooLarge) {
@@ -350,6 +356,10 @@ func (c *Client) stream(ctx context.Context, path string, body []byte, key strin
 		}
 	}
 }
+
+// readers keeps the 64 KiB readers of finished streams for the next
+// (one made per request was most of a quick eval's allocation).
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // dialFailed reports whether err is a failure to connect. The transport
 // retries a request on a fresh connection only when it knows the request

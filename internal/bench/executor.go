@@ -32,11 +32,13 @@ const (
 	execLoadMax = 4 * time.Second
 )
 
-// loadStat is one load figure: completed requests per second and their
-// latency.
+// loadStat is one load figure: completed requests per second, their
+// latency, and the processor time this process (and extra, when load
+// was given one) spent per request.
 type loadStat struct {
 	perSec float64
 	lat    stat
+	cpu    time.Duration
 }
 
 // load runs f from conc goroutines until n calls or max elapsed.
@@ -48,7 +50,7 @@ func load(conc, n int, max time.Duration, f func(i int) error) (loadStat, error)
 		fail atomic.Pointer[error]
 		wg   sync.WaitGroup
 	)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for range conc {
 		wg.Add(1)
 		go func() {
@@ -74,12 +76,15 @@ func load(conc, n int, max time.Duration, f func(i int) error) (loadStat, error)
 	if e := fail.Load(); e != nil {
 		return loadStat{}, *e
 	}
-	el := time.Since(start)
-	return loadStat{perSec: float64(len(lat)) / el.Seconds(), lat: summarize(lat)}, nil
+	el, cpu := time.Since(start), cpuTime()-cpu0
+	if len(lat) > 0 {
+		cpu /= time.Duration(len(lat))
+	}
+	return loadStat{perSec: float64(len(lat)) / el.Seconds(), lat: summarize(lat), cpu: cpu}, nil
 }
 
 func (l loadStat) String() string {
-	return fmt.Sprintf("%.0f/s (p50 %s, p99 %s)", l.perSec, ms(l.lat.p50), ms(l.lat.p99))
+	return fmt.Sprintf("%.0f/s (p50 %s, p99 %s, CPU %s each)", l.perSec, ms(l.lat.p50), ms(l.lat.p99), ms(l.cpu))
 }
 
 // execServer is an executor served in this process over TLS on a
@@ -91,14 +96,21 @@ type execServer struct {
 	done func()
 }
 
-func startExecServer(ctx context.Context, dir string, workers int, b box.Box) (*execServer, error) {
+// startExecServer starts an executor with workers slots (and as many
+// VMs in its eval pool) on a SQLite store in dir, or, with storeURL, on
+// that PostgreSQL store.
+func startExecServer(ctx context.Context, dir string, workers int, b box.Box, storeURL string) (*execServer, error) {
 	tok, sum, err := executor.MintToken()
 	if err != nil {
 		return nil, err
 	}
-	srv, err := executor.New(executor.Config{Backend: b, StorePath: filepath.Join(dir, "store-"+strconv.Itoa(workers)+".db"),
+	cfg := executor.Config{Backend: b, StoreURL: storeURL,
 		MaxRuns: workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tenants: []executor.Tenant{{Name: "bench", TokenSHA256: sum, MaxConcurrentRuns: workers, MaxQueuedRuns: 64}}})
+		Tenants: []executor.Tenant{{Name: "bench", TokenSHA256: sum, MaxConcurrentRuns: workers, MaxQueuedRuns: 64}}}
+	if storeURL == "" {
+		cfg.StorePath = filepath.Join(dir, "store-"+strconv.Itoa(workers)+".db")
+	}
+	srv, err := executor.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +149,14 @@ func startExecServer(ctx context.Context, dir string, workers int, b box.Box) (*
 
 // Executor adds the executor's rows: runs/s and evals/s through an
 // executor on loopback (TLS, HTTP/2, the SQLite store, the real client)
-// with 1 and 2 workers (its MaxRuns, and as many VMs in the eval pool),
-// each beside the same work done in-process in the same run; clients
-// send from twice as many goroutines as there are workers, so the
+// with 1, 2 and 4 workers (its MaxRuns, and as many VMs in the eval
+// pool), each beside the same work done in-process in the same run;
+// clients send from twice as many goroutines as there are workers, so the
 // executor is never idle. Runs use bwrap (`true`); evals are `1+1` and a
-// program making one tool call that comes back to the client.
+// program making one tool call that comes back to the client. Then the
+// PostgreSQL rows (executorPostgres). Each figure gives the processor
+// time this process spent per request (clients, executor and in-process
+// work alike).
 func Executor(ctx context.Context, row Row) {
 	dir, err := os.MkdirTemp("", "glovebox-bench-executor")
 	if err != nil {
@@ -151,12 +166,13 @@ func Executor(ctx context.Context, row Row) {
 	defer os.RemoveAll(dir)
 	var tools glovebox.Toolset
 	tools.Func("add", func(a, b int) int { return a + b })
-	for _, workers := range []int{1, 2} {
+	evalsPerSec := map[int]float64{} // `1+1` through the executor, by workers
+	for _, workers := range []int{1, 2, 4} {
 		conc := 2 * workers
 		b, berr := bwrap.New(bwrap.Config{})
 		var x *execServer
 		if berr == nil {
-			x, err = startExecServer(ctx, dir, workers, b)
+			x, err = startExecServer(ctx, dir, workers, b, "")
 		}
 		if berr != nil || err != nil {
 			row("-", fmt.Sprintf("executor, %d worker(s)", workers), "not available", fmt.Sprint(berr, err), "-", "-")
@@ -185,41 +201,77 @@ func Executor(ctx context.Context, row Row) {
 			return err
 		}
 		ev := x.c.Evaluator(rt)
-		evalWith := func(e interface {
-			Eval(context.Context, string) (*glovebox.Result, error)
-		}, code string) func(int) error {
-			return func(int) error {
-				res, err := e.Eval(ctx, code)
-				if err == nil && res.Status != glovebox.StatusOK {
-					err = fmt.Errorf("%q: %s %+v", code, res.Status, res.Error)
-				}
-				return err
-			}
-		}
 		cases := []struct {
 			what          string
 			remote, local func(int) error
 		}{
 			{"runs/s (bwrap `true`)", runRemote, runLocal},
-			{"evals/s (`1+1`)", evalWith(ev, "1+1"), evalWith(rt, "1+1")},
-			{"evals/s (one tool call back)", evalWith(ev, "add(1, 2)"), evalWith(rt, "add(1, 2)")},
+			{"evals/s (`1+1`)", evalWith(ctx, ev, "1+1"), evalWith(ctx, rt, "1+1")},
+			{"evals/s (one tool call back)", evalWith(ctx, ev, "add(1, 2)"), evalWith(ctx, rt, "add(1, 2)")},
 		}
 		for _, c := range cases {
-			c.remote(0) // warm: pools, connections
-			r, err := load(conc, execLoadN, execLoadMax, c.remote)
-			if err != nil {
-				row("-", fmt.Sprintf("executor %s, %d worker(s)", c.what, workers), "failed", err.Error(), "-", "-")
+			name := fmt.Sprintf("executor %s, %d worker(s)", c.what, workers)
+			r, l, ok := measurePair(row, name, conc, c.remote, c.local)
+			if !ok {
 				continue
 			}
-			l, err := load(conc, execLoadN, execLoadMax, c.local)
-			if err != nil {
-				row("-", fmt.Sprintf("executor %s, %d worker(s)", c.what, workers), r.String(), "in-process failed: "+err.Error(), "-", "-")
-				continue
+			met, target := "-", "-"
+			if c.what == "evals/s (`1+1`)" {
+				evalsPerSec[workers] = r.perSec
+				met, target = evalTarget(workers, r, l, evalsPerSec)
 			}
-			row("-", fmt.Sprintf("executor %s, %d worker(s), %d clients", c.what, workers, conc), r.String(), "in-process "+l.String(),
-				fmt.Sprintf("%.2f×", r.perSec/l.perSec), "-")
+			row(met, fmt.Sprintf("%s, %d clients", name, conc), r.String(), "in-process "+l.String(),
+				fmt.Sprintf("%.2f×", r.perSec/l.perSec), target)
 		}
 		rt.Close()
 		x.done()
 	}
+	executorPostgres(ctx, row, &tools)
+}
+
+// evalWith is one eval of code by e, failing unless it ends ok.
+func evalWith(ctx context.Context, e interface {
+	Eval(context.Context, string) (*glovebox.Result, error)
+}, code string) func(int) error {
+	return func(int) error {
+		res, err := e.Eval(ctx, code)
+		if err == nil && res.Status != glovebox.StatusOK {
+			err = fmt.Errorf("%q: %s %+v", code, res.Status, res.Error)
+		}
+		return err
+	}
+}
+
+// measurePair loads remote, then local, from conc goroutines (after one
+// warming call of remote: pools, connections); a failure is reported as
+// name's row, and ok is false.
+func measurePair(row Row, name string, conc int, remote, local func(int) error) (r, l loadStat, ok bool) {
+	remote(0)
+	r, err := load(conc, execLoadN, execLoadMax, remote)
+	if err != nil {
+		row("-", name, "failed", err.Error(), "-", "-")
+		return r, l, false
+	}
+	l, err = load(conc, execLoadN, execLoadMax, local)
+	if err != nil {
+		row("-", name, r.String(), "in-process failed: "+err.Error(), "-", "-")
+		return r, l, false
+	}
+	return r, l, true
+}
+
+// evalTarget judges a `1+1` row against the issue's figures: from 2
+// workers on, at least 0.4× the in-process evals/s with p99 at most
+// 10 ms, and never fewer evals/s than with fewer workers.
+func evalTarget(workers int, r, l loadStat, byWorkers map[int]float64) (met, target string) {
+	if workers < 2 {
+		return "-", "-"
+	}
+	ok := r.perSec >= 0.4*l.perSec && r.lat.p99 <= 10*time.Millisecond
+	for w, ps := range byWorkers {
+		if w < workers && r.perSec < ps {
+			ok = false
+		}
+	}
+	return yes(ok), "≥ 0.40×, p99 ≤ 10 ms, ≥ fewer workers'"
 }

@@ -22,7 +22,7 @@ func TestLoadExecutor(t *testing.T) {
 			t.Errorf("row %q: %s", cols[0], strings.Join(cols[1:], " "))
 		}
 	})
-	if n != 6 {
-		t.Errorf("%d rows, want 6 (3 figures × 1 and 2 workers)", n)
+	if n != 11 {
+		t.Errorf("%d rows, want 11 (3 figures × 1, 2 and 4 workers, and 2 PostgreSQL rows)", n)
 	}
 }
