@@ -414,6 +414,9 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		s.m.running.WithLabelValues(kind).Inc()
 		t0 := time.Now()
 		rec = s.safeWork(j)
+		if s.cut.Load() && j.ctx.Err() != nil {
+			rec = drainedRecord(kind) // drain.go
+		}
 		s.m.duration.WithLabelValues(kind, backend).Observe(time.Since(t0).Seconds())
 		s.m.running.WithLabelValues(kind).Dec()
 	}

@@ -96,6 +96,7 @@ type Server struct {
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
 	draining atomic.Bool
+	cut      atomic.Bool // Drain's grace period ended: work stopped then is lost (drain.go)
 	wg       sync.WaitGroup // jobs admitted and not finished
 	bg       sync.WaitGroup // the purge loop and the evals' janitor
 
@@ -268,25 +269,6 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		s.mux.ServeHTTP(w, r)
 	})
-}
-
-// Drain makes the server refuse new jobs (unavailable, and /readyz 503)
-// and waits until the running ones finish or ctx ends; then it cancels
-// what still runs (those end Canceled) and waits for their records.
-func (s *Server) Drain(ctx context.Context) {
-	// Under mu: serveJob admits a job (wg.Add) under mu after checking
-	// draining, so from here on no job is added.
-	s.mu.Lock()
-	s.draining.Store(true)
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.stop()
-		<-done
-	}
 }
 
 // Close cancels running jobs, waits for their records and closes the

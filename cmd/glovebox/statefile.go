@@ -85,8 +85,14 @@ func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
 			return nil, err
 		}
 	}
+	return glovebox.NewKeyring(glovebox.StateKey{ID: keyID(secret), Secret: secret})
+}
+
+// keyID names a key by its secret: "cli-" and the first 12 hex digits
+// of its SHA-256.
+func keyID(secret []byte) string {
 	sum := sha256.Sum256(secret)
-	return glovebox.NewKeyring(glovebox.StateKey{ID: "cli-" + hex.EncodeToString(sum[:6]), Secret: secret})
+	return "cli-" + hex.EncodeToString(sum[:6])
 }
 
 func parseKey(s string) ([]byte, error) {
