@@ -96,7 +96,7 @@ type Server struct {
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
 	draining atomic.Bool
-	cut      atomic.Bool // Drain's grace period ended: work stopped then is lost (drain.go)
+	cut      atomic.Bool    // Drain's grace period ended: work stopped then is lost (drain.go)
 	wg       sync.WaitGroup // jobs admitted and not finished
 	bg       sync.WaitGroup // the purge loop and the evals' janitor
 
