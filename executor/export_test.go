@@ -49,3 +49,7 @@ func (s *Server) EvalLimits(l wire.EvalLimits) glovebox.Limits { return s.evals.
 // StartPostgres starts a real PostgreSQL for t and returns its URL
 // (pg_test.go); it skips where PostgreSQL cannot run.
 func StartPostgres(t testing.TB) string { return startPostgres(t) }
+
+// Recount reloads the stored bytes per tenant from the store now, as
+// the loop does every second on a shared store.
+func (s *Server) Recount() error { return s.recount() }

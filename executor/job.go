@@ -216,10 +216,9 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	state := wire.StateQueued
 	select {
 	case t.slot <- struct{}{}:
-		select {
-		case s.slots <- struct{}{}:
+		if s.slots.try(t.Name) { // fair.go
 			j.slots, state = 2, wire.StateRunning
-		default:
+		} else {
 			<-t.slot
 		}
 	default:
@@ -230,7 +229,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	s.space.wrote(err)
 	if err != nil || !created {
 		if j.slots == 2 {
-			<-s.slots
+			s.slots.release(t.Name)
 			<-t.slot
 		}
 		j.cancel()
@@ -371,11 +370,8 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		select {
 		case t.slot <- struct{}{}:
 			got++
-			select {
-			case s.slots <- struct{}{}:
+			if s.slots.acquire(t.Name, expire, j.ctx.Done()) {
 				got++
-			case <-expire:
-			case <-j.ctx.Done():
 			}
 		case <-expire:
 		case <-j.ctx.Done():
@@ -421,7 +417,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		s.m.running.WithLabelValues(kind).Dec()
 	}
 	if got >= 2 {
-		<-s.slots
+		s.slots.release(t.Name)
 	}
 	if got >= 1 {
 		<-t.slot

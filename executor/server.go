@@ -91,7 +91,7 @@ type Server struct {
 	m       *metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
-	slots   chan struct{} // MaxRuns
+	slots   *fairSlots // MaxRuns, shared fairly (fair.go)
 
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
@@ -181,12 +181,16 @@ func New(cfg Config) (*Server, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st, space: newSpace(cfg.StorePath, cfg.MinStoreFree, used),
-		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
+		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: newFairSlots(cfg.MaxRuns),
 		base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
 	s.tenants.Store(&ts)
 	s.bg.Add(1)
 	go s.purgeLoop()
+	if cfg.StoreURL != "" {
+		s.bg.Add(1)
+		go s.recountLoop() // quota.go
+	}
 	if n > 0 {
 		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
 	}
