@@ -20,12 +20,7 @@ func TestDrainCutsToLost(t *testing.T) {
 	toks, tenants := mintTenants(t)
 	keys := fleetKeys(t)
 	start := func() *inproc {
-		p := startInproc(t, 1, func(c *executor.Config) { c.StorePath, c.StoreURL, c.Tenants = "", url, tenants })
-		p.toks = toks
-		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, StateKeys: keys}); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return pgExecutor(t, url, toks, tenants, executor.EvalConfig{PoolSize: -1, StateKeys: keys})
 	}
 	p1 := start()
 	var entered atomic.Int64

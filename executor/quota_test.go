@@ -17,14 +17,7 @@ func TestQuotaHoldsAcrossTheFleet(t *testing.T) {
 	url := executor.StartPostgres(t)
 	toks, tenants := mintTenants(t)
 	tenants[0].MaxStoredBytes = 256 << 10
-	start := func() *inproc {
-		p := startInproc(t, 1, func(c *executor.Config) { c.StorePath, c.StoreURL, c.Tenants = "", url, tenants })
-		p.toks = toks
-		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1}); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	start := func() *inproc { return pgExecutor(t, url, toks, tenants, executor.EvalConfig{PoolSize: -1}) }
 	p1, p2 := start(), start()
 	rt, err := gb.New(context.Background(), gb.Config{PoolSize: -1})
 	if err != nil {
