@@ -53,3 +53,10 @@ func StartPostgres(t testing.TB) string { return startPostgres(t) }
 // Recount reloads the stored bytes per tenant from the store now, as
 // the loop does every second on a shared store.
 func (s *Server) Recount() error { return s.recount() }
+
+// StartPostgresCtl is startPostgresCtl for the external tests: the URL,
+// and functions that stop (fast shutdown) and start the server.
+func StartPostgresCtl(t testing.TB) (url string, stop, start func() error) {
+	u, c := startPostgresCtl(t)
+	return u, c.stop, c.start
+}

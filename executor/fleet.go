@@ -2,8 +2,6 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,9 +69,7 @@ func (e *evals) enableFleet(ctx context.Context) error {
 	if err := st.initStates(ctx); err != nil {
 		return fmt.Errorf("executor: store: %w", err)
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	e.fleet = &fleetState{st: st, holder: hex.EncodeToString(b[:]), cache: map[string]*liveSession{}}
+	e.fleet = &fleetState{st: st, holder: st.holderID(), cache: map[string]*liveSession{}}
 	return nil
 }
 

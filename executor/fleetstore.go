@@ -18,6 +18,11 @@ import (
 type stateStore interface {
 	// initStates makes the tables (once per process, before use).
 	initStates(ctx context.Context) error
+	// holderID names this process in leases: a lease whose holder
+	// starts with a process the store knows is dead (a PostgreSQL
+	// executor whose heartbeat ran out, pgLease; any earlier process of
+	// a lone SQLite executor) is free, whatever its until.
+	holderID() string
 	// createSession records a new session (version 0, no state, free).
 	createSession(ctx context.Context, r *sessionRow) error
 	// acquireSession takes the session's lease for holder until until,
@@ -111,8 +116,18 @@ CREATE TABLE IF NOT EXISTS paused (
 )`
 
 func (s *sqliteStore) initStates(ctx context.Context) error {
-	return s.write(true, func(tx *sql.Tx) error { _, err := tx.Exec(sqliteStates); return err })
+	return s.write(true, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(sqliteStates); err != nil {
+			return err
+		}
+		// One executor per file: leases of earlier processes are void.
+		_, err := tx.Exec(`UPDATE sessions SET holder = '', until = 0 WHERE holder <> ''`)
+		return err
+	})
 }
+
+// holderID: one process per file, so any id will do.
+func (s *sqliteStore) holderID() string { return "sqlite" }
 
 func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow) error {
 	return s.write(true, func(tx *sql.Tx) error {
@@ -288,6 +303,8 @@ func (s *pgStore) initStates(ctx context.Context) error {
 	})
 }
 
+func (s *pgStore) holderID() string { return s.owner }
+
 func (s *pgStore) createSession(ctx context.Context, r *sessionRow) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
 		r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
@@ -299,9 +316,10 @@ func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string,
 	row := &sessionRow{Tenant: tenant, ID: id}
 	var tools string
 	err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = $5
-		WHERE tenant = $1 AND id = $2 AND (holder = '' OR until < $5)
+		WHERE tenant = $1 AND id = $2 AND (holder = '' OR until < $5
+			OR split_part(holder, '/', 1) NOT IN (SELECT e.id FROM glovebox_executors e WHERE e.seen >= $7))
 		RETURNING tools, limits, version, CASE WHEN version = $6 THEN NULL ELSE state END`,
-		tenant, id, holder, until.UnixNano(), now, have).Scan(&tools, &row.Limits, &row.Version, &row.State)
+		tenant, id, holder, until.UnixNano(), now, have, time.Now().Add(-pgLease).UnixNano()).Scan(&tools, &row.Limits, &row.Version, &row.State)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var one int
 		err = s.pool.QueryRow(ctx, `SELECT 1 FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)

@@ -439,6 +439,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		rec = storeFailedRecord(rec, kind, err)
 		data, _ = json.Marshal(rec)
 		if s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data) != nil {
+			s.refinish(t.Name, j.spec.key, started, data) // storefail.go
 			data = nil
 		}
 	}

@@ -30,6 +30,18 @@ func pgBin() string {
 // PostgreSQL is not installed or cannot run here.
 func startPostgres(t testing.TB) string {
 	t.Helper()
+	url, _ := startPostgresCtl(t)
+	return url
+}
+
+// pgCtl stops and starts a test's PostgreSQL server (fault tests).
+type pgCtl struct {
+	stop, start func() error
+}
+
+// startPostgresCtl is startPostgres, with the server's controls.
+func startPostgresCtl(t testing.TB) (string, *pgCtl) {
+	t.Helper()
 	bin := pgBin()
 	if bin == "" {
 		t.Skip("PostgreSQL is not installed (no initdb on PATH or under /usr/lib/postgresql); .ci/run installs the postgresql package")
@@ -63,10 +75,14 @@ func startPostgres(t testing.TB) string {
 		t.Skipf("PostgreSQL cannot be set up here: %v", err)
 	}
 	opts := "-k " + dir + " -c listen_addresses='' -c max_connections=100"
-	if err := run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "start"); err != nil {
+	ctl := &pgCtl{
+		start: func() error { return run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "start") },
+		stop:  func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") },
+	}
+	if err := ctl.start(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		t.Fatalf("%v\n%s", err, log)
 	}
 	t.Cleanup(func() { run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") })
-	return "postgres://postgres@/postgres?host=" + dir + "&port=" + strconv.Itoa(5432)
+	return "postgres://postgres@/postgres?host=" + dir + "&port=" + strconv.Itoa(5432), ctl
 }
