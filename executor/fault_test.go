@@ -181,13 +181,18 @@ type tally struct {
 	done, lost, bad int
 	ids             map[string]outcome
 	errs            []string
+	why             map[string]int // lost operations by error code
 }
 
-func (ta *tally) note(id string, o outcome) {
+func (ta *tally) note(id string, o outcome, err error) {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
 	if ta.ids == nil {
-		ta.ids = map[string]outcome{}
+		ta.ids, ta.why = map[string]outcome{}, map[string]int{}
+	}
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		ta.why[ce.Code]++
 	}
 	ta.ids[id] = o
 	if o == done {
@@ -230,11 +235,11 @@ func (f *faultFleet) settle(ctx context.Context, first, tenant int, key string, 
 		}
 		again := ce.InDoubt() || ce.Code == "transport" || ce.Code == "unavailable" || ce.Code == "queue_full"
 		if ce.Code == "internal" && key != "" {
-			// Refused before the key was recorded (the store was down):
-			// nothing ran, so the same key may go again.
-			_, _, serr := f.cls[i%2][tenant].State(ctx, key)
-			var se *client.Error
-			again = errors.As(serr, &se) && se.Code == "not_found"
+			// A refusal (the store was down) unless the key has a
+			// final record: the same key may go again either way, it
+			// never runs twice.
+			st, _, serr := f.cls[i%2][tenant].State(ctx, key)
+			again = serr != nil || st == "queued" || st == "running"
 		}
 		if !again {
 			return nil, err
@@ -294,11 +299,11 @@ func (f *faultFleet) sessionClient(ctx context.Context, w, steps int, ta *tally)
 		switch {
 		case err == nil && res.Status == gb.StatusOK:
 			completed = append(completed, id)
-			ta.note(id, done)
+			ta.note(id, done, nil)
 			f.checkApplied(ta, w, res.Value, completed, gone)
 		case lostCode(err):
 			gone = append(gone, id)
-			ta.note(id, lost)
+			ta.note(id, lost, err)
 		default:
 			ta.fail("client %d step %d: %v %v", w, i, res, err)
 		}
@@ -344,7 +349,7 @@ func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally
 			return e.EvalWith(ctx, code, client.EvalOptions{Key: key, Suspend: []string{"charge"}})
 		})
 		if lostCode(err) {
-			ta.note(id, lost)
+			ta.note(id, lost, err)
 			continue
 		}
 		if err != nil || res.Status != gb.StatusSuspended {
@@ -360,11 +365,11 @@ func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally
 			var ce *client.Error
 			switch {
 			case err == nil && res.Value == "ok charged "+id:
-				ta.note(id, done)
+				ta.note(id, done, nil)
 			case lostCode(err) && attempt < 3:
 				continue // lost: a new continuation finds it answered, or answers it if the lost one never claimed it
 			case errors.As(err, &ce) && ce.Code == "already_continued" || lostCode(err):
-				ta.note(id, lost)
+				ta.note(id, lost, err)
 			default:
 				ta.fail("client %d step %d: continue: %v %v", w, i, res, err)
 			}
@@ -383,9 +388,9 @@ func (f *faultFleet) plainClient(ctx context.Context, w, steps int, ta *tally) {
 		})
 		switch {
 		case err == nil && res.Value == id:
-			ta.note(id, done)
+			ta.note(id, done, nil)
 		case lostCode(err):
-			ta.note(id, lost)
+			ta.note(id, lost, err)
 		default:
 			ta.fail("client %d step %d: %v %v", w, i, res, err)
 		}
@@ -409,9 +414,14 @@ func (f *faultFleet) verify(ta *tally, what string) {
 			t.Errorf("%s: tool ran %d times", id, n)
 		}
 	}
+	if t.Failed() {
+		for i, p := range f.procs {
+			os.WriteFile(filepath.Join(os.TempDir(), fmt.Sprintf("fault-%s-%d.log", t.Name(), i)), []byte(p.stderr.String()), 0o644)
+		}
+	}
 	calls, twice := f.hits.total()
-	t.Logf("%s: %d operations completed, %d lost (each with its reason), %d failed; %d tool calls counted on the host, %d ids run twice",
-		what, ta.done, ta.lost, ta.bad, calls, twice)
+	t.Logf("%s: %d operations completed, %d lost (by code: %v), %d failed; %d tool calls counted on the host, %d ids run twice",
+		what, ta.done, ta.lost, ta.why, ta.bad, calls, twice)
 }
 
 func faultClients() int {

@@ -115,8 +115,15 @@ func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req
 	}
 	saved := false
 	defer func() {
-		if !saved {
-			f.st.releaseSession(context.Background(), t.Name, req.Session, holder)
+		if saved {
+			return
+		}
+		// Free the lease (the session goes on from its stored version),
+		// until the store takes it: a lease left held by a live executor
+		// would block the session until it ran out.
+		release := func() error { return f.st.releaseSession(context.Background(), t.Name, req.Session, holder) }
+		if release() != nil {
+			e.s.retryWrite("a session's lease release", release)
 		}
 	}()
 	ls, reset, werr := e.liveFor(ctx, t, ck, row)
