@@ -76,8 +76,10 @@ func startPostgresCtl(t testing.TB) (string, *pgCtl) {
 	}
 	opts := "-k " + dir + " -c listen_addresses='' -c max_connections=100"
 	ctl := &pgCtl{
-		start: func() error { return run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "start") },
-		stop:  func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") },
+		start: func() error {
+			return run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "start")
+		},
+		stop: func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") },
 	}
 	if err := ctl.start(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
