@@ -36,7 +36,7 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
 	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tenant and tool set (0: 1; negative: none)")
 	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, in memory mapped anew, never one rewound or reset after another eval (by default a tenant's VM is rewound for its next eval: the bytes are reset, but timing first writes tells how much memory its earlier evals wrote; costs the page faults reuse saves, about 0.3-0.8 ms an eval here)")
-	f.StringArrayVar(&executorEvalFlags.keys, "state-key", nil, "keep sessions and paused evals in the store, sealed with the key in this file (64 hex digits, readable by the executor's user alone): every executor of a fleet needs the same key; repeat to rotate (the first seals, all open)")
+	f.StringArrayVar(&executorEvalFlags.keys, "state-key", nil, "keep sessions and paused evals in the store, sealed with the key in this file (64 hex digits, such as openssl rand -hex 32 prints; not readable by others): every executor of a fleet needs the same key; repeat to rotate (the first seals, all open)")
 	f.BoolVar(&executorEvalFlags.share, "eval-share-vms", false, "let tenants naming the same tools share rewound VMs and reset memory (saves a pool and idle VMs per tenant; what first-write timing tells then crosses tenants)")
 }
 
@@ -88,7 +88,9 @@ func executorKeyring(files []string) (*glovebox.Keyring, error) {
 	}
 	var ks []glovebox.StateKey
 	for _, f := range files {
-		secret, err := readKeyFile(f)
+		// Group-readable is allowed: a Kubernetes Secret volume gives its
+		// files the pod's fsGroup, not its user.
+		secret, err := readKeyFileMode(f, 0o007)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--state-key: %w", err)}
 		}

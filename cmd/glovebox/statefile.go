@@ -104,13 +104,21 @@ func parseKey(s string) ([]byte, error) {
 }
 
 // readKeyFile reads a key file, refusing one that others may read.
-func readKeyFile(path string) ([]byte, error) {
+func readKeyFile(path string) ([]byte, error) { return readKeyFileMode(path, 0o077) }
+
+// readKeyFileMode reads a key file, refusing one with any permission bit
+// of deny set.
+func readKeyFileMode(path string, deny os.FileMode) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s may be read by others (mode %04o): make it readable by you alone (chmod 600 %s)", path, fi.Mode().Perm(), path)
+	if fi.Mode().Perm()&deny != 0 {
+		alone := "you alone (chmod 600 %s)"
+		if deny == 0o007 {
+			alone = "its owner and group alone (chmod 640 %s; a Kubernetes Secret volume: defaultMode 0440)"
+		}
+		return nil, fmt.Errorf("%s may be read by others (mode %04o): make it readable by "+alone, path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
