@@ -50,7 +50,7 @@ bench:
 # an executor on loopback with 1 and 2 workers, p50/p99, beside the same
 # work in-process (bounded: under a minute on 2 cores).
 loadtest:
-	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./internal/bench
+	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run 'TestLoadExecutor|TestLoadFleetSession' ./internal/bench
 
 # The executor fleet's fault tests: two real executor processes on one real
 # PostgreSQL while clients work on sessions, paused approvals and plain
