@@ -70,6 +70,12 @@ func (e *evals) enableFleet(ctx context.Context) error {
 		return fmt.Errorf("executor: store: %w", err)
 	}
 	e.fleet = &fleetState{st: st, holder: st.holderID(), cache: map[string]*liveSession{}}
+	if e.s.cfg.StoreURL == "" {
+		// Sessions' states count against max_stored_bytes: recount them
+		// with the records (a shared store's executors do already).
+		e.s.bg.Add(1)
+		go e.s.recountLoop()
+	}
 	return nil
 }
 

@@ -10,7 +10,8 @@ import "time"
 const fleetRecount = time.Second
 
 // recountLoop reloads the stored bytes every fleetRecount (shared
-// stores only; a lone SQLite executor counts its own writes).
+// stores, and a lone SQLite executor keeping sessions in it; otherwise a
+// lone executor counts its own writes).
 func (s *Server) recountLoop() {
 	defer s.bg.Done()
 	t := time.NewTicker(fleetRecount)
