@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -59,4 +60,16 @@ func (s *Server) Recount() error { return s.recount() }
 func StartPostgresCtl(t testing.TB) (url string, stop, start func() error) {
 	u, c := startPostgresCtl(t)
 	return u, c.stop, c.start
+}
+
+// StealSessionLease hands session id's lease (SQLite store) to a holder
+// of no executor, already run out, as if the running eval's had run out
+// and another executor had taken it: the running eval's save then fails,
+// and the next eval is not blocked.
+func (s *Server) StealSessionLease(tenant, id string) error {
+	st := s.store.(*sqliteStore)
+	return st.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE sessions SET holder = 'thief/x', until = 0 WHERE tenant = ? AND id = ?`, tenant, id)
+		return err
+	})
 }

@@ -156,7 +156,11 @@ func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req
 	}
 	f.mu.Unlock()
 	if serr != nil {
+		// The eval ran, but the session will not show it: say so rather
+		// than report an outcome the session does not hold.
 		e.s.log.Error("storing a session's state failed: its next eval starts from the last stored one", "tenant", t.Name, "err", serr)
+		return &wire.Record{State: wire.StateLost, Error: wire.Errorf(wire.CodeLost,
+			"the eval ran, but the session's new state could not be stored (%v): the session goes on from its state before this eval, which is never run again under this key", serr)}
 	}
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}

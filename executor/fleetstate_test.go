@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	gb "github.com/gloveboxhq/glovebox"
@@ -152,5 +153,44 @@ func TestStoredSessionSurvivesRestart(t *testing.T) {
 	res, err := p2.client(t, toks.a).Evaluator(a.rt).Attach(s.ID()).Eval(ctx, "$kept")
 	if err != nil || res.Value != "across the restart" {
 		t.Fatalf("after the restart: %v %v", res, err)
+	}
+}
+
+// TestSessionLeaseLostIsLost: when a session's lease ran out during an
+// eval and another executor took it, the eval's state is not stored, and
+// its record says lost (not completed): the session goes on from before
+// it, as its next eval shows.
+func TestSessionLeaseLostIsLost(t *testing.T) {
+	toks, tenants := mintTenants(t)
+	p := startInproc(t, 1, func(c *executor.Config) { c.Tenants = tenants })
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)}); err != nil {
+		t.Fatal(err)
+	}
+	var sid string
+	var ts gb.Toolset
+	ts.Add("steal", func(ctx context.Context, _ gb.Args) (any, error) {
+		return nil, p.srv.StealSessionLease(tenants[0].Name, sid)
+	})
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	s, err := p.client(t, toks.a).Evaluator(rt).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid = s.ID()
+	if res, err := s.Eval(ctx, "$n = 1"); err != nil || res.Status != gb.StatusOK {
+		t.Fatal(res, err)
+	}
+	_, err = s.Eval(ctx, "$n = 2; steal")
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != "lost" || !strings.Contains(ce.Message, "could not be stored") {
+		t.Fatalf("the eval whose lease was taken: %v, want lost", err)
+	}
+	if res, err := s.Eval(ctx, "$n"); err != nil || res.Value != int64(1) {
+		t.Errorf("the session after: %v %v, want $n = 1 (the lost eval not applied)", res, err)
 	}
 }
