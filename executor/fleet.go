@@ -47,11 +47,16 @@ type liveSession struct {
 	version int64
 	used    time.Time
 	busy    bool
+	once    sync.Once
 }
 
+// close closes the session and releases its tool set, once (shutdown may
+// close a session an eval still holds, which closes it again as it ends).
 func (ls *liveSession) close() {
-	ls.gs.Close()
-	ls.release()
+	ls.once.Do(func() {
+		ls.gs.Close()
+		ls.release()
+	})
 }
 
 // leaseFor is how long an eval holds its session's lease: twice the
@@ -148,10 +153,13 @@ func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req
 	saved = serr == nil
 	f.mu.Lock()
 	ls.busy, ls.used = false, time.Now()
-	if serr == nil {
+	cached := f.cache[ck] == ls // not when a later eval replaced it (this one outlived its lease)
+	if serr == nil && cached {
 		ls.version = row.Version + 1
-	} else if f.cache[ck] == ls {
-		delete(f.cache, ck)
+	} else {
+		if cached {
+			delete(f.cache, ck)
+		}
 		defer ls.close()
 	}
 	f.mu.Unlock()
