@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client
+.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client fault
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -50,7 +50,17 @@ bench:
 # an executor on loopback with 1, 2 and 4 workers (and on PostgreSQL), p50/p99, beside the same
 # work in-process (bounded: under a minute on 2 cores).
 loadtest:
-	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run TestLoadExecutor ./internal/bench
+	GLOVEBOX_LOADTEST=1 $(GO) test -count=1 -v -run 'TestLoadExecutor|TestLoadFleetSession' ./internal/bench
+
+# The executor fleet's fault tests: two real executor processes on one real
+# PostgreSQL while clients work on sessions, paused approvals and plain
+# evals: kill -9 of one executor, a PostgreSQL restart, a rolling restart
+# of both; each counts every tool call on the host (nothing completed
+# lost, nothing run twice). A few minutes on 2 cores; FAULT_CLIENTS sets
+# the clients (24).
+FAULT_CLIENTS ?= 24
+fault:
+	GLOVEBOX_FAULT=1 GLOVEBOX_FAULT_CLIENTS=$(FAULT_CLIENTS) $(GO) test -count=1 -v -timeout 20m -run '^TestFault' ./executor
 
 # The Ruby gem's benchmark: an eval with one tool call from Ruby through a
 # local executor, beside the same eval from Go through it, in one run.

@@ -210,6 +210,21 @@ type StateStore interface {
 // with [ErrSessionPaused] on a session paused in a tool call, whose state
 // the eval that paused it gave; with [ErrSessionClosed] after Close.
 func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
+	state, err := s.Checkpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.Close()
+	return state, nil
+}
+
+// Checkpoint returns the session's complete state as sealed bytes, as
+// [Session.Suspend] does, but leaves the session open and usable: a host
+// that keeps the live session for its next eval and the bytes elsewhere
+// (a database shared by several processes) resumes from the bytes only
+// where the live session is not. Each call makes a state with an id of
+// its own. It fails as Suspend does, and the session stays usable.
+func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
 	}
@@ -233,11 +248,7 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	state, _, err := sealState(s.r.keys, stateIdle, e.b)
-	if err != nil {
-		return nil, err
-	}
-	s.Close()
-	return state, nil
+	return state, err
 }
 
 // ResumeSession makes a session of a state from [Session.Suspend], or of

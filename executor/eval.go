@@ -77,6 +77,14 @@ type EvalConfig struct {
 	// process instead of this process's engine; sessions are then
 	// refused (worker.go).
 	Worker WorkerConfig
+	// StateKeys, when set, keeps sessions and paused evals in the store,
+	// sealed with these keys (fleet.go): any executor sharing the store
+	// and the keys serves a session's next eval or a paused eval's
+	// answer, and they survive a restart. Every executor of a fleet
+	// needs the same ring (the first key seals, all open). Nil: sessions
+	// live in this process's memory only, and SuspendTools and Continue
+	// are refused bad_request.
+	StateKeys *glovebox.Keyring
 }
 
 // Eval defaults: our choices for a 2-core executor (a session holds a VM
@@ -103,6 +111,8 @@ type evals struct {
 	live     map[string]*evalRun       // tenant "\x00" key → running eval
 	sessions map[string]*remoteSession // session ID → session
 	opening  map[string]int            // tenant → sessions being made (counted against MaxSessions)
+
+	fleet *fleetState // stored sessions and paused evals (StateKeys); nil: none
 }
 
 // toolSet is a Runtime whose tools relay to the client, shared by every
@@ -146,7 +156,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 		basePool = -1
 	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log})
+		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log, StateKeys: cfg.StateKeys, Hooks: pauseHooks(cfg)})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
@@ -154,6 +164,12 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
 	if cfg.Worker.Kind != "" {
 		if e.worker, err = newWorkerPool(cfg, e.caps, s.log); err != nil {
+			base.Close()
+			return err
+		}
+	}
+	if cfg.StateKeys != nil {
+		if err := e.enableFleet(ctx); err != nil {
 			base.Close()
 			return err
 		}
@@ -199,6 +215,9 @@ func (e *evals) janitor() {
 			e.closeAll()
 			return
 		case now := <-t.C:
+			if e.fleet != nil {
+				e.fleetJanitor(now)
+			}
 			e.mu.Lock()
 			var idle []*remoteSession
 			for id, rs := range e.sessions {
@@ -217,6 +236,7 @@ func (e *evals) janitor() {
 }
 
 func (e *evals) closeAll() {
+	e.fleetCloseAll()
 	e.mu.Lock()
 	ss := e.sessions
 	e.sessions = map[string]*remoteSession{}
@@ -262,7 +282,8 @@ func (e *evals) toolSet(ctx context.Context, tenant string, names []string) (*gl
 		}
 	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
-		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log})
+		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log,
+		StateKeys: e.cfg.StateKeys, Hooks: pauseHooks(e.cfg)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,6 +389,10 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, werr)
 		return
 	}
+	if (len(req.SuspendTools) > 0 || req.Continue != nil) && (e.fleet == nil || e.worker != nil) {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "suspend_tools and continue need an executor with a state key (--state-key) running evals in-process"))
+		return
+	}
 	key := req.IdempotencyKey
 	if key == "" {
 		key = wire.NewKey("e-") // no key given: an eval of its own
@@ -415,6 +440,13 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	}
 	var res *glovebox.Result
 	var err error
+	run.suspend = setOf(req.SuspendTools)
+	if req.Continue != nil {
+		return e.continueEval(ctx, t, key, run, req.Continue, opts)
+	}
+	if req.Session != "" && e.fleet != nil {
+		return e.fleetSessionEval(ctx, t, key, req, opts)
+	}
 	if req.Session != "" {
 		rs := e.session(t.Name, req.Session)
 		if rs == nil {
@@ -436,6 +468,9 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	}
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}
+	}
+	if res.Status == glovebox.StatusSuspended && e.fleet != nil && req.Session == "" {
+		return e.pausedRecord(ctx, t, key, names, req.SuspendTools, req.Limits, res)
 	}
 	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
 }
@@ -511,6 +546,7 @@ type evalRun struct {
 	done     bool
 	sent     int // bytes of arguments sent in tool_call events
 	maxBytes int
+	suspend  map[string]bool // tools whose calls pause the eval (SuspendTools)
 }
 
 type pendingCall struct {
@@ -750,6 +786,10 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the executor is draining"))
 		return
 	}
+	if e.fleet != nil {
+		e.fleetNewSession(w, r, t, req, names)
+		return
+	}
 	// The slot is reserved before the runtime and VM are made, so a burst
 	// of requests makes no more runtimes than the cap allows.
 	e.mu.Lock()
@@ -772,26 +812,12 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 			e.mu.Unlock()
 		}
 	}()
-	rt, release, terr := e.toolSet(r.Context(), t.Name, names)
-	if terr != nil {
-		e.s.refuse(w, r, wire.Errorf(wire.CodeInternal, "making the VM: %v", terr))
+	gs, release, werr := e.openSession(r.Context(), t.Name, names, req.Limits, nil)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
 		return
 	}
-	view, lerr := rt.WithLimits(e.limits(req.Limits))
-	if lerr != nil {
-		release()
-		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "limits: %v", lerr))
-		return
-	}
-	gs, gerr := view.NewSession()
-	if gerr != nil {
-		release()
-		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "%v", gerr))
-		return
-	}
-	var b [16]byte
-	rand.Read(b[:])
-	rs := &remoteSession{id: "s-" + hex.EncodeToString(b[:]), tenant: t.Name, gs: gs, release: release, used: time.Now()}
+	rs := &remoteSession{id: newSessionID(), tenant: t.Name, gs: gs, release: release, used: time.Now()}
 	e.mu.Lock()
 	e.unreserveLocked(t.Name)
 	opened = true
@@ -799,6 +825,42 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	e.mu.Unlock()
 	e.s.log.Info("session opened", "tenant", t.Name, "tools", len(names))
 	writeJSON(w, wire.SessionInfo{ID: rs.id, IdleTimeoutMS: e.cfg.SessionIdle.Milliseconds()})
+}
+
+// openSession makes a new session of tenant's tool set names with
+// limits (resumed from state, when not nil: fleet.go), and the tool
+// set's release.
+func (e *evals) openSession(ctx context.Context, tenant string, names []string, limits wire.EvalLimits, state []byte) (*glovebox.Session, func(), *wire.Error) {
+	rt, release, err := e.toolSet(ctx, tenant, names)
+	if err != nil {
+		return nil, nil, wire.Errorf(wire.CodeInternal, "making the VM: %v", err)
+	}
+	view, err := rt.WithLimits(e.limits(limits))
+	if err != nil {
+		release()
+		return nil, nil, wire.Errorf(wire.CodeBadRequest, "limits: %v", err)
+	}
+	var gs *glovebox.Session
+	if state == nil {
+		gs, err = view.NewSession()
+	} else {
+		gs, err = view.ResumeSession(ctx, state)
+	}
+	if err != nil {
+		release()
+		if state != nil && !errors.Is(err, glovebox.ErrClosed) {
+			return nil, nil, wire.Errorf(wire.CodeStateRefused, "the session's stored state cannot be opened here: %v", err)
+		}
+		return nil, nil, wire.Errorf(wire.CodeUnavailable, "%v", err)
+	}
+	return gs, release, nil
+}
+
+// newSessionID is a fresh session ID: "s-" and 32 hex digits.
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "s-" + hex.EncodeToString(b[:])
 }
 
 // unreserveLocked gives back a slot newSession reserved.
@@ -824,6 +886,10 @@ func (e *evals) countLocked(tenant string) int {
 func (e *evals) closeSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	t := tenantOf(r)
 	id := r.PathValue("id")
+	if e.fleet != nil {
+		e.fleetCloseSession(w, r, t, id)
+		return
+	}
 	e.mu.Lock()
 	rs := e.sessions[id]
 	if rs != nil && rs.tenant == t.Name {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -67,4 +68,27 @@ func (s *Server) Stored(tenant, key string) (state string, started bool) {
 		return "", false
 	}
 	return e.State, e.Started
+}
+
+// Recount reloads the stored bytes per tenant from the store now, as
+// the loop does every second on a shared store.
+func (s *Server) Recount() error { return s.recount() }
+
+// StartPostgresCtl is startPostgresCtl for the external tests: the URL,
+// and functions that stop (fast shutdown) and start the server.
+func StartPostgresCtl(t testing.TB) (url string, stop, start func() error) {
+	u, c := startPostgresCtl(t)
+	return u, c.stop, c.start
+}
+
+// StealSessionLease hands session id's lease (SQLite store) to a holder
+// of no executor, already run out, as if the running eval's had run out
+// and another executor had taken it: the running eval's save then fails,
+// and the next eval is not blocked.
+func (s *Server) StealSessionLease(tenant, id string) error {
+	st := s.store.(*sqliteStore)
+	return st.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE sessions SET holder = 'thief/x', until = 0 WHERE tenant = ? AND id = ?`, tenant, id)
+		return err
+	})
 }

@@ -64,17 +64,25 @@ func TestFleetRoutesByKey(t *testing.T) {
 // startPgPair starts two executors with evals sharing one real
 // PostgreSQL store and the same tenants (so one token works on both).
 func startPgPair(t *testing.T) (p1, p2 *inproc) {
+	return startPgPairWith(t, executor.EvalConfig{PoolSize: -1})
+}
+
+// startPgPairWith is startPgPair with evals configured by cfg.
+func startPgPairWith(t *testing.T, cfg executor.EvalConfig) (p1, p2 *inproc) {
 	url := executor.StartPostgres(t)
 	toks, tenants := mintTenants(t)
-	start := func() *inproc {
-		p := startInproc(t, 1, func(c *executor.Config) { c.StorePath, c.StoreURL, c.Tenants = "", url, tenants })
-		p.toks = toks
-		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1}); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	return pgExecutor(t, url, toks, tenants, cfg), pgExecutor(t, url, toks, tenants, cfg)
+}
+
+// pgExecutor starts an executor with evals (cfg) on the PostgreSQL
+// store at url, with tenants (whose tokens are toks).
+func pgExecutor(t *testing.T, url string, toks tenantTok, tenants []executor.Tenant, cfg executor.EvalConfig) *inproc {
+	p := startInproc(t, 1, func(c *executor.Config) { c.StorePath, c.StoreURL, c.Tenants = "", url, tenants })
+	p.toks = toks
+	if err := p.srv.EnableEvals(context.Background(), cfg); err != nil {
+		t.Fatal(err)
 	}
-	return start(), start()
+	return p
 }
 
 // TestPostgresFleetAnyExecutor: two executors on one PostgreSQL store

@@ -232,7 +232,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		select {
 		case s.next <- struct{}{}:
 			j.next, state = 2, wire.StateRunning
-			if len(t.slot) < cap(t.slot) && len(s.slots) < cap(s.slots) {
+			if len(t.slot) < cap(t.slot) && s.slots.freeNow() > 0 {
 				shown = wire.StateRunning
 			}
 		default:
@@ -516,7 +516,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 			}
 		}
 		if werr == nil {
-			slots = j.take(t.slot, s.slots, expire)
+			slots = j.takeSlot(t.slot, t.Name, s.slots, expire)
 		}
 	}
 	if next >= 2 {
@@ -544,11 +544,14 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		s.m.running.WithLabelValues(kind).Inc()
 		t0 := time.Now()
 		rec = s.safeWork(j)
+		if s.cut.Load() && j.ctx.Err() != nil {
+			rec = drainedRecord(kind) // drain.go
+		}
 		s.m.duration.WithLabelValues(kind, backend).Observe(time.Since(t0).Seconds())
 		s.m.running.WithLabelValues(kind).Dec()
 	}
 	if slots >= 2 {
-		<-s.slots
+		s.slots.release(t.Name)
 	}
 	if slots >= 1 {
 		<-t.slot
@@ -570,6 +573,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		rec = storeFailedRecord(rec, kind, err)
 		data, _ = json.Marshal(rec)
 		if s.store.finish(context.Background(), t.Name, j.spec.key, rec.State, started, data) != nil {
+			s.refinish(t.Name, j.spec.key, started, data) // storefail.go
 			data = nil
 		}
 	}
@@ -608,6 +612,22 @@ func (j *job) take(a, b chan struct{}, expire <-chan time.Time) int {
 		return 2
 	case <-expire:
 	case <-j.ctx.Done():
+	}
+	return 1
+}
+
+// takeSlot is take for the slots that run work: one of the tenant's,
+// then one of the server's, shared fairly among tenants (fair.go).
+func (j *job) takeSlot(own chan struct{}, tenant string, slots *fairSlots, expire <-chan time.Time) int {
+	select {
+	case own <- struct{}{}:
+	case <-expire:
+		return 0
+	case <-j.ctx.Done():
+		return 0
+	}
+	if slots.acquire(tenant, expire, j.ctx.Done()) {
+		return 2
 	}
 	return 1
 }

@@ -13,6 +13,19 @@ import (
 // PostgreSQL is not installed or cannot run here.
 func startPostgres(t testing.TB) string {
 	t.Helper()
+	url, _ := startPostgresCtl(t)
+	return url
+}
+
+// pgCtl stops and starts a test's PostgreSQL server (fault tests).
+type pgCtl struct {
+	stop, start func() error
+}
+
+// startPostgresCtl is startPostgres, with the server's controls: stop
+// shuts it down cleanly, start starts it again on the same cluster.
+func startPostgresCtl(t testing.TB) (string, *pgCtl) {
+	t.Helper()
 	pg, err := pgtest.Start()
 	if errors.Is(err, pgtest.ErrMissing) {
 		t.Skip(err)
@@ -21,5 +34,5 @@ func startPostgres(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Stop() })
-	return pg.URL
+	return pg.URL, &pgCtl{stop: pg.Shutdown, start: pg.StartAgain}
 }

@@ -91,7 +91,7 @@ type Server struct {
 	m       *metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
-	slots   chan struct{} // MaxRuns
+	slots   *fairSlots // MaxRuns, shared fairly (fair.go)
 	// next holds 2×MaxRuns places for jobs recorded running that wait
 	// for a slot (job.go, execute).
 	next chan struct{}
@@ -99,6 +99,7 @@ type Server struct {
 	base     context.Context // jobs run under it, not under their request
 	stop     context.CancelFunc
 	draining atomic.Bool
+	cut      atomic.Bool    // Drain's grace period ended: work stopped then is lost (drain.go)
 	wg       sync.WaitGroup // jobs admitted and not finished
 	bg       sync.WaitGroup // the purge loop and the evals' janitor
 
@@ -183,12 +184,16 @@ func New(cfg Config) (*Server, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, backend: cfg.Backend, posture: cfg.Backend.Posture(), store: st, space: newSpace(cfg.StorePath, cfg.MinStoreFree, used),
-		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxRuns),
+		m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux(), slots: newFairSlots(cfg.MaxRuns),
 		next: make(chan struct{}, nextPlaces*cfg.MaxRuns), base: base, stop: stop, active: map[string]*job{}, paths: map[string]bool{},
 	}
 	s.tenants.Store(&ts)
 	s.bg.Add(1)
 	go s.purgeLoop()
+	if cfg.StoreURL != "" {
+		s.bg.Add(1)
+		go s.recountLoop() // quota.go
+	}
 	if n > 0 {
 		s.log.Warn("runs in progress when the executor stopped are marked lost", "count", n)
 	}
@@ -271,25 +276,6 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		s.mux.ServeHTTP(w, r)
 	})
-}
-
-// Drain makes the server refuse new jobs (unavailable, and /readyz 503)
-// and waits until the running ones finish or ctx ends; then it cancels
-// what still runs (those end Canceled) and waits for their records.
-func (s *Server) Drain(ctx context.Context) {
-	// Under mu: serveJob admits a job (wg.Add) under mu after checking
-	// draining, so from here on no job is added.
-	s.mu.Lock()
-	s.draining.Store(true)
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.stop()
-		<-done
-	}
 }
 
 // Close cancels running jobs, waits for their records and closes the

@@ -69,7 +69,10 @@ shared by a fleet of executors: --store postgres://USER@HOST:5432/DB
 socket). To keep the password off the command line, leave --store out
 and put the URL in the environment variable GLOVEBOX_STORE_URL (from a
 Kubernetes Secret, say). On PostgreSQL the executors heartbeat; the
-runs of one not seen for 30 s are marked lost by the others.
+runs of one not seen for 30 s are marked lost by the others. With
+--evals --state-key FILE (the same key on every executor), sessions and
+paused evals are kept in the store too, so any executor on it serves
+them, and they survive restarts.
 
 The --config file (YAML) lists the tenants with the SHA-256 of their
 tokens (make one with 'glovebox executor token') and their limits:
@@ -90,7 +93,7 @@ tokens (make one with 'glovebox executor token') and their limits:
   egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
 
 SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
-ones get --drain to finish, then are cancelled. SIGHUP re-reads the
+ones get --drain to finish, then are stopped and recorded lost. SIGHUP re-reads the
 tenants from --config (rotate a token without dropping runs); the other
 settings need a restart. Endpoints besides /v1:
 /healthz, /readyz, /metrics (Prometheus).`,

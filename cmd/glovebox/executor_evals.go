@@ -23,6 +23,7 @@ var executorEvalFlags struct {
 	worker   string
 	noReuse  bool
 	share    bool
+	keys     []string
 }
 
 // addExecutorEvalFlags registers them (one line in executor.go).
@@ -35,6 +36,7 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 	f.StringVar(&executorEvalFlags.worker, "eval-worker", "", `run each eval in a fresh worker process: "bwrap" (bubblewrap: namespaces, no network, seccomp, cgroup when available); empty: in this process (config key eval_worker)`)
 	f.IntVar(&executorEvalFlags.pool, "eval-pool", 0, "prepared VMs kept per tenant and tool set (0: 1; negative: none)")
 	f.BoolVar(&executorEvalFlags.noReuse, "eval-no-vm-reuse", false, "run every eval in a VM made for it, in memory mapped anew, never one rewound or reset after another eval (by default a tenant's VM is rewound for its next eval: the bytes are reset, but timing first writes tells how much memory its earlier evals wrote; costs the page faults reuse saves, about 0.3-0.8 ms an eval here)")
+	f.StringArrayVar(&executorEvalFlags.keys, "state-key", nil, "keep sessions and paused evals in the store, sealed with the key in this file (64 hex digits, such as openssl rand -hex 32 prints; not readable by others): every executor of a fleet needs the same key; repeat to rotate (the first seals, all open)")
 	f.BoolVar(&executorEvalFlags.share, "eval-share-vms", false, "let tenants naming the same tools share rewound VMs and reset memory (saves a pool and idle VMs per tenant; what first-write timing tells then crosses tenants)")
 }
 
@@ -51,10 +53,14 @@ func enableExecutorEvals(srv *executor.Server, worker string) error {
 	if worker != "" && worker != "bwrap" {
 		return usageError{fmt.Errorf("executor: --eval-worker %q: want bwrap (or nothing: in-process)", worker)}
 	}
+	keys, err := executorKeyring(fl.keys)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	err := srv.EnableEvals(ctx, executor.EvalConfig{
+	err = srv.EnableEvals(ctx, executor.EvalConfig{StateKeys: keys,
 		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
 		PoolSize: fl.pool, DisableVMReuse: fl.noReuse, ShareVMsAcrossTenants: fl.share, MaxSessions: fl.sessions, SessionIdle: fl.idle,
 		Worker: executor.WorkerConfig{Kind: worker},
@@ -66,6 +72,33 @@ func enableExecutorEvals(srv *executor.Server, worker string) error {
 	if worker != "" {
 		where = "in a " + worker + " worker per eval"
 	}
+	if keys != nil {
+		where += ", sessions and paused evals kept in the store"
+	}
 	fmt.Fprintf(os.Stderr, "glovebox executor: evals on, %s (engine ready in %v)\n", where, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// executorKeyring reads the --state-key files (nil for none) into one
+// ring, the first sealing; each key's id derives from the secret, so
+// every executor reading the same file names the key alike.
+func executorKeyring(files []string) (*glovebox.Keyring, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	var ks []glovebox.StateKey
+	for _, f := range files {
+		// Group-readable is allowed: a Kubernetes Secret volume gives its
+		// files the pod's fsGroup, not its user.
+		secret, err := readKeyFileMode(f, 0o007)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--state-key: %w", err)}
+		}
+		ks = append(ks, glovebox.StateKey{ID: keyID(secret), Secret: secret})
+	}
+	k, err := glovebox.NewKeyring(ks...)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--state-key: %w", err)}
+	}
+	return k, nil
 }

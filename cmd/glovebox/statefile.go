@@ -85,8 +85,14 @@ func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
 			return nil, err
 		}
 	}
+	return glovebox.NewKeyring(glovebox.StateKey{ID: keyID(secret), Secret: secret})
+}
+
+// keyID names a key by its secret: "cli-" and the first 12 hex digits
+// of its SHA-256.
+func keyID(secret []byte) string {
 	sum := sha256.Sum256(secret)
-	return glovebox.NewKeyring(glovebox.StateKey{ID: "cli-" + hex.EncodeToString(sum[:6]), Secret: secret})
+	return "cli-" + hex.EncodeToString(sum[:6])
 }
 
 func parseKey(s string) ([]byte, error) {
@@ -98,13 +104,21 @@ func parseKey(s string) ([]byte, error) {
 }
 
 // readKeyFile reads a key file, refusing one that others may read.
-func readKeyFile(path string) ([]byte, error) {
+func readKeyFile(path string) ([]byte, error) { return readKeyFileMode(path, 0o077) }
+
+// readKeyFileMode reads a key file, refusing one with any permission bit
+// of deny set.
+func readKeyFileMode(path string, deny os.FileMode) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s may be read by others (mode %04o): make it readable by you alone (chmod 600 %s)", path, fi.Mode().Perm(), path)
+	if fi.Mode().Perm()&deny != 0 {
+		alone := "you alone (chmod 600 %s)"
+		if deny == 0o007 {
+			alone = "its owner and group alone (chmod 640 %s; a Kubernetes Secret volume: defaultMode 0440)"
+		}
+		return nil, fmt.Errorf("%s may be read by others (mode %04o): make it readable by "+alone, path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -408,23 +408,49 @@ func TestSingle(t *testing.T) {
 }
 
 func TestGVisorOverlay(t *testing.T) {
-	m := load(t, filepath.Join("overlays", "gvisor"))
-	if !slices.Contains(m.kustomization.Resources, "../..") {
-		t.Errorf("the overlay does not build on the base: %v", m.kustomization.Resources)
+	m := checkGVisorOverlay(t, "gvisor", "../..", "StatefulSet")
+	if len(m.statefulsets) != 1 {
+		t.Fatalf("want one StatefulSet patch, have %d", len(m.statefulsets))
+	}
+	checkRuntimePatch(t, m, &m.statefulsets[0].Spec.Template, m.statefulsets[0].Name)
+}
+
+// TestGVisorPostgresOverlay: the PostgreSQL fleet has its gVisor overlay
+// too, patching its Deployment.
+func TestGVisorPostgresOverlay(t *testing.T) {
+	m := checkGVisorOverlay(t, "gvisor-postgres", "../../postgres", "Deployment")
+	if len(m.deployments) != 1 {
+		t.Fatalf("want one Deployment patch, have %d", len(m.deployments))
+	}
+	checkRuntimePatch(t, m, &m.deployments[0].Spec.Template, m.deployments[0].Name)
+}
+
+// checkGVisorOverlay loads overlays/dir and checks it builds on base and
+// makes RuntimeClass gvisor with one patch of a kind.
+func checkGVisorOverlay(t *testing.T, dir, base, kind string) *manifests {
+	t.Helper()
+	m := load(t, filepath.Join("overlays", dir))
+	if !slices.Contains(m.kustomization.Resources, base) {
+		t.Errorf("the overlay does not build on %s: %v", base, m.kustomization.Resources)
 	}
 	if len(m.runtimeClass) != 1 || m.runtimeClass[0].Name != "gvisor" || m.runtimeClass[0].Handler != "runsc" {
 		t.Errorf("want RuntimeClass gvisor with handler runsc: %+v", m.runtimeClass)
 	}
-	if len(m.statefulsets) != 1 {
-		t.Fatalf("want one StatefulSet patch, have %d", len(m.statefulsets))
+	if len(m.kustomization.Patches) != 1 || m.kustomization.Patches[0].Target.Kind != kind {
+		t.Errorf("want one patch of the %s: %+v", kind, m.kustomization.Patches)
 	}
-	p := m.statefulsets[0]
-	if rc := p.Spec.Template.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
+	return m
+}
+
+// checkRuntimePatch checks the overlay's patch (pod template tmpl of the
+// object named name) sets runtimeClassName gvisor on the executor.
+func checkRuntimePatch(t *testing.T, m *manifests, tmpl *corev1.PodTemplateSpec, name string) {
+	t.Helper()
+	if rc := tmpl.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
 		t.Errorf("the patch sets runtimeClassName %v", rc)
 	}
-	if len(m.kustomization.Patches) != 1 || m.kustomization.Patches[0].Target.Kind != "StatefulSet" ||
-		m.kustomization.Patches[0].Target.Name != p.Name || p.Name != appName {
-		t.Errorf("the patch does not target the executor's StatefulSet: %+v", m.kustomization.Patches)
+	if m.kustomization.Patches[0].Target.Name != name || name != appName {
+		t.Errorf("the patch does not target the executor: %+v", m.kustomization.Patches)
 	}
 }
 
@@ -693,6 +719,27 @@ func TestPostgresFleet(t *testing.T) {
 	}
 	if !fromSecret {
 		t.Error("GLOVEBOX_STORE_URL must come from the Secret glovebox-executor-postgres")
+	}
+	// Every replica seals sessions and paused evals with one key, a
+	// Secret mounted read-only, unreadable by others.
+	var keyVol *corev1.Volume
+	for i, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "state-key" {
+			keyVol = &d.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if keyVol == nil || keyVol.Secret == nil || keyVol.Secret.SecretName != "glovebox-executor-state-key" ||
+		keyVol.Secret.DefaultMode == nil || *keyVol.Secret.DefaultMode&0o007 != 0 {
+		t.Errorf("want the state key from the Secret glovebox-executor-state-key, mode without others' bits: %+v", keyVol)
+	}
+	keyMounted := false
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == "state-key" {
+			keyMounted = vm.ReadOnly && slices.Contains(c.Args, "--state-key="+vm.MountPath+"/key")
+		}
+	}
+	if !keyMounted {
+		t.Errorf("the state key is not mounted read-only and named by --state-key: %q", c.Args)
 	}
 	for _, a := range c.Args {
 		if strings.HasPrefix(a, "--store") {

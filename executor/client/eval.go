@@ -118,6 +118,13 @@ type EvalOptions struct {
 	// Stdout and Stderr, if set, receive the guest's output as it is
 	// written on the executor, in order.
 	Stdout, Stderr io.Writer
+	// Suspend names tools whose calls pause the eval on the executor
+	// instead of coming back here: the Result then has
+	// glovebox.StatusSuspended and its Pending call (no State: the
+	// sealed state stays in the executor's store), and
+	// [Evaluator.Continue] answers it later, through any executor of the
+	// fleet. Needs an executor with a state key; not for sessions.
+	Suspend []string
 }
 
 // Eval runs code in a fresh VM on the executor; see [Evaluator].
@@ -127,7 +134,7 @@ func (e *Evaluator) Eval(ctx context.Context, code string) (*glovebox.Result, er
 
 // EvalWith is Eval with options.
 func (e *Evaluator) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args}
+	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
 	return e.eval(ctx, &req, o)
 }
 

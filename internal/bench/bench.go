@@ -128,7 +128,8 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 		benchBoxes(ctx, row) // the OS-level boxes (box.go)
 	}
 	if want("executor") {
-		Executor(ctx, row) // the executor under load (executor.go)
+		Executor(ctx, row)      // the executor under load (executor.go)
+		ExecutorFleet(ctx, row) // a session moving between two executors (fleet.go)
 	}
 	return nil
 }

@@ -100,21 +100,38 @@ type execServer struct {
 // VMs in its eval pool) on a SQLite store in dir, or, with storeURL, on
 // that PostgreSQL store.
 func startExecServer(ctx context.Context, dir string, workers int, b box.Box, storeURL string) (*execServer, error) {
-	tok, sum, err := executor.MintToken()
-	if err != nil {
-		return nil, err
+	return startExecServerWith(ctx, dir, workers, b, storeURL, nil)
+}
+
+// startExecServerWith is startExecServer with the store at storeURL (a
+// PostgreSQL URL; "": an SQLite file in dir) and the tenant's token tok
+// ("": a new one), and the eval config changed by mod (nil: none).
+func startExecServerWith(ctx context.Context, dir string, workers int, b box.Box, storeURL string, mod func(*executor.EvalConfig), tok ...string) (*execServer, error) {
+	var sum string
+	var err error
+	if len(tok) == 0 {
+		tok = []string{""}
+		if tok[0], sum, err = executor.MintToken(); err != nil {
+			return nil, err
+		}
+	} else {
+		sum = executor.HashToken(tok[0])
 	}
-	cfg := executor.Config{Backend: b, StoreURL: storeURL,
+	cfg := executor.Config{Backend: b, StorePath: filepath.Join(dir, "store-"+strconv.Itoa(workers)+".db"),
 		MaxRuns: workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Tenants: []executor.Tenant{{Name: "bench", TokenSHA256: sum, MaxConcurrentRuns: workers, MaxQueuedRuns: 64}}}
-	if storeURL == "" {
-		cfg.StorePath = filepath.Join(dir, "store-"+strconv.Itoa(workers)+".db")
+	if storeURL != "" {
+		cfg.StorePath, cfg.StoreURL = "", storeURL
 	}
 	srv, err := executor.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := srv.EnableEvals(ctx, executor.EvalConfig{PoolSize: workers}); err != nil {
+	ecfg := executor.EvalConfig{PoolSize: workers}
+	if mod != nil {
+		mod(&ecfg)
+	}
+	if err := srv.EnableEvals(ctx, ecfg); err != nil {
 		srv.Close()
 		return nil, err
 	}
@@ -138,7 +155,7 @@ func startExecServer(ctx context.Context, dir string, workers int, b box.Box, st
 	go hs.ServeTLS(ln, "", "")
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
-	c, err := client.Dial(ctx, client.Config{URL: "https://" + ln.Addr().String(), Token: tok, RootCAs: pool})
+	c, err := client.Dial(ctx, client.Config{URL: "https://" + ln.Addr().String(), Token: tok[0], RootCAs: pool})
 	if err != nil {
 		hs.Close()
 		srv.Close()

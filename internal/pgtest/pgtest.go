@@ -79,11 +79,9 @@ func Start() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: it cannot be set up here: %v", ErrMissing, err)
 	}
-	opts := "-k " + dir + " -c listen_addresses='' -c max_connections=100"
-	if err := s.run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("%v\n%s", err, log)
+		return nil, err
 	}
 	s.URL = "postgres://postgres@/postgres?host=" + dir + "&port=" + strconv.Itoa(5432)
 	return s, nil
@@ -94,6 +92,27 @@ func (s *Server) run(name string, args ...string) error {
 	out, err := spawn.CombinedOutput(exec.Command(argv[0], argv[1:]...))
 	if err != nil {
 		return fmt.Errorf("%s: %v\n%s", name, err, out)
+	}
+	return nil
+}
+
+// Shutdown shuts the server down cleanly (pg_ctl stop -m fast:
+// connections are ended, committed work is kept) and waits for it to
+// exit; StartAgain starts it again on the same cluster (restart tests).
+func (s *Server) Shutdown() error {
+	return s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "fast", "-w", "stop")
+}
+
+// StartAgain starts the server after Shutdown and waits until it
+// accepts connections; its error is pg_ctl's, with the server log.
+func (s *Server) StartAgain() error { return s.start() }
+
+// start runs pg_ctl start on the cluster, listening only on the socket.
+func (s *Server) start() error {
+	opts := "-k " + s.dir + " -c listen_addresses='' -c max_connections=100"
+	if err := s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", filepath.Join(s.dir, "log"), "-o", opts, "-w", "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+		return fmt.Errorf("%v\n%s", err, log)
 	}
 	return nil
 }

@@ -35,6 +35,12 @@ const (
 	CodeRunExpired  Code = "run_expired"   // the run was still queued at its expires_at and never started
 	CodeCanceled    Code = "canceled"      // DELETE /v1/runs/{key} cancelled it before it started; it did not run
 	CodeStoreFailed Code = "store_failed"  // the job ended but its final record could not be stored (state lost); never re-run
+	// CodeAlreadyContinued: a continue named a paused eval that another
+	// continue (another key) answered before; this one did not run.
+	CodeAlreadyContinued Code = "already_continued"
+	// CodeStateRefused: a stored session or paused state could not be
+	// opened here (another sealing key, another image or tools).
+	CodeStateRefused Code = "state_refused"
 )
 
 // HTTPStatus is the status a response refused with c carries.

@@ -96,6 +96,16 @@ type EvalRequest struct {
 	Args   []string   `json:"args,omitempty"`
 	// Session, when set, runs the code in that session's VM.
 	Session string `json:"session,omitempty"`
+	// SuspendTools names tools (of Tools) whose calls pause the eval
+	// instead of coming back to the client: the eval ends completed with
+	// status "suspended" and its Pending call, and its sealed state stays
+	// in the executor's store until a Continue answers it, on any
+	// executor of the fleet (pause.go). Not allowed with Session.
+	SuspendTools []string `json:"suspend_tools,omitempty"`
+	// Continue, when set, answers the call a paused eval waits in and
+	// runs it on; Code, Tools and Session must then be empty (the paused
+	// eval's own are used).
+	Continue *Continue `json:"continue,omitempty"`
 }
 
 // SessionRequest is the body of POST /v1/sessions.
@@ -131,6 +141,8 @@ type EvalResult struct {
 	// hooks' and approvals' verdicts, and uses this one only for an eval
 	// answered from the record.
 	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	// Pending is the call a "suspended" eval waits in (SuspendTools).
+	Pending *Pending `json:"pending,omitempty"`
 }
 
 // GuestError is glovebox.GuestError.
@@ -187,6 +199,9 @@ func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
 	}
 	if !utf8.ValidString(r.Code) || strings.IndexByte(r.Code, 0) >= 0 {
 		return nil, Errorf(CodeBadRequest, "code: not UTF-8 text without NUL bytes")
+	}
+	if err := checkPause(&r); err != nil {
+		return nil, err
 	}
 	if r.Session != "" {
 		if !ValidSessionID(r.Session) {

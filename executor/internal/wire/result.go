@@ -34,6 +34,18 @@ func (er *EvalResult) Result(local []glovebox.ToolCall, recorded bool) (*glovebo
 			res.Error.Backtrace = []string{}
 		}
 	}
+	if p := er.Pending; p != nil {
+		pc := &glovebox.PendingCall{ID: p.ID, Name: p.Name, Reason: p.Reason}
+		if a, err := gwire.Decode([]byte(p.Args)); err == nil {
+			if parts, _ := a.([]any); len(parts) == 2 {
+				pc.Args.Positional, _ = parts[0].([]any)
+				if m, _ := parts[1].(map[string]any); len(m) > 0 {
+					pc.Args.Keyword = m
+				}
+			}
+		}
+		res.Pending = pc
+	}
 	if recorded && len(er.ToolCalls) > 0 {
 		calls, err := Transcript(er.ToolCalls)
 		if err != nil {

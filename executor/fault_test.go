@@ -1,0 +1,523 @@
+package executor_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// Fault tests: real executor processes on one real PostgreSQL, clients
+// working on sessions, paused approvals and plain evals while an
+// executor is killed, the database restarts, or both executors are
+// restarted in turn. Each is counted on this side: every tool call a
+// client answers is recorded by id, and a session's guest keeps the ids
+// of the evals applied to it, so at the end nothing completed is missing
+// and nothing ran twice. They take minutes: `make fault` runs them
+// (GLOVEBOX_FAULT=1); GLOVEBOX_FAULT_CLIENTS sets the clients (24).
+
+func requireFault(t *testing.T) {
+	if os.Getenv("GLOVEBOX_FAULT") == "" {
+		t.Skip("fault tests (executor processes killed and restarted, minutes) run with make fault (GLOVEBOX_FAULT=1)")
+	}
+}
+
+// faultFleet is two executor processes on fixed loopback ports (a
+// restarted one comes back at the same address, as behind a Service).
+type faultFleet struct {
+	t     *testing.T
+	setup *procSetup
+	ports [2]int
+	procs [2]*proc
+	evs   [2][2]*client.Evaluator // [executor][tenant]
+	cls   [2][2]*client.Client
+	rt    *gb.Runtime
+	hits  ledger
+}
+
+// ledger counts tool calls by id.
+type ledger struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (l *ledger) hit(id string) {
+	l.mu.Lock()
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[id]++
+	l.mu.Unlock()
+}
+
+func (l *ledger) count(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[id]
+}
+
+func (l *ledger) total() (calls, twice int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.n {
+		calls += n
+		if n > 1 {
+			twice++
+		}
+	}
+	return calls, twice
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func newFaultFleet(t *testing.T, url string) *faultFleet {
+	f := &faultFleet{t: t, setup: newProcSetup(t, 1)}
+	key := filepath.Join(f.setup.dir, "state.key")
+	sec := make([]byte, 32)
+	for i := range sec {
+		sec[i] = byte(i*7 + 3)
+	}
+	os.WriteFile(key, []byte(hex.EncodeToString(sec)+"\n"), 0o600)
+	f.setup.store = url
+	f.setup.extra = []string{"--evals", "--state-key", key, "--eval-pool=-1", "--eval-sessions=1000", "--drain", "30s"}
+	var ts gb.Toolset
+	ts.Add("bump", func(ctx context.Context, a gb.Args) (any, error) {
+		id := fmt.Sprint(a.Positional...)
+		f.hits.hit(id)
+		return id, nil
+	})
+	ts.Add("charge", func(ctx context.Context, a gb.Args) (any, error) {
+		id := fmt.Sprint(a.Positional...)
+		f.hits.hit(id)
+		return "charged " + id, nil
+	})
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	f.rt = rt
+	for i := range f.ports {
+		f.ports[i] = freePort(t)
+		f.start(i)
+		for tn, tok := range []string{f.setup.toks.a, f.setup.toks.b} {
+			f.cls[i][tn] = f.setup.client(t, "https://"+f.procs[i].url, tok)
+			f.evs[i][tn] = f.cls[i][tn].Evaluator(rt)
+		}
+	}
+	return f
+}
+
+// start starts executor i at its port.
+func (f *faultFleet) start(i int) {
+	s := *f.setup
+	s.extra = append(append([]string(nil), f.setup.extra...), "--listen", "127.0.0.1:"+strconv.Itoa(f.ports[i]))
+	f.procs[i] = s.start(f.t)
+}
+
+// kill9 SIGKILLs executor i's process group alone.
+func (f *faultFleet) kill9(i int) {
+	p := f.procs[i]
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// term SIGTERMs executor i and waits for it to exit (drained).
+func (f *faultFleet) term(i int) {
+	p := f.procs[i]
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		f.t.Errorf("executor %d exited %d after SIGTERM: %s", i, code, p.stderr.String())
+	}
+}
+
+// ready reports executor i's /readyz.
+func (f *faultFleet) ready(i int) bool {
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.setup.pool}}, Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("https://" + f.procs[i].url + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
+}
+
+// outcome is one operation's end.
+type outcome int
+
+const (
+	done outcome = iota
+	lost
+)
+
+// tally counts the operations of a run.
+type tally struct {
+	mu              sync.Mutex
+	done, lost, bad int
+	ids             map[string]outcome
+	errs            []string
+	why             map[string]int // lost operations by error code
+}
+
+func (ta *tally) note(id string, o outcome, err error) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	if ta.ids == nil {
+		ta.ids, ta.why = map[string]outcome{}, map[string]int{}
+	}
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		ta.why[ce.Code]++
+	}
+	ta.ids[id] = o
+	if o == done {
+		ta.done++
+	} else {
+		ta.lost++
+	}
+}
+
+func (ta *tally) fail(format string, args ...any) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	ta.bad++
+	if len(ta.errs) < 20 {
+		ta.errs = append(ta.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (ta *tally) finished() int {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	return ta.done + ta.lost
+}
+
+// settle runs op through one executor, then the other, until an answer
+// that is not "try again": a transport failure or an eval in doubt, an
+// executor draining or holding the key, a full queue, a store refusal
+// before anything was recorded. It returns the last error otherwise.
+func (f *faultFleet) settle(ctx context.Context, first, tenant int, key string, op func(e *client.Evaluator) (*gb.Result, error)) (*gb.Result, error) {
+	deadline := time.Now().Add(4 * time.Minute)
+	for i := first; ; i++ {
+		e := f.evs[i%2][tenant]
+		res, err := op(e)
+		if err == nil {
+			return res, nil
+		}
+		var ce *client.Error
+		if !errors.As(err, &ce) || time.Now().After(deadline) {
+			return nil, err
+		}
+		again := ce.InDoubt() || ce.Code == "transport" || ce.Code == "unavailable" || ce.Code == "queue_full"
+		if ce.Code == "internal" && key != "" {
+			// A refusal (the store was down) unless the key has a
+			// final record: the same key may go again either way, it
+			// never runs twice.
+			st, _, serr := f.cls[i%2][tenant].State(ctx, key)
+			again = serr != nil || st == "queued" || st == "running"
+		}
+		if !again {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lostCode reports whether err is an eval that ended lost.
+func lostCode(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && (ce.Code == "lost" || ce.Code == "store_failed" || ce.Code == "internal")
+}
+
+// workload runs clients (a third each on sessions, paused approvals and
+// plain evals, alternating tenants) for steps each, and returns the tally
+// once all are done. progress is called after each operation.
+func (f *faultFleet) workload(ctx context.Context, clients, steps int, ta *tally) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch w % 3 {
+			case 0:
+				f.sessionClient(ctx, w, steps, ta)
+			case 1:
+				f.approvalClient(ctx, w, steps, ta)
+			default:
+				f.plainClient(ctx, w, steps, ta)
+			}
+		}()
+	}
+	return &wg
+}
+
+func (f *faultFleet) sessionClient(ctx context.Context, w, steps int, ta *tally) {
+	tn := w % 2
+	var s *client.Session
+	_, err := f.settle(ctx, w, tn, "", func(e *client.Evaluator) (*gb.Result, error) {
+		var err error
+		s, err = e.NewSession(ctx)
+		return nil, err
+	})
+	if err != nil {
+		ta.fail("client %d: new session: %v", w, err)
+		return
+	}
+	var completed, gone []string
+	for i := range steps {
+		id := fmt.Sprintf("s%d:%d", w, i)
+		key := fmt.Sprintf("e-s-%d-%d", w, i)
+		code := fmt.Sprintf(`($ids ||= []) << %q; bump(%q); $ids`, id, id)
+		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+			return e.Attach(s.ID()).EvalWith(ctx, code, client.EvalOptions{Key: key})
+		})
+		switch {
+		case err == nil && res.Status == gb.StatusOK:
+			completed = append(completed, id)
+			ta.note(id, done, nil)
+			f.checkApplied(ta, w, res.Value, completed, gone)
+		case lostCode(err):
+			gone = append(gone, id)
+			ta.note(id, lost, err)
+		default:
+			ta.fail("client %d step %d: %v %v", w, i, res, err)
+		}
+	}
+}
+
+// checkApplied checks a session's list of applied ids: every completed
+// eval's id in it (nothing lost), none twice, none that neither
+// completed nor was lost.
+func (f *faultFleet) checkApplied(ta *tally, w int, v any, completed, gone []string) {
+	list, _ := v.([]any)
+	seen := map[string]bool{}
+	for _, x := range list {
+		id := fmt.Sprint(x)
+		if seen[id] {
+			ta.fail("client %d: %s applied twice to its session: %v", w, id, list)
+		}
+		seen[id] = true
+	}
+	for _, id := range completed {
+		if !seen[id] {
+			ta.fail("client %d: completed eval %s missing from its session: %v", w, id, list)
+		}
+	}
+	known := map[string]bool{}
+	for _, id := range append(append([]string(nil), completed...), gone...) {
+		known[id] = true
+	}
+	for id := range seen {
+		if !known[id] {
+			ta.fail("client %d: session holds %s, never sent", w, id)
+		}
+	}
+}
+
+func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally) {
+	tn := w % 2
+	for i := range steps {
+		id := fmt.Sprintf("a%d:%d", w, i)
+		key := fmt.Sprintf("e-a-%d-%d", w, i)
+		code := fmt.Sprintf(`r = charge(%q); "ok #{r}"`, id)
+		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+			return e.EvalWith(ctx, code, client.EvalOptions{Key: key, Suspend: []string{"charge"}})
+		})
+		if lostCode(err) {
+			ta.note(id, lost, err)
+			continue
+		}
+		if err != nil || res.Status != gb.StatusSuspended {
+			ta.fail("client %d step %d: want suspended: %v %v", w, i, res, err)
+			continue
+		}
+		// The answer arrives through the other executor.
+		for attempt := 1; ; attempt++ {
+			ckey := fmt.Sprintf("%s-c%d", key, attempt)
+			res, err = f.settle(ctx, w+i+1, tn, ckey, func(e *client.Evaluator) (*gb.Result, error) {
+				return e.Continue(ctx, key, client.Answer{Approve: true}, client.EvalOptions{Key: ckey})
+			})
+			var ce *client.Error
+			switch {
+			case err == nil && res.Value == "ok charged "+id:
+				ta.note(id, done, nil)
+			case lostCode(err) && attempt < 3:
+				continue // lost: a new continuation finds it answered, or answers it if the lost one never claimed it
+			case errors.As(err, &ce) && ce.Code == "already_continued" || lostCode(err):
+				ta.note(id, lost, err)
+			default:
+				ta.fail("client %d step %d: continue: %v %v", w, i, res, err)
+			}
+			break
+		}
+	}
+}
+
+func (f *faultFleet) plainClient(ctx context.Context, w, steps int, ta *tally) {
+	tn := w % 2
+	for i := range steps {
+		id := fmt.Sprintf("p%d:%d", w, i)
+		key := fmt.Sprintf("e-p-%d-%d", w, i)
+		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+			return e.EvalWith(ctx, fmt.Sprintf("bump(%q)", id), client.EvalOptions{Key: key})
+		})
+		switch {
+		case err == nil && res.Value == id:
+			ta.note(id, done, nil)
+		case lostCode(err):
+			ta.note(id, lost, err)
+		default:
+			ta.fail("client %d step %d: %v %v", w, i, res, err)
+		}
+	}
+}
+
+// verify checks the tally against the host-side counts and logs them.
+func (f *faultFleet) verify(ta *tally, what string) {
+	t := f.t
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	for _, e := range ta.errs {
+		t.Error(e)
+	}
+	for id, o := range ta.ids {
+		n := f.hits.count(id)
+		if o == done && n != 1 {
+			t.Errorf("%s completed with its tool run %d times", id, n)
+		}
+		if n > 1 {
+			t.Errorf("%s: tool ran %d times", id, n)
+		}
+	}
+	if t.Failed() {
+		for i, p := range f.procs {
+			os.WriteFile(filepath.Join(os.TempDir(), fmt.Sprintf("fault-%s-%d.log", t.Name(), i)), []byte(p.stderr.String()), 0o644)
+		}
+	}
+	calls, twice := f.hits.total()
+	t.Logf("%s: %d operations completed, %d lost (by code: %v), %d failed; %d tool calls counted on the host, %d ids run twice",
+		what, ta.done, ta.lost, ta.why, ta.bad, calls, twice)
+}
+
+func faultClients() int {
+	if n, err := strconv.Atoi(os.Getenv("GLOVEBOX_FAULT_CLIENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 24
+}
+
+// TestFaultKillOneExecutor: kill -9 one of two executors while clients
+// work; the other serves everything from then on.
+func TestFaultKillOneExecutor(t *testing.T) {
+	requireFault(t)
+	url := executor.StartPostgres(t)
+	f := newFaultFleet(t, url)
+	clients, steps := faultClients(), 6
+	ta := &tally{}
+	wg := f.workload(context.Background(), clients, steps, ta)
+	waitFor(t, func() bool { return ta.finished() >= clients*steps/3 })
+	f.kill9(0)
+	t.Logf("executor 0 killed after %d operations", ta.finished())
+	wg.Wait()
+	f.verify(ta, fmt.Sprintf("kill -9 (%d clients × %d steps)", clients, steps))
+}
+
+// TestFaultRestartPostgres: PostgreSQL stops mid-run; both executors
+// report not ready, then ready again once it is back, and the clients'
+// work goes on.
+func TestFaultRestartPostgres(t *testing.T) {
+	requireFault(t)
+	url, stop, start := executor.StartPostgresCtl(t)
+	f := newFaultFleet(t, url)
+	clients, steps := faultClients(), 6
+	ta := &tally{}
+	wg := f.workload(context.Background(), clients, steps, ta)
+	waitFor(t, func() bool { return ta.finished() >= clients*steps/3 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !f.ready(0) && !f.ready(1) })
+	t.Logf("PostgreSQL stopped after %d operations; both executors not ready", ta.finished())
+	if err := start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return f.ready(0) && f.ready(1) })
+	t.Logf("PostgreSQL back; both executors ready")
+	wg.Wait()
+	f.verify(ta, fmt.Sprintf("PostgreSQL restart (%d clients × %d steps)", clients, steps))
+}
+
+// TestFaultRollingRestart: both executors are restarted in turn (SIGTERM,
+// drain, start again) while a client keeps a session and a paused
+// approval, and others work; the session keeps its state, the approval
+// is answered once, after both restarts.
+func TestFaultRollingRestart(t *testing.T) {
+	requireFault(t)
+	url := executor.StartPostgres(t)
+	f := newFaultFleet(t, url)
+	ctx := context.Background()
+	s, err := f.evs[0][0].NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Eval(ctx, `$kept = "before"; bump("kept:0")`); err != nil || res.Status != gb.StatusOK {
+		t.Fatal(res, err)
+	}
+	res, err := f.evs[0][0].EvalWith(ctx, `r = charge("kept:pay"); "ok #{r}"`, client.EvalOptions{Key: "e-roll-pay", Suspend: []string{"charge"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("paused approval: %v %v", res, err)
+	}
+	clients, steps := max(faultClients()/2, 3), 6
+	ta := &tally{}
+	wg := f.workload(ctx, clients, steps, ta)
+	var restarts atomic.Int64
+	for i := range 2 {
+		waitFor(t, func() bool { return ta.finished() >= clients*steps*(i+1)/3 })
+		f.term(i)
+		f.start(i)
+		restarts.Add(1)
+		// The kept session, through the executor not restarted just now.
+		res, err := f.settle(ctx, 1-i, 0, "", func(e *client.Evaluator) (*gb.Result, error) {
+			return e.Attach(s.ID()).Eval(ctx, "$kept")
+		})
+		if err != nil || res.Value != "before" {
+			t.Errorf("the kept session after restarting executor %d: %v %v", i, res, err)
+		}
+	}
+	res, err = f.settle(ctx, 1, 0, "e-roll-pay-c", func(e *client.Evaluator) (*gb.Result, error) {
+		return e.Continue(ctx, "e-roll-pay", client.Answer{Approve: true}, client.EvalOptions{Key: "e-roll-pay-c"})
+	})
+	if err != nil || res.Value != "ok charged kept:pay" || f.hits.count("kept:pay") != 1 {
+		t.Errorf("the paused approval after both restarts: %v %v (charged %d times)", res, err, f.hits.count("kept:pay"))
+	}
+	wg.Wait()
+	if !strings.Contains(f.procs[0].stderr.String(), "listening") {
+		t.Error("executor 0 did not come back")
+	}
+	f.verify(ta, fmt.Sprintf("rolling restart of both executors (%d clients × %d steps)", clients, steps))
+}

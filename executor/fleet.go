@@ -1,0 +1,409 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/engine"
+	gwire "github.com/gloveboxhq/glovebox/internal/wire"
+)
+
+// Sessions and paused evals in the store (EvalConfig.StateKeys): any
+// executor sharing the store serves any of them.
+//
+// A session is a row of the store: its tools, limits, a version and the
+// sealed state of that version. An eval of it takes the row's lease (so
+// two executors never run the same session at once; a second eval waits
+// for the first), uses the live session this process keeps when its
+// version is the stored one (else resumes the stored state), runs, then
+// seals the state (Session.Checkpoint) and stores it as the next version,
+// freeing the lease. The store is the truth; the live session is a cache.
+// An executor that dies mid-eval leaves the lease to run out (leaseFor):
+// the eval is lost, the session goes on from its last stored version.
+//
+// A paused eval (EvalRequest.SuspendTools) stores its sealed state under
+// its key before its record says "suspended"; a continue (any executor)
+// claims it in the store, durably and once, as its own job runs, so a
+// paused call is answered at most once fleet-wide.
+type fleetState struct {
+	st     stateStore
+	holder string // this process's lease holder id
+
+	mu    sync.Mutex
+	cache map[string]*liveSession // tenant "\x00" session ID
+}
+
+// liveSession is a session this process ran last, at version.
+type liveSession struct {
+	gs      *glovebox.Session
+	release func()
+	version int64
+	used    time.Time
+	busy    bool
+	once    sync.Once
+}
+
+// close closes the session and releases its tool set, once (shutdown may
+// close a session an eval still holds, which closes it again as it ends).
+func (ls *liveSession) close() {
+	ls.once.Do(func() {
+		ls.gs.Close()
+		ls.release()
+	})
+}
+
+// leaseFor is how long an eval holds its session's lease: twice the
+// longest eval (its timeout, and as long again for tool calls), plus a
+// minute. Our choice: an executor that dies mid-eval blocks the session
+// for at most this long.
+func (e *evals) leaseFor() time.Duration { return 2*e.caps.Timeout + time.Minute }
+
+// enableFleet turns on stored sessions and paused evals.
+func (e *evals) enableFleet(ctx context.Context) error {
+	st, ok := e.s.store.(stateStore)
+	if !ok {
+		return errors.New("executor: this store cannot keep sessions")
+	}
+	if err := st.initStates(ctx); err != nil {
+		return fmt.Errorf("executor: store: %w", err)
+	}
+	e.fleet = &fleetState{st: st, holder: st.holderID(), cache: map[string]*liveSession{}}
+	if e.s.cfg.StoreURL == "" {
+		// Sessions' states count against max_stored_bytes: recount them
+		// with the records (a shared store's executors do already).
+		e.s.bg.Add(1)
+		go e.s.recountLoop()
+	}
+	return nil
+}
+
+// pauseHook is the tool sets' BeforeCall: a call of a tool the eval
+// named in SuspendTools pauses the eval.
+func pauseHook(ctx context.Context, tool string, _ glovebox.Args) error {
+	if run, _ := ctx.Value(evalRunKey{}).(*evalRun); run != nil && run.suspend[tool] {
+		return glovebox.SuspendCall("the client asked for " + tool + "'s calls to wait for its answer (suspend_tools)")
+	}
+	return nil
+}
+
+// fleetSessionEval runs req.Code in the stored session req.Session.
+func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req *wire.EvalRequest, opts []glovebox.EvalOption) *wire.Record {
+	f := e.fleet
+	ck := t.Name + "\x00" + req.Session
+	holder := f.holder + "/" + key
+	var row *sessionRow
+	for {
+		have := int64(-1)
+		f.mu.Lock()
+		if ls := f.cache[ck]; ls != nil && !ls.busy {
+			have = ls.version
+		}
+		f.mu.Unlock()
+		var err error
+		row, err = f.st.acquireSession(ctx, t.Name, req.Session, holder, time.Now().Add(e.leaseFor()), have)
+		if errors.Is(err, errSessionBusy) {
+			select { // another eval of the session runs (here or elsewhere): wait for it
+			case <-ctx.Done():
+				return &wire.Record{State: wire.StateFailed, Error: evalErr(ctx.Err())}
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if errors.Is(err, errNoEntry) {
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", req.Session)}
+		}
+		if err != nil {
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the eval did not run", err)}
+		}
+		break
+	}
+	saved := false
+	defer func() {
+		if saved {
+			return
+		}
+		// Free the lease (the session goes on from its stored version),
+		// until the store takes it: a lease left held by a live executor
+		// would block the session until it ran out.
+		release := func() error { return f.st.releaseSession(context.Background(), t.Name, req.Session, holder) }
+		if release() != nil {
+			e.s.retryWrite("a session's lease release", release)
+		}
+	}()
+	ls, reset, werr := e.liveFor(ctx, t, ck, row)
+	if werr != nil {
+		return &wire.Record{State: wire.StateFailed, Error: werr}
+	}
+	res, err := ls.gs.EvalWith(ctx, req.Code, opts...)
+	state, cerr := ls.gs.Checkpoint(context.Background())
+	if cerr != nil {
+		// Not movable now (a file held open, say): the next eval on
+		// another executor starts afresh, and is told (SessionReset).
+		e.s.log.Warn("a session's state could not be sealed; stored as reset", "tenant", t.Name, "err", cerr)
+		state = nil
+	}
+	serr := f.st.saveSession(context.Background(), t.Name, req.Session, holder, row.Version+1, state)
+	saved = serr == nil
+	f.mu.Lock()
+	ls.busy, ls.used = false, time.Now()
+	cached := f.cache[ck] == ls // not when a later eval replaced it (this one outlived its lease)
+	if serr == nil && cached {
+		ls.version = row.Version + 1
+	} else {
+		if cached {
+			delete(f.cache, ck)
+		}
+		defer ls.close()
+	}
+	f.mu.Unlock()
+	if serr != nil {
+		// The eval ran, but the session will not show it: say so rather
+		// than report an outcome the session does not hold.
+		e.s.log.Error("storing a session's state failed: its next eval starts from the last stored one", "tenant", t.Name, "err", serr)
+		return &wire.Record{State: wire.StateLost, Error: wire.Errorf(wire.CodeLost,
+			"the eval ran, but the session's new state could not be stored (%v): the session goes on from its state before this eval, which is never run again under this key", serr)}
+	}
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}
+	}
+	if reset {
+		res.SessionReset = true
+	}
+	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+}
+
+// liveFor returns the live session for row, marked busy: the cached one
+// when it is at row's version, else one resumed from row's state (or
+// new, for a session that never stored one: reset when it had).
+func (e *evals) liveFor(ctx context.Context, t *tenant, ck string, row *sessionRow) (*liveSession, bool, *wire.Error) {
+	f := e.fleet
+	f.mu.Lock()
+	ls := f.cache[ck]
+	if ls != nil && !ls.busy && ls.version == row.Version {
+		ls.busy = true
+		f.mu.Unlock()
+		return ls, false, nil
+	}
+	if ls != nil && !ls.busy {
+		delete(f.cache, ck)
+		defer ls.close()
+	}
+	f.mu.Unlock()
+	var lim wire.EvalLimits
+	json.Unmarshal(row.Limits, &lim)
+	gs, release, werr := e.openSession(ctx, t.Name, row.Tools, lim, row.State)
+	if werr != nil {
+		return nil, false, werr
+	}
+	ls = &liveSession{gs: gs, release: release, version: row.Version, busy: true, used: time.Now()}
+	f.mu.Lock()
+	if old := f.cache[ck]; old != nil && !old.busy {
+		defer old.close()
+	}
+	f.cache[ck] = ls
+	f.mu.Unlock()
+	return ls, row.State == nil && row.Version > 0, nil
+}
+
+// fleetNewSession is POST /v1/sessions with stored sessions: the row,
+// then a live session cached at version 0.
+func (e *evals) fleetNewSession(w http.ResponseWriter, r *http.Request, t *tenant, req *wire.SessionRequest, names []string) {
+	f := e.fleet
+	n, err := f.st.countSessions(r.Context(), t.Name)
+	if err != nil {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
+		return
+	}
+	if n >= e.cfg.MaxSessions {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, n))
+		return
+	}
+	gs, release, werr := e.openSession(r.Context(), t.Name, names, req.Limits, nil)
+	if werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
+	id := newSessionID()
+	lim, _ := json.Marshal(req.Limits)
+	if err := f.st.createSession(r.Context(), &sessionRow{Tenant: t.Name, ID: id, Tools: names, Limits: lim}); err != nil {
+		gs.Close()
+		release()
+		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
+		return
+	}
+	f.mu.Lock()
+	f.cache[t.Name+"\x00"+id] = &liveSession{gs: gs, release: release, used: time.Now()}
+	f.mu.Unlock()
+	e.s.log.Info("session opened", "tenant", t.Name, "tools", len(names), "stored", true)
+	writeJSON(w, wire.SessionInfo{ID: id, IdleTimeoutMS: e.cfg.SessionIdle.Milliseconds()})
+}
+
+// fleetCloseSession is DELETE /v1/sessions/{id} with stored sessions.
+func (e *evals) fleetCloseSession(w http.ResponseWriter, r *http.Request, t *tenant, id string) {
+	f := e.fleet
+	ok, err := f.st.deleteSession(r.Context(), t.Name, id)
+	if err != nil {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
+		return
+	}
+	f.mu.Lock()
+	ls := f.cache[t.Name+"\x00"+id]
+	if ls != nil && !ls.busy {
+		delete(f.cache, t.Name+"\x00"+id)
+		defer ls.close()
+	}
+	f.mu.Unlock()
+	if !ok {
+		e.s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "no session %q", id))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fleetJanitor drops live sessions idle past SessionIdle (their state is
+// in the store) and expires stored sessions and paused states.
+func (e *evals) fleetJanitor(now time.Time) {
+	f := e.fleet
+	var idle []*liveSession
+	f.mu.Lock()
+	for k, ls := range f.cache {
+		if !ls.busy && now.Sub(ls.used) > e.cfg.SessionIdle {
+			delete(f.cache, k)
+			idle = append(idle, ls)
+		}
+	}
+	f.mu.Unlock()
+	for _, ls := range idle {
+		ls.close()
+	}
+	if n, err := f.st.expireStates(e.s.base, now.Add(-e.cfg.SessionIdle), now.Add(-e.s.cfg.Retention)); err != nil {
+		e.s.log.Error("expiring stored sessions failed", "err", err)
+	} else if n > 0 {
+		e.s.log.Info("expired stored sessions and paused evals", "count", n)
+	}
+}
+
+// fleetCloseAll closes the live sessions (drain, shutdown): each one's
+// state is in the store already, stored after its last eval.
+func (e *evals) fleetCloseAll() {
+	if e.fleet == nil {
+		return
+	}
+	f := e.fleet
+	f.mu.Lock()
+	c := f.cache
+	f.cache = map[string]*liveSession{}
+	f.mu.Unlock()
+	for _, ls := range c {
+		ls.close()
+	}
+}
+
+// pausedRecord stores res's paused state under key and returns the
+// eval's record (status "suspended", its pending call).
+func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, suspend []string, lim wire.EvalLimits, res *glovebox.Result) *wire.Record {
+	meta, _ := json.Marshal(pausedMeta{Tools: names, Suspend: suspend, Limits: lim})
+	if err := e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: res.State}); err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the eval paused at %s, but its state could not be stored: %v; it cannot be continued", res.Pending.Name, err)}
+	}
+	er := evalResult(res)
+	pos, kw := res.Pending.Args.Positional, res.Pending.Args.Keyword
+	if pos == nil {
+		pos = []any{}
+	}
+	if kw == nil {
+		kw = map[string]any{}
+	}
+	args, _ := gwire.Encode(nil, []any{pos, kw}, gwire.MaxDepth)
+	er.Pending = &wire.Pending{ID: res.Pending.ID, Name: res.Pending.Name, Args: string(args), Reason: res.Pending.Reason}
+	return &wire.Record{State: wire.StateCompleted, Eval: er}
+}
+
+// pausedMeta is what a paused eval needs besides its state: the Runtime
+// it was made by (tools, limits) and the tools that pause it again.
+type pausedMeta struct {
+	Tools   []string        `json:"tools"`
+	Suspend []string        `json:"suspend"`
+	Limits  wire.EvalLimits `json:"limits"`
+}
+
+// continueEval is the work of an eval request with Continue: claim the
+// paused state (once, fleet-wide), answer its call and run it on.
+func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *evalRun, c *wire.Continue, opts []glovebox.EvalOption) *wire.Record {
+	p, err := e.fleet.st.claimPaused(context.Background(), t.Name, c.From, key)
+	switch {
+	case errors.Is(err, errNoEntry):
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no paused eval under key %s (it never paused, its state expired after the retention, or it is another tenant's)", c.From)}
+	case errors.Is(err, errPausedUsed):
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeAlreadyContinued, "the paused eval %s was continued before, by the eval %s; a paused call is answered once; this one did not run", c.From, p.ClaimedBy)}
+	case err != nil:
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the paused eval was not continued", err)}
+	}
+	var meta pausedMeta
+	json.Unmarshal(p.Limits, &meta)
+	run.suspend = setOf(meta.Suspend)
+	rt, release, err := e.toolSet(ctx, t.Name, meta.Tools)
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval's state is spent", err)}
+	}
+	defer release()
+	view, err := rt.WithLimits(e.limits(meta.Limits))
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
+	}
+	var a glovebox.Answer
+	switch {
+	case c.Approve:
+		a.Approved = true
+	case c.Deny != "":
+		a.Denied, a.Reason = true, c.Deny
+	default:
+		v, rerr := decodeReply(c.Reply)
+		var ge *engine.GuestError
+		if errors.As(rerr, &ge) {
+			a.Err = &glovebox.ToolError{Class: ge.Class, Message: ge.Message}
+		} else if rerr != nil {
+			a.Err = rerr
+		}
+		a.Value = v
+	}
+	res, err := view.Continue(ctx, p.State, a, opts...)
+	if err != nil {
+		code := wire.CodeStateRefused
+		if errors.Is(err, glovebox.ErrClosed) || errors.Is(err, context.Canceled) {
+			code = wire.CodeUnavailable
+		}
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(code, "continuing %s: %v", c.From, err)}
+	}
+	if res.Status == glovebox.StatusSuspended {
+		return e.pausedRecord(ctx, t, key, meta.Tools, meta.Suspend, meta.Limits, res)
+	}
+	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+}
+
+func setOf(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// pauseHooks are the tool sets' hooks: pauseHook with StateKeys, none
+// without.
+func pauseHooks(cfg EvalConfig) glovebox.Hooks {
+	if cfg.StateKeys == nil {
+		return glovebox.Hooks{}
+	}
+	return glovebox.Hooks{BeforeCall: pauseHook}
+}

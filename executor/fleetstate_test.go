@@ -1,0 +1,196 @@
+package executor_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// fleetKeys is a state keyring for the executors of one test.
+func fleetKeys(t testing.TB) *gb.Keyring {
+	sec := make([]byte, 32)
+	rand.Read(sec)
+	k, err := gb.NewKeyring(gb.StateKey{ID: "fleet-test", Secret: sec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// startStatePair starts two executors with evals, stored sessions and
+// one state key, sharing one real PostgreSQL store.
+func startStatePair(t *testing.T) (p1, p2 *inproc) {
+	return startPgPairWith(t, executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)})
+}
+
+// TestSessionMovesBetweenExecutors: a session made through one executor
+// goes on through the other and back, its variables intact each time
+// (the second visit to the first executor finds its cached session
+// stale and loads the stored version).
+func TestSessionMovesBetweenExecutors(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	a := newApp(t, gb.Limits{})
+	e1, e2 := p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)
+	ctx := context.Background()
+	s1, err := e1.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := e2.Attach(s1.ID())
+	steps := []struct {
+		s    *client.Session
+		code string
+		want int64
+	}{
+		{s1, "$n = add(1, 1)", 2},
+		{s2, "$n = add($n, 1)", 3},
+		{s2, "$n += 1", 4},
+		{s1, "$n += 10", 14},
+		{s2, "def twice(x) = x * 2; twice($n)", 28},
+		{s1, "twice(add($n, 0))", 28},
+	}
+	for i, st := range steps {
+		res, err := st.s.Eval(ctx, st.code)
+		if err != nil || res.Status != gb.StatusOK || res.Value != st.want {
+			t.Fatalf("step %d (%s): %v %v, want %d", i, st.code, res, err, st.want)
+		}
+	}
+	if n := a.hits.Load(); n != 3 {
+		t.Errorf("the tool ran %d times, want 3", n)
+	}
+	if err := s2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Eval(ctx, "$n"); err == nil {
+		t.Error("an eval of a session closed through the other executor ran")
+	}
+}
+
+// TestPausedEvalContinuesElsewhereOnce: an eval paused at a tool call
+// through one executor is continued through the other, which runs the
+// approved tool (once) and finishes the program; a second continue,
+// through either, is already_continued and runs nothing.
+func TestPausedEvalContinuesElsewhereOnce(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	a := newApp(t, gb.Limits{})
+	e1, e2 := p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)
+	ctx := context.Background()
+	code := `x = add(1, 2); y = add(x, 10); "#{x} #{y}"`
+	res, err := e1.EvalWith(ctx, code, client.EvalOptions{Key: "e-paused-1", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended || res.Pending == nil || res.Pending.Name != "add" {
+		t.Fatalf("first eval: %+v %v, want suspended at add", res, err)
+	}
+	if a.hits.Load() != 0 {
+		t.Fatalf("the paused tool ran before the answer")
+	}
+	// Answer with a value: the call returns it without running the tool;
+	// the program pauses again at its second call.
+	res, err = e2.Continue(ctx, "e-paused-1", client.Answer{Value: int64(5)}, client.EvalOptions{Key: "e-paused-2"})
+	if err != nil || res.Status != gb.StatusSuspended || res.Pending == nil {
+		t.Fatalf("continue 1: %+v %v, want suspended again", res, err)
+	}
+	if fmt.Sprint(res.Pending.Args.Positional) != "[5 10]" {
+		t.Errorf("second pause's args: %v", res.Pending.Args.Positional)
+	}
+	res, err = e1.Continue(ctx, "e-paused-2", client.Answer{Approve: true}, client.EvalOptions{Key: "e-paused-3"})
+	if err != nil || res.Status != gb.StatusOK || res.Value != "5 15" {
+		t.Fatalf("continue 2: %+v %v", res, err)
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", n)
+	}
+	// A retry of the same continuation key answers its record.
+	if res, err := e2.Continue(ctx, "e-paused-2", client.Answer{Approve: true}, client.EvalOptions{Key: "e-paused-3"}); err != nil || res.Value != "5 15" {
+		t.Errorf("retry of a continuation: %v %v", res, err)
+	}
+	for _, e := range []*client.Evaluator{e1, e2} {
+		_, err := e.Continue(ctx, "e-paused-2", client.Answer{Approve: true}, client.EvalOptions{})
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != "already_continued" {
+			t.Errorf("second continue: %v, want already_continued", err)
+		}
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("after refused continues the tool ran %d times, want 1", n)
+	}
+}
+
+// TestStoredSessionSurvivesRestart: with a state key, a single SQLite
+// executor's session outlives the process that made it.
+func TestStoredSessionSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	toks, tenants := mintTenants(t)
+	keys := fleetKeys(t)
+	start := func() *inproc {
+		p := startInproc(t, 1, func(c *executor.Config) { c.StorePath, c.Tenants = filepath.Join(dir, "store.db"), tenants })
+		p.toks = toks
+		if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, StateKeys: keys}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := newApp(t, gb.Limits{})
+	ctx := context.Background()
+	p1 := start()
+	s, err := p1.client(t, toks.a).Evaluator(a.rt).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Eval(ctx, "$kept = 'across the restart'"); err != nil || res.Status != gb.StatusOK {
+		t.Fatal(res, err)
+	}
+	p1.hs.Close()
+	p1.srv.Close()
+	p2 := start()
+	res, err := p2.client(t, toks.a).Evaluator(a.rt).Attach(s.ID()).Eval(ctx, "$kept")
+	if err != nil || res.Value != "across the restart" {
+		t.Fatalf("after the restart: %v %v", res, err)
+	}
+}
+
+// TestSessionLeaseLostIsLost: when a session's lease ran out during an
+// eval and another executor took it, the eval's state is not stored, and
+// its record says lost (not completed): the session goes on from before
+// it, as its next eval shows.
+func TestSessionLeaseLostIsLost(t *testing.T) {
+	toks, tenants := mintTenants(t)
+	p := startInproc(t, 1, func(c *executor.Config) { c.Tenants = tenants })
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)}); err != nil {
+		t.Fatal(err)
+	}
+	var sid string
+	var ts gb.Toolset
+	ts.Add("steal", func(ctx context.Context, _ gb.Args) (any, error) {
+		return nil, p.srv.StealSessionLease(tenants[0].Name, sid)
+	})
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	s, err := p.client(t, toks.a).Evaluator(rt).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid = s.ID()
+	if res, err := s.Eval(ctx, "$n = 1"); err != nil || res.Status != gb.StatusOK {
+		t.Fatal(res, err)
+	}
+	_, err = s.Eval(ctx, "$n = 2; steal")
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != "lost" || !strings.Contains(ce.Message, "could not be stored") {
+		t.Fatalf("the eval whose lease was taken: %v, want lost", err)
+	}
+	if res, err := s.Eval(ctx, "$n"); err != nil || res.Value != int64(1) {
+		t.Errorf("the session after: %v %v, want $n = 1 (the lost eval not applied)", res, err)
+	}
+}

@@ -1,0 +1,410 @@
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// stateStore keeps what lets any executor sharing the store serve a
+// session's next eval or a paused eval's answer: each session's sealed
+// state with a version and a lease, and each paused eval's sealed state
+// with who continued it. Both stores implement it (sessions then survive
+// a restart of a single SQLite executor too); fleet.go uses it.
+type stateStore interface {
+	// initStates makes the tables (once per process, before use).
+	initStates(ctx context.Context) error
+	// holderID names this process in leases: a lease whose holder
+	// starts with a process the store knows is dead (a PostgreSQL
+	// executor whose heartbeat ran out, pgLease; any earlier process of
+	// a lone SQLite executor) is free, whatever its until.
+	holderID() string
+	// createSession records a new session (version 0, no state, free).
+	createSession(ctx context.Context, r *sessionRow) error
+	// acquireSession takes the session's lease for holder until until,
+	// if no live lease is held; it returns the row, with State only when
+	// the stored version is not have. Errors: errNoEntry, errSessionBusy.
+	acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (*sessionRow, error)
+	// saveSession stores version (the held one plus 1) and its state,
+	// and frees the lease, durably. errLeaseLost when holder no longer
+	// holds it (it ran out and another executor took the session).
+	saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error
+	// releaseSession frees holder's lease, leaving the state.
+	releaseSession(ctx context.Context, tenant, id, holder string) error
+	// deleteSession removes a session; false when there was none.
+	deleteSession(ctx context.Context, tenant, id string) (bool, error)
+	// countSessions is the tenant's sessions, fleet-wide.
+	countSessions(ctx context.Context, tenant string) (int, error)
+	// expireSessions deletes the sessions unused since before that hold
+	// no live lease, and the paused states made before old.
+	expireStates(ctx context.Context, before, old time.Time) (int, error)
+	// putPaused records a paused eval's state under its key, durably.
+	putPaused(ctx context.Context, tenant, key string, p *pausedRow) error
+	// claimPaused marks the paused state under key continued by by,
+	// durably, and returns it: once; errPausedUsed (with the claimer in
+	// the row) after, errNoEntry when there is none.
+	claimPaused(ctx context.Context, tenant, key, by string) (*pausedRow, error)
+	// stateBytes is the bytes of session and paused states per tenant.
+	stateBytes(ctx context.Context) (map[string]int64, error)
+}
+
+// sessionRow is one stored session.
+type sessionRow struct {
+	Tenant, ID string
+	Tools      []string
+	Limits     []byte // JSON of wire.EvalLimits
+	Version    int64
+	State      []byte // sealed; nil for a session that never ran (or was reset)
+}
+
+// pausedRow is one stored paused eval.
+type pausedRow struct {
+	Tools     []string
+	Limits    []byte
+	State     []byte
+	ClaimedBy string
+}
+
+var (
+	errSessionBusy = errors.New("executor: the session is busy on another eval")
+	errLeaseLost   = errors.New("executor: the session's lease ran out")
+	errPausedUsed  = errors.New("executor: the paused eval was continued before")
+)
+
+func toolsJSON(t []string) string {
+	if t == nil {
+		t = []string{}
+	}
+	b, _ := json.Marshal(t)
+	return string(b)
+}
+
+func parseTools(s string) []string {
+	var t []string
+	json.Unmarshal([]byte(s), &t)
+	return t
+}
+
+// SQLite.
+
+const sqliteStates = `
+CREATE TABLE IF NOT EXISTS sessions (
+	tenant  TEXT NOT NULL,
+	id      TEXT NOT NULL,
+	tools   TEXT NOT NULL,
+	limits  BLOB NOT NULL,
+	version INTEGER NOT NULL DEFAULT 0,
+	state   BLOB,
+	holder  TEXT NOT NULL DEFAULT '',
+	until   INTEGER NOT NULL DEFAULT 0,
+	used    INTEGER NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+CREATE TABLE IF NOT EXISTS paused (
+	tenant  TEXT NOT NULL,
+	key     TEXT NOT NULL,
+	tools   TEXT NOT NULL,
+	limits  BLOB NOT NULL,
+	state   BLOB NOT NULL,
+	claimed TEXT NOT NULL DEFAULT '',
+	created INTEGER NOT NULL,
+	PRIMARY KEY (tenant, key)
+)`
+
+func (s *sqliteStore) initStates(ctx context.Context) error {
+	return s.write(true, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(sqliteStates); err != nil {
+			return err
+		}
+		// One executor per file: leases of earlier processes are void.
+		_, err := tx.Exec(`UPDATE sessions SET holder = '', until = 0 WHERE holder <> ''`)
+		return err
+	})
+}
+
+// holderID: one process per file, so any id will do.
+func (s *sqliteStore) holderID() string { return "sqlite" }
+
+func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow) error {
+	return s.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO sessions (tenant, id, tools, limits, used) VALUES (?, ?, ?, ?, ?)`,
+			r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
+		return err
+	})
+}
+
+func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (row *sessionRow, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		now := time.Now().UnixNano()
+		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = ? WHERE tenant = ? AND id = ? AND (holder = '' OR until < ?)`,
+			holder, until.UnixNano(), now, tenant, id, now)
+		if err != nil {
+			return err
+		}
+		row = &sessionRow{Tenant: tenant, ID: id}
+		var tools string
+		var state []byte
+		err = tx.QueryRow(`SELECT tools, limits, version, state FROM sessions WHERE tenant = ? AND id = ?`, tenant, id).Scan(&tools, &row.Limits, &row.Version, &state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoEntry
+		}
+		if err != nil {
+			return err
+		}
+		if affected(res) == 0 {
+			return errSessionBusy
+		}
+		row.Tools = parseTools(tools)
+		if row.Version != have {
+			row.State = state
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error {
+	return s.write(true, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE sessions SET version = ?, state = ?, holder = '', until = 0, used = ? WHERE tenant = ? AND id = ? AND holder = ? AND version = ?`,
+			version, state, time.Now().UnixNano(), tenant, id, holder, version-1)
+		if err == nil && affected(res) == 0 {
+			err = errLeaseLost
+		}
+		return err
+	})
+}
+
+func (s *sqliteStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
+	return s.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE sessions SET holder = '', until = 0 WHERE tenant = ? AND id = ? AND holder = ?`, tenant, id, holder)
+		return err
+	})
+}
+
+func (s *sqliteStore) deleteSession(ctx context.Context, tenant, id string) (ok bool, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM sessions WHERE tenant = ? AND id = ?`, tenant, id)
+		ok = err == nil && affected(res) == 1
+		return err
+	})
+	return ok, err
+}
+
+func (s *sqliteStore) countSessions(ctx context.Context, tenant string) (n int, err error) {
+	err = s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE tenant = ?`, tenant).Scan(&n)
+	return n, err
+}
+
+func (s *sqliteStore) expireStates(ctx context.Context, before, old time.Time) (n int, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		now := time.Now().UnixNano()
+		res, err := tx.Exec(`DELETE FROM sessions WHERE used < ? AND (holder = '' OR until < ?)`, before.UnixNano(), now)
+		if err != nil {
+			return err
+		}
+		n = affected(res)
+		res, err = tx.Exec(`DELETE FROM paused WHERE created < ?`, old.UnixNano())
+		if err == nil {
+			n += affected(res)
+		}
+		return err
+	})
+	return n, err
+}
+
+func (s *sqliteStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
+	return s.write(true, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO paused (tenant, key, tools, limits, state, created) VALUES (?, ?, ?, ?, ?, ?)`,
+			tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
+		return err
+	})
+}
+
+func (s *sqliteStore) claimPaused(ctx context.Context, tenant, key, by string) (p *pausedRow, err error) {
+	err = s.write(true, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE paused SET claimed = ? WHERE tenant = ? AND key = ? AND claimed = ''`, by, tenant, key)
+		if err != nil {
+			return err
+		}
+		p = &pausedRow{}
+		var tools string
+		err = tx.QueryRow(`SELECT tools, limits, state, claimed FROM paused WHERE tenant = ? AND key = ?`, tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoEntry
+		}
+		if err != nil {
+			return err
+		}
+		p.Tools = parseTools(tools)
+		if affected(res) == 0 {
+			return errPausedUsed
+		}
+		return nil
+	})
+	if errors.Is(err, errPausedUsed) {
+		return p, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *sqliteStore) stateBytes(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, SUM(n) FROM (
+		SELECT tenant, COALESCE(LENGTH(state), 0) AS n FROM sessions UNION ALL SELECT tenant, LENGTH(state) FROM paused) GROUP BY tenant`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return tenantBytes(rows)
+}
+
+// PostgreSQL.
+
+const pgStates = `
+CREATE TABLE IF NOT EXISTS glovebox_sessions (
+	tenant  TEXT   NOT NULL,
+	id      TEXT   NOT NULL,
+	tools   TEXT   NOT NULL,
+	limits  BYTEA  NOT NULL,
+	version BIGINT NOT NULL DEFAULT 0,
+	state   BYTEA,
+	holder  TEXT   NOT NULL DEFAULT '',
+	until   BIGINT NOT NULL DEFAULT 0,
+	used    BIGINT NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+CREATE TABLE IF NOT EXISTS glovebox_paused (
+	tenant  TEXT   NOT NULL,
+	key     TEXT   NOT NULL,
+	tools   TEXT   NOT NULL,
+	limits  BYTEA  NOT NULL,
+	state   BYTEA  NOT NULL,
+	claimed TEXT   NOT NULL DEFAULT '',
+	created BIGINT NOT NULL,
+	PRIMARY KEY (tenant, key)
+)`
+
+func (s *pgStore) initStates(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgStates)
+		return err
+	})
+}
+
+func (s *pgStore) holderID() string { return s.owner }
+
+func (s *pgStore) createSession(ctx context.Context, r *sessionRow) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
+		r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
+	return err
+}
+
+func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (*sessionRow, error) {
+	now := time.Now().UnixNano()
+	row := &sessionRow{Tenant: tenant, ID: id}
+	var tools string
+	err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = $5
+		WHERE tenant = $1 AND id = $2 AND (holder = '' OR until < $5
+			OR split_part(holder, '/', 1) NOT IN (SELECT e.id FROM glovebox_executors e WHERE e.seen >= $7))
+		RETURNING tools, limits, version, CASE WHEN version = $6 THEN NULL ELSE state END`,
+		tenant, id, holder, until.UnixNano(), now, have, time.Now().Add(-pgLease).UnixNano()).Scan(&tools, &row.Limits, &row.Version, &row.State)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var one int
+		err = s.pool.QueryRow(ctx, `SELECT 1 FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errNoEntry
+		}
+		if err == nil {
+			err = errSessionBusy
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	row.Tools = parseTools(tools)
+	return row, nil
+}
+
+func (s *pgStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET version = $4, state = $5, holder = '', until = 0, used = $6
+		WHERE tenant = $1 AND id = $2 AND holder = $3 AND version = $4 - 1`, tenant, id, holder, version, state, time.Now().UnixNano())
+	if err == nil && tag.RowsAffected() == 0 {
+		err = errLeaseLost
+	}
+	return err
+}
+
+func (s *pgStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET holder = '', until = 0 WHERE tenant = $1 AND id = $2 AND holder = $3`, tenant, id, holder)
+	return err
+}
+
+func (s *pgStore) deleteSession(ctx context.Context, tenant, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+func (s *pgStore) countSessions(ctx context.Context, tenant string) (n int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, tenant).Scan(&n)
+	return n, err
+}
+
+func (s *pgStore) expireStates(ctx context.Context, before, old time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_sessions WHERE used < $1 AND (holder = '' OR until < $2)`, before.UnixNano(), time.Now().UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	tag2, err := s.pool.Exec(ctx, `DELETE FROM glovebox_paused WHERE created < $1`, old.UnixNano())
+	return int(tag.RowsAffected() + tag2.RowsAffected()), err
+}
+
+func (s *pgStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO glovebox_paused (tenant, key, tools, limits, state, created) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
+	return err
+}
+
+func (s *pgStore) claimPaused(ctx context.Context, tenant, key, by string) (*pausedRow, error) {
+	p := &pausedRow{}
+	var tools string
+	err := s.pool.QueryRow(ctx, `UPDATE glovebox_paused SET claimed = $3 WHERE tenant = $1 AND key = $2 AND claimed = ''
+		RETURNING tools, limits, state`, tenant, key, by).Scan(&tools, &p.Limits, &p.State)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = s.pool.QueryRow(ctx, `SELECT claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`, tenant, key).Scan(&p.ClaimedBy)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errNoEntry
+		}
+		if err == nil {
+			err = errPausedUsed
+		}
+		return p, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Tools = parseTools(tools)
+	return p, nil
+}
+
+func (s *pgStore) stateBytes(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant, SUM(n)::BIGINT FROM (
+		SELECT tenant, COALESCE(LENGTH(state), 0) AS n FROM glovebox_sessions UNION ALL SELECT tenant, LENGTH(state) FROM glovebox_paused) u GROUP BY tenant`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return tenantBytes(rows)
+}

@@ -1,0 +1,100 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestStateStoreContract: on both stores, a session's lease is held by
+// one holder at a time (a live one blocks others until it saves,
+// releases or runs out), a save bumps the version and frees the lease,
+// a stale holder's save is refused, the state is returned only when the
+// caller's version is not the stored one; a paused state is claimed
+// once, by exactly one of many racing claimers.
+func TestStateStoreContract(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() store) {
+		ctx := context.Background()
+		st := open().(stateStore)
+		if err := st.initStates(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.initStates(ctx); err != nil {
+			t.Fatalf("initStates twice: %v", err)
+		}
+		if err := st.createSession(ctx, &sessionRow{Tenant: "a", ID: "s-1", Tools: []string{"t"}, Limits: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		far := time.Now().Add(time.Hour)
+		if _, err := st.acquireSession(ctx, "b", "s-1", "h/1", far, -1); !errors.Is(err, errNoEntry) {
+			t.Errorf("another tenant's session: %v, want errNoEntry", err)
+		}
+		row, err := st.acquireSession(ctx, "a", "s-1", st.holderID()+"/1", far, -1)
+		if err != nil || row.Version != 0 || row.State != nil || len(row.Tools) != 1 {
+			t.Fatalf("first acquire: %+v %v", row, err)
+		}
+		if _, err := st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, -1); !errors.Is(err, errSessionBusy) {
+			t.Errorf("second holder while the first holds: %v, want errSessionBusy", err)
+		}
+		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/2", 1, []byte("v1")); !errors.Is(err, errLeaseLost) {
+			t.Errorf("save by a non-holder: %v, want errLeaseLost", err)
+		}
+		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/1", 1, []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+		row, err = st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, 0)
+		if err != nil || row.Version != 1 || string(row.State) != "v1" {
+			t.Fatalf("acquire after the save: %+v %v", row, err)
+		}
+		st.releaseSession(ctx, "a", "s-1", st.holderID()+"/2")
+		row, err = st.acquireSession(ctx, "a", "s-1", st.holderID()+"/3", time.Now().Add(-time.Second), 1)
+		if err != nil || row.State != nil {
+			t.Fatalf("acquire at the cached version: %+v %v (want no state sent)", row, err)
+		}
+		// A lease past its until is free.
+		if _, err := st.acquireSession(ctx, "a", "s-1", st.holderID()+"/4", far, 1); err != nil {
+			t.Errorf("acquire over a lease that ran out: %v", err)
+		}
+		if n, err := st.countSessions(ctx, "a"); n != 1 || err != nil {
+			t.Errorf("count: %d %v", n, err)
+		}
+		if ok, err := st.deleteSession(ctx, "a", "s-1"); !ok || err != nil {
+			t.Errorf("delete: %v %v", ok, err)
+		}
+		if err := st.putPaused(ctx, "a", "e-1", &pausedRow{Limits: []byte("{}"), State: []byte("paused")}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won, used := 0, 0
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := open().(stateStore).claimPaused(ctx, "a", "e-1", "c-"+string(rune('0'+i)))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil && string(p.State) == "paused":
+					won++
+				case errors.Is(err, errPausedUsed) && p.ClaimedBy != "":
+					used++
+				default:
+					t.Errorf("claim: %+v %v", p, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if won != 1 || used != 7 {
+			t.Errorf("8 racing claims: %d won, %d refused; want 1 and 7", won, used)
+		}
+		if _, err := st.claimPaused(ctx, "b", "e-1", "x"); !errors.Is(err, errNoEntry) {
+			t.Errorf("another tenant's pause: %v", err)
+		}
+		if bytes, err := st.stateBytes(ctx); err != nil || bytes["a"] != int64(len("paused")) {
+			t.Errorf("state bytes: %v %v", bytes, err)
+		}
+	})
+}
