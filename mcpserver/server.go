@@ -84,6 +84,27 @@ type Options struct {
 	// Logger receives the server's own reports (panics recovered,
 	// sessions closed). Zero means slog.Default().
 	Logger *slog.Logger
+	// StateKey is the secret (at least 32 bytes) that signs the request
+	// states of input_required results and the ruby_session handles of
+	// MCP 2026-07-28 (see the package documentation, "Questions and
+	// approval"); processes that serve one client need the same one, and
+	// Runtimes with the same StateKeys. nil means a random key made by
+	// New: its states open only in this Server.
+	StateKey []byte
+	// StateDir holds what outlives a request at 2026-07-28: states
+	// larger than MaxInlineState (the request state then refers to them)
+	// and the outcome of every continued state, so that a replayed
+	// request state gets its recorded outcome and never runs twice.
+	// Processes that serve one client need the same directory. Empty
+	// means in memory (this Server only).
+	StateDir string
+	// StateTTL is how long a request state or session handle can be
+	// used; its outcome is kept as long, and an older one is refused
+	// with a message saying it expired. Zero means DefaultStateTTL.
+	StateTTL time.Duration
+	// MaxInlineState is the largest sealed state (bytes) carried in a
+	// request state itself. Zero means DefaultMaxInlineState.
+	MaxInlineState int
 }
 
 // Server is a glovebox MCP server. It is safe for concurrent use; one
@@ -107,6 +128,8 @@ type Server struct {
 	// the token in its callHeader.
 	calls  sync.Map
 	closed bool
+	// book seals, opens and records request states (requeststate.go).
+	book *stateBook
 }
 
 // vmSession is one MCP session's glovebox session.
@@ -128,7 +151,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
 	}
-	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 {
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
 	if opts.Name == "" {
@@ -160,6 +183,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{rt: opts.Runtime, fresh: fresh, opts: opts, log: log,
 		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{},
 		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
+	if s.book, err = newStateBook(opts); err != nil {
+		return nil, err
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
 			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer()})
@@ -169,7 +195,7 @@ func New(opts Options) (*Server, error) {
 		InputSchema: in, OutputSchema: outputSchema,
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(len(opts.Runtime.Tools()) > 0)}}, s.guard(s.runFresh))
 	s.mcp.AddTool(&mcp.Tool{Name: ToolSession, Title: "Run Ruby in this conversation's sandbox session", Description: s.sessionDescription(),
-		InputSchema: in, OutputSchema: outputSchema}, s.guard(s.runSession))
+		InputSchema: sessionInputSchema(in), OutputSchema: outputSchema}, s.guard(s.runSession))
 	s.mcp.AddTool(&mcp.Tool{Name: ToolSessionReset, Title: "Reset the sandbox session",
 		Description: "Discards the VM behind " + ToolSession + " for this MCP session: every variable, method, class and library it built up is gone, and the next " + ToolSession + " call starts from a fresh VM. " + ToolRun + " is unaffected (it never keeps state).",
 		InputSchema: resetSchema,
@@ -179,8 +205,11 @@ func New(opts Options) (*Server, error) {
 	}
 	for _, name := range []string{ToolRun, ToolSession, ToolSessionReset} {
 		raw := in
-		if name == ToolSessionReset {
+		switch name {
+		case ToolSessionReset:
 			raw = resetSchema
+		case ToolSession:
+			raw = sessionInputSchema(in)
 		}
 		ts, err := newToolSchema(raw)
 		if err != nil {
@@ -283,7 +312,8 @@ func (s *Server) sessionDescription() string {
 		"Two MCP sessions never share a VM; " + ToolSessionReset + " discards this one.\n\n" +
 		"The result also has session_reset: true when the session's state is gone, with session_reset_reason saying why: this call was stopped by a limit or a crash (the next call starts empty), " +
 		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call, or " + ToolSessionReset + " was called. " +
-		"Call " + ToolRun + " for a self-contained program that needs no state."
+		"Call " + ToolRun + " for a self-contained program that needs no state.\n\n" +
+		"Under MCP " + statelessVersion + " over HTTP there is no MCP session: each result has \"session\", a handle of the session's state (the server holds no VM between calls), and the next call passes it back as the " + handleArg + " argument; a call without one starts a fresh session."
 }
 
 // guard recovers a handler's panic into an error result.
@@ -300,14 +330,24 @@ func (s *Server) guard(h mcp.ToolHandler) mcp.ToolHandler {
 }
 
 func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	res, _, err := s.run(ctx, req, s.fresh, "")
-	return res, err
+	start := func() (*mcp.CallToolResult, error) {
+		res, _, err := s.run(ctx, req, s.fresh, "")
+		return res, err
+	}
+	if !isRetry(req.Params) {
+		return start()
+	}
+	return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
+		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return s.fresh.Continue(ctx, r.st, r.a) })
+		return res, err
+	})
 }
 
 func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if r := s.noSession(req); r != nil {
-		return r, nil
+		return s.runHandled(ctx, req)
 	}
+	req.Params.Arguments, _ = splitHandle(req.Params.Arguments) // a handle means nothing where the connection is the session
 	v, err := s.session(req.Session)
 	if err != nil {
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
@@ -342,7 +382,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 
 func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if r := s.noSession(req); r != nil {
-		return r, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "nothing to discard: under MCP " + statelessVersion + " over HTTP a session is the handle its last " + ToolSession + " result gave, and this server holds none; call " + ToolSession + " without a " + handleArg + " argument to start fresh"}}}, nil
 	}
 	s.mu.Lock()
 	v := s.sessions[req.Session]
@@ -483,7 +523,14 @@ var ended = func() context.Context {
 // set, says the session's state was lost since its last result: the
 // result then has session_reset true and the note as its reason.
 func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.Tool, note string) (*mcp.CallToolResult, *codemode.Outcome, error) {
-	ctx = withSession(ctx, req.Session)
+	return s.runDo(ctx, req, note, func(ctx context.Context) (*codemode.Outcome, error) { return t.Handle(ctx, req.Params.Arguments) })
+}
+
+// runDo is run with do running the program: a first run, or a paused
+// one continued. A run suspended in a question under statelessVersion
+// answers input_required.
+func (s *Server) runDo(ctx context.Context, req *mcp.CallToolRequest, note string, do func(context.Context) (*codemode.Outcome, error)) (*mcp.CallToolResult, *codemode.Outcome, error) {
+	ctx = s.callContext(ctx, req)
 	if gone := s.callGone(ctx, req); gone != nil {
 		// Nobody could receive the result (the SDK keeps none for a
 		// client to fetch after it reconnects): the call stops with its
@@ -505,10 +552,13 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.
 		defer stop()
 	}
 	start := time.Now()
-	out, err := t.Handle(ctx, req.Params.Arguments)
+	out, err := do(ctx)
 	if err != nil {
 		s.log.Error("mcpserver: eval failed on the host", "err", err)
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
+	}
+	if out.Result != nil && out.Result.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
+		return s.pausedResult(req.Params.Name, out.Result), out, nil
 	}
 	status := "invalid_input"
 	if out.Result != nil {

@@ -21,6 +21,16 @@ import (
 // transfers counts runs of the "transfer" tool, which needs approval.
 var transfers atomic.Int32
 
+// stateKeys seal the test Runtimes' states: one key, as processes that
+// serve one client share.
+var stateKeys = func() *glovebox.Keyring {
+	k, err := glovebox.NewKeyring(glovebox.StateKey{ID: "test", Secret: make([]byte, 32)})
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // newRuntime makes a Runtime with a tool that needs approval, one that
 // does not, a mount, and limits.
 func newRuntime(t testing.TB, limits glovebox.Limits) (*glovebox.Runtime, string) {
@@ -39,7 +49,10 @@ func newRuntime(t testing.TB, limits glovebox.Limits) (*glovebox.Runtime, string
 	if err := ts.RequireApproval("transfer"); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := glovebox.New(context.Background(), glovebox.Config{Limits: limits, Tools: &ts, PoolSize: -1,
+	if err := mcpserver.ClientTools(&ts); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Limits: limits, Tools: &ts, PoolSize: -1, StateKeys: stateKeys,
 		Mounts: []glovebox.Mount{{HostPath: dir, GuestPath: "/data"}}, Hooks: glovebox.Hooks{Approver: mcpserver.Approve}})
 	if err != nil {
 		t.Fatal(err)

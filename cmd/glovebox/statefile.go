@@ -64,6 +64,17 @@ func (s *stateFlags) register(f *pflag.FlagSet) {
 
 // keyring returns the CLI's keyring, making the default key on first use.
 func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
+	secret, err := s.secret()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(secret)
+	return glovebox.NewKeyring(glovebox.StateKey{ID: "cli-" + hex.EncodeToString(sum[:6]), Secret: secret})
+}
+
+// secret returns the CLI's state key (32 bytes), making the default key
+// on first use.
+func (s *stateFlags) secret() ([]byte, error) {
 	var secret []byte
 	var err error
 	switch {
@@ -85,8 +96,7 @@ func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
 			return nil, err
 		}
 	}
-	sum := sha256.Sum256(secret)
-	return glovebox.NewKeyring(glovebox.StateKey{ID: "cli-" + hex.EncodeToString(sum[:6]), Secret: secret})
+	return secret, nil
 }
 
 func parseKey(s string) ([]byte, error) {
