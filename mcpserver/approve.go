@@ -87,7 +87,7 @@ func approvalMessage(tool string, args glovebox.Args) string {
 		}
 		_ = json.Unmarshal(b, &m)
 		shown = "arguments " + string(m.Args)
-		if string(m.Kwargs) != "null" {
+		if k := string(m.Kwargs); k != "null" && k != "{}" {
 			shown += ", keywords " + string(m.Kwargs)
 		}
 	}

@@ -74,9 +74,11 @@ type stateBook struct {
 	max       int
 	dir       string // "" keeps everything in memory (one process)
 
-	mu    sync.Mutex
-	mem   map[string]memRecord // records when dir is ""
-	swept time.Time
+	mu      sync.Mutex
+	mem     map[string]memRecord // records when dir is ""
+	swept   time.Time
+	counted time.Time // when count was taken
+	count   int       // the records in dir then
 }
 
 type memRecord struct {
@@ -125,12 +127,12 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 		return "", err
 	}
 	e.V, e.ID, e.Made = 1, id, time.Now().Unix()
+	if b.full() {
+		return "", fmt.Errorf("the state directory holds %d records, its limit; try again when older ones have expired (after %v)", b.max, b.ttl)
+	}
 	if len(st) <= b.maxInline && e.Kind != "session" {
 		e.State = st
 	} else {
-		if b.full() {
-			return "", fmt.Errorf("the state directory holds %d records, its limit; try again when older ones have expired (after %v)", b.max, b.ttl)
-		}
 		if err := b.write("states", id, st); err != nil {
 			return "", err
 		}
@@ -272,19 +274,25 @@ func validID(id string) bool {
 	return true
 }
 
-// full reports whether the records number max or more.
+// full reports whether the records number max or more. The directory is
+// counted at most once a second (a count of 10,000 files takes
+// milliseconds), so the bound may be passed by the states sealed in that
+// second.
 func (b *stateBook) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.dir == "" {
-		b.mu.Lock()
-		defer b.mu.Unlock()
 		return len(b.mem) >= b.max
 	}
-	n := 0
-	for _, sub := range []string{"states", "outcomes"} {
-		ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
-		n += len(ents)
+	if time.Since(b.counted) >= time.Second {
+		b.count = 0
+		for _, sub := range []string{"states", "outcomes"} {
+			ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
+			b.count += len(ents)
+		}
+		b.counted = time.Now()
 	}
-	return n >= b.max
+	return b.count >= b.max
 }
 
 // sweep removes, at most once a minute, the records older than twice the

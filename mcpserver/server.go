@@ -145,8 +145,9 @@ type vmSession struct {
 	lastUse time.Time
 }
 
-// New makes a Server. It fails when Runtime is nil or an option is
-// negative.
+// New makes a Server. It fails when Runtime is nil, an option is
+// negative, StateKey is shorter than 32 bytes, or StateDir cannot be
+// made.
 func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
