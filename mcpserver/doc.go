@@ -41,7 +41,10 @@
 //
 // A call that carries a progress token gets progress notifications while
 // the program runs; notifications/cancelled stops it. Mounts are offered
-// as read-only resources (file:///GUEST/PATH), directories as listings.
+// as read-only resources (file:///GUEST/PATH), directories as listings; a
+// client subscribed to one (resources/subscribe) is told when the file
+// changes ([Options].WatchInterval), and may subscribe to a named
+// resource too (its answer depends only on its URI: no update is sent).
 // Each call's outcome is logged through MCP logging.
 //
 // # Questions and approval

@@ -105,6 +105,11 @@ type Options struct {
 	// MaxInlineState is the largest sealed state (bytes) carried in a
 	// request state itself. Zero means DefaultMaxInlineState.
 	MaxInlineState int
+	// WatchInterval is how often the mount files clients subscribed to
+	// (resources/subscribe) are checked for changes; a change (its
+	// modification time, size or existence) sends
+	// notifications/resources/updated. Zero means DefaultWatchInterval.
+	WatchInterval time.Duration
 }
 
 // Server is a glovebox MCP server. It is safe for concurrent use; one
@@ -130,6 +135,8 @@ type Server struct {
 	closed bool
 	// book seals, opens and records request states (requeststate.go).
 	book *stateBook
+	// watch tracks subscribed resources (subscribe.go).
+	watch *watcher
 }
 
 // vmSession is one MCP session's glovebox session.
@@ -152,7 +159,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
 	}
-	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 {
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 || opts.WatchInterval < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
 	if opts.Name == "" {
@@ -187,9 +194,14 @@ func New(opts Options) (*Server, error) {
 	if s.book, err = newStateBook(opts); err != nil {
 		return nil, err
 	}
+	s.watch = &watcher{s: s, interval: opts.WatchInterval, watched: map[string]*watchedFile{}, stop: make(chan struct{})}
+	if s.watch.interval == 0 {
+		s.watch.interval = DefaultWatchInterval
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
-			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer()})
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, CompletionHandler: s.completer(),
+			SubscribeHandler: s.watch.subscribe, UnsubscribeHandler: s.watch.unsubscribe})
 	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
 	s.mcp.AddTool(&mcp.Tool{Name: ToolRun, Title: "Run Ruby in a fresh sandbox", Description: fresh.Description(),
@@ -262,6 +274,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // Close frees every session's VM. Calls that arrive later get an error
 // result. It does not close the Runtime.
 func (s *Server) Close() error {
+	s.watch.close()
 	s.mu.Lock()
 	s.closed = true
 	all := s.sessions
