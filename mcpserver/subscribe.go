@@ -174,4 +174,3 @@ func (s *Server) resourceHost(uri string) (watchTarget, bool) {
 	}
 	return watchTarget{}, false
 }
-
