@@ -235,3 +235,27 @@ func TestProgramAsks(t *testing.T) {
 		t.Fatalf("no capability: %q", got)
 	}
 }
+
+// Over stdio at 2026-07-28 the connection keeps ruby_session's VM, and
+// an approval inside it is an input_required round too: the retry
+// continues the paused VM, whose variables survive into the next call.
+func TestStdioSessionApproval(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	c := serveStdio(t, s)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ruby_session","arguments":{"code":"x = 1; transfer(5) + x"},` + meta + `}}`)
+	res, _ := c.next()["result"].(map[string]any)
+	st, _ := res["requestState"].(string)
+	if res["resultType"] != "input_required" || st == "" {
+		t.Fatalf("first call: %v", res)
+	}
+	before := transfers.Load()
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ruby_session","arguments":{"code":"x = 1; transfer(5) + x"},"requestState":` + mustJSON(st) + `,"inputResponses":{"approval":{"action":"accept","content":{"approve":true}}},` + meta + `}}`)
+	if m := c.next(); !strings.Contains(mustJSON(m), `"value":6`) || transfers.Load() != before+1 {
+		t.Fatalf("retry: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ruby_session","arguments":{"code":"x + 1"},` + meta + `}}`)
+	if m := c.next(); !strings.Contains(mustJSON(m), `"value":2`) {
+		t.Fatalf("next call: %v", m)
+	}
+}

@@ -369,20 +369,39 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.gs == nil {
-		gs, err := s.rt.NewSession()
-		if err != nil {
-			return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
-		}
-		t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
-		if err != nil {
-			gs.Close()
+		if err := v.open(s); err != nil {
+			var se *sessionError
+			if errors.As(err, &se) {
+				return errorResult("sandbox_error", "Glovebox::SandboxError", se.msg), nil
+			}
 			return nil, err
 		}
-		v.gs, v.tool = gs, t
 	}
 	lost := v.lost
 	v.touch(s.opts.SessionIdle)
 	defer v.touch(s.opts.SessionIdle)
+	if p := req.Params; p.RequestState != "" {
+		// The retry of a call this session's VM is paused in (MCP
+		// statelessVersion over a connection, such as stdio).
+		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
+			return &mcp.CallToolResult{InputRequests: asks, RequestState: p.RequestState}
+		}, func(r *retry) (*mcp.CallToolResult, error) {
+			if pc := v.gs.Pending(); pc == nil || pc.ID != r.e.ID {
+				return errorResult("sandbox_error", "Glovebox::SandboxError", "this session is no longer paused in that call (a later call, a reset or idleness replaced it); run the program again"), nil
+			}
+			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return v.tool.Continue(ctx, nil, r.a) })
+			return res, err
+		})
+	}
+	if v.gs.Pending() != nil {
+		// A new program while the VM waits in a call: the pause is
+		// abandoned, with the state it held.
+		v.free()
+		if err := v.open(s); err != nil {
+			return nil, err
+		}
+		lost = "the session's previous call was waiting for an answer that never came, and its state was discarded; this program ran in a fresh VM"
+	}
 	res, out, err := s.run(ctx, req, v.tool, lost)
 	switch {
 	case out != nil && out.Result != nil && out.Result.SessionReset && s.undelivered(ctx, req):
@@ -453,6 +472,26 @@ func (s *Server) session(ss *mcp.ServerSession) (*vmSession, error) {
 		v.close()
 	}()
 	return v, nil
+}
+
+// sessionError is a session VM that could not be made.
+type sessionError struct{ msg string }
+
+func (e *sessionError) Error() string { return e.msg }
+
+// open gives v a fresh VM and its tool; v.mu is held.
+func (v *vmSession) open(s *Server) error {
+	gs, err := s.rt.NewSession()
+	if err != nil {
+		return &sessionError{err.Error()}
+	}
+	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
+	if err != nil {
+		gs.Close()
+		return err
+	}
+	v.gs, v.tool = gs, t
+	return nil
 }
 
 // touch restarts v's idle timer; v.mu is held.
