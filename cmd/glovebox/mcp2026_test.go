@@ -17,8 +17,9 @@ import (
 // directory serve a client on the TypeScript SDK at 2026-07-28 that sends
 // each request to the other process: tools, an approval accepted,
 // declined and cancelled (each question answered and retried in the
-// process that did not ask it), and a ruby_session whose handle made by
-// one process is taken back by the other.
+// process that did not ask it) and denied for a client without
+// elicitation, and a ruby_session whose handle made by one process is
+// taken back by the other.
 func TestMCP2026TwoProcesses(t *testing.T) {
 	node := npmtest.Node(t)
 	nm := filepath.Join(npmtest.Dir(t, "@modelcontextprotocol/client"), "node_modules")

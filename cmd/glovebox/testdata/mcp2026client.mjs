@@ -2,7 +2,7 @@
 // 2026-07-28 that sends each HTTP request to the next of the URLs given
 // (argv[2], argv[3], ...), as a load balancer in front of several
 // `glovebox mcp --http` processes would. It prints one JSON line per step.
-// The approval tool is argv[...] after "--approve-code".
+// The program that calls the approval-gated tool follows "--approve-code".
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
 const args = process.argv.slice(2);
@@ -46,3 +46,12 @@ const second = await call('ruby_session', { code: 'x + 1', session: first.struct
 out('session-2', second);
 out('hits', hits);
 await client.close();
+
+// A client that cannot be asked: the call is denied with the reason.
+const bare = new Client({ name: 'glovebox-test-bare', version: '1.0.0' }, {
+  versionNegotiation: { mode: { pin: '2026-07-28' } },
+});
+await bare.connect(new StreamableHTTPClientTransport(new URL(urls[0]), { fetch: alternate }));
+asked = 0;
+out('approve-no-capability', await bare.callTool({ name: 'run_ruby', arguments: { code: approveCode } }));
+await bare.close();
