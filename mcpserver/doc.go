@@ -11,8 +11,9 @@
 //   - ruby_session runs a program in the VM of the calling MCP session, so
 //     variables, methods and required libraries persist between its calls;
 //     ruby_session_reset discards that VM. A session's VM is made at its
-//     first call and freed when the MCP session ends or has been idle for
-//     [Options].SessionIdle; two MCP sessions never share one. Under MCP
+//     first call and freed when the MCP session ends; idle for
+//     [Options].SessionIdle, it is suspended into sealed bytes and resumed
+//     at the next call; two MCP sessions never share one. Under MCP
 //     2026-07-28 over HTTP the session travels as a handle instead (see
 //     "Protocol revisions").
 //

@@ -70,9 +70,12 @@ type Options struct {
 	// session ends. run_ruby is not affected. Zero means
 	// DefaultMaxSessions.
 	MaxSessions int
-	// SessionIdle frees a session's VM after this long without a call;
-	// the next call starts a fresh one, and its text says so. Zero means
-	// DefaultSessionIdle.
+	// SessionIdle suspends a session's VM after this long without a
+	// call: its state is kept as sealed bytes (the Runtime needs
+	// StateKeys) and resumed at the next call. A VM that cannot be
+	// suspended (its guest keeps a file open, or no StateKeys) is freed
+	// instead, and the next call starts a fresh one, its text saying so.
+	// Zero means DefaultSessionIdle.
 	SessionIdle time.Duration
 	// MaxConcurrent is how many programs run at once across all
 	// sessions; later calls wait their turn (their context still
@@ -150,6 +153,11 @@ type vmSession struct {
 	// ruby_session_reset): the next call reports it. "" when nothing was.
 	lost    string
 	lastUse time.Time
+	// parked is the session's state while it is idle: after SessionIdle
+	// without a call its VM is suspended into these sealed bytes (a few
+	// hundred KiB at most, against the VM's MiBs) and resumed at the next
+	// call. nil when the VM is live or there is none.
+	parked []byte
 }
 
 // New makes a Server. It fails when Runtime is nil, an option is
@@ -325,7 +333,7 @@ func (s *Server) sessionDescription() string {
 		"top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step (files in " + glovebox.ScratchPath + " do not: it is emptied after every call). " +
 		"Two MCP sessions never share a VM; " + ToolSessionReset + " discards this one.\n\n" +
 		"The result also has session_reset: true when the session's state is gone, with session_reset_reason saying why: this call was stopped by a limit or a crash (the next call starts empty), " +
-		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call, or " + ToolSessionReset + " was called. " +
+		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call (when it could not be suspended: a file left open), or " + ToolSessionReset + " was called. " +
 		"Call " + ToolRun + " for a self-contained program that needs no state.\n\n" +
 		"Under MCP " + statelessVersion + " over HTTP there is no MCP session: each result has \"session\", a handle of the session's state (the server holds no VM between calls), and the next call passes it back as the " + handleArg + " argument; a call without one starts a fresh session."
 }
@@ -368,6 +376,19 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.gs == nil && v.parked != nil {
+		gs, err := s.rt.ResumeSession(ctx, v.parked)
+		v.parked = nil
+		if err == nil {
+			if v.tool, err = codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers}); err != nil {
+				gs.Close()
+				return nil, err
+			}
+			v.gs = gs
+		} else {
+			v.lost = "this session's state was suspended while idle and could not be resumed (" + err.Error() + "); this program ran in a fresh VM"
+		}
+	}
 	if v.gs == nil {
 		if err := v.open(s); err != nil {
 			var se *sessionError
@@ -423,7 +444,7 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 	had := false
 	if v != nil {
 		v.mu.Lock()
-		had = v.gs != nil
+		had = v.gs != nil || v.parked != nil
 		v.free()
 		if had {
 			v.lost = ToolSessionReset + " discarded the session's VM; this program ran in a fresh one"
@@ -504,14 +525,24 @@ func (v *vmSession) touch(idle time.Duration) {
 		v.mu.Lock() // waits for a running program
 		defer v.mu.Unlock()
 		if v.gs != nil && time.Since(v.lastUse) >= idle {
+			if v.gs.Pending() == nil {
+				// Suspend closes the session's VM when it succeeds; it
+				// fails, leaving it usable, when the guest keeps a file
+				// open or the Runtime has no StateKeys.
+				if st, err := v.gs.Suspend(context.Background()); err == nil {
+					v.gs, v.tool, v.parked = nil, nil, st
+					return
+				}
+			}
 			v.free()
 			v.lost = fmt.Sprintf("this session's previous VM was freed after %v without a call, with the session's state; this program ran in a fresh one", idle)
 		}
 	})
 }
 
-// free closes v's VM; v.mu is held.
+// free closes v's VM and drops its parked state; v.mu is held.
 func (v *vmSession) free() {
+	v.parked = nil
 	if v.gs != nil {
 		v.gs.Close()
 		v.gs, v.tool = nil, nil

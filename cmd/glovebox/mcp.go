@@ -124,7 +124,7 @@ address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 	f.StringVar(&token, "token", "", "bearer token HTTP clients must send (default $"+mcpserver.EnvToken+"; required off loopback)")
 	f.StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the HTTP server, e.g. https://app.example.com (repeatable)")
 	ap.register(f)
-	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
+	f.DurationVar(&idle, "session-idle", 0, "suspend a session's VM after this long without a call, resuming it at the next (freed instead when it keeps a file open; 0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
 	st.register(f)
