@@ -34,10 +34,13 @@ const (
 	// VM's changed memory (hundreds of KiB).
 	DefaultMaxInlineState = 32 << 10
 	// DefaultMaxStates bounds the records (recorded outcomes and stored
-	// states) the state directory holds at once: 10,000 records of up to
-	// the 64 KiB result limit are at most 640 MiB, and the normal case
-	// is a few KiB each. Past it a call that would pause is refused
-	// (status busy) until older records expire.
+	// states) the state directory holds at once. An outcome is a result,
+	// at most about codemode's 32 KiB output limit; a stored state is a
+	// large paused call's or a session handle's, typically tens to
+	// hundreds of KiB: 10,000 records are a few hundred MiB in a busy
+	// hour, a few GiB at the very worst. Past it a call that would pause,
+	// and a ruby_session call under 2026-07-28, gets an error saying so
+	// until older records expire.
 	DefaultMaxStates = 10000
 )
 

@@ -12,7 +12,7 @@ import (
 var outputSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
-    "status": {"type": "string", "enum": ["ok", "error", "timeout", "fuel_exhausted", "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error", "invalid_input"],
+    "status": {"type": "string", "enum": ["ok", "error", "timeout", "fuel_exhausted", "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error", "invalid_input", "suspended"],
       "description": "how the program ended"},
     "value": {"description": "the value of the last expression, as JSON (integers exact at any size); present when status is ok"},
     "value_truncated": {"type": "boolean"},

@@ -366,7 +366,7 @@ func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 }
 
 func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := s.noSession(req); r != nil {
+	if s.noSession(req) {
 		return s.runHandled(ctx, req)
 	}
 	req.Params.Arguments, _ = splitHandle(req.Params.Arguments) // a handle means nothing where the connection is the session
@@ -435,7 +435,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 }
 
 func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := s.noSession(req); r != nil {
+	if s.noSession(req) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "nothing to discard: under MCP " + statelessVersion + " over HTTP a session is the handle its last " + ToolSession + " result gave, and this server holds none; call " + ToolSession + " without a " + handleArg + " argument to start fresh"}}}, nil
 	}
 	s.mu.Lock()
@@ -458,15 +458,12 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 }
 
-// noSession returns the error result of a session tool called where no
-// session lasts beyond the call (MCP statelessVersion over HTTP, where
-// each request may reach another process), or nil. Over stdio the
-// connection is the session, whatever the revision.
-func (s *Server) noSession(req *mcp.CallToolRequest) *mcp.CallToolResult {
-	if sessionVersion(req) < statelessVersion || req.Extra == nil || req.Extra.Header == nil {
-		return nil
-	}
-	return errorResult("unsupported", "Glovebox::Unsupported", fmt.Sprintf("%s keeps a VM in one MCP session, and MCP %s over HTTP has none (each request may reach another server process); use %s, which keeps no state, or connect at 2025-11-25 to work step by step", req.Params.Name, statelessVersion, ToolRun))
+// noSession reports whether req comes where no MCP session lasts beyond
+// the call (MCP statelessVersion over HTTP, where each request may reach
+// another process): ruby_session then carries its state in a handle.
+// Over stdio the connection is the session, whatever the revision.
+func (s *Server) noSession(req *mcp.CallToolRequest) bool {
+	return sessionVersion(req) >= statelessVersion && req.Extra != nil && req.Extra.Header != nil
 }
 
 // session returns ss's vmSession, made on first use; it is freed when
