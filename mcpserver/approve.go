@@ -44,20 +44,22 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{
 func Approve(ctx context.Context, tool string, args glovebox.Args) error {
 	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
 	ci := callFrom(ctx)
-	if ss == nil && ci == nil {
+	var caps *mcp.ClientCapabilities
+	switch {
+	case ci != nil:
+		caps = ci.caps
+	case ss != nil && ss.InitializeParams() != nil:
+		caps = ss.InitializeParams().Capabilities
+	}
+	switch {
+	case ss == nil && ci == nil:
 		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
-	}
-	if ci.stateless() {
-		if ci.caps == nil || ci.caps.Elicitation == nil {
-			return fmt.Errorf("%s needs a person's approval, and this MCP client does not support elicitation, so nobody can be asked", tool)
-		}
-		return glovebox.SuspendCall(approvalReason)
-	}
-	if ss == nil {
-		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
-	}
-	if p := ss.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+	case caps == nil || caps.Elicitation == nil:
 		return fmt.Errorf("%s needs a person's approval, and this MCP client does not support elicitation, so nobody can be asked", tool)
+	case ci.stateless():
+		return glovebox.SuspendCall(approvalReason)
+	case ss == nil:
+		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
 	}
 	res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: approvalMessage(tool, args), RequestedSchema: approvalSchema})
 	switch {
