@@ -29,23 +29,37 @@ const maxApprovalArgs = 2000
 var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean","title":"Allow this call","description":"Run the call (true) or refuse it (false)","default":false}},"required":["approve"]}`)
 
 // Approve is a [glovebox.Hooks].Approver for a Runtime served by a
-// [Server]: it asks the person behind the MCP client that made the call,
-// through elicitation, whether the tool call may run. It denies the call
-// with a reason when the call did not come through a Server, when the
-// client does not support elicitation (nobody can be asked), when the
-// person declines or dismisses the request, when asking fails, or when
-// the client speaks MCP 2026-07-28, under which a call cannot ask its
-// client anything (the question would be an input_required result).
+// [Server]: it asks the person behind the MCP client that made the call
+// whether the tool call may run. Under MCP 2025-11-25 and older it asks
+// through elicitation during the call. Under 2026-07-28 it suspends the
+// call ([glovebox.SuspendCall]; the Runtime needs StateKeys): the call's
+// result is input_required with the question as an elicitation, and the
+// client's retry with the answer runs the tool (accept with approve
+// true) or raises Glovebox::ToolDenied in the program (accept with
+// approve false, decline, cancel), in whichever process receives it.
+// It denies the call with a reason when the call did not come through a
+// Server, when the client does not support elicitation (nobody can be
+// asked), when the person declines or dismisses the request, or when
+// asking fails.
 func Approve(ctx context.Context, tool string, args glovebox.Args) error {
 	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
-	if ss == nil {
+	ci := callFrom(ctx)
+	var caps *mcp.ClientCapabilities
+	switch {
+	case ci != nil:
+		caps = ci.caps
+	case ss != nil && ss.InitializeParams() != nil:
+		caps = ss.InitializeParams().Capabilities
+	}
+	switch {
+	case ss == nil && ci == nil:
 		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
-	}
-	if p := ss.InitializeParams(); p != nil && p.ProtocolVersion >= statelessVersion {
-		return fmt.Errorf("%s needs a person's approval, which this server can ask for only under MCP 2025-11-25 or older (an elicitation during the call); under %s the question would have to be an input_required result, which it does not send yet: connect at 2025-11-25 to approve calls", tool, statelessVersion)
-	}
-	if p := ss.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+	case caps == nil || caps.Elicitation == nil:
 		return fmt.Errorf("%s needs a person's approval, and this MCP client does not support elicitation, so nobody can be asked", tool)
+	case ci.stateless():
+		return glovebox.SuspendCall(approvalReason)
+	case ss == nil:
+		return fmt.Errorf("%s needs a person's approval, and no MCP client is there to ask", tool)
 	}
 	res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: approvalMessage(tool, args), RequestedSchema: approvalSchema})
 	switch {
@@ -75,7 +89,7 @@ func approvalMessage(tool string, args glovebox.Args) string {
 		}
 		_ = json.Unmarshal(b, &m)
 		shown = "arguments " + string(m.Args)
-		if string(m.Kwargs) != "null" {
+		if k := string(m.Kwargs); k != "null" && k != "{}" {
 			shown += ", keywords " + string(m.Kwargs)
 		}
 	}

@@ -11,8 +11,11 @@
 //   - ruby_session runs a program in the VM of the calling MCP session, so
 //     variables, methods and required libraries persist between its calls;
 //     ruby_session_reset discards that VM. A session's VM is made at its
-//     first call and freed when the MCP session ends or has been idle for
-//     [Options].SessionIdle; two MCP sessions never share one.
+//     first call and freed when the MCP session ends; idle for
+//     [Options].SessionIdle, it is suspended into sealed bytes and resumed
+//     at the next call; two MCP sessions never share one. Under MCP
+//     2026-07-28 over HTTP the session travels as a handle instead (see
+//     "Protocol revisions").
 //
 // The two Ruby tools share one sandbox: run_ruby's description states it
 // (functions and their schemas included) and ruby_session's states only
@@ -39,14 +42,42 @@
 //
 // A call that carries a progress token gets progress notifications while
 // the program runs; notifications/cancelled stops it. Mounts are offered
-// as read-only resources (file:///GUEST/PATH), directories as listings.
+// as read-only resources (file:///GUEST/PATH), directories as listings; a
+// client subscribed to one (resources/subscribe) is told when the file
+// changes ([Options].WatchInterval), and may subscribe to a named
+// resource too (its answer depends only on its URI: no update is sent).
 // Each call's outcome is logged through MCP logging.
 //
-// # Approval
+// # Questions and approval
 //
 // Tools marked as needing approval ([glovebox.Toolset.RequireApproval])
-// are approved through MCP elicitation when the client supports it; when
-// it does not, such calls are denied with a reason saying so.
+// are approved by the person behind the client ([Approve]). Under MCP
+// 2025-11-25 and older the question is an elicitation during the call.
+// Under 2026-07-28 a server asks nothing during a call: the program is
+// suspended in its call, the result is input_required with the question
+// as an elicitation in inputRequests and a requestState, and the retry
+// carrying the answer in inputResponses and the same requestState
+// continues the program from inside the call, in any process with the
+// same [Options].StateKey and StateDir. Accept with approve true runs the
+// tool; accept with approve false, decline and cancel raise
+// Glovebox::ToolDenied with the reason; a client without elicitation is
+// not asked, and the call is denied saying so.
+//
+// A requestState is signed (HMAC-SHA256 with a key derived from
+// StateKey) and holds the sealed state when it is at most
+// [Options].MaxInlineState bytes, else a reference to it in StateDir. It
+// continues once: an altered or foreign one is refused with -32602, a
+// retry lacking an answer is asked again with the same state, and a
+// replay gets the outcome recorded when it was first continued (kept in
+// StateDir, as long as the state is valid: [Options].StateTTL); an expired
+// one is refused saying so.
+//
+// [ClientTools] gives programs the same reach: mcp_ask asks the client
+// (elicitation, sampling by the client's own model, roots; several at
+// once), as requests during the call under 2025-11-25 and as
+// input_required rounds under 2026-07-28 (one round per mcp_ask);
+// mcp_progress sends progress notifications; mcp_client_capabilities
+// says what the client declared.
 //
 // # Protocol revisions
 //
@@ -57,10 +88,12 @@
 // revision, client info and capabilities in params._meta, results carry
 // resultType, and over HTTP each request is served on its own (the SDK
 // checks the Mcp-Method and Mcp-Name headers), so several processes
-// behind one address can serve one client. ruby_session needs a session
-// and is refused there over HTTP (status unsupported); a call needing
-// approval is denied with the reason, since the question cannot be asked
-// during the call at that revision.
+// behind one address can serve one client. ruby_session has no MCP
+// session to live in there over HTTP: each result carries "session", a
+// signed handle of the suspended session's state (always a reference
+// into StateDir), which the next call passes back as its session
+// argument; no VM is held between calls, and a handle continues once (a
+// replay gets the result its first use gave).
 //
 // # Tasks
 //

@@ -122,22 +122,37 @@ func (s *Server) addPrograms() error {
 					if err := missingCapabilities(p, req.ClientCapabilities()); err != nil {
 						return nil, err
 					}
-					res, out, err := s.callProgram(ctx, p, req.Params.Arguments)
-					if p.LogStdout && out != nil && req.Session != nil {
-						lines := strings.Split(strings.TrimSuffix(out.Stdout, "\n"), "\n")
-						for _, l := range lines[:min(len(lines), maxLogLines)] {
-							if l != "" {
-								_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: p.name, Data: l})
-							}
-						}
+					ctx = s.callContext(ctx, req)
+					start := func() (*mcp.CallToolResult, error) {
+						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) {
+							return s.evalProgram(ctx, p, req.Params.Arguments)
+						})
 					}
-					return res, err
+					if !isRetry(req.Params) {
+						return start()
+					}
+					return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
+						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(ctx, r.st, r.a) })
+					})
 				}))
 		case "prompt":
 			s.mcp.AddPrompt(&mcp.Prompt{Name: p.name, Title: p.Title, Description: p.Description, Arguments: p.Arguments},
 				func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 					args, _ := json.Marshal(req.Params.Arguments)
-					return s.promptProgram(ctx, p, args)
+					st := req.Params.RequestState
+					var given mcp.InputResponseMap
+					if st == "" {
+						given = req.Params.InputResponses
+					}
+					ctx = withCall(ctx, req.Session, req, req.Params.GetProgressToken(), given)
+					if st == "" {
+						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.evalProgram(ctx, p, args) })
+					}
+					return resume(s, p.name, st, req.Params.InputResponses, func(asks mcp.InputRequestMap) *mcp.GetPromptResult {
+						return &mcp.GetPromptResult{InputRequests: asks, RequestState: st}
+					}, func(r *retry) (*mcp.GetPromptResult, error) {
+						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(ctx, r.st, r.a) })
+					})
 				})
 		case "resource":
 			read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -157,24 +172,56 @@ func (s *Server) addPrograms() error {
 // runProgram runs p with args (a JSON object, or empty) as ARGS and
 // returns its result and its value as JSON.
 func (s *Server) runProgram(ctx context.Context, p *program, args json.RawMessage) (*glovebox.Result, json.RawMessage, error) {
-	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
+	return s.slotted(ctx, func(ctx context.Context) (*glovebox.Result, error) { return s.evalProgram(ctx, p, args) })
+}
+
+// slotted runs do when a sandbox slot is free, and returns its result
+// and its value as JSON.
+func (s *Server) slotted(ctx context.Context, do func(context.Context) (*glovebox.Result, error)) (*glovebox.Result, json.RawMessage, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-s.slots }()
-	// The arguments arrive on stdin, so no quoting can turn them into code;
-	// the prelude is one line, so the program's line numbers are off by one.
-	code := `ARGS = (require "json"; JSON.parse($stdin.read).freeze)` + "\n" + p.code
-	res, err := s.rt.EvalWith(ctx, code, glovebox.WithStdin(bytes.NewReader(args)))
+	res, err := do(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	v, _ := json.Marshal(res.Value)
 	return res, v, nil
+}
+
+// evalProgram runs p with args (a JSON object, or empty) as ARGS.
+func (s *Server) evalProgram(ctx context.Context, p *program, args json.RawMessage) (*glovebox.Result, error) {
+	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	// The arguments arrive on stdin, so no quoting can turn them into code;
+	// the prelude is one line, so the program's line numbers are off by one.
+	code := `ARGS = (require "json"; JSON.parse($stdin.read).freeze)` + "\n" + p.code
+	return s.rt.EvalWith(ctx, code, glovebox.WithStdin(bytes.NewReader(args)))
+}
+
+// programCall runs a named tool's program with do (a first run or a
+// paused one continued) and makes its result: input_required when it
+// paused in a question under statelessVersion, the program's answer
+// otherwise, after its output as log messages when its side file asks.
+func (s *Server) programCall(ctx context.Context, req *mcp.CallToolRequest, p *program, do func(context.Context) (*glovebox.Result, error)) (*mcp.CallToolResult, error) {
+	res, v, err := s.slotted(ctx, do)
+	if err == nil && res.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
+		return s.pausedResult(req.Params.Name, res), nil
+	}
+	out, err := programResult(p, res, v, err)
+	if p.LogStdout && res != nil && req.Session != nil {
+		lines := strings.Split(strings.TrimSuffix(res.Stdout, "\n"), "\n")
+		for _, l := range lines[:min(len(lines), maxLogLines)] {
+			if l != "" {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: p.name, Data: l})
+			}
+		}
+	}
+	return out, err
 }
 
 // runOK is runProgram for a prompt or resource, where a run that does
@@ -223,34 +270,47 @@ func missingCapabilities(p *program, declared *mcp.ClientCapabilities) error {
 		Message: fmt.Sprintf("the tool %s needs the client capabilities %s, which this client did not declare", p.name, strings.Join(missing, ", "))}
 }
 
-// callProgram runs a named tool; out is its run's result when it ran.
-func (s *Server) callProgram(ctx context.Context, p *program, args json.RawMessage) (*mcp.CallToolResult, *glovebox.Result, error) {
-	res, v, err := s.runProgram(ctx, p, args)
+// programResult is a named tool's result for its run's res (with its
+// value v as JSON) or err.
+func programResult(p *program, res *glovebox.Result, v json.RawMessage, err error) (*mcp.CallToolResult, error) {
 	switch {
 	case err != nil:
-		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
+		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
 	case res.Status != glovebox.StatusOK:
 		class := "Glovebox::SandboxError"
 		if res.Error != nil {
 			class = res.Error.Class
 		}
-		return errorResult(string(res.Status), class, failed(p, res).Error()), res, nil
+		return errorResult(string(res.Status), class, failed(p, res).Error()), nil
 	}
 	if str, ok := res.Value.(string); ok {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: str}}}, res, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: str}}}, nil
 	}
 	if m, ok := res.Value.(map[string]any); ok && m["content"] != nil {
 		var out mcp.CallToolResult
 		if err := json.Unmarshal(v, &out); err != nil {
-			return errorResult("invalid_result", "Glovebox::InvalidResult", fmt.Sprintf("the program %s returned a Hash with \"content\" that is not an MCP tool result: %v", p.name, err)), res, nil
+			return errorResult("invalid_result", "Glovebox::InvalidResult", fmt.Sprintf("the program %s returned a Hash with \"content\" that is not an MCP tool result: %v", p.name, err)), nil
 		}
-		return &out, res, nil
+		return &out, nil
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(v)}}}, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(v)}}}, nil
 }
 
-func (s *Server) promptProgram(ctx context.Context, p *program, args json.RawMessage) (*mcp.GetPromptResult, error) {
-	res, v, err := s.runOK(ctx, p, args)
+// promptCall runs a named prompt's program with do (a first run or a
+// paused one continued) and makes its result: input_required when it
+// paused in a question under statelessVersion.
+func (s *Server) promptCall(ctx context.Context, p *program, do func(context.Context) (*glovebox.Result, error)) (*mcp.GetPromptResult, error) {
+	res, v, err := s.slotted(ctx, do)
+	if err == nil && res.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
+		asks, st, err := s.pause(p.name, res)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.GetPromptResult{InputRequests: asks, RequestState: st}, nil
+	}
+	if err == nil && res.Status != glovebox.StatusOK {
+		err = failed(p, res)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 var outputSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
-    "status": {"type": "string", "enum": ["ok", "error", "timeout", "fuel_exhausted", "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error", "invalid_input"],
+    "status": {"type": "string", "enum": ["ok", "error", "timeout", "fuel_exhausted", "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error", "invalid_input", "suspended"],
       "description": "how the program ended"},
     "value": {"description": "the value of the last expression, as JSON (integers exact at any size); present when status is ok"},
     "value_truncated": {"type": "boolean"},
@@ -29,7 +29,8 @@ var outputSchema = json.RawMessage(`{
       "approval": {"type": "string", "enum": ["approved", "denied"]}},
       "required": ["name"]}},
     "session_reset": {"type": "boolean", "description": "ruby_session only: the VM was discarded, state is lost"},
-    "session_reset_reason": {"type": "string", "description": "ruby_session only: why the state was lost, when the loss happened before this call (a canceled call, idleness, ruby_session_reset)"}
+    "session_reset_reason": {"type": "string", "description": "ruby_session only: why the state was lost, when the loss happened before this call (a canceled call, idleness, ruby_session_reset)"},
+    "session": {"type": "string", "description": "ruby_session under MCP 2026-07-28 over HTTP: the handle of the session's state after this call; pass it as the session argument of the next call"}
   },
   "required": ["status"]
 }`)

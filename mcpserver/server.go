@@ -70,9 +70,12 @@ type Options struct {
 	// session ends. run_ruby is not affected. Zero means
 	// DefaultMaxSessions.
 	MaxSessions int
-	// SessionIdle frees a session's VM after this long without a call;
-	// the next call starts a fresh one, and its text says so. Zero means
-	// DefaultSessionIdle.
+	// SessionIdle suspends a session's VM after this long without a
+	// call: its state is kept as sealed bytes (the Runtime needs
+	// StateKeys) and resumed at the next call. A VM that cannot be
+	// suspended (its guest keeps a file open, or no StateKeys) is freed
+	// instead, and the next call starts a fresh one, its text saying so.
+	// Zero means DefaultSessionIdle.
 	SessionIdle time.Duration
 	// MaxConcurrent is how many programs run at once across all
 	// sessions; later calls wait their turn (their context still
@@ -88,6 +91,32 @@ type Options struct {
 	// Logger receives the server's own reports (panics recovered,
 	// sessions closed). Zero means slog.Default().
 	Logger *slog.Logger
+	// StateKey is the secret (at least 32 bytes) that signs the request
+	// states of input_required results and the ruby_session handles of
+	// MCP 2026-07-28 (see the package documentation, "Questions and
+	// approval"); processes that serve one client need the same one, and
+	// Runtimes with the same StateKeys. nil means a random key made by
+	// New: its states open only in this Server.
+	StateKey []byte
+	// StateDir holds what outlives a request at 2026-07-28: states
+	// larger than MaxInlineState (the request state then refers to them)
+	// and the outcome of every continued state, so that a replayed
+	// request state gets its recorded outcome and never runs twice.
+	// Processes that serve one client need the same directory. Empty
+	// means in memory (this Server only).
+	StateDir string
+	// StateTTL is how long a request state or session handle can be
+	// used; its outcome is kept as long, and an older one is refused
+	// with a message saying it expired. Zero means DefaultStateTTL.
+	StateTTL time.Duration
+	// MaxInlineState is the largest sealed state (bytes) carried in a
+	// request state itself. Zero means DefaultMaxInlineState.
+	MaxInlineState int
+	// WatchInterval is how often the mount files clients subscribed to
+	// (resources/subscribe) are checked for changes; a change (its
+	// modification time, size or existence) sends
+	// notifications/resources/updated. Zero means DefaultWatchInterval.
+	WatchInterval time.Duration
 }
 
 // Server is a glovebox MCP server. It is safe for concurrent use; one
@@ -112,6 +141,10 @@ type Server struct {
 	calls  sync.Map
 	tasks  *taskStore // the tasks of MCP's tasks extension
 	closed bool
+	// book seals, opens and records request states (requeststate.go).
+	book *stateBook
+	// watch tracks subscribed resources (subscribe.go).
+	watch *watcher
 }
 
 // vmSession is one MCP session's glovebox session.
@@ -125,15 +158,21 @@ type vmSession struct {
 	// ruby_session_reset): the next call reports it. "" when nothing was.
 	lost    string
 	lastUse time.Time
+	// parked is the session's state while it is idle: after SessionIdle
+	// without a call its VM is suspended into these sealed bytes (a few
+	// hundred KiB at most, against the VM's MiBs) and resumed at the next
+	// call. nil when the VM is live or there is none.
+	parked []byte
 }
 
-// New makes a Server. It fails when Runtime is nil or an option is
-// negative.
+// New makes a Server. It fails when Runtime is nil, an option is
+// negative, StateKey is shorter than 32 bytes, or StateDir cannot be
+// made.
 func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
 	}
-	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 {
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 || opts.WatchInterval < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
 	if opts.Name == "" {
@@ -169,9 +208,17 @@ func New(opts Options) (*Server, error) {
 	s := &Server{rt: opts.Runtime, tasks: tasks, fresh: fresh, opts: opts, log: log,
 		slots: make(chan struct{}, opts.MaxConcurrent), sessions: map[*mcp.ServerSession]*vmSession{},
 		gone: map[*mcp.ServerSession]context.Context{}, schemas: map[string]*toolSchema{}}
+	if s.book, err = newStateBook(opts); err != nil {
+		return nil, err
+	}
+	s.watch = &watcher{s: s, interval: opts.WatchInterval, watched: map[string]*watchedFile{}, stop: make(chan struct{})}
+	if s.watch.interval == 0 {
+		s.watch.interval = DefaultWatchInterval
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
-			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}}, CompletionHandler: s.completer()})
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}}, CompletionHandler: s.completer(),
+			SubscribeHandler: s.watch.subscribe, UnsubscribeHandler: s.watch.unsubscribe})
 	s.mcp.AddReceivingMiddleware(s.taskCalls) // inside checkCalls: a call is checked before it becomes a task
 	s.mcp.AddReceivingMiddleware(s.checkCalls)
 	in := fresh.InputSchema()
@@ -179,7 +226,7 @@ func New(opts Options) (*Server, error) {
 		InputSchema: in, OutputSchema: outputSchema,
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(len(opts.Runtime.Tools()) > 0)}}, s.guard(s.runFresh))
 	s.mcp.AddTool(&mcp.Tool{Name: ToolSession, Title: "Run Ruby in this conversation's sandbox session", Description: s.sessionDescription(),
-		InputSchema: in, OutputSchema: outputSchema}, s.guard(s.runSession))
+		InputSchema: sessionInputSchema(in), OutputSchema: outputSchema}, s.guard(s.runSession))
 	s.mcp.AddTool(&mcp.Tool{Name: ToolSessionReset, Title: "Reset the sandbox session",
 		Description: "Discards the VM behind " + ToolSession + " for this MCP session: every variable, method, class and library it built up is gone, and the next " + ToolSession + " call starts from a fresh VM. " + ToolRun + " is unaffected (it never keeps state).",
 		InputSchema: resetSchema,
@@ -189,8 +236,11 @@ func New(opts Options) (*Server, error) {
 	}
 	for _, name := range []string{ToolRun, ToolSession, ToolSessionReset} {
 		raw := in
-		if name == ToolSessionReset {
+		switch name {
+		case ToolSessionReset:
 			raw = resetSchema
+		case ToolSession:
+			raw = sessionInputSchema(in)
 		}
 		ts, err := newToolSchema(raw)
 		if err != nil {
@@ -242,6 +292,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // Close frees every session's VM and cancels the running tasks. Calls
 // that arrive later get an error result. It does not close the Runtime.
 func (s *Server) Close() error {
+	s.watch.close()
 	s.mu.Lock()
 	s.closed = true
 	all := s.sessions
@@ -293,8 +344,9 @@ func (s *Server) sessionDescription() string {
 		"top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step (files in " + glovebox.ScratchPath + " do not: it is emptied after every call). " +
 		"Two MCP sessions never share a VM; " + ToolSessionReset + " discards this one.\n\n" +
 		"The result also has session_reset: true when the session's state is gone, with session_reset_reason saying why: this call was stopped by a limit or a crash (the next call starts empty), " +
-		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call, or " + ToolSessionReset + " was called. " +
-		"Call " + ToolRun + " for a self-contained program that needs no state."
+		"or, reported on the next call, an earlier call was canceled, the VM was freed after " + s.opts.SessionIdle.String() + " without a call (when it could not be suspended: a file left open), or " + ToolSessionReset + " was called. " +
+		"Call " + ToolRun + " for a self-contained program that needs no state.\n\n" +
+		"Under MCP " + statelessVersion + " over HTTP there is no MCP session: each result has \"session\", a handle of the session's state (the server holds no VM between calls), and the next call passes it back as the " + handleArg + " argument; a call without one starts a fresh session."
 }
 
 // guard recovers a handler's panic into an error result.
@@ -311,35 +363,77 @@ func (s *Server) guard(h mcp.ToolHandler) mcp.ToolHandler {
 }
 
 func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	res, _, err := s.run(ctx, req, s.fresh, "")
-	return res, err
+	start := func() (*mcp.CallToolResult, error) {
+		res, _, err := s.run(ctx, req, s.fresh, "")
+		return res, err
+	}
+	if !isRetry(req.Params) {
+		return start()
+	}
+	return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
+		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return s.fresh.Continue(ctx, r.st, r.a) })
+		return res, err
+	})
 }
 
 func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := s.noSession(req); r != nil {
-		return r, nil
+	if s.noSession(req) {
+		return s.runHandled(ctx, req)
 	}
+	req.Params.Arguments, _ = splitHandle(req.Params.Arguments) // a handle means nothing where the connection is the session
 	v, err := s.session(req.Session)
 	if err != nil {
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.gs == nil {
-		gs, err := s.rt.NewSession()
-		if err != nil {
-			return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
+	if v.gs == nil && v.parked != nil {
+		gs, err := s.rt.ResumeSession(ctx, v.parked)
+		v.parked = nil
+		if err == nil {
+			if v.tool, err = codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers}); err != nil {
+				gs.Close()
+				return nil, err
+			}
+			v.gs = gs
+		} else {
+			v.lost = "this session's state was suspended while idle and could not be resumed (" + err.Error() + "); this program ran in a fresh VM"
 		}
-		t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
-		if err != nil {
-			gs.Close()
+	}
+	if v.gs == nil {
+		if err := v.open(s); err != nil {
+			var se *sessionError
+			if errors.As(err, &se) {
+				return errorResult("sandbox_error", "Glovebox::SandboxError", se.msg), nil
+			}
 			return nil, err
 		}
-		v.gs, v.tool = gs, t
 	}
 	lost := v.lost
 	v.touch(s.opts.SessionIdle)
 	defer v.touch(s.opts.SessionIdle)
+	if p := req.Params; p.RequestState != "" {
+		// The retry of a call this session's VM is paused in (MCP
+		// statelessVersion over a connection, such as stdio).
+		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
+			return &mcp.CallToolResult{InputRequests: asks, RequestState: p.RequestState}
+		}, func(r *retry) (*mcp.CallToolResult, error) {
+			if pc := v.gs.Pending(); pc == nil || pc.ID != r.e.ID {
+				return errorResult("sandbox_error", "Glovebox::SandboxError", "this session is no longer paused in that call (a later call, a reset or idleness replaced it); run the program again"), nil
+			}
+			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return v.tool.Continue(ctx, nil, r.a) })
+			return res, err
+		})
+	}
+	if v.gs.Pending() != nil {
+		// A new program while the VM waits in a call: the pause is
+		// abandoned, with the state it held.
+		v.free()
+		if err := v.open(s); err != nil {
+			return nil, err
+		}
+		lost = "the session's previous call was waiting for an answer that never came, and its state was discarded; this program ran in a fresh VM"
+	}
 	res, out, err := s.run(ctx, req, v.tool, lost)
 	switch {
 	case out != nil && out.Result != nil && out.Result.SessionReset && s.undelivered(ctx, req):
@@ -352,8 +446,8 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 }
 
 func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := s.noSession(req); r != nil {
-		return r, nil
+	if s.noSession(req) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "nothing to discard: under MCP " + statelessVersion + " over HTTP a session is the handle its last " + ToolSession + " result gave, and this server holds none; call " + ToolSession + " without a " + handleArg + " argument to start fresh"}}}, nil
 	}
 	s.mu.Lock()
 	v := s.sessions[req.Session]
@@ -361,7 +455,7 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 	had := false
 	if v != nil {
 		v.mu.Lock()
-		had = v.gs != nil
+		had = v.gs != nil || v.parked != nil
 		v.free()
 		if had {
 			v.lost = ToolSessionReset + " discarded the session's VM; this program ran in a fresh one"
@@ -375,15 +469,12 @@ func (s *Server) resetSession(ctx context.Context, req *mcp.CallToolRequest) (*m
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 }
 
-// noSession returns the error result of a session tool called where no
-// session lasts beyond the call (MCP statelessVersion over HTTP, where
-// each request may reach another process), or nil. Over stdio the
-// connection is the session, whatever the revision.
-func (s *Server) noSession(req *mcp.CallToolRequest) *mcp.CallToolResult {
-	if sessionVersion(req) < statelessVersion || req.Extra == nil || req.Extra.Header == nil {
-		return nil
-	}
-	return errorResult("unsupported", "Glovebox::Unsupported", fmt.Sprintf("%s keeps a VM in one MCP session, and MCP %s over HTTP has none (each request may reach another server process); use %s, which keeps no state, or connect at 2025-11-25 to work step by step", req.Params.Name, statelessVersion, ToolRun))
+// noSession reports whether req comes where no MCP session lasts beyond
+// the call (MCP statelessVersion over HTTP, where each request may reach
+// another process): ruby_session then carries its state in a handle.
+// Over stdio the connection is the session, whatever the revision.
+func (s *Server) noSession(req *mcp.CallToolRequest) bool {
+	return sessionVersion(req) >= statelessVersion && req.Extra != nil && req.Extra.Header != nil
 }
 
 // session returns ss's vmSession, made on first use; it is freed when
@@ -412,6 +503,26 @@ func (s *Server) session(ss *mcp.ServerSession) (*vmSession, error) {
 	return v, nil
 }
 
+// sessionError is a session VM that could not be made.
+type sessionError struct{ msg string }
+
+func (e *sessionError) Error() string { return e.msg }
+
+// open gives v a fresh VM and its tool; v.mu is held.
+func (v *vmSession) open(s *Server) error {
+	gs, err := s.rt.NewSession()
+	if err != nil {
+		return &sessionError{err.Error()}
+	}
+	t, err := codemode.New(codemode.Config{Runtime: s.rt, Evaluator: gs, Session: true, Name: ToolSession, Instructions: s.opts.Instructions, Servers: s.opts.Servers})
+	if err != nil {
+		gs.Close()
+		return err
+	}
+	v.gs, v.tool = gs, t
+	return nil
+}
+
 // touch restarts v's idle timer; v.mu is held.
 func (v *vmSession) touch(idle time.Duration) {
 	v.lastUse = time.Now()
@@ -422,14 +533,24 @@ func (v *vmSession) touch(idle time.Duration) {
 		v.mu.Lock() // waits for a running program
 		defer v.mu.Unlock()
 		if v.gs != nil && time.Since(v.lastUse) >= idle {
+			if v.gs.Pending() == nil {
+				// Suspend closes the session's VM when it succeeds; it
+				// fails, leaving it usable, when the guest keeps a file
+				// open or the Runtime has no StateKeys.
+				if st, err := v.gs.Suspend(context.Background()); err == nil {
+					v.gs, v.tool, v.parked = nil, nil, st
+					return
+				}
+			}
 			v.free()
 			v.lost = fmt.Sprintf("this session's previous VM was freed after %v without a call, with the session's state; this program ran in a fresh one", idle)
 		}
 	})
 }
 
-// free closes v's VM; v.mu is held.
+// free closes v's VM and drops its parked state; v.mu is held.
 func (v *vmSession) free() {
+	v.parked = nil
 	if v.gs != nil {
 		v.gs.Close()
 		v.gs, v.tool = nil, nil
@@ -494,7 +615,14 @@ var ended = func() context.Context {
 // set, says the session's state was lost since its last result: the
 // result then has session_reset true and the note as its reason.
 func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.Tool, note string) (*mcp.CallToolResult, *codemode.Outcome, error) {
-	ctx = withSession(ctx, req.Session)
+	return s.runDo(ctx, req, note, func(ctx context.Context) (*codemode.Outcome, error) { return t.Handle(ctx, req.Params.Arguments) })
+}
+
+// runDo is run with do running the program: a first run, or a paused
+// one continued. A run suspended in a question under statelessVersion
+// answers input_required.
+func (s *Server) runDo(ctx context.Context, req *mcp.CallToolRequest, note string, do func(context.Context) (*codemode.Outcome, error)) (*mcp.CallToolResult, *codemode.Outcome, error) {
+	ctx = s.callContext(ctx, req)
 	if gone := s.callGone(ctx, req); gone != nil {
 		// Nobody could receive the result (the SDK keeps none for a
 		// client to fetch after it reconnects): the call stops with its
@@ -516,10 +644,13 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.
 		defer stop()
 	}
 	start := time.Now()
-	out, err := t.Handle(ctx, req.Params.Arguments)
+	out, err := do(ctx)
 	if err != nil {
 		s.log.Error("mcpserver: eval failed on the host", "err", err)
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
+	}
+	if out.Result != nil && out.Result.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
+		return s.pausedResult(req.Params.Name, out.Result), out, nil
 	}
 	status := "invalid_input"
 	if out.Result != nil {

@@ -21,6 +21,16 @@ import (
 // transfers counts runs of the "transfer" tool, which needs approval.
 var transfers atomic.Int32
 
+// stateKeys seal the test Runtimes' states: one key, as processes that
+// serve one client share.
+var stateKeys = func() *glovebox.Keyring {
+	k, err := glovebox.NewKeyring(glovebox.StateKey{ID: "test", Secret: make([]byte, 32)})
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // newRuntime makes a Runtime with a tool that needs approval, one that
 // does not, a mount, and limits.
 func newRuntime(t testing.TB, limits glovebox.Limits) (*glovebox.Runtime, string) {
@@ -39,7 +49,10 @@ func newRuntime(t testing.TB, limits glovebox.Limits) (*glovebox.Runtime, string
 	if err := ts.RequireApproval("transfer"); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := glovebox.New(context.Background(), glovebox.Config{Limits: limits, Tools: &ts, PoolSize: -1,
+	if err := mcpserver.ClientTools(&ts); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Limits: limits, Tools: &ts, PoolSize: -1, StateKeys: stateKeys,
 		Mounts: []glovebox.Mount{{HostPath: dir, GuestPath: "/data"}}, Hooks: glovebox.Hooks{Approver: mcpserver.Approve}})
 	if err != nil {
 		t.Fatal(err)
@@ -312,18 +325,31 @@ func TestSessionEndFreesVM(t *testing.T) {
 	}
 }
 
+// An idle session's VM is suspended, not held: its state comes back at
+// the next call. One that cannot be suspended (a file kept open) is
+// freed, and the next result says its state was lost.
 func TestSessionIdleFreesVM(t *testing.T) {
 	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{SessionIdle: 200 * time.Millisecond})
-	cs := connect(t, s, nil)
-	call(t, cs, mcpserver.ToolSession, "x = 1")
-	for i := 0; s.LiveSessions() != 0; i++ {
-		if i == 500 {
-			t.Fatal("the idle session's VM was not freed")
+	waitFreed := func() {
+		t.Helper()
+		for i := 0; s.LiveSessions() != 0; i++ {
+			if i == 500 {
+				t.Fatal("the idle session's VM was not freed")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	if got := text(call(t, cs, mcpserver.ToolSession, "defined?(x)")); !strings.Contains(got, "fresh one") || !strings.HasSuffix(got, "=> null") {
-		t.Fatalf("after idle expiry: %q", got)
+	cs := connect(t, s, nil)
+	call(t, cs, mcpserver.ToolSession, "x = 41")
+	waitFreed()
+	if got := text(call(t, cs, mcpserver.ToolSession, "x + 1")); got != "=> 42" {
+		t.Fatalf("after idle suspension: %q", got)
+	}
+	open := connect(t, s, nil)
+	call(t, open, mcpserver.ToolSession, `y = 1; $f = File.open("/data/notes.txt")`)
+	waitFreed()
+	if got := text(call(t, open, mcpserver.ToolSession, "defined?(y)")); !strings.Contains(got, "fresh one") || !strings.HasSuffix(got, "=> null") {
+		t.Fatalf("after idle expiry with a file open: %q", got)
 	}
 }
 

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/mcpserver"
 )
 
@@ -29,6 +31,9 @@ func mcpCmd() *cobra.Command {
 		maxHTTPSess int
 		programs    string
 		tasks       mcpserver.TaskOptions
+		st          stateFlags
+		stateDir    string
+		stateTTL    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -46,16 +51,44 @@ bearer token (--token, or $` + mcpserver.EnvToken + `).
 
 The sandbox flags are eval's (limits, --mount, --profile, --http-allow).
 --approve TOOL makes every call of TOOL wait for a person's approval,
-asked through the client (MCP elicitation); a client that cannot ask gets
-the call denied, and the program sees Glovebox::ToolDenied.`,
+asked through the client (MCP elicitation during the call under
+2025-11-25; an input_required result under 2026-07-28, answered by the
+client's retry in whichever process receives it); a client that cannot
+ask gets the call denied, and the program sees Glovebox::ToolDenied.
+Programs can ask the client too (mcp_ask: elicitation, sampling by the
+client's own model, roots) and report progress (mcp_progress).
+
+At 2026-07-28 a paused program and a ruby_session are sealed states the
+client carries (requestState, the session handle); processes behind one
+address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := sb.config(cmd.Flags())
 			if err != nil {
 				return err
 			}
+			if cfg.Tools == nil {
+				cfg.Tools = &glovebox.Toolset{}
+			}
+			if err := mcpserver.ClientTools(cfg.Tools); err != nil {
+				return err
+			}
 			if err := ap.apply(&cfg, mcpserver.Approve); err != nil {
 				return err
+			}
+			secret, err := st.secret()
+			if err != nil {
+				return err
+			}
+			if cfg.StateKeys, err = st.keyring(); err != nil {
+				return err
+			}
+			if stateDir == "" {
+				dir, err := glovebox.DefaultCacheDir()
+				if err != nil {
+					return err
+				}
+				stateDir = filepath.Join(dir, "mcp-states")
 			}
 			if token == "" {
 				token = os.Getenv(mcpserver.EnvToken)
@@ -70,7 +103,8 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 				return err
 			}
 			defer rt.Close()
-			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs, Tasks: tasks})
+			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs,
+				StateKey: secret, StateDir: stateDir, StateTTL: stateTTL, Tasks: tasks})
 			if err != nil {
 				return err
 			}
@@ -91,9 +125,12 @@ the call denied, and the program sees Glovebox::ToolDenied.`,
 	f.StringVar(&token, "token", "", "bearer token HTTP clients must send (default $"+mcpserver.EnvToken+"; required off loopback)")
 	f.StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the HTTP server, e.g. https://app.example.com (repeatable)")
 	ap.register(f)
-	f.DurationVar(&idle, "session-idle", 0, "free a session's VM after this long without a call (0: the default, 30m)")
+	f.DurationVar(&idle, "session-idle", 0, "suspend a session's VM after this long without a call, resuming it at the next (freed instead when it keeps a file open; 0: the default, 30m)")
 	f.IntVar(&maxConc, "max-concurrent", 0, "programs run at once across all sessions (0: 2 × CPUs)")
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
+	st.register(f)
+	f.StringVar(&stateDir, "state-dir", "", "directory for what outlives a request at MCP 2026-07-28: large paused states and ruby_session handles, and the outcome of each continued one (so a replayed request gets it); processes serving one client share it and the --state-key (default: mcp-states in the glovebox cache directory)")
+	f.DurationVar(&stateTTL, "state-ttl", 0, fmt.Sprintf("how long an input_required requestState or a ruby_session handle can be used, and its outcome kept (0: %v)", mcpserver.DefaultStateTTL))
 	f.StringVar(&programs, "programs", "", "a folder of named programs (NAME.rb with NAME.json: kind, description, inputSchema), each served as an MCP tool, prompt or resource that runs it sandboxed with the call's arguments as ARGS")
 	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the least recently used one idle for %v is closed, or the initialize is refused with 503 (0: %d)", mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
 	f.DurationVar(&tasks.TTL, "task-ttl", 0, fmt.Sprintf("keep an ended task's outcome this long for tasks/get (0: %v)", mcpserver.DefaultTaskTTL))

@@ -64,6 +64,16 @@ func (s *stateFlags) register(f *pflag.FlagSet) {
 
 // keyring returns the CLI's keyring, making the default key on first use.
 func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
+	secret, err := s.secret()
+	if err != nil {
+		return nil, err
+	}
+	return glovebox.NewKeyring(glovebox.StateKey{ID: keyID(secret), Secret: secret})
+}
+
+// secret returns the CLI's state key (32 bytes), making the default key
+// on first use.
+func (s *stateFlags) secret() ([]byte, error) {
 	var secret []byte
 	var err error
 	switch {
@@ -85,7 +95,7 @@ func (s *stateFlags) keyring() (*glovebox.Keyring, error) {
 			return nil, err
 		}
 	}
-	return glovebox.NewKeyring(glovebox.StateKey{ID: keyID(secret), Secret: secret})
+	return secret, nil
 }
 
 // keyID names a key by its secret: "cli-" and the first 12 hex digits

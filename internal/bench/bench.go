@@ -4,8 +4,8 @@
 //
 // Where rows live: one file per group of rows (vm.go: fresh VMs, the
 // pool, workers and process start; call.go: host calls, fuel and code
-// mode; sjlj.go: setjmp/longjmp; box.go: the OS boxes; executor.go: the
-// executor under load), each a function taking a [Row] that Run calls in
+// mode; sjlj.go: setjmp/longjmp; mcp.go: MCP round trips; box.go: the
+// OS boxes; executor.go: the executor under load), each a function taking a [Row] that Run calls in
 // turn. To add a row, write a function func(ctx, row Row) error in a file
 // of its own here and call it from Run.
 package bench
@@ -123,6 +123,11 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 			return err
 		}
 	}
+	if want("mcp") {
+		if err := benchMCP(ctx, cfg.Samples, row); err != nil { // run_ruby and approval round trips over MCP (mcp.go)
+			return err
+		}
+	}
 	eng.Close()
 	if want("boxes") {
 		benchBoxes(ctx, row) // the OS-level boxes (box.go)
@@ -135,7 +140,7 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 }
 
 // Groups are the names of the groups of rows Config.Only selects.
-var Groups = []string{"suspend", "vm", "calls", "dataflow", "memory", "sjlj", "boxes", "executor"}
+var Groups = []string{"suspend", "vm", "calls", "dataflow", "memory", "sjlj", "mcp", "boxes", "executor"}
 
 // benchMemory measures the private memory per idle VM and per idle
 // session.

@@ -41,6 +41,9 @@ var Pins = map[string]string{
 	// 0.2.0-alpha.12 is the first with requirement sets (--requirements
 	// REVISION), which the 0.1 line, npm's "latest", lacks.
 	"@modelcontextprotocol/conformance": "0.2.0-alpha.12",
+	// The TypeScript SDK's client at MCP 2026-07-28 (stateless, input_required
+	// results answered and retried).
+	"@modelcontextprotocol/client": "2.4.0",
 	// Node.js itself, for what needs Node 22 or newer (the conformance
 	// suite) on machines whose node is older.
 	nodePackage: "24.22.3",

@@ -1,0 +1,330 @@
+package mcpserver
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+)
+
+// Defaults for the request-state [Options] fields.
+const (
+	// DefaultStateTTL is how long a request state (an input_required
+	// result's requestState, a ruby_session handle) can be used, and so
+	// how long its recorded outcome is kept for a replay: an hour, time
+	// for a person to answer a question, short enough that the state
+	// directory stays small.
+	DefaultStateTTL = time.Hour
+	// DefaultMaxInlineState is the largest sealed state carried inside a
+	// request state itself (32 KiB, about 43 KiB once encoded); a larger
+	// one is written to the state directory and the request state holds
+	// a sealed reference to it. A paused call's state is its program and
+	// the host's answers so far (a few KiB); an idle session's holds the
+	// VM's changed memory (hundreds of KiB).
+	DefaultMaxInlineState = 32 << 10
+	// DefaultMaxStates bounds the records (recorded outcomes and stored
+	// states) the state directory holds at once. An outcome is a result,
+	// at most about codemode's 32 KiB output limit; a stored state is a
+	// large paused call's or a session handle's, typically tens to
+	// hundreds of KiB: 10,000 records are a few hundred MiB in a busy
+	// hour, a few GiB at the very worst. Past it a call that would pause,
+	// and a ruby_session call under 2026-07-28, gets an error saying so
+	// until older records expire.
+	DefaultMaxStates = 10000
+)
+
+// errState is the error a request state that cannot be used gets; its
+// message says why and what to do. It is sent as a JSON-RPC -32602.
+type errState struct{ msg string }
+
+func (e *errState) Error() string { return e.msg }
+
+// envelope is what a request state says, signed with the server's key.
+type envelope struct {
+	V    int    `json:"v"`
+	Kind string `json:"k"`    // "call": a paused call; "session": a ruby_session handle
+	Tool string `json:"tool"` // the tool or prompt it belongs to
+	Made int64  `json:"t"`    // when it was made, Unix seconds
+	ID   string `json:"id"`   // the glovebox state's id
+	// State is the sealed glovebox state, or nil when it is in the state
+	// directory under ID.
+	State []byte `json:"s,omitempty"`
+	// Asks are the input requests of the result that carried it, to ask
+	// again when a retry lacks an answer; Approval says Asks is the
+	// approval question.
+	Asks     json.RawMessage `json:"asks,omitempty"`
+	Approval bool            `json:"approval,omitempty"`
+}
+
+// stateBook seals and opens request states, and keeps what must outlive
+// a request: large states and the outcome of each continued state, so a
+// replayed request state gets the outcome instead of running again.
+type stateBook struct {
+	key       []byte
+	ttl       time.Duration
+	maxInline int
+	max       int
+	dir       string // "" keeps everything in memory (one process)
+
+	mu      sync.Mutex
+	mem     map[string]memRecord // records when dir is ""
+	swept   time.Time
+	counted time.Time // when count was taken
+	count   int       // the records in dir then
+}
+
+type memRecord struct {
+	b    []byte
+	made time.Time
+}
+
+const stateFormat = "gb1"
+
+// newStateBook makes the book of o; a nil key makes a random one (states
+// then open only in this process).
+func newStateBook(o Options) (*stateBook, error) {
+	key := o.StateKey
+	if key == nil {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
+	if len(key) < 32 {
+		return nil, fmt.Errorf("mcpserver: Options.StateKey has %d bytes; it needs at least 32", len(key))
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("glovebox mcp request state v1"))
+	b := &stateBook{key: m.Sum(nil), ttl: o.StateTTL, maxInline: o.MaxInlineState, max: DefaultMaxStates, dir: o.StateDir, mem: map[string]memRecord{}}
+	if b.ttl == 0 {
+		b.ttl = DefaultStateTTL
+	}
+	if b.maxInline == 0 {
+		b.maxInline = DefaultMaxInlineState
+	}
+	if b.dir != "" {
+		for _, sub := range []string{"states", "claims", "outcomes"} {
+			if err := os.MkdirAll(filepath.Join(b.dir, sub), 0o700); err != nil {
+				return nil, fmt.Errorf("mcpserver: state directory: %w", err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// seal makes the request state of e with the sealed state st, storing st
+// in the state directory when it is larger than maxInline or e is a
+// session handle (which a model passes on: it stays short).
+func (b *stateBook) seal(e envelope, st []byte) (string, error) {
+	id, err := glovebox.StateID(st)
+	if err != nil {
+		return "", err
+	}
+	e.V, e.ID, e.Made = 1, id, time.Now().Unix()
+	if b.full() {
+		return "", fmt.Errorf("the state directory holds %d records, its limit; try again when older ones have expired (after %v)", b.max, b.ttl)
+	}
+	if len(st) <= b.maxInline && e.Kind != "session" {
+		e.State = st
+	} else {
+		if err := b.write("states", id, st); err != nil {
+			return "", err
+		}
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, b.key)
+	m.Write(body)
+	enc := base64.RawURLEncoding
+	return stateFormat + "." + enc.EncodeToString(body) + "." + enc.EncodeToString(m.Sum(nil)), nil
+}
+
+// open checks a request state and returns what it says and its sealed
+// state. It fails with an *errState: not one of this server's (altered,
+// or made with another key), of another tool, or expired.
+func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
+	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
+	parts := strings.Split(s, ".")
+	enc := base64.RawURLEncoding
+	var body, mac []byte
+	var err error
+	if len(parts) == 3 && parts[0] == stateFormat {
+		if body, err = enc.DecodeString(parts[1]); err == nil {
+			mac, err = enc.DecodeString(parts[2])
+		}
+	}
+	m := hmac.New(sha256.New, b.key)
+	m.Write(body)
+	if len(parts) != 3 || parts[0] != stateFormat || err != nil || !hmac.Equal(mac, m.Sum(nil)) {
+		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s is not one this server made: it was altered, or sealed with another key (servers that share requests need the same --state-key); start the call again without it", what)}
+	}
+	var e envelope
+	if err := json.Unmarshal(body, &e); err != nil || e.V != 1 {
+		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s has a format this server does not read; start the call again without it", what)}
+	}
+	if e.Kind != kind || e.Tool != tool {
+		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s belongs to %s, not to %s; send it back with the request that received it", what, e.Tool, tool)}
+	}
+	if age := time.Since(time.Unix(e.Made, 0)); age > b.ttl {
+		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s expired: it was made %v ago, and this server keeps states and their outcomes for %v; start the call again without it", what, age.Round(time.Second), b.ttl)}
+	}
+	st := e.State
+	if st == nil {
+		if st, err = b.read("states", e.ID); err != nil {
+			return nil, nil, &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
+		}
+	}
+	return &e, st, nil
+}
+
+// claim records id as being continued; false means it was before.
+func (b *stateBook) claim(id string) (bool, error) {
+	if b.dir == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := b.mem["claims/"+id]; ok {
+			return false, nil
+		}
+		b.mem["claims/"+id] = memRecord{made: time.Now()}
+		return true, nil
+	}
+	f, err := os.OpenFile(filepath.Join(b.dir, "claims", id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state directory: %w", err)
+	}
+	return true, f.Close()
+}
+
+// record keeps the outcome of continuing id, for a replay.
+func (b *stateBook) record(id string, outcome []byte) error {
+	return b.write("outcomes", id, outcome)
+}
+
+// outcome returns the outcome recorded for id.
+func (b *stateBook) outcome(id string) ([]byte, bool) {
+	o, err := b.read("outcomes", id)
+	return o, err == nil
+}
+
+func (b *stateBook) write(sub, id string, p []byte) error {
+	b.sweep()
+	if b.dir == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.mem[sub+"/"+id] = memRecord{b: bytes.Clone(p), made: time.Now()}
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Join(b.dir, sub), ".tmp-")
+	if err == nil {
+		_, err = tmp.Write(p)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), filepath.Join(b.dir, sub, id))
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
+}
+
+func (b *stateBook) read(sub, id string) ([]byte, error) {
+	if b.dir == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		r, ok := b.mem[sub+"/"+id]
+		if !ok {
+			return nil, os.ErrNotExist
+		}
+		return r.b, nil
+	}
+	if !validID(id) {
+		return nil, os.ErrNotExist
+	}
+	return os.ReadFile(filepath.Join(b.dir, sub, id))
+}
+
+// validID reports whether id is a glovebox state id (hex digits only), so
+// it names no path but its own.
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// full reports whether the records number max or more. The directory is
+// counted at most once a second (a count of 10,000 files takes
+// milliseconds), so the bound may be passed by the states sealed in that
+// second.
+func (b *stateBook) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dir == "" {
+		return len(b.mem) >= b.max
+	}
+	if time.Since(b.counted) >= time.Second {
+		b.count = 0
+		for _, sub := range []string{"states", "outcomes"} {
+			ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
+			b.count += len(ents)
+		}
+		b.counted = time.Now()
+	}
+	return b.count >= b.max
+}
+
+// sweep removes, at most once a minute, the records older than twice the
+// TTL: the request states they serve have expired (a claim is kept as long,
+// so an expired state is refused as expired, never run again).
+func (b *stateBook) sweep() {
+	b.mu.Lock()
+	if time.Since(b.swept) < time.Minute {
+		b.mu.Unlock()
+		return
+	}
+	b.swept = time.Now()
+	cut := time.Now().Add(-2 * b.ttl)
+	if b.dir == "" {
+		for k, r := range b.mem {
+			if r.made.Before(cut) {
+				delete(b.mem, k)
+			}
+		}
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	for _, sub := range []string{"states", "claims", "outcomes"} {
+		ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && info.ModTime().Before(cut) {
+				os.Remove(filepath.Join(b.dir, sub, e.Name()))
+			}
+		}
+	}
+}

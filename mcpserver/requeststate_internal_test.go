@@ -1,0 +1,90 @@
+package mcpserver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gloveboxhq/glovebox"
+)
+
+// sealedState returns a real sealed state: a fresh session's.
+func sealedState(t *testing.T) []byte {
+	t.Helper()
+	k, err := glovebox.NewKeyring(glovebox.StateKey{ID: "t", Secret: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := glovebox.New(context.Background(), glovebox.Config{StateKeys: k, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	s, err := rt.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Suspend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The state book: a small state travels inline, a large one (and every
+// session handle) by reference into the directory; a state opens only for
+// its own kind and tool and only with its own key; a claim is taken once;
+// past the record cap a state is refused with the limit named.
+func TestStateBook(t *testing.T) {
+	st := sealedState(t)
+	key := make([]byte, 32)
+	dir := t.TempDir()
+	b, err := newStateBook(Options{StateKey: key, StateDir: dir, MaxInlineState: len(st)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(handle) >= len(inline) || len(handle) > 400 {
+		t.Fatalf("handle %d bytes, inline state %d", len(handle), len(inline))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "states")); len(ents) != 1 {
+		t.Fatalf("states stored: %d, want 1 (the handle's)", len(ents))
+	}
+	for _, s := range []string{inline, handle} {
+		kind, tool := "call", "run_ruby"
+		if s == handle {
+			kind, tool = "session", ToolSession
+		}
+		e, got, err := b.open(s, kind, tool)
+		if err != nil || string(got) != string(st) || e.ID == "" {
+			t.Fatalf("open %s: %v", kind, err)
+		}
+	}
+	if _, _, err := b.open(inline, "call", "other_tool"); err == nil || !strings.Contains(err.Error(), "belongs to run_ruby") {
+		t.Fatalf("another tool's: %v", err)
+	}
+	other, _ := newStateBook(Options{StateKey: append(make([]byte, 31), 1), StateDir: dir})
+	if _, _, err := other.open(inline, "call", "run_ruby"); err == nil || !strings.Contains(err.Error(), "another key") {
+		t.Fatalf("another key's: %v", err)
+	}
+	if first, _ := b.claim("ab12"); !first {
+		t.Fatal("first claim refused")
+	}
+	if again, _ := b.claim("ab12"); again {
+		t.Fatal("second claim taken")
+	}
+	b.max = 1
+	b.counted = b.counted.AddDate(-1, 0, 0)
+	if _, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
+		t.Fatalf("past the cap: %v", err)
+	}
+}

@@ -1,0 +1,1 @@
+"Contact #{ARGS["name"]} by #{ARGS["contactMethod"] || "email"}"

@@ -1,0 +1,1 @@
+"region: #{ARGS["region"]}"
