@@ -133,3 +133,16 @@ func TestEvalMCPAuthFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// A profile's server takes protocol and oauth; their mistakes are usage
+// errors naming the profile's key.
+func TestProfileMCPOAuth(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(p, []byte("mcp_servers:\n  docs:\n    url: http://127.0.0.1:1/mcp\n    protocol: 2025-11-25\n    oauth: {client_id: app, client_secret_env: GLOVEBOX_NO_SUCH_VAR}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, "", "eval", "--stdin", "/dev/null", "--profile", p, "-e", "1")
+	if code != exitUsage || !strings.Contains(errOut, "mcp_servers.docs.oauth: $GLOVEBOX_NO_SUCH_VAR is not set") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
