@@ -38,6 +38,9 @@ func TestMCPConformanceClient(t *testing.T) {
 		t.Run(rev, func(t *testing.T) {
 			outDir := t.TempDir()
 			cmd := exec.Command(node, suite, "client", "--command", "ruby "+filepath.Join(td, "client.rb"),
+				// A generous bound per scenario (the suite's default is 30 s): on
+				// a loaded machine a scenario's eval waited past it.
+				"--timeout", "180000",
 				"--requirements", rev, "--expected-failures", filepath.Join(td, "expected-failures-client-"+rev+".yaml"), "-o", outDir)
 			cmd.Env = append(os.Environ(), "GLOVEBOX="+bin)
 			out, err := cmd.CombinedOutput()
@@ -128,5 +131,18 @@ func TestEvalMCPAuthFlagErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: exit %d, %s", tc.args, code, errOut)
 		}
+	}
+}
+
+// A profile's server takes protocol and oauth; their mistakes are usage
+// errors naming the profile's key.
+func TestProfileMCPOAuth(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(p, []byte("mcp_servers:\n  docs:\n    url: http://127.0.0.1:1/mcp\n    protocol: 2025-11-25\n    oauth: {client_id: app, client_secret_env: GLOVEBOX_NO_SUCH_VAR}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, "", "eval", "--stdin", "/dev/null", "--profile", p, "-e", "1")
+	if code != exitUsage || !strings.Contains(errOut, "mcp_servers.docs.oauth: $GLOVEBOX_NO_SUCH_VAR is not set") {
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

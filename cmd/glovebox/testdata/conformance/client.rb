@@ -12,7 +12,7 @@ scenario = ENV.fetch("MCP_CONFORMANCE_SCENARIO")
 context = JSON.parse(ENV["MCP_CONFORMANCE_CONTEXT"] || "{}")
 # --json prints the result with the transcript of every tool call, and
 # --log-mcp the connection's log: the test looks for tokens in both.
-args = [ENV.fetch("GLOVEBOX"), "eval", "--mcp-url", "s=#{url}", "--timeout", "20s", "--stdin", "/dev/null", "--json", "--log-mcp"]
+args = [ENV.fetch("GLOVEBOX"), "eval", "--mcp-url", "s=#{url}", "--timeout", "120s", "--stdin", "/dev/null", "--json", "--log-mcp"]
 if (v = ENV["MCP_CONFORMANCE_PROTOCOL_VERSION"]) && !v.empty?
   args += ["--mcp-protocol", v]
 end
