@@ -269,12 +269,12 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		s.answerStored(w, r, old, spec)
 		return
 	}
+	if shown == wire.StateQueued { // counted before a lookup can read "queued"
+		s.m.queued.WithLabelValues(spec.kind).Inc()
+	}
 	j.setState(shown) // lookups read it (server.go)
 	close(j.ready)
 	s.log.Info("accepted", "kind", spec.kind, "tenant", t.Name, "key", spec.key, "state", state)
-	if shown == wire.StateQueued {
-		s.m.queued.WithLabelValues(spec.kind).Inc()
-	}
 	s.runAndFollow(w, r, j, id, now)
 }
 
