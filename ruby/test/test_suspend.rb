@@ -82,6 +82,12 @@ class SuspendTest < Minitest::Test
     assert_raises(ArgumentError) { paused_sandbox.continue("e-x", approve: true, deny: "no") }
   end
 
+  def test_continue_of_nothing_paused_is_not_found
+    e = assert_raises(Glovebox::RunError) { paused_sandbox.continue("e-#{"0" * 32}", approve: true) }
+    assert_equal "not_found", e.code
+    refute_kind_of Glovebox::AlreadyContinued, e
+  end
+
   def test_without_state_key_refused
     e = assert_raises(Glovebox::APIError) { sandbox(DeskTools.new, suspend: [:change_plan]).eval("1") }
     assert_equal "bad_request", e.code

@@ -195,7 +195,8 @@ module Glovebox
     # idempotency key (default: a fresh one; reuse it to retry an
     # InDoubtError). A paused eval is continued once: a second
     # continuation raises AlreadyContinued; nothing paused under from
-    # raises RunError (or APIError) "not_found"; an executor without
+    # (never paused, expired after the retention, another tenant's key)
+    # raises RunError "not_found"; an executor without
     # --state-key raises APIError "bad_request". Raises ArgumentError
     # unless exactly one of approve:, deny:, reply: is given.
     def continue(from, approve: nil, deny: nil, reply: NO_REPLY, key: nil, &on_output)
