@@ -18,9 +18,17 @@ module ExecutorHarness
   class Executor
     attr_reader :url, :token, :ca_file, :dir, :pid, :store
 
-    def initialize(bin, dir, config_extra: "")
+    # state_key: true starts it with --state-key (a fresh key file in
+    # dir): sessions and paused evals are then kept in its store.
+    def initialize(bin, dir, config_extra: "", state_key: false)
       @bin = bin
       @dir = dir
+      @state_args = []
+      if state_key
+        File.write(File.join(dir, "state.key"), SecureRandom.hex(32))
+        File.chmod(0o600, File.join(dir, "state.key"))
+        @state_args = ["--state-key", File.join(dir, "state.key")]
+      end
       @token = "gbx_#{[SecureRandom.bytes(32)].pack("m0").tr("+/", "-_").delete("=")}"
       system(@bin, "executor", "devcert", "--out", File.join(dir, "tls"), out: File::NULL, err: File::NULL) ||
         raise("glovebox executor devcert failed")
@@ -44,7 +52,7 @@ module ExecutorHarness
       @pid = Process.spawn(@bin, "executor", "--config", File.join(@dir, "executor.yaml"), "--store", @store,
                            "--backend", "bwrap", "--evals", "--tls-cert", File.join(@dir, "tls", "cert.pem"),
                            "--tls-key", File.join(@dir, "tls", "key.pem"), "--listen", "127.0.0.1:#{port}",
-                           out: [@log, "a"], err: [@log, "a"], pgroup: true)
+                           *@state_args, out: [@log, "a"], err: [@log, "a"], pgroup: true)
       wait_healthy
     end
 
@@ -97,20 +105,28 @@ module ExecutorHarness
   end
 
   # The shared executor of a test run.
-  def self.executor
-    @executor ||= begin
-      dir = Dir.mktmpdir("glovebox-exec")
-      ex = Executor.new(bin, dir)
-      cleanup = lambda do
-        ex.stop
-        FileUtils.rm_rf(dir)
-      end
-      defined?(Minitest.after_run) ? Minitest.after_run(&cleanup) : at_exit(&cleanup)
-      ex
+  def self.executor = @executor ||= shared("glovebox-exec")
+
+  # A second shared executor, started with --state-key (sessions stored,
+  # evals may pause); its own directory and store.
+  def self.state_executor = @state_executor ||= shared("glovebox-exec-state", state_key: true)
+
+  # An executor in a fresh directory, stopped (and its directory removed)
+  # after the run.
+  def self.shared(prefix, **opts)
+    dir = Dir.mktmpdir(prefix)
+    ex = Executor.new(bin, dir, **opts)
+    cleanup = lambda do
+      ex.stop
+      FileUtils.rm_rf(dir)
     end
+    defined?(Minitest.after_run) ? Minitest.after_run(&cleanup) : at_exit(&cleanup)
+    ex
   end
 
   def executor = ExecutorHarness.executor
+
+  def state_executor = ExecutorHarness.state_executor
 
   def sandbox(tools = nil, **opts)
     Glovebox::Sandbox.new(tools: tools, client: executor.client, **opts)

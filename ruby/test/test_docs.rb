@@ -34,5 +34,7 @@ class DocsTest < Minitest::Test
     refute_includes mod::SupportTools.new(nil).then { Glovebox::Sandbox.new(tools: _1, client: executor.client).exposed_functions }, :audit_log
     mod.module_eval(blocks[1], DOC) # the job compiles
     assert mod::ReportJob.method_defined?(:perform)
+    mod.module_eval(blocks[2], DOC) # the approval controller compiles
+    assert mod::PlanChangesController.method_defined?(:decide)
   end
 end

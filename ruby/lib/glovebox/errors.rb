@@ -62,6 +62,12 @@ module Glovebox
     def lost? = @state == "lost"
   end
 
+  # A continuation (Sandbox#continue) of an eval that was continued
+  # already (by this or any process of the fleet): each pause is answered
+  # once. +code+ is "already_continued"; the first continuation's Result
+  # is under its own key.
+  class AlreadyContinued < RunError; end
+
   # A value cannot cross the boundary (EXECUTOR.md, glovebox's value
   # format): an object with no data form, a Hash key that is not a
   # String, Symbol or Integer, or nesting deeper than 64 levels.

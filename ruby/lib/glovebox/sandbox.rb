@@ -22,12 +22,22 @@ module Glovebox
   # +stderr+ Strings; +tool_calls+ this process's transcript (Array of
   # ToolCall); +fuel_used+ Integer; +duration+ seconds; +session_reset+
   # true when a session's VM was discarded by this eval; +key+ the
-  # eval's idempotency key.
+  # eval's idempotency key (the key to #continue a suspended one);
+  # +pending+ the paused call (a Pending) when status is "suspended",
+  # else nil.
   Result = Struct.new(:status, :value, :stdout, :stderr, :stdout_truncated, :stderr_truncated,
-                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw,
+                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw, :pending,
                       keyword_init: true) do
     def ok? = status == "ok"
+    def suspended? = status == "suspended"
   end
+
+  # The tool call a suspended eval paused in (Sandbox.new(suspend: ...)):
+  # +id+ the call's id (String, the executor's), +name+ the tool (String), +args+
+  # and +kwargs+ its positional (Array) and keyword (Hash, String keys)
+  # arguments as Ruby data, +reason+ the executor's String saying why it
+  # paused.
+  Pending = Struct.new(:id, :name, :args, :kwargs, :reason, keyword_init: true)
 
   # Runs Ruby code in a glovebox executor's wasm sandbox (CRuby 4.0), the
   # way Enclave runs it in mruby: the code can call only the methods you
@@ -64,10 +74,12 @@ module Glovebox
     # failed"); vetoes pass through unsanitized.
     # approver: ->(name, args, kwargs) { true/false } — asked before each
     # call of a tool named in require_approval (or needs_approval:).
-    # Raises ConfigError for an unknown option or a bad name.
+    # suspend: tool names (Array of Symbol) whose calls pause the eval
+    # instead of running (see #continue); needs an executor started with
+    # --state-key. Raises ConfigError for an unknown option or a bad name.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], **limits)
+                   approver: nil, needs_approval: [], suspend: [], **limits)
       unknown = limits.keys - LIMIT_KEYS
       raise ConfigError, "unknown option(s) #{unknown.join(", ")}; limits are #{LIMIT_KEYS.join(", ")}" unless unknown.empty?
 
@@ -80,6 +92,7 @@ module Glovebox
       @error_sanitizer = error_sanitizer
       @approver = approver
       @gated = needs_approval.map(&:to_sym)
+      @suspend = suspend.map(&:to_sym)
       expose(tools, only: only, except: except) if tools
     end
 
@@ -158,9 +171,48 @@ module Glovebox
     # connection broke mid-eval (retry with #retry). A block receives the
     # guest's output as it writes it: (stream, bytes), stream :stdout or
     # :stderr, bytes a binary String (Result#stdout still has it all).
-    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
-      run_eval({ "code" => code, "tools" => tool_names, "limits" => wire_limits }, stdin, args, key, &on_output)
+    # suspend: tool names (Array of Symbol) pausing this eval (default:
+    # the Sandbox's suspend:): a call of one ends the eval with status
+    # "suspended" and Result#pending; continue it with #continue. With
+    # suspend names, an executor without --state-key raises APIError
+    # "bad_request".
+    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
+      req = { "code" => code, "tools" => tool_names, "limits" => wire_limits }
+      names = (suspend || @suspend).map(&:to_s)
+      req["suspend_tools"] = names unless names.empty?
+      run_eval(req, stdin, args, key, &on_output)
     end
+
+    # Continues the suspended eval under from (a Result#key; only the key
+    # is needed, so another process or Sandbox may continue it) with
+    # exactly one answer for its paused call: approve: true runs the tool
+    # here (as #eval runs tools, hooks included), deny: "reason" raises
+    # Glovebox::ToolDenied with that message in the guest (rescuable),
+    # reply: value answers for the tool with value. Returns the next
+    # Result (its own key; it may be "suspended" again: continue that
+    # key). Its stdout/stderr are whole: what the guest wrote before the
+    # pause, then after (the block gets only what comes after). key: the continuation's
+    # idempotency key (default: a fresh one; reuse it to retry an
+    # InDoubtError). A paused eval is continued once: a second
+    # continuation raises AlreadyContinued; nothing paused under from
+    # (never paused, expired after the retention, another tenant's key)
+    # raises RunError "not_found"; an executor without
+    # --state-key raises APIError "bad_request". Raises ArgumentError
+    # unless exactly one of approve:, deny:, reply: is given.
+    def continue(from, approve: nil, deny: nil, reply: NO_REPLY, key: nil, &on_output)
+      given = [approve ? 1 : nil, deny, reply.equal?(NO_REPLY) ? nil : 1].compact
+      raise ArgumentError, "continue needs exactly one of approve: true, deny: REASON, reply: VALUE" unless given.size == 1
+
+      c = { "from" => from }
+      if approve then c["approve"] = true
+      elsif deny then c["deny"] = deny.to_s
+      else c["reply"] = reply_frame(reply)
+      end
+      run_eval({ "continue" => c, "limits" => wire_limits }, nil, nil, key, &on_output)
+    end
+
+    # @private reply:'s default (nil is a value to reply with).
+    NO_REPLY = Object.new.freeze
 
     # Sends the eval an InDoubtError came from again, under its key: the
     # executor attaches to it (tool calls already answered are not made
@@ -180,8 +232,8 @@ module Glovebox
 
     # Opens a session: a VM kept on the executor between evals, so
     # variables, methods and required libraries carry over. With a block,
-    # yields it and closes it afterwards. Suspending a session to resume
-    # it from another process is not offered by the executor yet.
+    # yields it and closes it afterwards. What survives depends on the
+    # executor (see Session).
     def session
       s = Session.new(self)
       return s unless block_given?
@@ -355,7 +407,7 @@ module Glovebox
       raise InDoubtError.new(key, "the stream ended without a record") unless record
 
       ev = record["eval"]
-      raise RunError, record unless ev
+      raise(record.dig("error", "code") == "already_continued" ? AlreadyContinued : RunError, record) unless ev
 
       err = ev["error"] && GuestError.new(class_name: ev["error"]["class"], message: ev["error"]["message"],
                                           backtrace: ev["error"]["backtrace"] || [])
@@ -371,15 +423,29 @@ module Glovebox
       Result.new(status: ev["status"], value: value, stdout: ev["stdout"].to_s, stderr: ev["stderr"].to_s,
                  stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
                  error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
-                 session_reset: ev["session_reset"] || false, key: key, raw: ev)
+                 session_reset: ev["session_reset"] || false, key: key, raw: ev, pending: pending(ev["pending"]))
+    end
+
+    def pending(p)
+      return nil unless p
+
+      args = p["args"].is_a?(String) ? Value.load(p["args"]) : Value.from_wire(p["args"])
+      pos, kw = args
+      Pending.new(id: p["id"], name: p["name"], args: pos || [], kwargs: kw || {}, reason: p["reason"].to_s)
     end
   end
 
   # A VM kept on the executor between evals (Sandbox#session): state
   # carries from one eval to the next; a limit or crash discards it
-  # (Result#session_reset). Sessions live in one executor's memory: they
-  # end with its restart (the next eval raises RunError, code
-  # "not_found") or after its idle timeout. One user per session.
+  # (Result#session_reset). On an executor without --state-key a
+  # session lives in its memory: it ends with its restart (the next eval
+  # raises RunError, code "not_found"). With --state-key its state is
+  # stored after each eval, so it survives an executor's restart and goes
+  # on through any executor sharing the store (a guest that keeps a file
+  # open between evals is stored reset: session_reset). Either way it
+  # ends after the executor's idle timeout (idle_timeout, seconds). A
+  # session's evals cannot be suspended (suspend: is for Sandbox#eval).
+  # One user per session.
   class Session
     attr_reader :id, :idle_timeout
 
