@@ -77,7 +77,9 @@
 // once), as requests during the call under 2025-11-25 and as
 // input_required rounds under 2026-07-28 (one round per mcp_ask);
 // mcp_progress sends progress notifications; mcp_client_capabilities
-// says what the client declared.
+// says what the client declared. [ForwardElicit] passes the elicitation
+// of an MCP server bound into the Runtime (mcptools) on to the client the
+// same way, under the input request key "elicitation" at 2026-07-28.
 //
 // # Protocol revisions
 //

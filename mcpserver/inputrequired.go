@@ -23,7 +23,7 @@ const approvalReason = "needs a person's approval"
 // input_required result and its request state. It fails when the call
 // waits for something no MCP client can answer (a tool's own
 // suspension), or when the state cannot be kept.
-func (s *Server) pause(tool string, res *glovebox.Result) (mcp.InputRequestMap, string, error) {
+func (s *Server) pause(ci *callInfo, tool string, res *glovebox.Result) (mcp.InputRequestMap, string, error) {
 	pc := res.Pending
 	e := envelope{Kind: "call", Tool: tool}
 	switch {
@@ -33,6 +33,10 @@ func (s *Server) pause(tool string, res *glovebox.Result) (mcp.InputRequestMap, 
 		e.Approval = true
 		e.Asks, _ = json.Marshal(map[string]any{approvalKey: map[string]any{"method": "elicitation/create",
 			"params": map[string]any{"message": approvalMessage(pc.Name, pc.Args), "requestedSchema": approvalSchema}}})
+	case pc.Reason == forwardReason:
+		if err := pauseForward(ci, &e); err != nil {
+			return nil, "", err
+		}
 	case pc.Name == FuncAsk && pc.Reason == askReason:
 		var err error
 		if _, e.Asks, err = parseAsks(nil, pc.Args, false); err != nil {
@@ -58,6 +62,9 @@ type retry struct {
 	e  *envelope
 	st []byte
 	a  glovebox.Answer
+	// fwd are the answers to a bound server's questions, in order, for
+	// a call paused in one (ForwardElicit); nil otherwise.
+	fwd []forwarded
 }
 
 // openRetry checks a retry's request state and input responses. It
@@ -75,7 +82,14 @@ func (s *Server) openRetry(tool, state string, resp mcp.InputResponseMap) (rt *r
 	if o, ok := s.book.outcome(e.ID); ok {
 		return nil, o, nil, nil
 	}
-	a, ok := answerOf(e, resp)
+	var fwd []forwarded
+	var a glovebox.Answer
+	var ok bool
+	if e.Forward != nil {
+		a, fwd, ok = forwardAnswer(e, resp)
+	} else {
+		a, ok = answerOf(e, resp)
+	}
 	if !ok {
 		var m mcp.InputRequestMap
 		if err := json.Unmarshal(e.Asks, &m); err != nil {
@@ -93,7 +107,7 @@ func (s *Server) openRetry(tool, state string, resp mcp.InputResponseMap) (rt *r
 		}
 		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this requestState is being continued by another request right now (a paused program continues once); retry in a moment to get its outcome"}
 	}
-	return &retry{e: e, st: st, a: a}, nil, nil, nil
+	return &retry{e: e, st: st, a: a, fwd: fwd}, nil, nil, nil
 }
 
 // answerOf makes the answer of a paused call from the client's input
@@ -207,8 +221,8 @@ func resume[T any](s *Server, name, state string, resp mcp.InputResponseMap, aga
 
 // pausedResult is the input_required result of a suspended run, or, when
 // it cannot be one, an error result saying why.
-func (s *Server) pausedResult(tool string, res *glovebox.Result) *mcp.CallToolResult {
-	asks, st, err := s.pause(tool, res)
+func (s *Server) pausedResult(ci *callInfo, tool string, res *glovebox.Result) *mcp.CallToolResult {
+	asks, st, err := s.pause(ci, tool, res)
 	if err != nil {
 		return errorResult("suspended", "Glovebox::Suspended", err.Error())
 	}

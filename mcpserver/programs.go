@@ -132,7 +132,7 @@ func (s *Server) addPrograms() error {
 						return start()
 					}
 					return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
-						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(ctx, r.st, r.a) })
+						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(r.in(ctx), r.st, r.a) })
 					})
 				}))
 		case "prompt":
@@ -151,7 +151,7 @@ func (s *Server) addPrograms() error {
 					return resume(s, p.name, st, req.Params.InputResponses, func(asks mcp.InputRequestMap) *mcp.GetPromptResult {
 						return &mcp.GetPromptResult{InputRequests: asks, RequestState: st}
 					}, func(r *retry) (*mcp.GetPromptResult, error) {
-						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(ctx, r.st, r.a) })
+						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(r.in(ctx), r.st, r.a) })
 					})
 				})
 		case "resource":
@@ -210,7 +210,7 @@ func (s *Server) evalProgram(ctx context.Context, p *program, args json.RawMessa
 func (s *Server) programCall(ctx context.Context, req *mcp.CallToolRequest, p *program, do func(context.Context) (*glovebox.Result, error)) (*mcp.CallToolResult, error) {
 	res, v, err := s.slotted(ctx, do)
 	if err == nil && res.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
-		return s.pausedResult(req.Params.Name, res), nil
+		return s.pausedResult(callFrom(ctx), req.Params.Name, res), nil
 	}
 	out, err := programResult(p, res, v, err)
 	if p.LogStdout && res != nil && req.Session != nil {
@@ -302,7 +302,7 @@ func programResult(p *program, res *glovebox.Result, v json.RawMessage, err erro
 func (s *Server) promptCall(ctx context.Context, p *program, do func(context.Context) (*glovebox.Result, error)) (*mcp.GetPromptResult, error) {
 	res, v, err := s.slotted(ctx, do)
 	if err == nil && res.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
-		asks, st, err := s.pause(p.name, res)
+		asks, st, err := s.pause(callFrom(ctx), p.name, res)
 		if err != nil {
 			return nil, err
 		}

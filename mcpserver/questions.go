@@ -36,6 +36,11 @@ type callInfo struct {
 	// request state): mcp_ask takes its answers from them when they
 	// answer all it asks, instead of pausing.
 	given mcp.InputResponseMap
+
+	mu sync.Mutex
+	// forward is the bound server's question the call's program was
+	// suspended in by ForwardElicit, nil without one.
+	forward *forwardAsk
 }
 
 type callKey struct{}

@@ -65,6 +65,9 @@ type envelope struct {
 	// approval question.
 	Asks     json.RawMessage `json:"asks,omitempty"`
 	Approval bool            `json:"approval,omitempty"`
+	// Forward is set when Asks is a bound MCP server's question
+	// (ForwardElicit).
+	Forward *forwardState `json:"fwd,omitempty"`
 }
 
 // stateBook seals and opens request states, and keeps what must outlive

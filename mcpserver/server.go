@@ -371,7 +371,7 @@ func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return start()
 	}
 	return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
-		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return s.fresh.Continue(ctx, r.st, r.a) })
+		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return s.fresh.Continue(r.in(ctx), r.st, r.a) })
 		return res, err
 	})
 }
@@ -421,7 +421,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			if pc := v.gs.Pending(); pc == nil || pc.ID != r.e.ID {
 				return errorResult("sandbox_error", "Glovebox::SandboxError", "this session is no longer paused in that call (a later call, a reset or idleness replaced it); run the program again"), nil
 			}
-			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return v.tool.Continue(ctx, nil, r.a) })
+			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return v.tool.Continue(r.in(ctx), nil, r.a) })
 			return res, err
 		})
 	}
@@ -650,7 +650,7 @@ func (s *Server) runDo(ctx context.Context, req *mcp.CallToolRequest, note strin
 		return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil, nil
 	}
 	if out.Result != nil && out.Result.Status == glovebox.StatusSuspended && callFrom(ctx).stateless() {
-		return s.pausedResult(req.Params.Name, out.Result), out, nil
+		return s.pausedResult(callFrom(ctx), req.Params.Name, out.Result), out, nil
 	}
 	status := "invalid_input"
 	if out.Result != nil {

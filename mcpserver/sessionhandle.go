@@ -69,7 +69,7 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 				return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
 			}
 			return s.handledRun(ctx, req, gs, func(ctx context.Context, t *codemode.Tool) (*codemode.Outcome, error) {
-				return t.Continue(ctx, nil, r.a)
+				return t.Continue(r.in(ctx), nil, r.a)
 			})
 		})
 	}

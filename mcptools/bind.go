@@ -178,6 +178,13 @@ type Config struct {
 	// ctx is then the connection's, with the values of the call's context
 	// when exactly one call is under way on that server (the question is
 	// taken to be that call's). [AcceptDefaults] answers unattended.
+	// An error wrapping glovebox.ErrSuspend ([glovebox.SuspendCall])
+	// suspends the guest's call instead: the server's request gets an
+	// error (2025-11-25) or is not retried (2026-07-28), the call is
+	// stopped, and it returns that error, so the eval suspends in it;
+	// continuing it with Answer.Approved makes the call again (how
+	// mcpserver.ForwardElicit asks a client that is not there during the
+	// call). The same holds for Sample.
 	Elicit func(ctx context.Context, server string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	// Sample answers a server's sampling/createMessage request (also in
 	// an input_required result), for a host that has a model to offer.
@@ -466,12 +473,16 @@ func (c *conn) client() *mcp.Client {
 	opts := &mcp.ClientOptions{Logger: slog.New(&sdkLog{c: c, next: cfg.Logger.Handler()})}
 	if f := cfg.Elicit; f != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return f(c.askContext(ctx), c.srv.Name, req.Params)
+			ctx = c.askContext(ctx)
+			res, err := f(ctx, c.srv.Name, req.Params)
+			return res, suspendCall(ctx, err)
 		}
 	}
 	if f := cfg.Sample; f != nil {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return f(c.askContext(ctx), c.srv.Name, req.Params)
+			ctx = c.askContext(ctx)
+			res, err := f(ctx, c.srv.Name, req.Params)
+			return res, suspendCall(ctx, err)
 		}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "glovebox-mcptools", Version: "1"}, opts)
@@ -483,13 +494,52 @@ func (c *conn) client() *mcp.Client {
 	return cl
 }
 
-// callKey marks the context of a tool call (its value: the conn).
+// callKey marks the context of a tool call (its value: the *call).
 type callKey struct{}
 
-// enter notes a call under way on c, returning its context (marked) and
-// the function that forgets it.
-func (c *conn) enter(ctx context.Context) (context.Context, func()) {
-	ctx = context.WithValue(ctx, callKey{}, c)
+// call is a tool call under way: a question of its server's that asks to
+// suspend the guest's call (an answerer's error wrapping
+// glovebox.ErrSuspend) ends it, and the call returns that error.
+type call struct {
+	stop    context.CancelCauseFunc
+	mu      sync.Mutex
+	suspend error
+}
+
+// suspended is the suspension a question of the call asked for, or nil.
+func (k *call) suspended() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.suspend
+}
+
+// suspendCall passes err on, and when it asks to suspend the guest's call
+// (it wraps glovebox.ErrSuspend) and ctx is a call's, notes it in the call
+// and stops the call: under 2025-11-25 the server only gets a JSON-RPC
+// error for its question, and the call must not wait on what it does
+// next.
+func suspendCall(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, glovebox.ErrSuspend) {
+		return err
+	}
+	if k, ok := ctx.Value(callKey{}).(*call); ok {
+		k.mu.Lock()
+		if k.suspend == nil {
+			k.suspend = err
+		}
+		k.mu.Unlock()
+		k.stop(err)
+	}
+	return err
+}
+
+// enter notes a call under way on c, returning its context (marked,
+// and stopped when one of its questions suspends it), the call, and the
+// function that forgets it.
+func (c *conn) enter(ctx context.Context) (context.Context, *call, func()) {
+	ctx, stop := context.WithCancelCause(ctx)
+	k := &call{stop: stop}
+	ctx = context.WithValue(ctx, callKey{}, k)
 	c.mu.Lock()
 	id := c.nextCall
 	c.nextCall++
@@ -498,10 +548,11 @@ func (c *conn) enter(ctx context.Context) (context.Context, func()) {
 	}
 	c.inflight[id] = ctx
 	c.mu.Unlock()
-	return ctx, func() {
+	return ctx, k, func() {
 		c.mu.Lock()
 		delete(c.inflight, id)
 		c.mu.Unlock()
+		stop(nil)
 	}
 }
 

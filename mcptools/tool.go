@@ -143,7 +143,7 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
 	}
-	ctx, leave := c.enter(ctx)
+	ctx, k, leave := c.enter(ctx)
 	defer leave()
 	params := &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)}
 	c.mu.Lock()
@@ -158,6 +158,12 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	var rawRes json.RawMessage
 	if tap != nil {
 		rawRes = tap.take(mark)
+	}
+	if err := k.suspended(); err != nil {
+		// The host's answerer suspends the guest's call to ask someone
+		// (glovebox mcp asking its own client under 2026-07-28): the
+		// call is made again when the eval is continued.
+		return nil, err
 	}
 	if err != nil {
 		var rpc *jsonrpc.Error

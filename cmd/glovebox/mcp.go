@@ -56,13 +56,16 @@ asked through the client (MCP elicitation during the call under
 client's retry in whichever process receives it); a client that cannot
 ask gets the call denied, and the program sees Glovebox::ToolDenied.
 Programs can ask the client too (mcp_ask: elicitation, sampling by the
-client's own model, roots) and report progress (mcp_progress).
+client's own model, roots) and report progress (mcp_progress), and so
+can bound MCP servers (--mcp-server, --mcp-url): their elicitation goes
+to the client the same way, unless --mcp-elicit says otherwise.
 
 At 2026-07-28 a paused program and a ruby_session are sealed states the
 client carries (requestState, the session handle); processes behind one
 address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sb.mcp.forward = mcpserver.ForwardElicit // a bound server's questions go to this server's client
 			cfg, err := sb.config(cmd.Flags())
 			if err != nil {
 				return err

@@ -125,7 +125,7 @@ func TestEvalMCPAuthFlagErrors(t *testing.T) {
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-oauth s,colour=red", `unknown key "colour"`},
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-oauth s,client_secret_env=GLOVEBOX_NO_SUCH_VAR", `$GLOVEBOX_NO_SUCH_VAR is not set`},
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-protocol t=2025-11-25", `no server is named "t"`},
-		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-elicit maybe", `want refuse, decline or accept`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-elicit maybe", `want refuse, decline, accept or client`},
 	} {
 		_, errOut, code := run(t, "", append(append([]string{"eval", "--stdin", "/dev/null"}, strings.Fields(tc.args)...), "-e", "1")...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {

@@ -35,7 +35,10 @@ type mcpFlags struct {
 	proto   []string // [NAME=]REVISION
 	oauth   []string // NAME[,key=value...]
 	open    string   // the command that opens an authorization URL
-	elicit  string   // refuse, decline or accept
+	elicit  string   // refuse, decline, accept or client ("": client when forward is set, else refuse)
+	// forward passes a server's elicitation on to glovebox mcp's own
+	// client (--mcp-elicit client); nil outside glovebox mcp.
+	forward func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	labels  []string // SERVER[/TOOL]=KIND:PATH|KIND:emails
 	sinks   []string // SERVER/TOOL=KIND,...
 	log     bool
@@ -52,7 +55,7 @@ func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.proto, "mcp-protocol", nil, `the MCP revision to ask a server for: [NAME=]REVISION (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05); without NAME, every server; default: 2026-07-28, falling back to 2025-11-25's initialize; repeatable`)
 	f.StringArrayVar(&m.oauth, "mcp-oauth", nil, `authorize an --mcp-url server with OAuth 2.1 when it asks: NAME[,client_id=ID][,client_secret_env=VAR][,client_metadata=URL][,redirect=URL] (a pre-registered client, its secret read from $VAR, a client ID metadata document, a loopback redirect URL; default: dynamic registration, redirect to an ephemeral 127.0.0.1 port); tokens stay in glovebox's memory; repeatable`)
 	f.StringVar(&m.open, "mcp-oauth-open", "", `a command that opens the authorization URL (appended as its last argument), e.g. xdg-open; default: print the URL on stderr and wait for the redirect`)
-	f.StringVar(&m.elicit, "mcp-elicit", "refuse", `how to answer an MCP server's elicitation (a question during a tool call): refuse (do not offer elicitation), decline, or accept (with the defaults its schema gives)`)
+	f.StringVar(&m.elicit, "mcp-elicit", "", `how to answer an MCP server's elicitation (a question during a tool call): refuse (do not offer elicitation), decline, accept (with the defaults its schema gives), or client (glovebox mcp only: ask glovebox mcp's own MCP client); default: client under glovebox mcp, refuse elsewhere`)
 }
 
 // mcpOAuth parses one --mcp-oauth value.
@@ -87,10 +90,18 @@ func mcpOAuth(spec string) (string, *mcptools.OAuth, error) {
 	return parts[0], o, nil
 }
 
-// elicitAnswer is the --mcp-elicit answerer; nil refuses.
-func elicitAnswer(mode string) (func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error), error) {
+// elicitAnswer is the --mcp-elicit answerer, with forward the one that
+// asks glovebox mcp's client (nil elsewhere); nil refuses.
+func elicitAnswer(mode string, forward func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error)) (func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error), error) {
 	switch mode {
-	case "", "refuse":
+	case "":
+		return forward, nil
+	case "client":
+		if forward == nil {
+			return nil, fmt.Errorf("--mcp-elicit client: only glovebox mcp has an MCP client to ask")
+		}
+		return forward, nil
+	case "refuse":
 		return nil, nil
 	case "decline":
 		return func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -99,7 +110,7 @@ func elicitAnswer(mode string) (func(context.Context, string, *mcp.ElicitParams)
 	case "accept":
 		return mcptools.AcceptDefaults, nil
 	}
-	return nil, fmt.Errorf("--mcp-elicit %q: want refuse, decline or accept", mode)
+	return nil, fmt.Errorf("--mcp-elicit %q: want refuse, decline, accept or client", mode)
 }
 
 // openCommand returns the OAuth.Open that runs --mcp-oauth-open's
@@ -390,7 +401,7 @@ func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Tool
 	if err != nil {
 		return nil, usageError{err}
 	}
-	elicit, err := elicitAnswer(m.elicit)
+	elicit, err := elicitAnswer(m.elicit, m.forward)
 	if err != nil {
 		return nil, usageError{err}
 	}
