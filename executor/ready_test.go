@@ -54,14 +54,14 @@ func TestReadyReflectsFailedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok, sha, _ := MintToken()
+	var fs *failingStore
 	s, err := New(Config{Backend: b, StorePath: filepath.Join(t.TempDir(), "store.db"), Tenants: []Tenant{{Name: "a", TokenSHA256: sha}}, MinStoreFree: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		wrapStore: func(st store) store { fs = &failingStore{store: st}; return fs }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	fs := &failingStore{store: s.store}
-	s.store = fs
 	h := s.Handler()
 	ready := func() (int, string) {
 		w := httptest.NewRecorder()

@@ -68,6 +68,10 @@ type Config struct {
 	// Logger gets one line per request and per finished job (never a
 	// body, a credential or a token); nil means slog.Default().
 	Logger *slog.Logger
+
+	// wrapStore, when set (by tests), wraps the store New opens before
+	// anything uses it: a store swapped later races the purge loop.
+	wrapStore func(store) store
 }
 
 // Server defaults: our choices for the 2-core machine this was measured on.
@@ -170,6 +174,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.wrapStore != nil {
+		st = cfg.wrapStore(st)
 	}
 	n, err := st.recover(context.Background(), time.Now())
 	if err != nil {
