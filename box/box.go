@@ -1,6 +1,7 @@
 package box
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -267,21 +268,11 @@ const (
 
 // WithDefaults returns l with every zero field set to its default.
 func (l Limits) WithDefaults() Limits {
-	if l.Memory == 0 {
-		l.Memory = DefaultMemory
-	}
-	if l.Pids == 0 {
-		l.Pids = DefaultPids
-	}
-	if l.Output == 0 {
-		l.Output = DefaultOutput
-	}
-	if l.Disk == 0 {
-		l.Disk = DefaultDisk
-	}
-	if l.OutputFiles == 0 {
-		l.OutputFiles = DefaultOutputFiles
-	}
+	l.Memory = cmp.Or(l.Memory, DefaultMemory)
+	l.Pids = cmp.Or(l.Pids, DefaultPids)
+	l.Output = cmp.Or(l.Output, DefaultOutput)
+	l.Disk = cmp.Or(l.Disk, DefaultDisk)
+	l.OutputFiles = cmp.Or(l.OutputFiles, DefaultOutputFiles)
 	return l
 }
 

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
@@ -126,18 +127,10 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	if !loop && o.Token == "" {
 		return nil, ErrTokenRequired
 	}
-	if o.MaxRequestBytes == 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if o.MaxConnections == 0 {
-		o.MaxConnections = DefaultMaxConnections
-	}
-	if o.MaxSessions == 0 {
-		o.MaxSessions = DefaultMaxHTTPSessions
-	}
-	if o.PressureIdle == 0 {
-		o.PressureIdle = DefaultPressureIdle
-	}
+	o.MaxRequestBytes = cmp.Or(o.MaxRequestBytes, DefaultMaxRequestBytes)
+	o.MaxConnections = cmp.Or(o.MaxConnections, DefaultMaxConnections)
+	o.MaxSessions = cmp.Or(o.MaxSessions, DefaultMaxHTTPSessions)
+	o.PressureIdle = cmp.Or(o.PressureIdle, DefaultPressureIdle)
 	if o.MaxRequestBytes < 0 || o.MaxConnections < 0 || o.MaxSessions < 0 || o.PressureIdle < 0 {
 		return nil, errors.New("mcpserver: negative HTTPOptions field")
 	}

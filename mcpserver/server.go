@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,24 +176,12 @@ func New(opts Options) (*Server, error) {
 	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 || opts.WatchInterval < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
-	if opts.Name == "" {
-		opts.Name = "glovebox"
-	}
-	if opts.Version == "" {
-		opts.Version = "dev"
-	}
-	if opts.SessionIdle == 0 {
-		opts.SessionIdle = DefaultSessionIdle
-	}
-	if opts.MaxSessions == 0 {
-		opts.MaxSessions = DefaultMaxSessions
-	}
-	if opts.MaxConcurrent == 0 {
-		opts.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
-	}
-	if opts.ProgressInterval == 0 {
-		opts.ProgressInterval = DefaultProgressInterval
-	}
+	opts.Name = cmp.Or(opts.Name, "glovebox")
+	opts.Version = cmp.Or(opts.Version, "dev")
+	opts.SessionIdle = cmp.Or(opts.SessionIdle, DefaultSessionIdle)
+	opts.MaxSessions = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+	opts.MaxConcurrent = cmp.Or(opts.MaxConcurrent, 2*runtime.GOMAXPROCS(0))
+	opts.ProgressInterval = cmp.Or(opts.ProgressInterval, DefaultProgressInterval)
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -211,10 +200,7 @@ func New(opts Options) (*Server, error) {
 	if s.book, err = newStateBook(opts); err != nil {
 		return nil, err
 	}
-	s.watch = &watcher{s: s, interval: opts.WatchInterval, watched: map[string]*watchedFile{}, stop: make(chan struct{})}
-	if s.watch.interval == 0 {
-		s.watch.interval = DefaultWatchInterval
-	}
+	s.watch = &watcher{s: s, interval: cmp.Or(opts.WatchInterval, DefaultWatchInterval), watched: map[string]*watchedFile{}, stop: make(chan struct{})}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "glovebox Ruby sandbox", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SupportedProtocolVersions: protocolVersions(),
 			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}}, CompletionHandler: s.completer(),

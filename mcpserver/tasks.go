@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -118,21 +119,11 @@ func newTaskStore(o TaskOptions) (*taskStore, error) {
 			return nil, fmt.Errorf("mcpserver: TaskOptions.%s is negative; zero means the default", name)
 		}
 	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTaskTTL
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultTaskPollInterval
-	}
-	if o.MaxPerClient == 0 {
-		o.MaxPerClient = DefaultMaxTasksPerClient
-	}
-	if o.MaxKept == 0 {
-		o.MaxKept = DefaultMaxTasks
-	}
-	if o.MaxBytes == 0 {
-		o.MaxBytes = DefaultMaxTaskBytes
-	}
+	o.TTL = cmp.Or(o.TTL, DefaultTaskTTL)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultTaskPollInterval)
+	o.MaxPerClient = cmp.Or(o.MaxPerClient, DefaultMaxTasksPerClient)
+	o.MaxKept = cmp.Or(o.MaxKept, DefaultMaxTasks)
+	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxTaskBytes)
 	inst := strings.ToLower(rand.Text()[:8])
 	return &taskStore{opts: o, instance: inst, tasks: map[string]*task{}, gone: map[string]string{}, now: time.Now}, nil
 }
