@@ -87,9 +87,6 @@ module Glovebox
         when "accepted" then attached = ev["attached"] || false
         when "stdout", "stderr" then on_output&.call(ev["type"].to_sym, ev["data"].to_s.unpack1("m0"))
         when "result" then record = ev["record"]
-        when "error"
-          e = ev["error"] || {}
-          raise APIError.new(e["code"], e["message"])
         end
       end
       to_result(record, attached)

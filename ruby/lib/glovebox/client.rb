@@ -57,8 +57,10 @@ module Glovebox
     end
 
     # POSTs body to path and yields each NDJSON event (a Hash) as it
-    # arrives. Raises ConnectionError when the connection could not be
-    # made, InDoubtError(key) when it broke after the request was sent.
+    # arrives, but for an "error" event (the stream's last), which raises
+    # APIError with its code and message. Raises ConnectionError when the
+    # connection could not be made, InDoubtError(key) when it broke after
+    # the request was sent.
     def stream(path, body, key)
       h = begin
         http(:stream)
@@ -80,6 +82,11 @@ module Glovebox
 
               ev = JSON.parse(line)
               got_end = true if %w[result error].include?(ev["type"])
+              if ev["type"] == "error"
+                e = ev["error"] || {}
+                raise APIError.new(e["code"], e["message"])
+              end
+
               yield ev
             end
           end

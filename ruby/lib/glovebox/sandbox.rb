@@ -279,9 +279,6 @@ module Glovebox
             reply = state.answers[call["id"]] ||= answer(call, state)
             post_answer(key, call["id"], reply)
           when "result" then record = ev["record"]
-          when "error"
-            e = ev["error"] || {}
-            raise APIError.new(e["code"], e["message"])
           end
         end
       rescue InDoubtError
