@@ -104,7 +104,12 @@
 // answers a task (resultType "task", taskId, status "working", ttlMs,
 // pollIntervalMs), and tasks/get, tasks/update and tasks/cancel, which
 // the server answers itself before the SDK sees them, poll it, fetch its
-// outcome and stop it. [TaskOptions] bound and time them; task ids name
+// outcome and stop it. A task whose program asks the client (mcp_ask, an
+// approval, a bound server's question) is suspended with status
+// input_required and its questions in tasks/get's inputRequests;
+// tasks/update gives the answers (some or all; tasks/get then shows the
+// rest), and the program goes on once each question has its answer.
+// [TaskOptions] bound and time them; task ids name
 // the process that runs them, and another process refuses them with
 // -32602 saying so. A 2025-11-25 session gets that revision's
 // experimental tasks instead: the tasks capability, execution.taskSupport
@@ -128,9 +133,11 @@
 // gets error -32021 naming them, and the program does not run) and
 // "logStdout": true (each line the program printed is sent as an MCP log
 // message, level info, logger NAME, before the result; at most 100) and
-// "task": true, "optional" or "required" (the tool runs as a task for a
-// client declaring [TasksExtension], as run_ruby does; "required"
-// refuses other clients with -32021; default false, never a task).
+// "task": true, "optional", "required" or "after_input" (the tool runs
+// as a task for a client declaring [TasksExtension], as run_ruby does;
+// "required" refuses other clients with -32021; "after_input" runs the
+// first call in the foreground, its questions input_required results,
+// and the retry answering them as the task; default false, never a task).
 // Each call runs the program in a fresh VM of the server's Runtime (the
 // sandbox, functions and limits of run_ruby) with the constant ARGS
 // holding the call's arguments as a Hash with string keys (a prompt's

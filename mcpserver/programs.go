@@ -38,7 +38,9 @@ type program struct {
 	LogStdout bool `json:"logStdout"`
 	// Task lets the tool run as a task for a client that declares the
 	// tasks extension (see [TasksExtension]), as run_ruby does: true (or
-	// "optional"), or "required" to refuse clients without it (-32021).
+	// "optional"), "required" to refuse clients without it (-32021), or
+	// "after_input" to ask in the foreground first (input_required
+	// results) and run as a task from the retry that answers.
 	Task taskSupport `json:"task"`
 
 	name, code string

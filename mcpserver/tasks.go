@@ -78,6 +78,7 @@ type TaskOptions struct {
 // Task statuses (SEP-2663).
 const (
 	taskWorking   = "working"
+	taskInput     = "input_required"
 	taskCompleted = "completed"
 	taskFailed    = "failed"
 	taskCancelled = "cancelled"
@@ -93,8 +94,18 @@ type task struct {
 	outcome       json.RawMessage // the CallToolResult (completed) or the JSON-RPC error (failed)
 	cancel        context.CancelFunc
 	running       bool          // its goroutine has not returned
-	done          chan struct{} // closed when the status leaves working
+	done          chan struct{} // closed when the task ends
+
+	// While the status is input_required: the program's questions not yet
+	// answered (tasks/get shows them), the answers tasks/update gave, and
+	// the channel closed when every question has its answer.
+	pending mcp.InputRequestMap
+	answers map[string]json.RawMessage
+	wake    chan struct{}
 }
+
+// live reports whether t has not ended: working, or waiting for input.
+func (t *task) live() bool { return t.status == taskWorking || t.status == taskInput }
 
 // taskStore holds a process's tasks. Task ids begin with the process's
 // instance, so that a request reaching another process is told where
@@ -187,7 +198,7 @@ func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, err
 	st.makeRoom(1)
 	running := 0
 	for _, t := range st.tasks {
-		if t.client == client && t.status == taskWorking {
+		if t.client == client && t.live() {
 			running++
 		}
 	}
@@ -211,7 +222,7 @@ func (st *taskStore) finish(t *task, res mcp.Result, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	t.running = false
-	if t.status != taskWorking {
+	if !t.live() {
 		return
 	}
 	now := st.now()
@@ -237,6 +248,73 @@ func (st *taskStore) finish(t *task, res mcp.Result, err error) {
 	st.sweep()
 }
 
+// await parks t in input_required with the program's questions asks and
+// returns the client's answers once tasks/update has given one for every
+// question; false when the task is stopped first.
+func (st *taskStore) await(ctx context.Context, t *task, asks mcp.InputRequestMap) (mcp.InputResponseMap, bool) {
+	st.mu.Lock()
+	if !t.live() {
+		st.mu.Unlock()
+		return nil, false
+	}
+	wake := make(chan struct{})
+	t.status, t.message, t.last = taskInput, "the program waits for the client's answers to its inputRequests (tasks/update)", st.now()
+	t.pending, t.answers, t.wake = maps.Clone(asks), map[string]json.RawMessage{}, wake
+	st.mu.Unlock()
+	select {
+	case <-wake:
+	case <-ctx.Done():
+		return nil, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if t.status != taskInput {
+		return nil, false
+	}
+	raw, _ := json.Marshal(t.answers)
+	t.status, t.message, t.last = taskWorking, "the program is running", st.now()
+	t.pending, t.answers, t.wake = nil, nil, nil
+	var resp mcp.InputResponseMap
+	if err := json.Unmarshal(raw, &resp); err != nil { // checked one by one in answer
+		return nil, false
+	}
+	return resp, true
+}
+
+// answer records the input responses of a tasks/update for t: those to
+// a question still pending, the others being ignored (an answer to
+// nothing asked, or asked and answered already). When every question has
+// its answer the program goes on. Errors: -32602 for a response that is
+// no MCP input response (an ElicitResult, CreateMessageResult or
+// ListRootsResult). st.mu is held.
+func (st *taskStore) answer(t *task, resp map[string]json.RawMessage) *jsonrpc.Error {
+	if t.status != taskInput {
+		return nil // a task not waiting: nothing to answer
+	}
+	for k, raw := range resp {
+		if _, ok := t.pending[k]; !ok {
+			continue
+		}
+		one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
+		var m mcp.InputResponseMap
+		if err := json.Unmarshal(one, &m); err != nil {
+			return &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %v (an answer is an ElicitResult, CreateMessageResult or ListRootsResult)", err)}
+		}
+	}
+	for k, raw := range resp {
+		if _, ok := t.pending[k]; ok {
+			t.answers[k] = raw
+			delete(t.pending, k)
+		}
+	}
+	t.last = st.now()
+	if len(t.pending) == 0 && t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+	return nil
+}
+
 // cancelledByClient is the statusMessage of a task a client cancelled.
 const cancelledByClient = "cancelled by the client (tasks/cancel); the program was stopped"
 
@@ -252,9 +330,10 @@ func (st *taskStore) stopAll() {
 // stop cancels t if it is working, why being its statusMessage; st.mu is
 // held.
 func (st *taskStore) stop(t *task, why string) {
-	if t.status == taskWorking {
+	if t.live() {
 		now := st.now()
 		t.status, t.message, t.last, t.ended = taskCancelled, why, now, now
+		t.pending, t.answers = nil, nil
 		t.cancel()
 		close(t.done)
 	}
@@ -301,6 +380,10 @@ func (st *taskStore) wire(t *task, rt string, impl *mcp.Implementation) json.Raw
 		}
 	}
 	switch t.status {
+	case taskInput:
+		if rt == "complete" {
+			m["inputRequests"] = t.pending
+		}
 	case taskCompleted:
 		if rt == "complete" {
 			m["result"] = t.outcome
@@ -324,10 +407,16 @@ type rawResult struct {
 func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // taskSupport says whether a tool runs as a task for a client that
-// declares the extension: "" (never), "optional" or "required" (a client
-// without the extension is refused). A side file's "task" is true,
-// false, "optional" or "required".
+// declares the extension: "" (never), "optional", "required" (a client
+// without the extension is refused) or "after_input" (the first call
+// runs in the foreground, its questions answered as input_required
+// results; the retry that answers them runs as a task). A side file's
+// "task" is true, false, "optional", "required" or "after_input".
 type taskSupport string
+
+// taskAfterInput is the taskSupport of a tool that asks before it runs as
+// a task (SEP-2663's composition of input_required rounds and tasks).
+const taskAfterInput taskSupport = "after_input"
 
 func (t *taskSupport) UnmarshalJSON(b []byte) error {
 	switch string(b) {
@@ -337,8 +426,10 @@ func (t *taskSupport) UnmarshalJSON(b []byte) error {
 		*t = ""
 	case `"required"`:
 		*t = "required"
+	case `"after_input"`:
+		*t = taskAfterInput
 	default:
-		return fmt.Errorf(`"task" is %s; it takes true, false, "optional" or "required"`, b)
+		return fmt.Errorf(`"task" is %s; it takes true, false, "optional", "required" or "after_input"`, b)
 	}
 	return nil
 }
@@ -405,7 +496,8 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			client = sessionClient(cr.Session)
 		} else {
 			legacy = false
-			if support == "" || (support == "optional" && (sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()))) {
+			noTasks := sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities())
+			if support == "" || (support == "optional" && noTasks) || (support == taskAfterInput && (noTasks || !isRetry(cr.Params))) {
 				return next(ctx, method, req)
 			}
 			if sessionVersion(cr) < statelessVersion || !declaresTasks(cr.ClientCapabilities()) {
@@ -431,11 +523,27 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		bg := &mcp.CallToolRequest{Session: cr.Session, Params: &params, Extra: &mcp.RequestExtra{TokenInfo: extraToken(cr), Header: http.Header{}}}
 		go func() {
 			defer cancel()
-			res, err := next(tctx, method, bg)
-			if tctx.Err() != nil && err == nil {
-				err = &jsonrpc.Error{Code: CodeInternalError, Message: "the task was stopped"}
+			for {
+				res, err := next(tctx, method, bg)
+				// A program that asks the client (mcp_ask, an approval, a
+				// bound server's question) is paused, as its call would be:
+				// the task waits in input_required for tasks/update's
+				// answers, then the call is continued with them.
+				if cr, ok := res.(*mcp.CallToolResult); ok && err == nil && tctx.Err() == nil && len(cr.InputRequests) > 0 && cr.RequestState != "" {
+					resp, ok := s.tasks.await(tctx, t, cr.InputRequests)
+					if ok {
+						p := *bg.Params
+						p.InputResponses, p.RequestState = resp, cr.RequestState
+						bg = &mcp.CallToolRequest{Session: bg.Session, Params: &p, Extra: bg.Extra}
+						continue
+					}
+				}
+				if tctx.Err() != nil && err == nil {
+					err = &jsonrpc.Error{Code: CodeInternalError, Message: "the task was stopped"}
+				}
+				s.tasks.finish(t, res, err)
+				return
 			}
-			s.tasks.finish(t, res, err)
 		}()
 		s.tasks.mu.Lock()
 		var raw json.RawMessage
@@ -489,11 +597,13 @@ func isTaskMethod(method string) bool {
 // stdio): its Mcp-Method must name m's method and its Mcp-Name the task
 // id, else -32020. Errors: -32021 when the request's capabilities do not
 // name TasksExtension; -32602 for a missing, unknown or expired task id
-// or one of another process.
+// or one of another process, and for a tasks/update whose answer to a
+// pending question is malformed.
 func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	var p struct {
-		TaskID *string `json:"taskId"`
-		Meta   struct {
+		TaskID         *string                    `json:"taskId"`
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+		Meta           struct {
 			Caps struct {
 				Extensions map[string]json.RawMessage `json:"extensions"`
 			} `json:"io.modelcontextprotocol/clientCapabilities"`
@@ -526,6 +636,8 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	case e != nil:
 	case m.method == "tasks/get":
 		result = st.wire(t, "complete", s.impl())
+	case m.method == "tasks/update":
+		e = st.answer(t, p.InputResponses)
 	case m.method == "tasks/cancel":
 		// Acknowledged whatever the status, as the extension requires: a
 		// task that has ended keeps its outcome.
@@ -535,7 +647,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	if e != nil {
 		return fail(http.StatusOK, e)
 	}
-	if result == nil { // tasks/update (glovebox's tasks never wait for input) and tasks/cancel
+	if result == nil { // tasks/update and tasks/cancel: an empty ack
 		result, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{mcp.MetaKeyServerInfo: s.impl()}})
 	}
 	return rpcReply(m.id, result, nil), http.StatusOK

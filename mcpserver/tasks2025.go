@@ -68,7 +68,11 @@ func (s *Server) legacyTaskFields(ctx context.Context, method string, req mcp.Re
 		}
 		for _, t := range tools {
 			if name, _ := t["name"].(string); s.taskTool(name) != "" {
-				t["execution"] = map[string]string{"taskSupport": string(s.taskTool(name))}
+				support := s.taskTool(name)
+				if support == taskAfterInput {
+					support = "optional" // 2025-11-25 has no asking before the task
+				}
+				t["execution"] = map[string]string{"taskSupport": string(support)}
 			}
 		}
 		obj["tools"], _ = json.Marshal(tools)

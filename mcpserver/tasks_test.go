@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -330,5 +331,115 @@ func TestTasksBounded(t *testing.T) {
 	close(open)
 	if r := c.wait(second); r["status"] != "completed" {
 		t.Fatalf("second task: %v", r)
+	}
+}
+
+// metaTasksAsk is metaTasks with elicitation declared too.
+const metaTasksAsk = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"tasker","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+
+// A task whose program asks the client waits in input_required with the
+// questions in tasks/get's inputRequests; tasks/update answers them,
+// one at a time if the client likes (an answer to nothing asked is
+// ignored), and the program goes on: to an approval, another round, and
+// its result.
+func TestTaskAsksTheClient(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	url, _ := serveHTTP(t, s, "secret")
+	c := newTaskClient(t, url)
+	q := func(k string) string {
+		return `"` + k + `" => {"method" => "elicitation/create", "params" => {"message" => "` + k + `?", "requestedSchema" => {"type" => "object", "properties" => {"v" => {"type" => "string"}}}}}`
+	}
+	code := `a = mcp_ask({` + q("a") + `, ` + q("b") + `}); [a["a"]["content"]["v"], a["b"]["content"]["v"], transfer(5)]`
+	args, _ := json.Marshal(map[string]string{"code": code})
+	_, m := c.send("tools/call", "run_ruby", `"name":"run_ruby","arguments":`+string(args), metaTasksAsk)
+	id, _ := c.result("tools/call as a task", m)["taskId"].(string)
+	waitInput := func(keys ...string) map[string]any {
+		t.Helper()
+		for {
+			r := c.get(id)
+			if r["status"] == "working" {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			asks, _ := r["inputRequests"].(map[string]any)
+			if r["status"] != "input_required" || len(asks) != len(keys) {
+				t.Fatalf("want input_required asking %v, got %v", keys, r)
+			}
+			for _, k := range keys {
+				if a, _ := asks[k].(map[string]any); a == nil || a["method"] != "elicitation/create" {
+					t.Fatalf("inputRequests lack %q: %v", k, asks)
+				}
+			}
+			return r
+		}
+	}
+	update := func(responses string) {
+		t.Helper()
+		_, m := c.send("tasks/update", id, `"taskId":"`+id+`","inputResponses":{`+responses+`}`, metaTasksAsk)
+		if r := c.result("tasks/update", m); r["resultType"] != "complete" || r["status"] != nil {
+			t.Fatalf("tasks/update ack: %v", r)
+		}
+	}
+	waitInput("a", "b")
+	update(`"a":{"action":"accept","content":{"v":"x"}},"nobody-asked":{"action":"decline"}`)
+	waitInput("b")
+	update(`"b":{"action":"accept","content":{"v":"y"}}`)
+	waitInput("approval")
+	before := transfers.Load()
+	update(`"approval":{"action":"accept","content":{"approve":true}}`)
+	r := c.wait(id)
+	res, _ := r["result"].(map[string]any)
+	if r["status"] != "completed" || res == nil || transfers.Load() != before+1 {
+		t.Fatalf("ended task: %v", r)
+	}
+	if v, _ := json.Marshal(res["structuredContent"].(map[string]any)["value"]); string(v) != `["x","y",5]` {
+		t.Fatalf("the program got %s", v)
+	}
+	// A malformed answer to a pending question is refused; cancelling a
+	// task waiting for input stops it.
+	_, m = c.send("tools/call", "run_ruby", `"name":"run_ruby","arguments":{"code":"mcp_ask({`+strings.ReplaceAll(q("a"), `"`, `\"`)+`})"}`, metaTasksAsk)
+	id, _ = c.result("tools/call as a task", m)["taskId"].(string)
+	waitInput("a")
+	_, m = c.send("tasks/update", id, `"taskId":"`+id+`","inputResponses":{"a":{"nonsense":1}}`, metaTasksAsk)
+	rpcError(t, "a malformed answer", m, -32602, "invalid params")
+	c.send("tasks/cancel", id, `"taskId":"`+id+`"`, metaTasksAsk)
+	if r := c.get(id); r["status"] != "cancelled" || r["inputRequests"] != nil {
+		t.Fatalf("cancelled while waiting: %v", r)
+	}
+}
+
+// A program whose side file says "task": "after_input" asks in the
+// foreground (an input_required result, no task) and becomes a task on
+// the retry that answers; a client without the extension gets it all in
+// the foreground.
+func TestTaskAfterInput(t *testing.T) {
+	dir := t.TempDir()
+	writeProgram(t, dir, "hello", `"Hello, #{mcp_ask({"n" => {"method" => "elicitation/create", "params" => {"message" => "Name?", "requestedSchema" => {"type" => "object", "properties" => {"name" => {"type" => "string"}}}}}})["n"]["content"]["name"]}!"`,
+		`{"description": "Greets whoever answers", "task": "after_input"}`)
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{Programs: dir})
+	url, _ := serveHTTP(t, s, "secret")
+	c := newTaskClient(t, url)
+	for _, meta := range []string{metaTasksAsk, strings.Replace(metaTasksAsk, `,"extensions":{"io.modelcontextprotocol/tasks":{}}`, "", 1)} {
+		_, m := c.send("tools/call", "hello", `"name":"hello","arguments":{}`, meta)
+		r := c.result("the first call", m)
+		st, _ := r["requestState"].(string)
+		if r["resultType"] != "input_required" || r["taskId"] != nil || st == "" {
+			t.Fatalf("the first call: %v", r)
+		}
+		_, m = c.send("tools/call", "hello", `"name":"hello","arguments":{},"inputResponses":{"n":{"action":"accept","content":{"name":"Ada"}}},"requestState":"`+st+`"`, meta)
+		r = c.result("the retry", m)
+		if meta != metaTasksAsk {
+			if r["resultType"] != "complete" || !strings.Contains(fmt.Sprint(r["content"]), "Hello, Ada!") {
+				t.Fatalf("the retry without the extension: %v", r)
+			}
+			continue
+		}
+		id, _ := r["taskId"].(string)
+		if r["resultType"] != "task" || id == "" || r["requestState"] != nil {
+			t.Fatalf("the retry: %v", r)
+		}
+		if r := c.wait(id); r["status"] != "completed" || !strings.Contains(fmt.Sprint(r["result"]), "Hello, Ada!") {
+			t.Fatalf("the task: %v", r)
+		}
 	}
 }
