@@ -409,6 +409,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 			return e.run(ctx, j, t, key, run, req, names)
 		},
 		attach: run.attach,
+		detach: run.detach,
 	})
 }
 
@@ -541,6 +542,12 @@ type evalRun struct {
 	mu       sync.Mutex
 	j        *job
 	holder   uint64 // the follower answering tool calls; 0 before the first
+	numbered uint64 // followers numbered so far
+	// streams are the followers whose streams have not ended, by number:
+	// a call is handed to a new follower only when its holder's is gone
+	// (attach, detach), so two clients following one eval never both
+	// run one of its calls.
+	streams  map[*eventStream]uint64
 	next     uint64
 	pending  map[uint64]*pendingCall
 	done     bool
@@ -556,27 +563,29 @@ type pendingCall struct {
 
 type evalRunKey struct{}
 
-// attach runs for each request following the eval: it becomes the holder
-// (the one expected to answer), learns its number, and gets the calls
-// still waiting handed to it again: to this request only, after the
-// events the log held now (so after the output written before them), and
-// never into the log (a tenant attaching over and over must not grow it).
+// attach runs for each request following the eval: it learns its
+// number and, if the holder (the follower expected to answer tool calls)
+// has no stream open any more (or there is none yet), becomes the holder
+// and gets the calls still waiting handed to it again: to this request
+// only, after the events the log held now (so after the output written
+// before them), and never into the log (a tenant attaching over and over
+// must not grow it). While the holder's stream is open, a new follower
+// only watches: calls name the holder, and it does not answer them.
 func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	run.mu.Lock()
-	run.holder++
-	h := run.holder
+	run.numbered++
+	h := run.numbered
 	if run.j == nil {
 		run.j = j
 	}
-	var calls []wire.ToolCall
-	for _, pc := range run.pending {
-		pc.call.Holder = h
-		calls = append(calls, pc.call)
+	if run.streams == nil {
+		run.streams = map[*eventStream]uint64{}
 	}
-	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	run.streams[st] = h
 	again := []wire.Event{}
-	for _, c := range calls {
-		again = append(again, toolCallEvent(c))
+	if !run.holderOpenLocked() {
+		run.holder = h
+		again = run.handLocked(h)
 	}
 	j.mu.Lock()
 	at := len(j.events)
@@ -587,6 +596,70 @@ func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	extra, _ := json.Marshal(wire.Holder{Holder: h})
 	st.write(&wire.Event{Type: wire.EventHolder, Extra: extra}) // flushed with what follows (follow)
 	return at, again
+}
+
+// holderOpenLocked reports whether the holder's stream is still open.
+func (run *evalRun) holderOpenLocked() bool {
+	for _, n := range run.streams {
+		if n == run.holder {
+			return true
+		}
+	}
+	return false
+}
+
+// handLocked readdresses the waiting calls to follower h and returns
+// their tool_call events, in call order.
+func (run *evalRun) handLocked(h uint64) []wire.Event {
+	var calls []wire.ToolCall
+	for _, pc := range run.pending {
+		pc.call.Holder = h
+		calls = append(calls, pc.call)
+	}
+	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	evs := make([]wire.Event, 0, len(calls))
+	for _, c := range calls {
+		evs = append(evs, toolCallEvent(c))
+	}
+	return evs
+}
+
+// detach runs when a follower's stream ends. When it was the holder's
+// and calls wait, the newest follower still streaming becomes the holder
+// and the calls are handed to it through the log (its stream is past
+// its attach); their bytes count against maxBytes like new calls', and
+// past it they wait for the next follower to attach instead (so a
+// tenant cycling followers cannot grow the log without bound).
+func (run *evalRun) detach(st *eventStream) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	h, ok := run.streams[st]
+	if !ok {
+		return
+	}
+	delete(run.streams, st)
+	if h != run.holder || len(run.pending) == 0 || run.done || run.j == nil {
+		return
+	}
+	var next uint64
+	for _, n := range run.streams {
+		next = max(next, n)
+	}
+	if next == 0 {
+		return // the next follower to attach takes them
+	}
+	size := 0
+	for _, pc := range run.pending {
+		size += len(pc.call.Args)
+	}
+	if run.sent+size > run.maxBytes {
+		return
+	}
+	run.sent += size
+	run.holder = next
+	for _, ev := range run.handLocked(next) {
+		run.j.emit(ev)
+	}
 }
 
 func toolCallEvent(c wire.ToolCall) wire.Event {
