@@ -175,20 +175,32 @@ const (
 	lost
 )
 
-// tally counts the operations of a run.
+// tally counts the operations of a run: each id (one key's work) once,
+// however many clients reported it; notes counts the clients' reports.
 type tally struct {
 	mu              sync.Mutex
 	done, lost, bad int
+	notes           int
 	ids             map[string]outcome
 	errs            []string
 	why             map[string]int // lost operations by error code
 }
 
+// note records a client's outcome for id; clients sharing the id's key
+// must all report the same one (the key's one record).
 func (ta *tally) note(id string, o outcome, err error) {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
 	if ta.ids == nil {
 		ta.ids, ta.why = map[string]outcome{}, map[string]int{}
+	}
+	ta.notes++
+	if was, ok := ta.ids[id]; ok {
+		if was != o {
+			ta.bad++
+			ta.errs = append(ta.errs, fmt.Sprintf("%s: clients of one key saw different outcomes (%v and %v: %v)", id, was, o, err))
+		}
+		return
 	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
@@ -211,10 +223,11 @@ func (ta *tally) fail(format string, args ...any) {
 	}
 }
 
+// finished is the operations the clients have reported.
 func (ta *tally) finished() int {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
-	return ta.done + ta.lost
+	return ta.notes
 }
 
 // settle runs op through one executor, then the other, until an answer
@@ -254,58 +267,85 @@ func lostCode(err error) bool {
 	return errors.As(err, &ce) && (ce.Code == "lost" || ce.Code == "store_failed" || ce.Code == "internal")
 }
 
-// workload runs clients (a third each on sessions, paused approvals and
-// plain evals, alternating tenants) for steps each, and returns the tally
-// once all are done. progress is called after each operation.
+// perKey is how many clients share each key of a workload: the issue's
+// 200 clients on 50 keys.
+const perKey = 4
+
+// workload runs clients in groups of perKey sharing their keys (a third
+// of the groups on a session, a third on paused approvals, a third on
+// plain evals, alternating tenants), each group's clients starting on
+// alternate executors, so every key is raced by clients on both; each
+// client does steps operations. It returns once all are started; the
+// WaitGroup ends when all are done.
 func (f *faultFleet) workload(ctx context.Context, clients, steps int, ta *tally) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for w := range clients {
+	groups := max(clients/perKey, 1)
+	shared := make([]*groupSession, groups)
+	for g := range shared {
+		shared[g] = &groupSession{made: make(chan struct{})}
+	}
+	for c := range clients {
+		g, m := c%groups, c/groups
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			switch w % 3 {
+			switch g % 3 {
 			case 0:
-				f.sessionClient(ctx, w, steps, ta)
+				f.sessionClient(ctx, g, m, steps, ta, shared[g])
 			case 1:
-				f.approvalClient(ctx, w, steps, ta)
+				f.approvalClient(ctx, g, m, steps, ta)
 			default:
-				f.plainClient(ctx, w, steps, ta)
+				f.plainClient(ctx, g, m, steps, ta)
 			}
 		}()
 	}
 	return &wg
 }
 
-func (f *faultFleet) sessionClient(ctx context.Context, w, steps int, ta *tally) {
-	tn := w % 2
-	var s *client.Session
-	_, err := f.settle(ctx, w, tn, "", func(e *client.Evaluator) (*gb.Result, error) {
-		var err error
-		s, err = e.NewSession(ctx)
-		return nil, err
+// groupSession is the session a group's clients share: the first makes
+// it, the others wait for it.
+type groupSession struct {
+	once sync.Once
+	made chan struct{}
+	id   string
+	err  error
+}
+
+func (f *faultFleet) sessionClient(ctx context.Context, g, m, steps int, ta *tally, gs *groupSession) {
+	tn := g % 2
+	gs.once.Do(func() {
+		defer close(gs.made)
+		_, gs.err = f.settle(ctx, g, tn, "", func(e *client.Evaluator) (*gb.Result, error) {
+			s, err := e.NewSession(ctx)
+			if err == nil {
+				gs.id = s.ID()
+			}
+			return nil, err
+		})
 	})
-	if err != nil {
-		ta.fail("client %d: new session: %v", w, err)
+	<-gs.made
+	if gs.err != nil {
+		ta.fail("group %d client %d: new session: %v", g, m, gs.err)
 		return
 	}
 	var completed, gone []string
 	for i := range steps {
-		id := fmt.Sprintf("s%d:%d", w, i)
-		key := fmt.Sprintf("e-s-%d-%d", w, i)
+		id := fmt.Sprintf("s%d:%d", g, i)
+		key := fmt.Sprintf("e-s-%d-%d", g, i)
 		code := fmt.Sprintf(`($ids ||= []) << %q; bump(%q); $ids`, id, id)
-		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
-			return e.Attach(s.ID()).EvalWith(ctx, code, client.EvalOptions{Key: key})
+		res, err := f.settle(ctx, g+m+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+			return e.Attach(gs.id).EvalWith(ctx, code, client.EvalOptions{Key: key})
 		})
 		switch {
 		case err == nil && res.Status == gb.StatusOK:
 			completed = append(completed, id)
 			ta.note(id, done, nil)
-			f.checkApplied(ta, w, res.Value, completed, gone)
+			f.checkApplied(ta, g, res.Value, completed, gone)
 		case lostCode(err):
 			gone = append(gone, id)
 			ta.note(id, lost, err)
 		default:
-			ta.fail("client %d step %d: %v %v", w, i, res, err)
+			ta.fail("group %d client %d step %d: %v %v", g, m, i, res, err)
 		}
 	}
 }
@@ -339,13 +379,13 @@ func (f *faultFleet) checkApplied(ta *tally, w int, v any, completed, gone []str
 	}
 }
 
-func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally) {
-	tn := w % 2
+func (f *faultFleet) approvalClient(ctx context.Context, g, m, steps int, ta *tally) {
+	tn := g % 2
 	for i := range steps {
-		id := fmt.Sprintf("a%d:%d", w, i)
-		key := fmt.Sprintf("e-a-%d-%d", w, i)
+		id := fmt.Sprintf("a%d:%d", g, i)
+		key := fmt.Sprintf("e-a-%d-%d", g, i)
 		code := fmt.Sprintf(`r = charge(%q); "ok #{r}"`, id)
-		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+		res, err := f.settle(ctx, g+m+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
 			return e.EvalWith(ctx, code, client.EvalOptions{Key: key, Suspend: []string{"charge"}})
 		})
 		if lostCode(err) {
@@ -353,13 +393,14 @@ func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally
 			continue
 		}
 		if err != nil || res.Status != gb.StatusSuspended {
-			ta.fail("client %d step %d: want suspended: %v %v", w, i, res, err)
+			ta.fail("group %d client %d step %d: want suspended: %v %v", g, m, i, res, err)
 			continue
 		}
-		// The answer arrives through the other executor.
+		// The answer arrives through the other executor; the group's
+		// clients all send it, under one continuation key per attempt.
 		for attempt := 1; ; attempt++ {
 			ckey := fmt.Sprintf("%s-c%d", key, attempt)
-			res, err = f.settle(ctx, w+i+1, tn, ckey, func(e *client.Evaluator) (*gb.Result, error) {
+			res, err = f.settle(ctx, g+m+i+1, tn, ckey, func(e *client.Evaluator) (*gb.Result, error) {
 				return e.Continue(ctx, key, client.Answer{Approve: true}, client.EvalOptions{Key: ckey})
 			})
 			var ce *client.Error
@@ -371,19 +412,19 @@ func (f *faultFleet) approvalClient(ctx context.Context, w, steps int, ta *tally
 			case errors.As(err, &ce) && ce.Code == "already_continued" || lostCode(err):
 				ta.note(id, lost, err)
 			default:
-				ta.fail("client %d step %d: continue: %v %v", w, i, res, err)
+				ta.fail("group %d client %d step %d: continue: %v %v", g, m, i, res, err)
 			}
 			break
 		}
 	}
 }
 
-func (f *faultFleet) plainClient(ctx context.Context, w, steps int, ta *tally) {
-	tn := w % 2
+func (f *faultFleet) plainClient(ctx context.Context, g, m, steps int, ta *tally) {
+	tn := g % 2
 	for i := range steps {
-		id := fmt.Sprintf("p%d:%d", w, i)
-		key := fmt.Sprintf("e-p-%d-%d", w, i)
-		res, err := f.settle(ctx, w+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+		id := fmt.Sprintf("p%d:%d", g, i)
+		key := fmt.Sprintf("e-p-%d-%d", g, i)
+		res, err := f.settle(ctx, g+m+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
 			return e.EvalWith(ctx, fmt.Sprintf("bump(%q)", id), client.EvalOptions{Key: key})
 		})
 		switch {
@@ -392,7 +433,7 @@ func (f *faultFleet) plainClient(ctx context.Context, w, steps int, ta *tally) {
 		case lostCode(err):
 			ta.note(id, lost, err)
 		default:
-			ta.fail("client %d step %d: %v %v", w, i, res, err)
+			ta.fail("group %d client %d step %d: %v %v", g, m, i, res, err)
 		}
 	}
 }
@@ -428,7 +469,7 @@ func faultClients() int {
 	if n, err := strconv.Atoi(os.Getenv("GLOVEBOX_FAULT_CLIENTS")); err == nil && n > 0 {
 		return n
 	}
-	return 24
+	return 200
 }
 
 // TestFaultKillOneExecutor: kill -9 one of two executors while clients
