@@ -397,7 +397,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	if key == "" {
 		key = wire.NewKey("e-") // no key given: an eval of its own
 	}
-	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes}
+	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes, pickup: e.pickupFor(t, key)}
 	lim := e.limits(req.Limits)
 	e.s.serveJob(w, r, t, jobSpec{
 		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
@@ -530,7 +530,17 @@ func (e *evals) toolResult(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	e.mu.Lock()
 	run := e.live[t.Name+"\x00"+key]
 	e.mu.Unlock()
-	if run == nil || !run.answer(tr.ID, tr.Reply) {
+	if run == nil {
+		// Not running here: on another executor of the fleet, it
+		// picks the answer up from the store (relay.go).
+		if werr := e.relayToolResult(r.Context(), t, key, tr); werr != nil {
+			e.s.refuse(w, r, werr)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !run.answer(tr.ID, tr.Reply) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "eval %s has no tool call %d waiting (answered already, ended, or another tenant's)", key, tr.ID))
 		return
 	}
@@ -554,6 +564,9 @@ type evalRun struct {
 	sent     int // bytes of arguments sent in tool_call events
 	maxBytes int
 	suspend  map[string]bool // tools whose calls pause the eval (SuspendTools)
+	// pickup looks in the store for an answer another executor of the
+	// fleet received for call id (relay.go); nil: none can.
+	pickup func(id uint64) (string, bool)
 }
 
 type pendingCall struct {
@@ -694,14 +707,30 @@ func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (stri
 	run.pending[pc.call.ID] = pc
 	run.j.emit(toolCallEvent(pc.call))
 	run.mu.Unlock()
-	select {
-	case rep := <-pc.reply:
-		return rep, nil
-	case <-ctx.Done():
-		run.mu.Lock()
-		delete(run.pending, pc.call.ID)
-		run.mu.Unlock()
-		return "", ctx.Err()
+	var look <-chan time.Time // stays nil without pickup
+	var t *time.Timer
+	wait := pickupFirst
+	if run.pickup != nil {
+		t = time.NewTimer(wait)
+		defer t.Stop()
+		look = t.C
+	}
+	for {
+		select {
+		case rep := <-pc.reply:
+			return rep, nil
+		case <-look:
+			if rep, ok := run.pickup(pc.call.ID); ok {
+				run.answer(pc.call.ID, rep) // false: answered here meanwhile, in pc.reply
+			}
+			wait = min(2*wait, pickupMax)
+			t.Reset(wait)
+		case <-ctx.Done():
+			run.mu.Lock()
+			delete(run.pending, pc.call.ID)
+			run.mu.Unlock()
+			return "", ctx.Err()
+		}
 	}
 }
 

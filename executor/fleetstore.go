@@ -298,7 +298,10 @@ func (s *pgStore) initStates(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, pgStates)
+		if _, err := tx.Exec(ctx, pgStates); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgToolReplies)
 		return err
 	})
 }
@@ -368,7 +371,11 @@ func (s *pgStore) expireStates(ctx context.Context, before, old time.Time) (int,
 		return 0, err
 	}
 	tag2, err := s.pool.Exec(ctx, `DELETE FROM glovebox_paused WHERE created < $1`, old.UnixNano())
-	return int(tag.RowsAffected() + tag2.RowsAffected()), err
+	if err != nil {
+		return int(tag.RowsAffected()), err
+	}
+	n, err := s.expireToolReplies(ctx, old)
+	return int(tag.RowsAffected()+tag2.RowsAffected()) + n, err
 }
 
 func (s *pgStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
