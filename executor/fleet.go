@@ -313,9 +313,14 @@ func (e *evals) fleetNewSession(w http.ResponseWriter, r *http.Request, t *tenan
 	}
 	id := newSessionID()
 	lim, _ := json.Marshal(req.Limits)
-	if err := f.st.createSession(r.Context(), &sessionRow{Tenant: t.Name, ID: id, Tools: names, Limits: lim}); err != nil {
+	if err := f.st.createSession(r.Context(), &sessionRow{Tenant: t.Name, ID: id, Tools: names, Limits: lim}, e.cfg.MaxSessions); err != nil {
 		gs.Close()
 		release()
+		var ce *sessionCapError
+		if errors.As(err, &ce) { // made meanwhile, through this executor or another
+			e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, ce.Open))
+			return
+		}
 		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
 		return
 	}

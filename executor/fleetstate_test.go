@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	gb "github.com/gloveboxhq/glovebox"
@@ -262,5 +264,36 @@ func TestSessionPausesAndContinuesElsewhere(t *testing.T) {
 	}
 	if res, err := s2.Eval(ctx, "$denied"); err != nil || res.Value != "Glovebox::ToolDenied" {
 		t.Errorf("after a denied continue: %v %v", res, err)
+	}
+}
+
+// TestSessionCapAcrossFleet: a tenant's MaxSessions holds across two
+// executors on one PostgreSQL, with creations racing through both.
+func TestSessionCapAcrossFleet(t *testing.T) {
+	p1, p2 := startPgPairWith(t, executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t), MaxSessions: 3})
+	a := newApp(t, gb.Limits{})
+	evs := []*client.Evaluator{p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var made, full atomic.Int64
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := evs[i%2].NewSession(ctx)
+			var ce *client.Error
+			switch {
+			case err == nil:
+				made.Add(1)
+			case errors.As(err, &ce) && ce.Code == "queue_full":
+				full.Add(1)
+			default:
+				t.Errorf("session %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if made.Load() != 3 || full.Load() != 7 {
+		t.Errorf("%d sessions made, %d refused queue_full; want 3 and 7 (MaxSessions 3, fleet-wide)", made.Load(), full.Load())
 	}
 }
