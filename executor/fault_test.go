@@ -29,8 +29,10 @@ import (
 // restarted in turn. Each is counted on this side: every tool call a
 // client answers is recorded by id, and a session's guest keeps the ids
 // of the evals applied to it, so at the end nothing completed is missing
-// and nothing ran twice. They take minutes: `make fault` runs them
-// (GLOVEBOX_FAULT=1); GLOVEBOX_FAULT_CLIENTS sets the clients (24).
+// and nothing ran twice. Clients share keys in groups of perKey (the
+// issue's 200 clients on 50 keys by default), racing each through both
+// executors. Under a minute on 2 cores: `make fault` runs them
+// (GLOVEBOX_FAULT=1); GLOVEBOX_FAULT_CLIENTS sets the clients (200).
 
 func requireFault(t *testing.T) {
 	if os.Getenv("GLOVEBOX_FAULT") == "" {
