@@ -58,7 +58,7 @@ loadtest:
 # on 50 keys, the issue's figure; the rolling restart runs half of them):
 # kill -9 of one executor, a PostgreSQL restart, a rolling restart of both;
 # each counts every tool call on the host (nothing completed lost, nothing
-# run twice). Under a minute on 2 cores (48 s for the three, measured
+# run twice). Under a minute on 2 cores (49 s for the three, measured
 # with other work running); FAULT_CLIENTS sets the clients (200).
 FAULT_CLIENTS ?= 200
 fault:

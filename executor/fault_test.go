@@ -238,6 +238,7 @@ func (ta *tally) finished() int {
 // before anything was recorded. It returns the last error otherwise.
 func (f *faultFleet) settle(ctx context.Context, first, tenant int, key string, op func(e *client.Evaluator) (*gb.Result, error)) (*gb.Result, error) {
 	deadline := time.Now().Add(4 * time.Minute)
+	readFinal := false
 	for i := first; ; i++ {
 		e := f.evs[i%2][tenant]
 		res, err := op(e)
@@ -249,12 +250,16 @@ func (f *faultFleet) settle(ctx context.Context, first, tenant int, key string, 
 			return nil, err
 		}
 		again := ce.InDoubt() || ce.Code == "transport" || ce.Code == "unavailable" || ce.Code == "queue_full"
-		if ce.Code == "internal" && key != "" {
-			// A refusal (the store was down) unless the key has a
-			// final record: the same key may go again either way, it
-			// never runs twice.
+		if (ce.Code == "internal" || ce.Code == "store_failed") && key != "" {
+			// A refusal (the store was down), or a final record the
+			// store did not take yet (the executor writes it again
+			// until it does), unless the key's record is final: the
+			// same key may go again either way, it never runs twice.
+			// Once final, one more try reads it (another client of the
+			// key may have run it), and its answer stands.
 			st, _, serr := f.cls[i%2][tenant].State(ctx, key)
-			again = serr != nil || st == "queued" || st == "running"
+			again = serr != nil || st == "queued" || st == "running" || !readFinal
+			readFinal = readFinal || serr == nil && st != "queued" && st != "running"
 		}
 		if !again {
 			return nil, err
@@ -535,6 +540,15 @@ func TestFaultRollingRestart(t *testing.T) {
 	if err != nil || res.Status != gb.StatusSuspended {
 		t.Fatalf("paused approval: %v %v", res, err)
 	}
+	// A session paused in an approval, kept across both restarts too.
+	ps, err := f.evs[1][0].NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = ps.EvalWith(ctx, `$pre = "kept"; r = charge("kept:spay"); "#{$pre} #{r}"`, client.EvalOptions{Key: "e-roll-spay", Suspend: []string{"charge"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("paused session: %v %v", res, err)
+	}
 	clients, steps := max(faultClients()/2, 3), 6
 	ta := &tally{}
 	wg := f.workload(ctx, clients, steps, ta)
@@ -557,6 +571,18 @@ func TestFaultRollingRestart(t *testing.T) {
 	})
 	if err != nil || res.Value != "ok charged kept:pay" || f.hits.count("kept:pay") != 1 {
 		t.Errorf("the paused approval after both restarts: %v %v (charged %d times)", res, err, f.hits.count("kept:pay"))
+	}
+	res, err = f.settle(ctx, 0, 0, "e-roll-spay-c", func(e *client.Evaluator) (*gb.Result, error) {
+		return e.Continue(ctx, "e-roll-spay", client.Answer{Approve: true}, client.EvalOptions{Key: "e-roll-spay-c"})
+	})
+	if err != nil || res.Value != "kept charged kept:spay" || f.hits.count("kept:spay") != 1 {
+		t.Errorf("the paused session after both restarts: %v %v (charged %d times)", res, err, f.hits.count("kept:spay"))
+	}
+	res, err = f.settle(ctx, 1, 0, "", func(e *client.Evaluator) (*gb.Result, error) {
+		return e.Attach(ps.ID()).Eval(ctx, "$pre")
+	})
+	if err != nil || res.Value != "kept" {
+		t.Errorf("the paused session's next eval: %v %v", res, err)
 	}
 	wg.Wait()
 	if !strings.Contains(f.procs[0].stderr.String(), "listening") {
