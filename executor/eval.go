@@ -621,6 +621,16 @@ func (run *evalRun) holderOpenLocked() bool {
 	return false
 }
 
+// newestLocked is the number of the newest follower still streaming,
+// or 0.
+func (run *evalRun) newestLocked() uint64 {
+	var n uint64
+	for _, h := range run.streams {
+		n = max(n, h)
+	}
+	return n
+}
+
 // handLocked readdresses the waiting calls to follower h and returns
 // their tool_call events, in call order.
 func (run *evalRun) handLocked(h uint64) []wire.Event {
@@ -654,10 +664,7 @@ func (run *evalRun) detach(st *eventStream) {
 	if h != run.holder || len(run.pending) == 0 || run.done || run.j == nil {
 		return
 	}
-	var next uint64
-	for _, n := range run.streams {
-		next = max(next, n)
-	}
+	next := run.newestLocked()
 	if next == 0 {
 		return // the next follower to attach takes them
 	}
@@ -703,6 +710,14 @@ func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (stri
 			Message: fmt.Sprintf("the eval sent over %d bytes of tool arguments, the executor's limit per eval", run.maxBytes)}
 	}
 	run.next++
+	if !run.holderOpenLocked() {
+		// The holder went away while no call waited: the newest
+		// follower still streaming answers this one (if none, the next
+		// to attach is handed it).
+		if n := run.newestLocked(); n != 0 {
+			run.holder = n
+		}
+	}
 	pc := &pendingCall{call: wire.ToolCall{ID: run.next, Holder: run.holder, Name: name, Args: string(args)}, reply: make(chan string, 1)}
 	run.pending[pc.call.ID] = pc
 	run.j.emit(toolCallEvent(pc.call))

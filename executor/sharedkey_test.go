@@ -119,3 +119,42 @@ func TestEvalHolderGoneWatcherAnswers(t *testing.T) {
 		t.Fatal("the call was not handed to the watcher")
 	}
 }
+
+// TestEvalHolderGoneBetweenCalls: the holder goes away while no call
+// waits; the eval's next call goes to the client still watching.
+func TestEvalHolderGoneBetweenCalls(t *testing.T) {
+	p := startEvals(t)
+	rt, hits := slowTools(t, 0)
+	code := `a = slow("g:1"); sleep 1; [a, slow("g:2")]`
+	ctx, cancel := context.WithCancel(context.Background())
+	holderDone := make(chan struct{})
+	go func() {
+		defer close(holderDone)
+		p.client(t, p.toks.a).Evaluator(rt).EvalWith(ctx, code, client.EvalOptions{Key: "e-holder-between"})
+	}()
+	for hits("g:1") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	watcher := make(chan *gb.Result, 1)
+	go func() {
+		res, err := p.client(t, p.toks.a).Evaluator(rt).EvalWith(context.Background(), code, client.EvalOptions{Key: "e-holder-between"})
+		if err != nil {
+			t.Error(err)
+		}
+		watcher <- res
+	}()
+	time.Sleep(200 * time.Millisecond) // the watcher is attached, the guest sleeps
+	cancel()
+	<-holderDone
+	select {
+	case res := <-watcher:
+		if res == nil || fmt.Sprint(res.Value) != "[g:1 g:2]" {
+			t.Fatalf("the watcher's result: %+v", res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call after the holder left went to nobody")
+	}
+	if hits("g:1") != 1 || hits("g:2") != 1 {
+		t.Errorf("calls ran %d and %d times, want once each", hits("g:1"), hits("g:2"))
+	}
+}
