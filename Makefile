@@ -58,8 +58,8 @@ loadtest:
 # on 50 keys, the issue's figure; the rolling restart runs half of them):
 # kill -9 of one executor, a PostgreSQL restart, a rolling restart of both;
 # each counts every tool call on the host (nothing completed lost, nothing
-# run twice). Under a minute on 2 cores (49 s for the three, measured
-# with other work running); FAULT_CLIENTS sets the clients (200).
+# run twice). About a minute on 2 cores (49-78 s for the three over five
+# runs with other work on the machine); FAULT_CLIENTS sets the clients (200).
 FAULT_CLIENTS ?= 200
 fault:
 	GLOVEBOX_FAULT=1 GLOVEBOX_FAULT_CLIENTS=$(FAULT_CLIENTS) $(GO) test -count=1 -v -timeout 20m -run '^TestFault' ./executor

@@ -31,7 +31,7 @@ import (
 // of the evals applied to it, so at the end nothing completed is missing
 // and nothing ran twice. Clients share keys in groups of perKey (the
 // issue's 200 clients on 50 keys by default), racing each through both
-// executors. Under a minute on 2 cores: `make fault` runs them
+// executors. About a minute on 2 cores: `make fault` runs them
 // (GLOVEBOX_FAULT=1); GLOVEBOX_FAULT_CLIENTS sets the clients (200).
 
 func requireFault(t *testing.T) {
