@@ -278,9 +278,10 @@ func lostCode(err error) bool {
 // 200 clients on 50 keys.
 const perKey = 4
 
-// workload runs clients in groups of perKey sharing their keys (a third
-// of the groups on a session, a third on paused approvals, a third on
-// plain evals, alternating tenants), each group's clients starting on
+// workload runs clients in groups of perKey sharing their keys (a
+// quarter of the groups on a session, a quarter on paused approvals, a
+// quarter on a session whose every eval pauses for approval, a quarter
+// on plain evals, alternating tenants), each group's clients starting on
 // alternate executors, so every key is raced by clients on both; each
 // client does steps operations. It returns once all are started; the
 // WaitGroup ends when all are done.
@@ -288,19 +289,23 @@ func (f *faultFleet) workload(ctx context.Context, clients, steps int, ta *tally
 	var wg sync.WaitGroup
 	groups := max(clients/perKey, 1)
 	shared := make([]*groupSession, groups)
+	pauses := make([]*pausedSessions, groups)
 	for g := range shared {
 		shared[g] = &groupSession{made: make(chan struct{})}
+		pauses[g] = &pausedSessions{ids: map[int]string{}}
 	}
 	for c := range clients {
 		g, m := c%groups, c/groups
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			switch g % 3 {
+			switch g % 4 {
 			case 0:
 				f.sessionClient(ctx, g, m, steps, ta, shared[g])
 			case 1:
 				f.approvalClient(ctx, g, m, steps, ta)
+			case 2:
+				f.pausedSessionClient(ctx, g, m, steps, ta, pauses[g])
 			default:
 				f.plainClient(ctx, g, m, steps, ta)
 			}
@@ -382,6 +387,100 @@ func (f *faultFleet) checkApplied(ta *tally, w int, v any, completed, gone []str
 	for id := range seen {
 		if !known[id] {
 			ta.fail("client %d: session holds %s, never sent", w, id)
+		}
+	}
+}
+
+// pausedSessions are the sessions of a group whose evals pause: step i
+// runs in ids[i], the session of step i-1 unless that one was left
+// paused for good (its continuation lost after claiming the pause, or
+// its pausing eval lost after storing it): then a new one.
+type pausedSessions struct {
+	mu  sync.Mutex
+	ids map[int]string
+}
+
+// at returns step i's session, making one if the group's first client
+// there finds it new.
+func (f *faultFleet) pausedSessionAt(ctx context.Context, ps *pausedSessions, g, i int, fresh bool) (string, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if id, ok := ps.ids[i]; ok {
+		return id, nil
+	}
+	if id, ok := ps.ids[i-1]; ok && !fresh {
+		ps.ids[i] = id
+		return id, nil
+	}
+	var id string
+	_, err := f.settle(ctx, g+i, g%2, "", func(e *client.Evaluator) (*gb.Result, error) {
+		s, err := e.NewSession(ctx)
+		if err == nil {
+			id = s.ID()
+		}
+		return nil, err
+	})
+	if err == nil {
+		ps.ids[i] = id
+	}
+	return id, err
+}
+
+func (f *faultFleet) pausedSessionClient(ctx context.Context, g, m, steps int, ta *tally, ps *pausedSessions) {
+	tn := g % 2
+	var completed, gone []string
+	fresh, sid := false, ""
+	for i := range steps {
+		id := fmt.Sprintf("ps%d:%d", g, i)
+		key := fmt.Sprintf("e-ps-%d-%d", g, i)
+		s, err := f.pausedSessionAt(ctx, ps, g, i, fresh)
+		if err != nil {
+			ta.fail("group %d client %d: new session: %v", g, m, err)
+			return
+		}
+		if s != sid {
+			sid, completed, gone = s, nil, nil
+		}
+		fresh = false
+		code := fmt.Sprintf(`($ids ||= []) << %q; charge(%q); $ids`, id, id)
+		res, err := f.settle(ctx, g+m+i, tn, key, func(e *client.Evaluator) (*gb.Result, error) {
+			return e.Attach(sid).EvalWith(ctx, code, client.EvalOptions{Key: key, Suspend: []string{"charge"}})
+		})
+		var ce *client.Error
+		switch {
+		case errors.As(err, &ce) && ce.Code == "session_paused":
+			ta.note(id, lost, err) // an earlier eval left it paused for good
+			fresh = true
+			continue
+		case lostCode(err):
+			gone = append(gone, id)
+			ta.note(id, lost, err)
+			fresh = true // it may have stored its pause before it was lost
+			continue
+		case err != nil || res.Status != gb.StatusSuspended:
+			ta.fail("group %d client %d step %d: want suspended: %v %v", g, m, i, res, err)
+			continue
+		}
+		for attempt := 1; ; attempt++ {
+			ckey := fmt.Sprintf("%s-c%d", key, attempt)
+			res, err = f.settle(ctx, g+m+i+1, tn, ckey, func(e *client.Evaluator) (*gb.Result, error) {
+				return e.Continue(ctx, key, client.Answer{Approve: true}, client.EvalOptions{Key: ckey})
+			})
+			switch {
+			case err == nil && res.Status == gb.StatusOK:
+				completed = append(completed, id)
+				ta.note(id, done, nil)
+				f.checkApplied(ta, g, res.Value, completed, gone)
+			case lostCode(err) && attempt < 3:
+				continue
+			case errors.As(err, &ce) && ce.Code == "already_continued" || lostCode(err):
+				gone = append(gone, id)
+				ta.note(id, lost, err)
+				fresh = true // claimed by a lost continuation: paused for good
+			default:
+				ta.fail("group %d client %d step %d: continue: %v %v", g, m, i, res, err)
+			}
+			break
 		}
 	}
 }
