@@ -397,7 +397,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	if key == "" {
 		key = wire.NewKey("e-") // no key given: an eval of its own
 	}
-	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes}
+	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes, pickup: e.pickupFor(t, key)}
 	lim := e.limits(req.Limits)
 	e.s.serveJob(w, r, t, jobSpec{
 		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
@@ -409,6 +409,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 			return e.run(ctx, j, t, key, run, req, names)
 		},
 		attach: run.attach,
+		detach: run.detach,
 	})
 }
 
@@ -529,7 +530,17 @@ func (e *evals) toolResult(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	e.mu.Lock()
 	run := e.live[t.Name+"\x00"+key]
 	e.mu.Unlock()
-	if run == nil || !run.answer(tr.ID, tr.Reply) {
+	if run == nil {
+		// Not running here: on another executor of the fleet, it
+		// picks the answer up from the store (relay.go).
+		if werr := e.relayToolResult(r.Context(), t, key, tr); werr != nil {
+			e.s.refuse(w, r, werr)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !run.answer(tr.ID, tr.Reply) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeNotFound, "eval %s has no tool call %d waiting (answered already, ended, or another tenant's)", key, tr.ID))
 		return
 	}
@@ -541,12 +552,21 @@ type evalRun struct {
 	mu       sync.Mutex
 	j        *job
 	holder   uint64 // the follower answering tool calls; 0 before the first
+	numbered uint64 // followers numbered so far
+	// streams are the followers whose streams have not ended, by number:
+	// a call is handed to a new follower only when its holder's is gone
+	// (attach, detach), so two clients following one eval never both
+	// run one of its calls.
+	streams  map[*eventStream]uint64
 	next     uint64
 	pending  map[uint64]*pendingCall
 	done     bool
 	sent     int // bytes of arguments sent in tool_call events
 	maxBytes int
 	suspend  map[string]bool // tools whose calls pause the eval (SuspendTools)
+	// pickup looks in the store for an answer another executor of the
+	// fleet received for call id (relay.go); nil: none can.
+	pickup func(id uint64) (string, bool)
 }
 
 type pendingCall struct {
@@ -556,27 +576,29 @@ type pendingCall struct {
 
 type evalRunKey struct{}
 
-// attach runs for each request following the eval: it becomes the holder
-// (the one expected to answer), learns its number, and gets the calls
-// still waiting handed to it again: to this request only, after the
-// events the log held now (so after the output written before them), and
-// never into the log (a tenant attaching over and over must not grow it).
+// attach runs for each request following the eval: it learns its
+// number and, if the holder (the follower expected to answer tool calls)
+// has no stream open any more (or there is none yet), becomes the holder
+// and gets the calls still waiting handed to it again: to this request
+// only, after the events the log held now (so after the output written
+// before them), and never into the log (a tenant attaching over and over
+// must not grow it). While the holder's stream is open, a new follower
+// only watches: calls name the holder, and it does not answer them.
 func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	run.mu.Lock()
-	run.holder++
-	h := run.holder
+	run.numbered++
+	h := run.numbered
 	if run.j == nil {
 		run.j = j
 	}
-	var calls []wire.ToolCall
-	for _, pc := range run.pending {
-		pc.call.Holder = h
-		calls = append(calls, pc.call)
+	if run.streams == nil {
+		run.streams = map[*eventStream]uint64{}
 	}
-	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	run.streams[st] = h
 	again := []wire.Event{}
-	for _, c := range calls {
-		again = append(again, toolCallEvent(c))
+	if !run.holderOpenLocked() {
+		run.holder = h
+		again = run.handLocked(h)
 	}
 	j.mu.Lock()
 	at := len(j.events)
@@ -587,6 +609,77 @@ func (run *evalRun) attach(j *job, st *eventStream) (int, []wire.Event) {
 	extra, _ := json.Marshal(wire.Holder{Holder: h})
 	st.write(&wire.Event{Type: wire.EventHolder, Extra: extra}) // flushed with what follows (follow)
 	return at, again
+}
+
+// holderOpenLocked reports whether the holder's stream is still open.
+func (run *evalRun) holderOpenLocked() bool {
+	for _, n := range run.streams {
+		if n == run.holder {
+			return true
+		}
+	}
+	return false
+}
+
+// newestLocked is the number of the newest follower still streaming,
+// or 0.
+func (run *evalRun) newestLocked() uint64 {
+	var n uint64
+	for _, h := range run.streams {
+		n = max(n, h)
+	}
+	return n
+}
+
+// handLocked readdresses the waiting calls to follower h and returns
+// their tool_call events, in call order.
+func (run *evalRun) handLocked(h uint64) []wire.Event {
+	var calls []wire.ToolCall
+	for _, pc := range run.pending {
+		pc.call.Holder = h
+		calls = append(calls, pc.call)
+	}
+	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	evs := make([]wire.Event, 0, len(calls))
+	for _, c := range calls {
+		evs = append(evs, toolCallEvent(c))
+	}
+	return evs
+}
+
+// detach runs when a follower's stream ends. When it was the holder's
+// and calls wait, the newest follower still streaming becomes the holder
+// and the calls are handed to it through the log (its stream is past
+// its attach); their bytes count against maxBytes like new calls', and
+// past it they wait for the next follower to attach instead (so a
+// tenant cycling followers cannot grow the log without bound).
+func (run *evalRun) detach(st *eventStream) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	h, ok := run.streams[st]
+	if !ok {
+		return
+	}
+	delete(run.streams, st)
+	if h != run.holder || len(run.pending) == 0 || run.done || run.j == nil {
+		return
+	}
+	next := run.newestLocked()
+	if next == 0 {
+		return // the next follower to attach takes them
+	}
+	size := 0
+	for _, pc := range run.pending {
+		size += len(pc.call.Args)
+	}
+	if run.sent+size > run.maxBytes {
+		return
+	}
+	run.sent += size
+	run.holder = next
+	for _, ev := range run.handLocked(next) {
+		run.j.emit(ev)
+	}
 }
 
 func toolCallEvent(c wire.ToolCall) wire.Event {
@@ -617,18 +710,42 @@ func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (stri
 			Message: fmt.Sprintf("the eval sent over %d bytes of tool arguments, the executor's limit per eval", run.maxBytes)}
 	}
 	run.next++
+	if !run.holderOpenLocked() {
+		// The holder went away while no call waited: the newest
+		// follower still streaming answers this one (if none, the next
+		// to attach is handed it).
+		if n := run.newestLocked(); n != 0 {
+			run.holder = n
+		}
+	}
 	pc := &pendingCall{call: wire.ToolCall{ID: run.next, Holder: run.holder, Name: name, Args: string(args)}, reply: make(chan string, 1)}
 	run.pending[pc.call.ID] = pc
 	run.j.emit(toolCallEvent(pc.call))
 	run.mu.Unlock()
-	select {
-	case rep := <-pc.reply:
-		return rep, nil
-	case <-ctx.Done():
-		run.mu.Lock()
-		delete(run.pending, pc.call.ID)
-		run.mu.Unlock()
-		return "", ctx.Err()
+	var look <-chan time.Time // stays nil without pickup
+	var t *time.Timer
+	wait := pickupFirst
+	if run.pickup != nil {
+		t = time.NewTimer(wait)
+		defer t.Stop()
+		look = t.C
+	}
+	for {
+		select {
+		case rep := <-pc.reply:
+			return rep, nil
+		case <-look:
+			if rep, ok := run.pickup(pc.call.ID); ok {
+				run.answer(pc.call.ID, rep) // false: answered here meanwhile, in pc.reply
+			}
+			wait = min(2*wait, pickupMax)
+			t.Reset(wait)
+		case <-ctx.Done():
+			run.mu.Lock()
+			delete(run.pending, pc.call.ID)
+			run.mu.Unlock()
+			return "", ctx.Err()
+		}
 	}
 }
 

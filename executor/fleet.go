@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,10 +96,28 @@ func pauseHook(ctx context.Context, tool string, _ glovebox.Args) error {
 
 // fleetSessionEval runs req.Code in the stored session req.Session.
 func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req *wire.EvalRequest, opts []glovebox.EvalOption) *wire.Record {
+	holder := e.fleet.holder + "/" + key
+	row, rec := e.acquireFor(ctx, t, req.Session, holder)
+	if rec != nil {
+		return rec
+	}
+	for _, n := range req.SuspendTools {
+		if !slices.Contains(row.Tools, n) {
+			e.releaseLease(t, req.Session, holder)
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "suspend_tools: %q is not one of the session's tools", n)}
+		}
+	}
+	return e.inSession(ctx, t, key, req.Session, holder, row, req.SuspendTools, func(gs *glovebox.Session) (*glovebox.Result, error) {
+		return gs.EvalWith(ctx, req.Code, opts...)
+	})
+}
+
+// acquireFor takes the stored session sid's lease for holder, waiting
+// while another eval of it runs (here or elsewhere); a non-nil record is
+// the eval's end when it cannot.
+func (e *evals) acquireFor(ctx context.Context, t *tenant, sid, holder string) (*sessionRow, *wire.Record) {
 	f := e.fleet
-	ck := t.Name + "\x00" + req.Session
-	holder := f.holder + "/" + key
-	var row *sessionRow
+	ck := t.Name + "\x00" + sid
 	for {
 		have := int64(-1)
 		f.mu.Lock()
@@ -106,51 +125,89 @@ func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req
 			have = ls.version
 		}
 		f.mu.Unlock()
-		var err error
-		row, err = f.st.acquireSession(ctx, t.Name, req.Session, holder, time.Now().Add(e.leaseFor()), have)
-		if errors.Is(err, errSessionBusy) {
+		row, err := f.st.acquireSession(ctx, t.Name, sid, holder, time.Now().Add(e.leaseFor()), have)
+		switch {
+		case errors.Is(err, errSessionBusy):
 			select { // another eval of the session runs (here or elsewhere): wait for it
 			case <-ctx.Done():
-				return &wire.Record{State: wire.StateFailed, Error: evalErr(ctx.Err())}
+				return nil, &wire.Record{State: wire.StateFailed, Error: evalErr(ctx.Err())}
 			case <-time.After(20 * time.Millisecond):
 			}
 			continue
+		case errors.Is(err, errNoEntry):
+			return nil, &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", sid)}
+		case err != nil:
+			return nil, &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the eval did not run", err)}
 		}
-		if errors.Is(err, errNoEntry) {
-			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", req.Session)}
-		}
-		if err != nil {
-			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the eval did not run", err)}
-		}
-		break
+		return row, nil
 	}
+}
+
+// releaseLease frees holder's lease of session sid (the session goes on
+// from its stored version), until the store takes it: a lease left held
+// by a live executor would block the session until it ran out.
+func (e *evals) releaseLease(t *tenant, sid, holder string) {
+	release := func() error { return e.fleet.st.releaseSession(context.Background(), t.Name, sid, holder) }
+	if release() != nil {
+		e.s.retryWrite("a session's lease release", release)
+	}
+}
+
+// inSession runs step (an eval, or the continuation of a paused one) on
+// the live session for row, whose lease holder holds, and stores the
+// session's state after it as the next version. When step pauses at a
+// call of a suspend tool, the stored state is the paused session's, and
+// key records the pause (pausedMeta.Session) for a continue through any
+// executor; while paused, the session's evals fail session_paused.
+func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder string, row *sessionRow, suspend []string,
+	step func(gs *glovebox.Session) (*glovebox.Result, error)) *wire.Record {
+	f := e.fleet
+	ck := t.Name + "\x00" + sid
 	saved := false
 	defer func() {
-		if saved {
-			return
-		}
-		// Free the lease (the session goes on from its stored version),
-		// until the store takes it: a lease left held by a live executor
-		// would block the session until it ran out.
-		release := func() error { return f.st.releaseSession(context.Background(), t.Name, req.Session, holder) }
-		if release() != nil {
-			e.s.retryWrite("a session's lease release", release)
+		if !saved {
+			e.releaseLease(t, sid, holder)
 		}
 	}()
 	ls, reset, werr := e.liveFor(ctx, t, ck, row)
 	if werr != nil {
 		return &wire.Record{State: wire.StateFailed, Error: werr}
 	}
-	res, err := ls.gs.EvalWith(ctx, req.Code, opts...)
-	state, cerr := ls.gs.Checkpoint(context.Background())
-	if cerr != nil {
-		// Not movable now (a file held open, say): the next eval on
-		// another executor starts afresh, and is told (SessionReset).
-		e.s.log.Warn("a session's state could not be sealed; stored as reset", "tenant", t.Name, "err", cerr)
-		state = nil
+	res, err := step(ls.gs)
+	if errors.Is(err, glovebox.ErrSessionPaused) { // nothing ran: the session is as stored
+		f.mu.Lock()
+		ls.busy, ls.used = false, time.Now()
+		f.mu.Unlock()
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeSessionPaused,
+			"session %s is paused in a tool call (suspend_tools): continue it (continue.from = the paused eval's key), or close it; this eval did not run", sid)}
 	}
-	serr := f.st.saveSession(context.Background(), t.Name, req.Session, holder, row.Version+1, state)
-	saved = serr == nil
+	var state []byte
+	var serr error
+	paused := err == nil && res.Status == glovebox.StatusSuspended
+	if paused {
+		// The pause first: a session stored paused with no record of
+		// its pause could never be continued.
+		state = res.State
+		var lim wire.EvalLimits
+		json.Unmarshal(row.Limits, &lim)
+		meta, _ := json.Marshal(pausedMeta{Tools: row.Tools, Suspend: suspend, Limits: lim, Session: sid, Version: row.Version + 1})
+		if serr = f.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: []byte{}}); serr != nil {
+			serr = fmt.Errorf("recording the pause: %w", serr)
+		}
+	} else {
+		var cerr error
+		state, cerr = ls.gs.Checkpoint(context.Background())
+		if cerr != nil {
+			// Not movable now (a file held open, say): the next eval on
+			// another executor starts afresh, and is told (SessionReset).
+			e.s.log.Warn("a session's state could not be sealed; stored as reset", "tenant", t.Name, "err", cerr)
+			state = nil
+		}
+	}
+	if serr == nil {
+		serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state)
+		saved = serr == nil
+	}
 	f.mu.Lock()
 	ls.busy, ls.used = false, time.Now()
 	cached := f.cache[ck] == ls // not when a later eval replaced it (this one outlived its lease)
@@ -173,10 +230,34 @@ func (e *evals) fleetSessionEval(ctx context.Context, t *tenant, key string, req
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}
 	}
+	if paused {
+		return suspendedRecord(res)
+	}
 	if reset {
 		res.SessionReset = true
 	}
 	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+}
+
+// continueSession is continueEval for a pause of a stored session: the
+// session's lease, its state at the pause, and the answer.
+func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta *pausedMeta, a glovebox.Answer, opts []glovebox.EvalOption) *wire.Record {
+	holder := e.fleet.holder + "/" + key
+	row, rec := e.acquireFor(ctx, t, meta.Session, holder)
+	if rec != nil {
+		return rec
+	}
+	if row.Version != meta.Version {
+		e.releaseLease(t, meta.Session, holder)
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused,
+			"session %s is no longer in the state it paused in (its version %d, the pause's %d: its pause could not be stored); the paused call is spent", meta.Session, row.Version, meta.Version)}
+	}
+	return e.inSession(ctx, t, key, meta.Session, holder, row, meta.Suspend, func(gs *glovebox.Session) (*glovebox.Result, error) {
+		if gs.Pending() == nil {
+			return nil, fmt.Errorf("%w: the session's stored state at the pause is not paused", glovebox.ErrStateInvalid)
+		}
+		return gs.Continue(ctx, a, opts...)
+	})
 }
 
 // liveFor returns the live session for row, marked busy: the cached one
@@ -232,9 +313,14 @@ func (e *evals) fleetNewSession(w http.ResponseWriter, r *http.Request, t *tenan
 	}
 	id := newSessionID()
 	lim, _ := json.Marshal(req.Limits)
-	if err := f.st.createSession(r.Context(), &sessionRow{Tenant: t.Name, ID: id, Tools: names, Limits: lim}); err != nil {
+	if err := f.st.createSession(r.Context(), &sessionRow{Tenant: t.Name, ID: id, Tools: names, Limits: lim}, e.cfg.MaxSessions); err != nil {
 		gs.Close()
 		release()
+		var ce *sessionCapError
+		if errors.As(err, &ce) { // made meanwhile, through this executor or another
+			e.s.refuse(w, r, wire.Errorf(wire.CodeQueueFull, "tenant %s has %d sessions open, the most allowed", t.Name, ce.Open))
+			return
+		}
 		e.s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
 		return
 	}
@@ -313,6 +399,12 @@ func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, 
 	if err := e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: res.State}); err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the eval paused at %s, but its state could not be stored: %v; it cannot be continued", res.Pending.Name, err)}
 	}
+	return suspendedRecord(res)
+}
+
+// suspendedRecord is the record of an eval that paused (res): status
+// "suspended" and its pending call.
+func suspendedRecord(res *glovebox.Result) *wire.Record {
 	er := evalResult(res)
 	pos, kw := res.Pending.Args.Positional, res.Pending.Args.Keyword
 	if pos == nil {
@@ -332,6 +424,10 @@ type pausedMeta struct {
 	Tools   []string        `json:"tools"`
 	Suspend []string        `json:"suspend"`
 	Limits  wire.EvalLimits `json:"limits"`
+	// Session, for a session's eval that paused, is the session (its
+	// stored state at Version is the paused one; the row keeps none).
+	Session string `json:"session,omitempty"`
+	Version int64  `json:"version,omitempty"`
 }
 
 // continueEval is the work of an eval request with Continue: claim the
@@ -349,15 +445,6 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	var meta pausedMeta
 	json.Unmarshal(p.Limits, &meta)
 	run.suspend = setOf(meta.Suspend)
-	rt, release, err := e.toolSet(ctx, t.Name, meta.Tools)
-	if err != nil {
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval's state is spent", err)}
-	}
-	defer release()
-	view, err := rt.WithLimits(e.limits(meta.Limits))
-	if err != nil {
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
-	}
 	var a glovebox.Answer
 	switch {
 	case c.Approve:
@@ -373,6 +460,18 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 			a.Err = rerr
 		}
 		a.Value = v
+	}
+	if meta.Session != "" {
+		return e.continueSession(ctx, t, key, &meta, a, opts)
+	}
+	rt, release, err := e.toolSet(ctx, t.Name, meta.Tools)
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval's state is spent", err)}
+	}
+	defer release()
+	view, err := rt.WithLimits(e.limits(meta.Limits))
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
 	}
 	res, err := view.Continue(ctx, p.State, a, opts...)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	gb "github.com/gloveboxhq/glovebox"
@@ -192,5 +194,106 @@ func TestSessionLeaseLostIsLost(t *testing.T) {
 	}
 	if res, err := s.Eval(ctx, "$n"); err != nil || res.Value != int64(1) {
 		t.Errorf("the session after: %v %v, want $n = 1 (the lost eval not applied)", res, err)
+	}
+}
+
+// TestSessionPausesAndContinuesElsewhere: a session's eval pauses at a
+// suspend tool through one executor; the session waits (its evals fail
+// session_paused, running nothing); the answer arrives through the
+// other executor, which loads the paused session from the store and
+// runs the eval on (the approved tool once); the session then goes on,
+// its variables from before and during the paused eval intact, through
+// either executor; a second continue is already_continued.
+func TestSessionPausesAndContinuesElsewhere(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	a := newApp(t, gb.Limits{})
+	e1, e2 := p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)
+	ctx := context.Background()
+	s1, err := e1.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s1.Eval(ctx, "$before = 1"); err != nil || res.Status != gb.StatusOK {
+		t.Fatal(res, err)
+	}
+	res, err := s1.EvalWith(ctx, `$during = 2; $sum = add($before, 40); $after = $sum + $during`,
+		client.EvalOptions{Key: "e-sess-pause", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended || res.Pending == nil || res.Pending.Name != "add" {
+		t.Fatalf("the session's eval: %+v %v, want suspended at add", res, err)
+	}
+	if a.hits.Load() != 0 {
+		t.Fatal("the paused tool ran before the answer")
+	}
+	s2 := e2.Attach(s1.ID())
+	for _, s := range []*client.Session{s1, s2} {
+		_, err := s.Eval(ctx, "$before")
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != "session_paused" {
+			t.Errorf("an eval of the paused session: %v, want session_paused", err)
+		}
+	}
+	res, err = e2.Continue(ctx, "e-sess-pause", client.Answer{Approve: true}, client.EvalOptions{Key: "e-sess-pause-c"})
+	if err != nil || res.Status != gb.StatusOK || res.Value != int64(43) {
+		t.Fatalf("continue through the other executor: %+v %v", res, err)
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", n)
+	}
+	for _, s := range []*client.Session{s1, s2, s1} {
+		if res, err := s.Eval(ctx, "[$before, $during, $sum, $after]"); err != nil || fmt.Sprint(res.Value) != "[1 2 41 43]" {
+			t.Errorf("the session after the continue: %v %v", res, err)
+		}
+	}
+	_, err = e1.Continue(ctx, "e-sess-pause", client.Answer{Approve: true}, client.EvalOptions{})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != "already_continued" {
+		t.Errorf("a second continue: %v, want already_continued", err)
+	}
+	// A suspend tool the session does not have is refused.
+	_, err = s1.EvalWith(ctx, "1", client.EvalOptions{Suspend: []string{"nope"}})
+	if !errors.As(err, &ce) || ce.Code != "bad_request" {
+		t.Errorf("suspend_tools naming no tool of the session: %v, want bad_request", err)
+	}
+	// Denied: the guest sees Glovebox::ToolDenied and the session goes on.
+	res, err = s2.EvalWith(ctx, `begin; add(1, 1); rescue => e; $denied = e.class.name; end`, client.EvalOptions{Key: "e-sess-deny", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("second pause: %+v %v", res, err)
+	}
+	if _, err := e1.Continue(ctx, "e-sess-deny", client.Answer{Deny: "no"}, client.EvalOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s2.Eval(ctx, "$denied"); err != nil || res.Value != "Glovebox::ToolDenied" {
+		t.Errorf("after a denied continue: %v %v", res, err)
+	}
+}
+
+// TestSessionCapAcrossFleet: a tenant's MaxSessions holds across two
+// executors on one PostgreSQL, with creations racing through both.
+func TestSessionCapAcrossFleet(t *testing.T) {
+	p1, p2 := startPgPairWith(t, executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t), MaxSessions: 3})
+	a := newApp(t, gb.Limits{})
+	evs := []*client.Evaluator{p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var made, full atomic.Int64
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := evs[i%2].NewSession(ctx)
+			var ce *client.Error
+			switch {
+			case err == nil:
+				made.Add(1)
+			case errors.As(err, &ce) && ce.Code == "queue_full":
+				full.Add(1)
+			default:
+				t.Errorf("session %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if made.Load() != 3 || full.Load() != 7 {
+		t.Errorf("%d sessions made, %d refused queue_full; want 3 and 7 (MaxSessions 3, fleet-wide)", made.Load(), full.Load())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,8 +24,12 @@ type stateStore interface {
 	// executor whose heartbeat ran out, pgLease; any earlier process of
 	// a lone SQLite executor) is free, whatever its until.
 	holderID() string
-	// createSession records a new session (version 0, no state, free).
-	createSession(ctx context.Context, r *sessionRow) error
+	// createSession records a new session (version 0, no state, free),
+	// unless the tenant has max sessions stored already, fleet-wide:
+	// then a *sessionCapError. The count and the insert are one
+	// transaction, serialized per tenant, so racing creations through
+	// any executors never pass max together.
+	createSession(ctx context.Context, r *sessionRow, max int) error
 	// acquireSession takes the session's lease for holder until until,
 	// if no live lease is held; it returns the row, with State only when
 	// the stored version is not have. Errors: errNoEntry, errSessionBusy.
@@ -67,6 +72,14 @@ type pausedRow struct {
 	Limits    []byte
 	State     []byte
 	ClaimedBy string
+}
+
+// sessionCapError is createSession's refusal: the tenant has Open
+// sessions stored, its most.
+type sessionCapError struct{ Open int }
+
+func (e *sessionCapError) Error() string {
+	return fmt.Sprintf("executor: the tenant has %d sessions open, the most allowed", e.Open)
 }
 
 var (
@@ -129,8 +142,16 @@ func (s *sqliteStore) initStates(ctx context.Context) error {
 // holderID: one process per file, so any id will do.
 func (s *sqliteStore) holderID() string { return "sqlite" }
 
-func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow) error {
+func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow, max int) error {
 	return s.write(true, func(tx *sql.Tx) error {
+		// One writer: the count and the insert are not interleaved.
+		var n int
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM sessions WHERE tenant = ?`, r.Tenant).Scan(&n); err != nil {
+			return err
+		}
+		if n >= max {
+			return &sessionCapError{Open: n}
+		}
 		_, err := tx.Exec(`INSERT INTO sessions (tenant, id, tools, limits, used) VALUES (?, ?, ?, ?, ?)`,
 			r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
 		return err
@@ -298,17 +319,37 @@ func (s *pgStore) initStates(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, pgStates)
+		if _, err := tx.Exec(ctx, pgStates); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgToolReplies)
 		return err
 	})
 }
 
 func (s *pgStore) holderID() string { return s.owner }
 
-func (s *pgStore) createSession(ctx context.Context, r *sessionRow) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
-		r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
-	return err
+// pgSessionLock is the first key of the advisory locks that serialize
+// one tenant's session creations (the second is a hash of the tenant).
+const pgSessionLock = 0x676c7373 // "glss"
+
+func (s *pgStore) createSession(ctx context.Context, r *sessionRow, max int) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Held to the commit: a racing creation counts after this one.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgSessionLock), r.Tenant); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, r.Tenant).Scan(&n); err != nil {
+			return err
+		}
+		if n >= max {
+			return &sessionCapError{Open: n}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
+			r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
+		return err
+	})
 }
 
 func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (*sessionRow, error) {
@@ -368,7 +409,11 @@ func (s *pgStore) expireStates(ctx context.Context, before, old time.Time) (int,
 		return 0, err
 	}
 	tag2, err := s.pool.Exec(ctx, `DELETE FROM glovebox_paused WHERE created < $1`, old.UnixNano())
-	return int(tag.RowsAffected() + tag2.RowsAffected()), err
+	if err != nil {
+		return int(tag.RowsAffected()), err
+	}
+	n, err := s.expireToolReplies(ctx, old)
+	return int(tag.RowsAffected()+tag2.RowsAffected()) + n, err
 }
 
 func (s *pgStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestStateStoreContract(t *testing.T) {
 		if err := st.initStates(ctx); err != nil {
 			t.Fatalf("initStates twice: %v", err)
 		}
-		if err := st.createSession(ctx, &sessionRow{Tenant: "a", ID: "s-1", Tools: []string{"t"}, Limits: []byte("{}")}); err != nil {
+		if err := st.createSession(ctx, &sessionRow{Tenant: "a", ID: "s-1", Tools: []string{"t"}, Limits: []byte("{}")}, 8); err != nil {
 			t.Fatal(err)
 		}
 		far := time.Now().Add(time.Hour)
@@ -95,6 +96,51 @@ func TestStateStoreContract(t *testing.T) {
 		}
 		if bytes, err := st.stateBytes(ctx); err != nil || bytes["a"] != int64(len("paused")) {
 			t.Errorf("state bytes: %v %v", bytes, err)
+		}
+	})
+}
+
+// TestSessionCapInStore: on both stores, creations racing past a
+// tenant's cap (each on a connection of its own on PostgreSQL) leave
+// exactly the cap made, the rest refused with the count; another
+// tenant's sessions are not counted.
+func TestSessionCapInStore(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() store) {
+		ctx := context.Background()
+		st := open().(stateStore)
+		if err := st.initStates(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.createSession(ctx, &sessionRow{Tenant: "b", ID: "s-b", Limits: []byte("{}")}, 1); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		made, refused := 0, 0
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := st.createSession(ctx, &sessionRow{Tenant: "a", ID: fmt.Sprintf("s-%d", i), Limits: []byte("{}")}, 3)
+				var ce *sessionCapError
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					made++
+				case errors.As(err, &ce) && ce.Open == 3:
+					refused++
+				default:
+					t.Errorf("creation %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if made != 3 || refused != 9 {
+			t.Errorf("%d made, %d refused; want 3 and 9", made, refused)
+		}
+		if n, _ := st.countSessions(ctx, "a"); n != 3 {
+			t.Errorf("%d sessions stored, want 3", n)
 		}
 	})
 }

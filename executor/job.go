@@ -31,6 +31,10 @@ type jobSpec struct {
 	// they are not appended to the log, which a client attaching over
 	// and over would otherwise grow without bound. Nil for runs.
 	attach func(j *job, st *eventStream) (at int, again []wire.Event)
+	// detach, when set, is called once a stream attach saw has ended
+	// (the client went away, or the job's record was sent); evals use
+	// it to hand waiting tool calls on only from a stream that is gone.
+	detach func(st *eventStream)
 }
 
 // job is a job in memory from admission until its final record is
@@ -302,7 +306,7 @@ func (s *Server) runAndFollow(w http.ResponseWriter, r *http.Request, j *job, id
 		started = true
 		go func() {
 			defer close(done)
-			s.stream(st, r, j, at, again, hold)
+			s.streamDetach(st, r, j, at, again, hold)
 		}()
 	}
 	quiet := time.AfterFunc(acceptedDelay, func() { start(0) }) // accepted is due
@@ -318,7 +322,7 @@ func (s *Server) runAndFollow(w http.ResponseWriter, r *http.Request, j *job, id
 		<-done
 		return
 	}
-	s.stream(st, r, j, at, again, acceptedDelay)
+	s.streamDetach(st, r, j, at, again, acceptedDelay)
 }
 
 // refuseNew refuses a job that was not admitted with e, unless its key
@@ -371,7 +375,15 @@ func (s *Server) answerStored(w http.ResponseWriter, r *http.Request, e *entry, 
 // connection instead of three.
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, attached bool) {
 	st, at, again := s.open(w, j, attached)
-	s.stream(st, r, j, at, again, acceptedDelay)
+	s.streamDetach(st, r, j, at, again, acceptedDelay)
+}
+
+// streamDetach is stream, then the job's detach for st.
+func (s *Server) streamDetach(st *eventStream, r *http.Request, j *job, at int, again []wire.Event, hold time.Duration) {
+	s.stream(st, r, j, at, again, hold)
+	if j.spec.detach != nil {
+		j.spec.detach(st)
+	}
 }
 
 // open starts j's stream on w: the accepted event (buffered, see follow)

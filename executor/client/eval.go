@@ -123,7 +123,10 @@ type EvalOptions struct {
 	// glovebox.StatusSuspended and its Pending call (no State: the
 	// sealed state stays in the executor's store), and
 	// [Evaluator.Continue] answers it later, through any executor of the
-	// fleet. Needs an executor with a state key; not for sessions.
+	// fleet. Needs an executor with a state key. In a session's eval the
+	// names are of the session's tools, and the whole session waits:
+	// until the pause is continued its evals fail with code
+	// session_paused.
 	Suspend []string
 }
 
@@ -327,7 +330,7 @@ func (s *Session) Eval(ctx context.Context, code string) (*glovebox.Result, erro
 
 // EvalWith is Eval with options.
 func (s *Session) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args}
+	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
 	return s.e.eval(ctx, &req, o)
 }
 

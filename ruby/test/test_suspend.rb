@@ -93,6 +93,26 @@ class SuspendTest < Minitest::Test
     assert_equal "bad_request", e.code
   end
 
+  def test_session_pauses_and_goes_on_after_continue
+    tools = DeskTools.new
+    sb = paused_sandbox(tools)
+    s = sb.session
+    assert_equal "ok", s.eval("$before = 1").status
+    r = s.eval('$during = 2; change_plan("pro")')
+    assert_equal "suspended", r.status, r.error.inspect
+    assert_equal "change_plan", r.pending.name
+    e = assert_raises(Glovebox::RunError) { s.eval("$before") }
+    assert_equal "session_paused", e.code
+    r2 = sb.continue(r.key, approve: true)
+    assert_equal "ok", r2.status, r2.error.inspect
+    assert_equal "plan is pro", r2.value
+    assert_equal ["pro"], tools.changed
+    assert_equal [1, 2], s.eval("[$before, $during]").value
+    assert_equal 3, s.eval("1 + 2", suspend: []).value
+  ensure
+    s&.close
+  end
+
   def test_session_survives_restart
     sb = Glovebox::Sandbox.new(client: state_executor.client)
     s = sb.session

@@ -41,6 +41,10 @@ const (
 	// CodeStateRefused: a stored session or paused state could not be
 	// opened here (another sealing key, another image or tools).
 	CodeStateRefused Code = "state_refused"
+	// CodeSessionPaused: an eval of a session paused in a tool call
+	// (suspend_tools); it did not run. Continue the pause, or close the
+	// session.
+	CodeSessionPaused Code = "session_paused"
 )
 
 // HTTPStatus is the status a response refused with c carries.

@@ -24,8 +24,10 @@ const (
 // result, error).
 const (
 	// EventHolder is sent to each request that follows an eval, right
-	// after "accepted": Extra is a Holder. The request holding the
-	// highest number is the one that answers tool calls.
+	// after "accepted": Extra is a Holder, the request's number. A
+	// request answers the tool calls whose Holder is its number: the
+	// executor addresses calls to one follower at a time, a new one only
+	// once the last one's stream has ended.
 	EventHolder = "holder"
 	// EventToolCall: the guest called a tool; Extra is a ToolCall. The
 	// guest waits until a tool result with the same ID arrives.

@@ -32,14 +32,17 @@ type Pending struct {
 // checkPause checks an eval request's SuspendTools and Continue.
 func checkPause(r *EvalRequest) error {
 	if len(r.SuspendTools) > 0 {
-		if r.Session != "" {
-			return Errorf(CodeBadRequest, "suspend_tools: not served for a session's evals (pause a sessionless eval)")
-		}
 		in := map[string]bool{}
 		for _, n := range r.Tools {
 			in[n] = true
 		}
 		for _, n := range r.SuspendTools {
+			if r.Session != "" { // the session's tools: the executor checks
+				if err := checkTools([]string{n}); err != nil {
+					return Errorf(CodeBadRequest, "suspend_tools: %v", err)
+				}
+				continue
+			}
 			if !in[n] {
 				return Errorf(CodeBadRequest, "suspend_tools: %q is not one of tools", n)
 			}

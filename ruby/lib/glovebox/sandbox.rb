@@ -258,6 +258,9 @@ module Glovebox
     # @private
     def tool_names = exposed_functions.map(&:to_s)
 
+    # @private The tools whose calls pause an eval by default (suspend:).
+    def suspend_names = @suspend
+
     # @private Posts an eval request and serves its tool calls.
     def run_eval(req, stdin, args, key, &on_output)
       key ||= Client::Keys.fresh("e-")
@@ -440,9 +443,12 @@ module Glovebox
   # stored after each eval, so it survives an executor's restart and goes
   # on through any executor sharing the store (a guest that keeps a file
   # open between evals is stored reset: session_reset). Either way it
-  # ends after the executor's idle timeout (idle_timeout, seconds). A
-  # session's evals cannot be suspended (suspend: is for Sandbox#eval).
-  # One user per session.
+  # ends after the executor's idle timeout (idle_timeout, seconds). With
+  # --state-key a session's eval can pause at a suspend: tool as
+  # Sandbox#eval's does: the whole session then waits (its evals raise
+  # RunError "session_paused", running nothing) until Sandbox#continue
+  # answers the call, through any executor sharing the store; the
+  # session goes on from there. One user per session.
   class Session
     attr_reader :id, :idle_timeout
 
@@ -455,9 +461,13 @@ module Glovebox
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
     end
 
-    # Runs code in the session's VM; as Sandbox#eval.
-    def eval(code, stdin: nil, args: nil, key: nil, &on_output)
-      @sb.run_eval({ "code" => code, "session" => @id }, stdin, args, key, &on_output)
+    # Runs code in the session's VM; as Sandbox#eval (suspend: defaults
+    # to the Sandbox's too, and needs an executor with --state-key).
+    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
+      req = { "code" => code, "session" => @id }
+      names = (suspend || @sb.suspend_names).map(&:to_s)
+      req["suspend_tools"] = names unless names.empty?
+      @sb.run_eval(req, stdin, args, key, &on_output)
     end
 
     # Ends the session (waits for a running eval of it). Idempotent.
