@@ -20,6 +20,11 @@ func TestStrictRefusesAmbiguousBodies(t *testing.T) {
 		`{"command":{"shell":"true"},"credentials":{"K":"canary-1","K":"canary-2"}}`,
 		"{\"command\":{\"shell\":\"echo \xff\"}}",
 		`{"command":{"shell":"true"},"Idempotency_Key":"a","idempotency_key":"b"}`,
+		// The same key spelt with escapes, and one after nested values.
+		`{"comm\u0061nd":{"shell":"true"},"command":{"shell":"echo other"}}`,
+		`{"command":{"shell":"true","env":{"A":"1","\u0041":"2"}}}`,
+		`{"command":{"argv":["a","b"],"timeout_ms":2500,"network":{"allow":["x"]}} , "COMMAND" : {"shell":"echo other"}}`,
+		`{"command":{"shell":"true"},"credentials":{"K":"canary-1","\u004b":"canary-2"}}`,
 	} {
 		_, err := DecodeRunRequest([]byte(body))
 		if err == nil || err.(*Error).Code != CodeBadRequest {
@@ -37,6 +42,7 @@ func TestStrictRefusesAmbiguousBodies(t *testing.T) {
 		`{"command":{"shell":"true","files":{"a.txt":"","A.txt":""}},"credentials":{"k":"x","K":"y"}}`,
 		`{"command":{"shell":"true","ENV":{"Path":"1","PATH":"2"}}}`,
 		`{"command":{"argv":["a","a"],"network":{"allow":["x","x"]}}}`,
+		` { "command" : { "shell" : "true" , "env" : { "a\"b" : "1" , "a\\b" : "2" } } } `,
 	} {
 		if _, err := DecodeRunRequest([]byte(body)); err != nil {
 			t.Errorf("%q: %v", body, err)
