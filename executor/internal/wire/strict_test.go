@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,18 @@ func TestStrictRefusesAmbiguousBodies(t *testing.T) {
 		if _, err := DecodeRunRequest([]byte(body)); err != nil {
 			t.Errorf("%q: %v", body, err)
 		}
+	}
+	// Past 16 keys an object's are kept in a map: a duplicate is still
+	// found, and distinct keys still pass.
+	env := ""
+	for i := range 40 {
+		env += fmt.Sprintf(`"K%d":"v",`, i)
+	}
+	if _, err := DecodeRunRequest([]byte(`{"command":{"shell":"true","env":{` + env + `"K3":"canary"}}}`)); err == nil {
+		t.Error("an env with a key twice, among 41, was accepted")
+	}
+	if _, err := DecodeRunRequest([]byte(`{"command":{"shell":"true","env":{` + env + `"K40":"v"}}}`)); err != nil {
+		t.Errorf("an env of 41 keys: %v", err)
 	}
 	if _, err := DecodeEvalRequest([]byte(`{"code":"1","Code":"2"}`)); err == nil {
 		t.Error("an eval request with code twice was accepted")

@@ -255,7 +255,8 @@ func (s *keyScan) value(isMap bool) error {
 	switch s.b[s.i] {
 	case '{':
 		s.i++
-		var seen []string // objects on the wire have a few keys
+		var seen []string        // objects on the wire have a few keys,
+		var many map[string]bool // and past 16 a map (an env of 100000 must stay linear)
 		for {
 			s.space()
 			if s.i >= len(s.b) {
@@ -277,12 +278,22 @@ func (s *keyScan) value(isMap bool) error {
 			if !isMap {
 				f = fold(k)
 			}
+			dup := many[f]
 			for _, o := range seen {
-				if o == f {
-					return fmt.Errorf("a key appears twice in one object (before byte %d)", s.i)
-				}
+				dup = dup || o == f
 			}
-			seen = append(seen, f)
+			if dup {
+				return fmt.Errorf("a key appears twice in one object (before byte %d)", s.i)
+			}
+			if many != nil {
+				many[f] = true
+			} else if seen = append(seen, f); len(seen) > 16 {
+				many = make(map[string]bool, 2*len(seen))
+				for _, o := range seen {
+					many[o] = true
+				}
+				seen = nil
+			}
 			s.space()
 			if s.i >= len(s.b) || s.b[s.i] != ':' {
 				return errKeyScan
