@@ -162,7 +162,7 @@ func openStore(path string) (*sqliteStore, error) {
 		updated INTEGER NOT NULL,
 		record  BLOB,
 		PRIMARY KEY (tenant, key)
-	);
+	) WITHOUT ROWID;
 	CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)`)
 	if err != nil {
 		w.Close()

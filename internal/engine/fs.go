@@ -1443,6 +1443,11 @@ func removeTreeAt(parent int, name string, top, depth int) (moved bool, err erro
 // deepSeq numbers the directories a wipe moves up.
 var deepSeq atomic.Int64
 
+// direntBufs are dirNames' buffers: 16 KiB on the stack grew the stack
+// of every fresh goroutine that reset a VM's scratch directory (each
+// executor request runs on one), a copy costing more than the listing.
+var direntBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}
+
 // dirNames lists the open directory fd (without "." and ".."), from its
 // start.
 func dirNames(fd int) ([]string, error) {
@@ -1450,9 +1455,11 @@ func dirNames(fd int) ([]string, error) {
 		return nil, err
 	}
 	var names []string
-	var buf [16 << 10]byte
+	bp := direntBufs.Get().(*[16 << 10]byte)
+	defer direntBufs.Put(bp)
+	buf := bp[:]
 	for {
-		n, err := unix.Getdents(fd, buf[:])
+		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}

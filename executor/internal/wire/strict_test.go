@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,11 @@ func TestStrictRefusesAmbiguousBodies(t *testing.T) {
 		`{"command":{"shell":"true"},"credentials":{"K":"canary-1","K":"canary-2"}}`,
 		"{\"command\":{\"shell\":\"echo \xff\"}}",
 		`{"command":{"shell":"true"},"Idempotency_Key":"a","idempotency_key":"b"}`,
+		// The same key spelt with escapes, and one after nested values.
+		`{"comm\u0061nd":{"shell":"true"},"command":{"shell":"echo other"}}`,
+		`{"command":{"shell":"true","env":{"A":"1","\u0041":"2"}}}`,
+		`{"command":{"argv":["a","b"],"timeout_ms":2500,"network":{"allow":["x"]}} , "COMMAND" : {"shell":"echo other"}}`,
+		`{"command":{"shell":"true"},"credentials":{"K":"canary-1","\u004b":"canary-2"}}`,
 	} {
 		_, err := DecodeRunRequest([]byte(body))
 		if err == nil || err.(*Error).Code != CodeBadRequest {
@@ -37,10 +43,23 @@ func TestStrictRefusesAmbiguousBodies(t *testing.T) {
 		`{"command":{"shell":"true","files":{"a.txt":"","A.txt":""}},"credentials":{"k":"x","K":"y"}}`,
 		`{"command":{"shell":"true","ENV":{"Path":"1","PATH":"2"}}}`,
 		`{"command":{"argv":["a","a"],"network":{"allow":["x","x"]}}}`,
+		` { "command" : { "shell" : "true" , "env" : { "a\"b" : "1" , "a\\b" : "2" } } } `,
 	} {
 		if _, err := DecodeRunRequest([]byte(body)); err != nil {
 			t.Errorf("%q: %v", body, err)
 		}
+	}
+	// Past 16 keys an object's are kept in a map: a duplicate is still
+	// found, and distinct keys still pass.
+	env := ""
+	for i := range 40 {
+		env += fmt.Sprintf(`"K%d":"v",`, i)
+	}
+	if _, err := DecodeRunRequest([]byte(`{"command":{"shell":"true","env":{` + env + `"K3":"canary"}}}`)); err == nil {
+		t.Error("an env with a key twice, among 41, was accepted")
+	}
+	if _, err := DecodeRunRequest([]byte(`{"command":{"shell":"true","env":{` + env + `"K40":"v"}}}`)); err != nil {
+		t.Errorf("an env of 41 keys: %v", err)
 	}
 	if _, err := DecodeEvalRequest([]byte(`{"code":"1","Code":"2"}`)); err == nil {
 		t.Error("an eval request with code twice was accepted")

@@ -208,8 +208,8 @@ func Strict(data []byte, v any) error {
 	// B where whatever read the body first (a proxy's audit log, a
 	// policy check) saw A. Data that decoded above nests at most 10000
 	// deep, which bounds the walk's recursion.
-	dec = json.NewDecoder(bytes.NewReader(data))
-	if err := uniqueKeys(dec, false); err != nil {
+	ks := keyScan{b: data}
+	if err := ks.value(false); err != nil {
 		return Errorf(CodeBadRequest, "request body: %v", err)
 	}
 	return nil
@@ -221,52 +221,165 @@ func Strict(data []byte, v any) error {
 // regard to case.
 var mapFields = map[string]bool{"env": true, "files": true, "credentials": true}
 
-// uniqueKeys reads one JSON value from dec and refuses an object with a
+// keyScan walks one JSON value that encoding/json has already decoded
+// (so it is well formed and valid UTF-8) and refuses an object with a
 // key twice: exactly equal in a map, equal under Unicode case folding in
-// a struct. Its error names the byte offset, never a key or a value.
-func uniqueKeys(dec *json.Decoder, isMap bool) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case json.Delim('['):
-		for dec.More() {
-			if err := uniqueKeys(dec, false); err != nil {
-				return err
-			}
+// a struct. Its error names the byte offset, never a key or a value. It
+// reads the bytes once, where walking json.Decoder.Token allocated about
+// 3 KB per eval request (an error value per scalar) and cost a tenth of
+// the request's processor time on loopback (docs/performance.md).
+type keyScan struct {
+	b []byte
+	i int
+}
+
+var errKeyScan = errors.New("malformed JSON")
+
+func (s *keyScan) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
 		}
-		_, err = dec.Token()
-		return err
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
+	}
+}
+
+// value reads one value; isMap says an object there is a map.
+func (s *keyScan) value(isMap bool) error {
+	s.space()
+	if s.i >= len(s.b) {
+		return errKeyScan
+	}
+	switch s.b[s.i] {
+	case '{':
+		s.i++
+		var seen []string        // objects on the wire have a few keys,
+		var many map[string]bool // and past 16 a map (an env of 100000 must stay linear)
+		for {
+			s.space()
+			if s.i >= len(s.b) {
+				return errKeyScan
+			}
+			if s.b[s.i] == '}' {
+				s.i++
+				return nil
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				s.space()
+			}
+			k, err := s.str()
 			if err != nil {
 				return err
 			}
-			k, _ := kt.(string)
+			f := k
 			if !isMap {
-				k = fold(k)
+				f = fold(k)
 			}
-			if seen[k] {
-				return fmt.Errorf("a key appears twice in one object (before byte %d)", dec.InputOffset())
+			dup := many[f]
+			for _, o := range seen {
+				dup = dup || o == f
 			}
-			seen[k] = true
-			if err := uniqueKeys(dec, !isMap && mapFields[strings.ToLower(k)]); err != nil {
+			if dup {
+				return fmt.Errorf("a key appears twice in one object (before byte %d)", s.i)
+			}
+			if many != nil {
+				many[f] = true
+			} else if seen = append(seen, f); len(seen) > 16 {
+				many = make(map[string]bool, 2*len(seen))
+				for _, o := range seen {
+					many[o] = true
+				}
+				seen = nil
+			}
+			s.space()
+			if s.i >= len(s.b) || s.b[s.i] != ':' {
+				return errKeyScan
+			}
+			s.i++
+			if err := s.value(!isMap && mapFields[strings.ToLower(k)]); err != nil {
 				return err
 			}
 		}
-		_, err = dec.Token()
+	case '[':
+		s.i++
+		for {
+			s.space()
+			if s.i >= len(s.b) {
+				return errKeyScan
+			}
+			switch s.b[s.i] {
+			case ']':
+				s.i++
+				return nil
+			case ',':
+				s.i++
+			}
+			if err := s.value(false); err != nil {
+				return err
+			}
+		}
+	case '"':
+		_, err := s.str()
 		return err
 	}
+	for s.i < len(s.b) { // a number, true, false or null
+		switch s.b[s.i] {
+		case ',', ']', '}', ' ', '\t', '\n', '\r':
+			return nil
+		}
+		s.i++
+	}
 	return nil
+}
+
+// str reads one string and returns it unescaped as encoding/json does.
+func (s *keyScan) str() (string, error) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return "", errKeyScan
+	}
+	start, escaped := s.i, false
+	for s.i++; s.i < len(s.b); s.i++ {
+		switch s.b[s.i] {
+		case '\\':
+			escaped = true
+			s.i++
+		case '"':
+			s.i++
+			raw := s.b[start:s.i]
+			if !escaped {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var out string
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return "", errKeyScan
+			}
+			return out, nil
+		}
+	}
+	return "", errKeyScan
 }
 
 // fold maps s to one representative of its case-folding class (each rune
 // to the smallest rune of its unicode.SimpleFold orbit), so two keys
 // encoding/json would match to the same field fold to the same string.
+// (For ASCII that is the upper case letter: 'A' < 'a', and the orbits of
+// k and s hold K and S with the Kelvin and long s signs above them.)
 func fold(s string) string {
+	ascii, lower := true, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ascii = ascii && c < utf8.RuneSelf
+		lower = lower || 'a' <= c && c <= 'z'
+	}
+	if ascii {
+		if !lower {
+			return s
+		}
+		return strings.ToUpper(s)
+	}
 	var b strings.Builder
 	for _, r := range s {
 		f := r

@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/box/bwrap"
+)
+
+// BenchmarkExecutorEval is the `1+1` row at 2 workers as a Go benchmark,
+// for a CPU profile of the whole request (client, TLS, HTTP/2, store,
+// eval) beside the same eval in-process:
+//
+//	go test -run '^$' -bench BenchmarkExecutorEval -benchtime 2000x -cpuprofile cpu.out ./internal/bench
+func BenchmarkExecutorEval(b *testing.B) {
+	ctx := context.Background()
+	const workers = 2
+	bx, err := bwrap.New(bwrap.Config{})
+	if err != nil {
+		b.Skip(err)
+	}
+	x, err := startExecServer(ctx, b.TempDir(), workers, bx, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.done()
+	rt, err := glovebox.New(ctx, glovebox.Config{PoolSize: workers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	for _, c := range []struct {
+		name string
+		f    func(int) error
+	}{{"executor", evalWith(ctx, x.c.Evaluator(rt), "1+1")}, {"in-process", evalWith(ctx, rt, "1+1")}} {
+		b.Run(c.name, func(b *testing.B) {
+			c.f(0)
+			b.SetParallelism(2 * workers) // × GOMAXPROCS goroutines
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := c.f(0); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
