@@ -432,7 +432,7 @@ func (v *VM) apply(st *sessionState) error {
 			}
 			off := int(st.pages[i]) * wt.PageSize
 			run := mem[off : off+(j-i)*wt.PageSize]
-			wt.PopulateWrite(run)
+			v.inst.PopulateWrite(mem, int(st.pages[i]), j-i)
 			subtle.XORBytes(run, run, st.data[i*wt.PageSize:j*wt.PageSize])
 			i = j
 		}
