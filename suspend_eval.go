@@ -47,7 +47,7 @@ type pause struct {
 // than a few captures (see plan), instead of before every eval.
 type sessionHistory struct {
 	base    []byte
-	held    *heldBuf // base's pooled buffer, or nil (see Session.holdHist)
+	held    *heldBuf // base's pooled buffer, or nil (see plan)
 	evals   []priorEval
 	cost    time.Duration // the evals' running time: what replaying them costs
 	capCost time.Duration // what the last capture cost
