@@ -388,7 +388,14 @@ type paused struct {
 // sealPaused makes res, a suspended eval's Result, carry its state.
 func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, req *engine.Request, kind byte) {
 	r, p := st.r, st.sus
-	e := &benc{}
+	base, priors := p.journal.Base, []priorEval(nil)
+	if base == nil && p.hist != nil {
+		base, priors = p.hist.base, p.hist.evals
+	}
+	// A session's base is most of the body: a pooled buffer with room
+	// for it and the rest, instead of growing (and copying) by doubling.
+	e := &benc{b: getBuf(len(base) + len(p.journal.Log()) + len(req.Code) + len(req.Stdin) + 64<<10)}
+	defer func() { putBuf(e.b) }()
 	r.manifest(sh).put(e)
 	putFlow(e, st.flow)
 	e.str(req.Code)
@@ -423,10 +430,6 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 	e.u64(p.pendingDigest)
 	e.u64(uint64(p.toolDur))
 	e.bytes(p.journal.Log())
-	base, priors := p.journal.Base, []priorEval(nil)
-	if base == nil && p.hist != nil {
-		base, priors = p.hist.base, p.hist.evals
-	}
 	e.bytes(base)
 	e.u64(uint64(len(priors)))
 	for _, pe := range priors {
