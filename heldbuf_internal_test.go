@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 )
 
 // poisoned makes every buffer a last holder gives back read as 0xA5 until
@@ -170,5 +171,32 @@ func TestHeldBaseAcrossEvals(t *testing.T) {
 		if held.refs.Load() != 0 || s.hist != nil {
 			t.Fatalf("after Suspend: %d holders", held.refs.Load())
 		}
+	}
+}
+
+// TestStateBufReserve: a sealed state's buffer from the reserve is its
+// own (never the same memory as another's, even once the other was
+// written), of the length asked, with at most an eighth more capacity.
+func TestStateBufReserve(t *testing.T) {
+	const n = 1 << 20
+	var got [][]byte
+	for range 20 {
+		b := newStateBuf(n)
+		if len(b) != n || cap(b) > n+n/8 {
+			t.Fatalf("len %d cap %d", len(b), cap(b))
+		}
+		for _, o := range got {
+			if &o[0] == &b[0] {
+				t.Fatal("the reserve handed out one buffer twice")
+			}
+		}
+		got = append(got, b)
+		for i := range b {
+			b[i] = 0xA5
+		}
+		time.Sleep(5 * time.Millisecond) // let the reserve refill
+	}
+	if b := newStateBuf(minReserve - 1); len(b) != minReserve-1 {
+		t.Fatal(len(b))
 	}
 }
