@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/klauspost/compress/s2"
@@ -132,7 +134,7 @@ func sealState(k *Keyring, kind byte, body []byte) ([]byte, string, error) {
 		size += frameOverhead + len(z)
 	}
 	aead := k.aeads[k.sealID]
-	out := make([]byte, size)
+	out := newStateBuf(size)
 	copy(out, hdr)
 	engine.Parallel(nf, func(i int) {
 		at := offs[i]
@@ -355,45 +357,174 @@ func (d *bdec) bytes() []byte {
 func (d *bdec) str() string { return string(d.bytes()) }
 
 // Buffers for bodies and their compressed forms, reused: a state of a few
-// MiB allocated afresh each time cost as much in zeroing and collection
-// as in compressing. They are kept in a few slots rather than a
-// sync.Pool, which every collection empties (and with a few MiB allocated
-// per state, collections came every few suspensions): at most maxBufs of
-// at most maxBufLen each, 32 MiB in all.
+// MiB in buffers allocated afresh cost more in page faults (about 1.4 µs
+// a 4 KiB page here: 0.6 ms for a body of 1.7 MB), collector assists and
+// zeroing than sealing it did, and made the slow suspensions (p99 of
+// 15 ms beside a p50 of 2 ms). Reused buffers stay resident and are never
+// zeroed (every byte handed out is written before it is read). They are
+// kept in a few slots rather than a sync.Pool, which every collection
+// empties (and with a few MiB allocated per state, collections came every
+// few suspensions): at most maxBufs, at most maxBufLen each, 32 MiB in
+// all. A session resumed from a state keeps its opened body until it is
+// suspended or closed (see heldBuf), so a resume and a suspension in turn
+// use three buffers.
 const (
 	maxBufs   = 4
 	maxBufLen = 8 << 20
-	minBufLen = 4 << 20
+	minBufLen = 64 << 10 // smaller ones are not worth a slot
 )
 
-var bufs = make(chan []byte, maxBufs)
-
-// getBuf returns an empty buffer of at least n bytes' capacity; for n 0
-// (a size not known yet), a new one has minBufLen, so that a state of a
-// few MiB appended to it does not grow it (each growth copied it and paid
-// its zeroing again).
-func getBuf(n int) []byte {
-	select {
-	case b := <-bufs:
-		if cap(b) >= max(n, 1) {
-			return b[:0]
-		}
-	default:
-	}
-	if n == 0 {
-		n = minBufLen
-	}
-	return make([]byte, 0, n)
+var bufs struct {
+	mu   sync.Mutex
+	free [][]byte
 }
 
-// putBuf keeps b for reuse unless it is larger than maxBufLen or the
-// slots are full.
+// getBuf returns an empty buffer of at least n bytes' capacity: the
+// smallest kept one that is large enough, or a new one with an eighth
+// more room than n (a state that grows a little between suspensions
+// then still fits).
+func getBuf(n int) []byte {
+	bufs.mu.Lock()
+	best := -1
+	for i, b := range bufs.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(bufs.free[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		b := bufs.free[best]
+		last := len(bufs.free) - 1
+		bufs.free[best], bufs.free[last] = bufs.free[last], nil
+		bufs.free = bufs.free[:last]
+		bufs.mu.Unlock()
+		return b[:0]
+	}
+	bufs.mu.Unlock()
+	return make([]byte, 0, n+n/8)
+}
+
+// putBuf keeps b for reuse unless it is smaller than minBufLen or larger
+// than maxBufLen; with every slot taken, it replaces the smallest kept
+// buffer if b is larger.
 func putBuf(b []byte) {
-	if cap(b) == 0 || cap(b) > maxBufLen {
+	if cap(b) < minBufLen || cap(b) > maxBufLen {
 		return
 	}
-	select {
-	case bufs <- b[:0]:
-	default:
+	bufs.mu.Lock()
+	defer bufs.mu.Unlock()
+	if len(bufs.free) < maxBufs {
+		bufs.free = append(bufs.free, b[:0])
+		return
 	}
+	small := 0
+	for i, k := range bufs.free {
+		if cap(k) < cap(bufs.free[small]) {
+			small = i
+		}
+	}
+	if cap(bufs.free[small]) < cap(b) {
+		bufs.free[small] = b[:0]
+	}
+}
+
+// heldBuf is a pooled buffer that several holders share (a resumed
+// session's history and the evals running on it, which may seal its base
+// into a paused state): it goes back to the pool when the last holder
+// drops it, and not before, so no buffer is ever handed out while
+// another session's state may still be read from it. A nil *heldBuf is a
+// buffer the collector owns; hold and drop do nothing on it.
+type heldBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+// newHeldBuf holds b for one holder.
+func newHeldBuf(b []byte) *heldBuf {
+	h := &heldBuf{b: b}
+	h.refs.Store(1)
+	return h
+}
+
+// hold adds a holder.
+func (h *heldBuf) hold() {
+	if h != nil && h.refs.Add(1) <= 1 {
+		panic("glovebox: heldBuf held after its release")
+	}
+}
+
+// drop removes a holder; the last one's drop gives the buffer back.
+func (h *heldBuf) drop() {
+	if h == nil {
+		return
+	}
+	switch n := h.refs.Add(-1); {
+	case n == 0:
+		b := h.b
+		h.b = nil
+		poisonBuf(b)
+		putBuf(b)
+	case n < 0:
+		panic("glovebox: heldBuf dropped more often than held")
+	}
+}
+
+// poisonBuf, set by tests, overwrites a buffer given back by its last
+// holder, so that a read of it afterwards shows in what it reads.
+var poisonBuf = func([]byte) {}
+
+// A sealed state belongs to its caller, so it cannot come from the kept
+// buffers, and a new one of 1.6 MB got memory the Go runtime had given
+// back to the system in about one suspension in ten: faulting its 388
+// pages in on the suspension's path made most of its tail. So a buffer
+// slightly larger than the last large state is allocated and faulted in
+// ahead, on a goroutine of its own, and the next state of about its
+// size is sealed into it.
+const minReserve = 256 << 10 // smaller states are cheap to allocate
+
+var reserve struct {
+	mu      sync.Mutex
+	b       []byte
+	filling bool
+}
+
+// newStateBuf returns a new buffer of n bytes that no one else holds
+// (its contents unspecified: the caller writes them all), from the
+// reserve when that is large enough and at most an eighth larger, and
+// has the reserve refilled for a state of about n bytes.
+func newStateBuf(n int) []byte {
+	if n < minReserve || n > maxBufLen {
+		return make([]byte, n)
+	}
+	reserve.mu.Lock()
+	b := reserve.b
+	if cap(b) >= n && cap(b) <= n+n/8 {
+		reserve.b = nil
+	} else {
+		b = nil
+	}
+	// Refill when it was taken, or when it is missing, too small, or more
+	// than twice too large (a one-off large state does not pin its
+	// size); a reserve a little too large waits for a state of its size.
+	fill := !reserve.filling && (b != nil || reserve.b == nil || cap(reserve.b) < n || cap(reserve.b) > 2*n)
+	reserve.filling = reserve.filling || fill
+	reserve.mu.Unlock()
+	if fill {
+		go fillReserve(n + n/16)
+	}
+	if b == nil {
+		return make([]byte, n)
+	}
+	return b[:n:n]
+}
+
+// fillReserve allocates the reserve and writes a byte of each of its
+// pages, so that they are resident when a state is sealed into it.
+func fillReserve(n int) {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = 0
+	}
+	reserve.mu.Lock()
+	reserve.b, reserve.filling = b, false
+	reserve.mu.Unlock()
 }

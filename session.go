@@ -100,6 +100,7 @@ func (s *Session) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	st.journaled(req)
 	if st.sus != nil {
 		s.plan(st, req.Journal)
+		defer st.dropHist()
 	}
 	flush := st.redactTees(req)
 	out, reset, err := s.engine().Eval(ctx, req)
@@ -121,6 +122,7 @@ func (s *Session) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
 		s.engine().Close()
+		s.setHist(nil)
 	})
 	return nil
 }

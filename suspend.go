@@ -234,20 +234,25 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 	if s.r.keys == nil {
 		return nil, fmt.Errorf("%w: the Runtime has no StateKeys (Config.StateKeys)", ErrNotSuspendable)
 	}
-	e := &benc{b: getBuf(0)}
-	defer func() { putBuf(e.b) }()
+	// The manifest and the data-flow part go to a small buffer of their
+	// own; the session's state, the rest of the body, to a pooled one of
+	// its size, which Capture asks for once it knows the size.
+	e := &benc{b: make([]byte, 0, 1024)}
 	s.r.manifest(s.sh).put(e)
 	putFlow(e, s.flow)
 	var err error
-	// The session's state is the rest of the body.
-	if e.b, err = s.engine().Capture(e.b); err != nil {
+	body, err := s.engine().Capture(e.b, func(dst []byte, n int) []byte {
+		return append(getBuf(len(dst)+n), dst...)
+	})
+	if err != nil {
 		var ns *engine.NotSuspendable
 		if errors.As(err, &ns) {
 			return nil, fmt.Errorf("%w: %s", ErrNotSuspendable, ns.Reason)
 		}
 		return nil, err
 	}
-	state, _, err := sealState(s.r.keys, stateIdle, e.b)
+	defer putBuf(body)
+	state, _, err := sealState(s.r.keys, stateIdle, body)
 	return state, err
 }
 
@@ -293,8 +298,10 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 		return nil, restoreError(err)
 	}
 	// The session's history starts at this state: it keeps the opened
-	// body (not a copy: copying 1.7 MB cost as much as decrypting it).
-	hist := &sessionHistory{base: o.body.b, capCost: time.Millisecond}
+	// body (not a copy: copying 1.7 MB cost as much as decrypting it),
+	// whose buffer goes back to the pool once the session and every eval
+	// that may read it let go (see heldBuf).
+	hist := &sessionHistory{base: o.body.b, held: newHeldBuf(o.buf), capCost: time.Millisecond}
 	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow}, nil
 }
 

@@ -47,6 +47,7 @@ type pause struct {
 // than a few captures (see plan), instead of before every eval.
 type sessionHistory struct {
 	base    []byte
+	held    *heldBuf // base's pooled buffer, or nil (see plan)
 	evals   []priorEval
 	cost    time.Duration // the evals' running time: what replaying them costs
 	capCost time.Duration // what the last capture cost
@@ -70,16 +71,53 @@ const (
 	maxHistory   = 64
 )
 
-// plan decides whether st's session eval captures a new base first.
+// A history's base may live in a pooled buffer (a resumed session's
+// opened body): s.hist holds it, and so does each eval that took s.hist
+// (plan) until the eval has ended (dropHist), since finishing it may seal
+// the base into a paused state. The buffer goes back to the pool with the
+// last holder, so no other session's state is ever read from it.
+
+// plan decides whether st's session eval captures a new base first; when
+// it does not, the eval holds the session's history until dropHist.
 func (s *Session) plan(st *evalState, j *engine.Journal) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	h := s.hist
-	s.mu.Unlock()
 	if h == nil || h.broken || len(h.evals) >= maxHistory || h.cost >= rebaseFactor*max(h.capCost, time.Millisecond) {
 		j.CaptureBase = true
 		return
 	}
+	h.held.hold()
 	st.sus.hist = h
+}
+
+// dropHist lets go of the history an eval held (see plan), once nothing
+// of the eval reads it any more.
+func (st *evalState) dropHist() {
+	if st.sus != nil && st.sus.hist != nil {
+		st.sus.hist.held.drop()
+	}
+}
+
+// setHist makes h (holding its base, if pooled) the session's history,
+// letting go of the one before; a closed session keeps none.
+func (s *Session) setHist(h *sessionHistory) {
+	s.mu.Lock()
+	old, gone := s.hist, (*sessionHistory)(nil)
+	s.hist = h
+	if s.closed.Load() {
+		s.hist, gone = nil, h
+	}
+	s.mu.Unlock()
+	old.dropHeld()
+	gone.dropHeld()
+}
+
+// dropHeld lets go of h's hold on its base.
+func (h *sessionHistory) dropHeld() {
+	if h != nil {
+		h.held.drop()
+	}
 }
 
 // record updates the session's history after an eval of it (which did not
@@ -98,6 +136,7 @@ func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome
 	case st.sus.hist != nil:
 		h = *st.sus.hist
 		h.evals = slices.Clone(h.evals)
+		h.held.hold() // for the session, besides the eval's own hold
 	default:
 		h.broken = true
 	}
@@ -110,9 +149,7 @@ func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome
 			h.cost += out.Duration
 		}
 	}
-	s.mu.Lock()
-	s.hist = &h
-	s.mu.Unlock()
+	s.setHist(&h)
 }
 
 // fastForward replays a session's earlier evals to their ends in es.
@@ -351,7 +388,14 @@ type paused struct {
 // sealPaused makes res, a suspended eval's Result, carry its state.
 func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, req *engine.Request, kind byte) {
 	r, p := st.r, st.sus
-	e := &benc{}
+	base, priors := p.journal.Base, []priorEval(nil)
+	if base == nil && p.hist != nil {
+		base, priors = p.hist.base, p.hist.evals
+	}
+	// A session's base is most of the body: a pooled buffer with room
+	// for it and the rest, instead of growing (and copying) by doubling.
+	e := &benc{b: getBuf(len(base) + len(p.journal.Log()) + len(req.Code) + len(req.Stdin) + 64<<10)}
+	defer func() { putBuf(e.b) }()
 	r.manifest(sh).put(e)
 	putFlow(e, st.flow)
 	e.str(req.Code)
@@ -386,10 +430,6 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 	e.u64(p.pendingDigest)
 	e.u64(uint64(p.toolDur))
 	e.bytes(p.journal.Log())
-	base, priors := p.journal.Base, []priorEval(nil)
-	if base == nil && p.hist != nil {
-		base, priors = p.hist.base, p.hist.evals
-	}
 	e.bytes(base)
 	e.u64(uint64(len(priors)))
 	for _, pe := range priors {

@@ -280,7 +280,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 			start := time.Now()
 			j.CaptureBase, j.Base = false, []byte{stateVersion, 0} // a fresh VM's state
 			if s.vm != nil {
-				if j.Base, err = s.vm.capture(nil); err != nil {
+				if j.Base, err = s.vm.capture(nil, nil); err != nil {
 					j.Base, j.Overflow, j.Refused = nil, true, err.Error()
 				}
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -51,10 +50,13 @@ func (e *BaseMismatch) Error() string {
 	return fmt.Sprintf("the state was taken against prepared VM %s, this engine's is %s", e.State, e.Here)
 }
 
-// Capture appends the session's state (see above) to dst. A session that has no
-// VM yet has a state all the same: a fresh VM's. It fails with ErrClosed
-// after Close and with *NotSuspendable when the guest keeps files open.
-func (s *Session) Capture(dst []byte) ([]byte, error) {
+// Capture appends the session's state (see above) to dst. When dst has
+// no room for it, grow(dst, n) must return a buffer holding dst's bytes
+// with room for n more (a nil grow allocates one); Capture then appends
+// there and leaves dst as it was. A session that has no VM yet has a
+// state all the same: a fresh VM's. It fails with ErrClosed after Close
+// and with *NotSuspendable when the guest keeps files open.
+func (s *Session) Capture(dst []byte, grow func(dst []byte, n int) []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -63,7 +65,24 @@ func (s *Session) Capture(dst []byte) ([]byte, error) {
 	if s.vm == nil {
 		return append(dst, FreshState()...), nil
 	}
-	return s.vm.capture(dst)
+	return s.vm.capture(dst, grow)
+}
+
+// growTo returns dst, or with grow (see Session.Capture) or a new
+// allocation its bytes in a buffer, with room for n more bytes. It never
+// copies more than len(dst) bytes (slices.Grow copies its whole capacity).
+func growTo(dst []byte, n int, grow func(dst []byte, n int) []byte) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst
+	}
+	if grow != nil {
+		if b := grow(dst, n); cap(b)-len(b) >= n && len(b) == len(dst) {
+			return b
+		}
+	}
+	b := make([]byte, len(dst), len(dst)+n)
+	copy(b, dst)
+	return b
 }
 
 // FreshState is the state of a session that has no VM yet (a fresh VM's),
@@ -75,7 +94,7 @@ const (
 	flagCheckpoint = 2 // pages are diffed against the VM's checkpoint
 )
 
-func (v *VM) capture(dst []byte) ([]byte, error) {
+func (v *VM) capture(dst []byte, grow func(dst []byte, n int) []byte) ([]byte, error) {
 	if len(v.jsvals) != 0 {
 		return nil, &NotSuspendable{Reason: "the guest holds host values"}
 	}
@@ -103,7 +122,9 @@ func (v *VM) capture(dst []byte) ([]byte, error) {
 		base = v.baseHash()
 	}
 	most := written + len(grown)
-	b := slices.Grow(dst, 64+most*(wt.PageSize+3))
+	// The page list takes at most 3 bytes a page (page numbers are below
+	// 2^21 as deltas, each at most a uvarint of 3 bytes).
+	b := growTo(dst, 64+8*len(v.e.baseGlobals())+most*(wt.PageSize+3), grow)
 	b = append(b, stateVersion, flags)
 	b = binary.LittleEndian.AppendUint64(b, base)
 	b = binary.AppendUvarint(b, uint64(len(mem)))
@@ -411,7 +432,7 @@ func (v *VM) apply(st *sessionState) error {
 			}
 			off := int(st.pages[i]) * wt.PageSize
 			run := mem[off : off+(j-i)*wt.PageSize]
-			wt.PopulateWrite(run)
+			v.inst.PopulateWrite(mem, int(st.pages[i]), j-i)
 			subtle.XORBytes(run, run, st.data[i*wt.PageSize:j*wt.PageSize])
 			i = j
 		}

@@ -36,7 +36,7 @@ func TestSessionCaptureRestore(t *testing.T) {
 			setup = `x = 41; def f(y) = y * 2; $s = "ab" * 5_000_000; srand(7); rand(1000)`
 		}
 		run(a, setup)
-		st, err := a.Capture(nil)
+		st, err := a.Capture(nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

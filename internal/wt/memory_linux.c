@@ -802,3 +802,34 @@ size_t gb_slot_image_len(gb_slot *s) { return s->img == NULL ? 0 : s->img->len; 
 // gb_populate_write faults in [p, p+n) for writing in one call (best
 // effort: older kernels lack MADV_POPULATE_WRITE).
 void gb_populate_write(uint8_t *p, size_t n) { madvise(p, n, MADV_POPULATE_WRITE); }
+
+// gb_slot_populate_write faults in pages [first, first+n) of the slot for
+// writing, as gb_populate_write, except those its last rewind found
+// written: a written page stays the slot's own, resident copy (a rewind
+// or reset copies bytes back into it; only a remap, which forgets the
+// list, drops it), and populating a resident page still walks its page
+// tables (about 0.3 µs a page here, a sixth of a resume's time for a
+// state of 480 pages). Best effort, as gb_populate_write: a page it skips
+// that is not resident after all faults when written. Threads may call
+// it at once on one slot between rewinds.
+void gb_slot_populate_write(gb_slot *s, size_t first, size_t n) {
+  size_t end = first + n, i = 0;
+  if (s->seen_ok) {
+    // Skip the seen runs that end before the range.
+    while (i < s->seen_len && s->seen[i] + s->seen[i + 1] <= first) i += 2;
+  }
+  while (first < end) {
+    size_t stop = end;
+    if (s->seen_ok && i < s->seen_len) {
+      size_t rf = s->seen[i], rn = s->seen[i + 1];
+      if (rf <= first) { // inside a written run: skip to its end
+        first = rf + rn < end ? rf + rn : end;
+        i += 2;
+        continue;
+      }
+      if (rf < stop) stop = rf;
+    }
+    madvise(s->base + first * PAGE, (stop - first) * PAGE, MADV_POPULATE_WRITE);
+    first = stop;
+  }
+}

@@ -110,6 +110,23 @@ func PopulateWrite(b []byte) {
 	}
 }
 
+// PopulateWrite faults in pages [first, first+n) of the instance's
+// memory (below the image's end) for writing, as the function
+// PopulateWrite does, but skips the pages its last rewind found written,
+// which are resident already. Without an image slot it populates the
+// whole range of mem (the memory's Data). Best effort; calls on disjoint
+// ranges may run at once.
+func (i *Instance) PopulateWrite(mem []byte, first, n int) {
+	if n <= 0 {
+		return
+	}
+	if i.slot == nil || (first+n)*PageSize > int(C.gb_slot_image_len(i.slot)) {
+		PopulateWrite(mem[first*PageSize : (first+n)*PageSize])
+		return
+	}
+	C.gb_slot_populate_write(i.slot, C.size_t(first), C.size_t(n))
+}
+
 // Same reports whether g and h are handles to the same global (a global
 // exported under two names gives two handles).
 func (g Global) Same(h Global) bool {

@@ -265,6 +265,7 @@ size_t gb_slot_image_len(gb_slot *s);
 long gb_slot_written(gb_slot *s, size_t **runs, size_t *nruns);
 size_t gb_slot_diff_xor(gb_slot *s, int use_ck, const size_t *runs, size_t nruns, uint32_t *pages, uint8_t *out);
 void gb_populate_write(uint8_t *p, size_t n);
+void gb_slot_populate_write(gb_slot *s, size_t first, size_t n);
 wasmtime_error_t *wasmtime_memory_grow(wasmtime_context_t *, const wasmtime_memory_t *, uint64_t delta, uint64_t *prev);
 
 // Per-store memory accounting: while a call made with gb_call runs, linear
