@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -252,10 +253,9 @@ func benchStateDir(ctx context.Context, rt *glovebox.Runtime, idle func(string) 
 }
 
 // benchMonty measures Monty's dump and load of a REPL session holding a
-// 1 MiB string (the Node package @pydantic/monty) as a peer. It runs
-// where that package is installed: in $GLOVEBOX_MONTY_DIR or the current
-// directory (npm install @pydantic/monty there); it says why it skipped
-// otherwise.
+// 1 MiB string (the Node package @pydantic/monty) as a peer, found or
+// installed by montyDir; it says why it skipped when node or the package
+// is not to be had.
 func benchMonty(ctx context.Context, row func(met string, cols ...string)) {
 	const script = `const m = await import("@pydantic/monty");
 const Repl = m.MontyRepl;
@@ -276,12 +276,9 @@ console.log("dump p50 " + d[N/2].toFixed(2) + " ms  load p50 " + l[N/2].toFixed(
 		row("-", name, "skipped: node is not installed", "-", "-", "-")
 		return
 	}
-	dir := os.Getenv("GLOVEBOX_MONTY_DIR")
-	if dir == "" {
-		dir, _ = os.Getwd()
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@pydantic", "monty")); err != nil {
-		row("-", name, "skipped: @pydantic/monty is not installed in "+dir+" (npm install @pydantic/monty there, or set GLOVEBOX_MONTY_DIR)", "-", "-", "-")
+	dir, err := montyDir(ctx)
+	if err != nil {
+		row("-", name, "skipped: "+err.Error(), "-", "-", "-")
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -294,6 +291,65 @@ console.log("dump p50 " + d[N/2].toFixed(2) + " ms  load p50 " + l[N/2].toFixed(
 		return
 	}
 	row("-", name, firstLine(string(out)), "-", "-", "-")
+}
+
+// montyVersion is the @pydantic/monty release the peer row installs when
+// none is found (the newest npm served when the row was written).
+const montyVersion = "0.0.18"
+
+// montyDir returns a directory whose node_modules holds @pydantic/monty:
+// $GLOVEBOX_MONTY_DIR when set (it must hold it), else the current
+// directory when it does, else "bench-peers" under glovebox's cache
+// directory, where npm installs montyVersion on first use (a few seconds,
+// said on stderr). Errors: the package is missing and npm is not
+// installed or its install failed (npm's last line in the message).
+func montyDir(ctx context.Context) (string, error) {
+	has := func(dir string) bool {
+		_, err := os.Stat(filepath.Join(dir, "node_modules", "@pydantic", "monty", "package.json"))
+		return err == nil
+	}
+	if dir := os.Getenv("GLOVEBOX_MONTY_DIR"); dir != "" {
+		if !has(dir) {
+			return "", fmt.Errorf("@pydantic/monty is not installed in GLOVEBOX_MONTY_DIR=%s (npm install @pydantic/monty there)", dir)
+		}
+		return dir, nil
+	}
+	if wd, err := os.Getwd(); err == nil && has(wd) {
+		return wd, nil
+	}
+	cache, err := glovebox.DefaultCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "bench-peers")
+	if has(dir) {
+		return dir, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("@pydantic/monty is not installed and npm is not there to install it (or set GLOVEBOX_MONTY_DIR)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "glovebox: installing @pydantic/monty@%s with npm into %s for the peer row...\n", montyVersion, dir)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
+		"--prefix", dir, "@pydantic/monty@"+montyVersion)
+	if out, err := spawn.CombinedOutput(cmd); err != nil || !has(dir) {
+		return "", fmt.Errorf("npm install @pydantic/monty@%s failed: %v: %s", montyVersion, err, lastLine(string(out)))
+	}
+	return dir, nil
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 func firstLine(s string) string {
