@@ -38,10 +38,18 @@ const (
 	// at most about codemode's 32 KiB output limit; a stored state is a
 	// large paused call's or a session handle's, typically tens to
 	// hundreds of KiB: 10,000 records are a few hundred MiB in a busy
-	// hour, a few GiB at the very worst. Past it a call that would pause,
+	// hour (DefaultMaxStateBytes bounds their bytes). Past it a call that would pause,
 	// and a ruby_session call under 2026-07-28, gets an error saying so
 	// until older records expire.
 	DefaultMaxStates = 10000
+	// DefaultMaxStateBytes bounds the bytes those records take together
+	// (4 GiB). A session handle's state holds the VM's changed memory, up
+	// to the memory limit (512 MiB by default), so the record count alone
+	// would let a client that fills its session's memory write terabytes.
+	// Past it a call that would pause, and a ruby_session call under
+	// 2026-07-28, gets an error saying so until older records expire (a
+	// state is deleted once its outcome is recorded).
+	DefaultMaxStateBytes = 4 << 30
 )
 
 // errState is the error a request state that cannot be used gets; its
@@ -75,6 +83,7 @@ type stateBook struct {
 	ttl       time.Duration
 	maxInline int
 	max       int
+	maxBytes  int64
 	dir       string // "" keeps everything in memory (one process)
 
 	mu      sync.Mutex
@@ -82,6 +91,7 @@ type stateBook struct {
 	swept   time.Time
 	counted time.Time // when count was taken
 	count   int       // the records in dir then
+	bytes   int64     // their bytes
 }
 
 type memRecord struct {
@@ -104,7 +114,7 @@ func newStateBook(o Options) (*stateBook, error) {
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("glovebox mcp request state v1"))
-	b := &stateBook{key: m.Sum(nil), ttl: o.StateTTL, maxInline: o.MaxInlineState, max: DefaultMaxStates, dir: o.StateDir, mem: map[string]memRecord{}}
+	b := &stateBook{key: m.Sum(nil), ttl: o.StateTTL, maxInline: o.MaxInlineState, max: DefaultMaxStates, maxBytes: DefaultMaxStateBytes, dir: o.StateDir, mem: map[string]memRecord{}}
 	if b.ttl == 0 {
 		b.ttl = DefaultStateTTL
 	}
@@ -131,7 +141,7 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 	}
 	e.V, e.ID, e.Made = 1, id, time.Now().Unix()
 	if b.full() {
-		return "", fmt.Errorf("the state directory holds %d records, its limit; try again when older ones have expired (after %v)", b.max, b.ttl)
+		return "", fmt.Errorf("the state directory holds %d records or %d MiB, its limit; try again when older ones have expired (after %v)", b.max, b.maxBytes>>20, b.ttl)
 	}
 	if len(st) <= b.maxInline && e.Kind != "session" {
 		e.State = st
@@ -182,6 +192,9 @@ func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	st := e.State
 	if st == nil {
 		if st, err = b.read("states", e.ID); err != nil {
+			if _, ok := b.outcome(e.ID); ok {
+				return &e, nil, nil // continued: its state is gone, its outcome answers
+			}
 			return nil, nil, &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
 		}
 	}
@@ -209,9 +222,21 @@ func (b *stateBook) claim(id string) (bool, error) {
 	return true, f.Close()
 }
 
-// record keeps the outcome of continuing id, for a replay.
+// record keeps the outcome of continuing id, for a replay, and deletes
+// id's stored state: a state whose outcome is recorded never runs again,
+// and a session handle's is as large as the VM's changed memory.
 func (b *stateBook) record(id string, outcome []byte) error {
-	return b.write("outcomes", id, outcome)
+	if err := b.write("outcomes", id, outcome); err != nil {
+		return err
+	}
+	if b.dir == "" {
+		b.mu.Lock()
+		delete(b.mem, "states/"+id)
+		b.mu.Unlock()
+	} else if validID(id) {
+		os.Remove(filepath.Join(b.dir, "states", id))
+	}
+	return nil
 }
 
 // outcome returns the outcome recorded for id.
@@ -277,25 +302,34 @@ func validID(id string) bool {
 	return true
 }
 
-// full reports whether the records number max or more. The directory is
-// counted at most once a second (a count of 10,000 files takes
-// milliseconds), so the bound may be passed by the states sealed in that
-// second.
+// full reports whether the records number max or more, or take maxBytes
+// or more. The directory is counted at most once a second (a count of
+// 10,000 files takes milliseconds), so the bounds may be passed by the
+// states sealed in that second.
 func (b *stateBook) full() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.dir == "" {
-		return len(b.mem) >= b.max
+		var n int64
+		for _, r := range b.mem {
+			n += int64(len(r.b))
+		}
+		return len(b.mem) >= b.max || n >= b.maxBytes
 	}
 	if time.Since(b.counted) >= time.Second {
-		b.count = 0
+		b.count, b.bytes = 0, 0
 		for _, sub := range []string{"states", "outcomes"} {
 			ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
 			b.count += len(ents)
+			for _, e := range ents {
+				if info, err := e.Info(); err == nil {
+					b.bytes += info.Size()
+				}
+			}
 		}
 		b.counted = time.Now()
 	}
-	return b.count >= b.max
+	return b.count >= b.max || b.bytes >= b.maxBytes
 }
 
 // sweep removes, at most once a minute, the records older than twice the

@@ -88,3 +88,49 @@ func TestStateBook(t *testing.T) {
 		t.Fatalf("past the cap: %v", err)
 	}
 }
+
+// A session handle's state is as large as the VM's changed memory (up to
+// the memory limit): once its outcome is recorded the stored state is
+// deleted, a replay still gets the outcome, and past the byte cap a state
+// is refused, so a client cannot fill the disk (or, without a directory,
+// the memory) with hundreds of MiB per call.
+func TestStateBookBytes(t *testing.T) {
+	st := sealedState(t)
+	for _, dir := range []string{t.TempDir(), ""} {
+		b, err := newStateBook(Options{StateKey: make([]byte, 32), StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _, err := b.open(handle, "session", ToolSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := b.claim(e.ID); !first {
+			t.Fatal("claim refused")
+		}
+		if err := b.record(e.ID, []byte(`{"content":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.read("states", e.ID); err == nil {
+			t.Fatalf("dir %q: the continued handle's state is still stored", dir)
+		}
+		if _, _, err := b.open(handle, "session", ToolSession); err != nil {
+			t.Fatalf("dir %q: a replay of a continued handle: %v", dir, err)
+		}
+		if o, ok := b.outcome(e.ID); !ok || string(o) != `{"content":[]}` {
+			t.Fatalf("dir %q: outcome %q %v", dir, o, ok)
+		}
+		b.maxBytes = int64(len(st))
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err != nil {
+			t.Fatalf("dir %q: under the byte cap: %v", dir, err)
+		}
+		b.counted = b.counted.AddDate(-1, 0, 0)
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
+			t.Fatalf("dir %q: past the byte cap: %v", dir, err)
+		}
+	}
+}
