@@ -182,6 +182,12 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 		attached bool
 		rec      *wire.Record
 	)
+	// What the guest writes and returns shows labelled values as tokens,
+	// as an in-process eval's Result does (the tools' labels are here).
+	stdout, flushOut := f.ts.RedactOutput(o.Stdout)
+	stderr, flushErr := f.ts.RedactOutput(o.Stderr)
+	defer flushErr()
+	defer flushOut()
 	err = e.c.stream(ctx, wire.PathEvals, body, key, func(ev *wire.Event) error {
 		switch ev.Type {
 		case wire.EventAccepted:
@@ -192,12 +198,12 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 				holder = h.Holder
 			}
 		case wire.EventStdout:
-			if o.Stdout != nil {
-				o.Stdout.Write(ev.Data)
+			if stdout != nil {
+				stdout.Write(ev.Data)
 			}
 		case wire.EventStderr:
-			if o.Stderr != nil {
-				o.Stderr.Write(ev.Data)
+			if stderr != nil {
+				stderr.Write(ev.Data)
 			}
 		case wire.EventToolCall:
 			var call wire.ToolCall
@@ -237,6 +243,7 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 	if err != nil {
 		return nil, &Error{Code: "bad_response", Message: err.Error(), Key: key}
 	}
+	f.ts.Redact(res)
 	return res, nil
 }
 
