@@ -50,6 +50,20 @@ func (r *Runtime) ToolSession(timeout time.Duration) *ToolSession {
 	return &ToolSession{st: &evalState{r: r, flow: r.newFlow()}, deadline: time.Now().Add(timeout)}
 }
 
+// Next starts a tool channel for the next run of the same conversation
+// (a remote session's next eval): fresh budgets, transcript and a
+// deadline timeout from now (zero: Limits.Timeout), but s's labelled
+// values and tokens, so a value an earlier run's call handed out keeps
+// its token and its sinks. nil for a nil session.
+func (s *ToolSession) Next(timeout time.Duration) *ToolSession {
+	if s == nil {
+		return nil
+	}
+	n := s.st.r.ToolSession(timeout)
+	n.st.flow = s.st.flow
+	return n
+}
+
 // Redact replaces, in everything res shows (Value, Stdout, Stderr, the
 // error, the transcript, the pending call's arguments), each labelled
 // value this session's calls handed out with its token, and makes

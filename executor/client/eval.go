@@ -55,15 +55,20 @@ type inflight struct {
 // maxInDoubt bounds the in-doubt evals an Evaluator remembers for retry.
 const maxInDoubt = 64
 
-// begin returns the eval's state: the remembered one for a retry, else new.
-func (e *Evaluator) begin(key string) *inflight {
+// begin returns the eval's state: the remembered one for a retry, else
+// new; a session's eval (s non-nil) keeps the session's labelled values.
+func (e *Evaluator) begin(key string, s *Session) *inflight {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if f := e.inDoubt[key]; f != nil {
 		delete(e.inDoubt, key)
 		return f
 	}
-	return &inflight{ts: e.rt.ToolSession(2 * e.rt.Limits().Timeout), replies: map[uint64][]byte{}}
+	timeout := 2 * e.rt.Limits().Timeout
+	if s != nil {
+		return &inflight{ts: s.flow.Next(timeout), replies: map[uint64][]byte{}}
+	}
+	return &inflight{ts: e.rt.ToolSession(timeout), replies: map[uint64][]byte{}}
 }
 
 // remember keeps f for a retry of key.
@@ -135,7 +140,7 @@ func (e *Evaluator) Eval(ctx context.Context, code string) (*glovebox.Result, er
 // EvalWith is Eval with options.
 func (e *Evaluator) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
 	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
-	return e.eval(ctx, &req, o)
+	return e.eval(ctx, &req, o, nil)
 }
 
 // Retry runs code again under the key of err, the *Error an earlier Eval
@@ -160,8 +165,9 @@ func evalLimits(l glovebox.Limits) wire.EvalLimits {
 
 func newEvalKey() string { return wire.NewKey("e-") }
 
-// eval sends req and serves its tool calls until the result.
-func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptions) (*glovebox.Result, error) {
+// eval sends req and serves its tool calls until the result; s is the
+// session req names, nil for none.
+func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptions, s *Session) (*glovebox.Result, error) {
 	req.IdempotencyKey = o.Key
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newEvalKey()
@@ -176,7 +182,7 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 	}
 	// The tool channel's deadline (begin): the eval's Timeout, plus as
 	// much again for the time it may wait in the executor's queue.
-	f := e.begin(key)
+	f := e.begin(key, s)
 	var (
 		holder   uint64
 		attached bool
@@ -307,6 +313,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 type Session struct {
 	e  *Evaluator
 	id string
+	// flow carries the labelled values the session's evals' calls handed
+	// out, for the next eval's tokens and sinks (nil without tools).
+	flow *glovebox.ToolSession
 }
 
 // NewSession opens a session on the executor with the Evaluator's tools
@@ -321,7 +330,7 @@ func (e *Evaluator) NewSession(ctx context.Context) (*Session, error) {
 	if !wire.ValidSessionID(info.ID) {
 		return nil, &Error{Code: "bad_response", Message: "a session ID not in the documented form"}
 	}
-	return &Session{e: e, id: info.ID}, nil
+	return &Session{e: e, id: info.ID, flow: e.rt.ToolSession(0)}, nil
 }
 
 // ID is the session's ID on the executor.
@@ -335,7 +344,7 @@ func (s *Session) Eval(ctx context.Context, code string) (*glovebox.Result, erro
 // EvalWith is Eval with options.
 func (s *Session) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
 	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args}
-	return s.e.eval(ctx, &req, o)
+	return s.e.eval(ctx, &req, o, s)
 }
 
 // Retry is [Evaluator.Retry] for an eval of this session.
