@@ -119,6 +119,9 @@ file).`,
 				if err != nil {
 					return nil, stateError(path, h, rt, err)
 				}
+				if res.Status == glovebox.StatusCanceled {
+					fmt.Fprintf(os.Stderr, "glovebox: %s is spent: a paused eval continues once, and this continuation was stopped\n", path)
+				}
 				return res, nil
 			}
 			return printRun(rt, asJSON, run, func(res *glovebox.Result) error {
