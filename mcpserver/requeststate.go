@@ -161,8 +161,12 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 }
 
 // open checks a request state and returns what it says and its sealed
-// state. It fails with an *errState: not one of this server's (altered,
-// or made with another key), of another tool, or expired.
+// state when the request state holds it; a state stored in the directory
+// is only looked for (nil: read it with load once the state is claimed,
+// so that requests refused as replays or as in use read nothing). It
+// fails with an *errState: not one of this server's (altered, or made
+// with another key), of another tool, expired, or whose stored state is
+// gone.
 func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
 	parts := strings.Split(s, ".")
@@ -189,16 +193,60 @@ func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	if age := time.Since(time.Unix(e.Made, 0)); age > b.ttl {
 		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s expired: it was made %v ago, and this server keeps states and their outcomes for %v; start the call again without it", what, age.Round(time.Second), b.ttl)}
 	}
-	st := e.State
-	if st == nil {
-		if st, err = b.read("states", e.ID); err != nil {
-			if _, ok := b.outcome(e.ID); ok {
-				return &e, nil, nil // continued: its state is gone, its outcome answers
-			}
-			return nil, nil, &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
+	if e.State == nil && !b.has("states", e.ID) {
+		if _, ok := b.outcome(e.ID); ok {
+			return &e, nil, nil // continued: its state is gone, its outcome answers
 		}
+		return nil, nil, b.gone(kind)
 	}
-	return &e, st, nil
+	return &e, e.State, nil
+}
+
+// gone is the error of a request state whose stored state is missing.
+func (b *stateBook) gone(kind string) error {
+	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
+	return &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
+}
+
+// load returns e's sealed state: the one it holds, or the stored one,
+// read once the caller has claimed e.ID. A stored state that is gone
+// gives the claim back and fails with an *errState.
+func (b *stateBook) load(e *envelope) ([]byte, error) {
+	if e.State != nil {
+		return e.State, nil
+	}
+	st, err := b.read("states", e.ID)
+	if err != nil {
+		b.unclaim(e.ID)
+		return nil, b.gone(e.Kind)
+	}
+	return st, nil
+}
+
+// has reports whether sub holds a record for id, without reading it.
+func (b *stateBook) has(sub, id string) bool {
+	if b.dir == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, ok := b.mem[sub+"/"+id]
+		return ok
+	}
+	if !validID(id) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(b.dir, sub, id))
+	return err == nil
+}
+
+// unclaim gives back a claim taken on a state that then could not be read.
+func (b *stateBook) unclaim(id string) {
+	if b.dir == "" {
+		b.mu.Lock()
+		delete(b.mem, "claims/"+id)
+		b.mu.Unlock()
+	} else if validID(id) {
+		os.Remove(filepath.Join(b.dir, "claims", id))
+	}
 }
 
 // claim records id as being continued; false means it was before.

@@ -100,6 +100,9 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if !first {
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this session handle is in use by another call right now (each handle continues once); retry in a moment to get that call's result"}
 	}
+	if st, err = s.book.load(e); err != nil {
+		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
+	}
 	gs, err := s.rt.ResumeSession(ctx, st)
 	if err != nil {
 		return errorResult("sandbox_error", "Glovebox::SandboxError", "the session handle could not be resumed: "+err.Error()), nil
