@@ -57,8 +57,16 @@ func splitHandle(args json.RawMessage) (json.RawMessage, string) {
 // handle in the result's "session"; no VM is held between calls. A call
 // paused in a question answers input_required, and its retry continues
 // the paused session. A handle or request state is continued once: a
-// replay gets the recorded outcome.
+// replay gets the recorded outcome. The whole call holds one of the
+// MaxConcurrent slots: reading, resuming and suspending a session's state
+// take memory in its size (up to the memory limit), so only that many
+// sessions' states are in memory at once.
 func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, release, ok := s.takeSlot(ctx)
+	if !ok {
+		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil
+	}
+	defer release()
 	p := req.Params
 	if p.RequestState != "" {
 		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
