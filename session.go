@@ -51,7 +51,9 @@ type Session struct {
 	mu      sync.Mutex
 	paused  []byte
 	pending *PendingCall
-	hist    *sessionHistory // for suspending its evals (suspend_eval.go)
+	// continuing is set while a Continue answers the paused call.
+	continuing bool
+	hist       *sessionHistory // for suspending its evals (suspend_eval.go)
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM

@@ -359,7 +359,8 @@ func (s *Session) report(res *Result, reset bool) *Result {
 // Session.EvalWith returns it (it may be StatusSuspended again, and the
 // session paused again). opts may give WithOutput, which receives only
 // output made after the pause; input options fail with ErrInvalidInput.
-// It fails with ErrSessionPaused when the session is not paused,
+// It fails with ErrSessionPaused when the session is not paused (or
+// another Continue is answering its call at the same time),
 // [ErrStateUsed] when Config.StateStore says the pause was continued
 // before, and [ErrStateDiverged] when the eval cannot be continued (the
 // session is then no longer paused, and its next eval starts from a
@@ -369,11 +370,27 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 		return nil, ErrSessionClosed
 	}
 	s.mu.Lock()
-	state := s.paused
+	state, busy := s.paused, s.continuing
+	if state != nil && !busy {
+		// One Continue answers the call: a second one at the same time
+		// would run the calls after the pause twice.
+		s.continuing = true
+	}
 	s.mu.Unlock()
 	if state == nil {
 		return nil, fmt.Errorf("%w: not paused: there is no call to answer", ErrSessionPaused)
 	}
+	if busy {
+		return nil, fmt.Errorf("%w: another Continue is answering its call", ErrSessionPaused)
+	}
+	swapped := false
+	defer func() {
+		if !swapped { // refused before it ran: still paused, continuable
+			s.mu.Lock()
+			s.continuing = false
+			s.mu.Unlock()
+		}
+	}()
 	r := s.r
 	o, p, req, st, err := r.openPaused(ctx, s.sh, state, stateSessionPaused, opts)
 	if err != nil {
@@ -390,7 +407,8 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 		return nil, ErrSessionClosed
 	}
 	old := s.s
-	s.s, s.paused, s.pending = es, nil, nil
+	s.s, s.paused, s.pending, s.continuing = es, nil, nil, false
+	swapped = true
 	s.mu.Unlock()
 	old.Close()
 	st.flow = s.flow // the session's labels, as the state holds them

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,5 +448,57 @@ func TestSessionHistoryReplayed(t *testing.T) {
 		}
 		s2.Close()
 		r2.Close()
+	}
+}
+
+// TestSessionContinueConcurrent: two Continues of one paused session at
+// once (a Session is safe for concurrent use) answer its call once: one
+// runs the approved tool, the other fails with ErrSessionPaused, and the
+// session goes on from the one that ran.
+func TestSessionContinueConcurrent(t *testing.T) {
+	ctx := context.Background()
+	var ran atomic.Int32
+	var ts glovebox.Toolset
+	if err := ts.Func("charge", func(n int) int { ran.Add(1); return n }); err != nil {
+		t.Fatal(err)
+	}
+	hooks := glovebox.Hooks{BeforeCall: func(context.Context, string, glovebox.Args) error { return glovebox.SuspendCall("a person decides") }}
+	r := newRuntime(t, glovebox.Config{Tools: &ts, StateKeys: testKeyring(t), PoolSize: -1, ScratchDir: ownScratch(t), Hooks: hooks})
+	for round := 0; round < 20; round++ {
+		s, _ := r.NewSession()
+		res, err := s.Eval(ctx, `charge(7) + 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, res, glovebox.StatusSuspended)
+		before := ran.Load()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		results := make([]*glovebox.Result, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = s.Continue(ctx, glovebox.Answer{Approved: true})
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+				wantStatus(t, results[i], glovebox.StatusOK)
+			case !errors.Is(err, glovebox.ErrSessionPaused):
+				t.Errorf("round %d: the other Continue: %v, want ErrSessionPaused", round, err)
+			}
+		}
+		if n := ran.Load() - before; ok != 1 || n != 1 {
+			t.Fatalf("round %d: %d Continues succeeded and the approved tool ran %d times, want 1 and 1 (%v)", round, ok, n, errs)
+		}
+		if res, err := s.Eval(ctx, `2`); err != nil || res.Status != glovebox.StatusOK {
+			t.Fatalf("round %d: the session after: %v %v", round, res, err)
+		}
+		s.Close()
 	}
 }

@@ -308,10 +308,33 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 		{"mounts", got.mounts, want.mounts}, {"snapshot", got.snapshot, want.snapshot}, {"limits", got.limits, want.limits},
 	} {
 		if f.state != f.here {
+			if f.what == "limits" {
+				f.state, f.here = fieldsDiff(f.state, f.here)
+			}
 			return &StateMismatchError{What: f.what, State: f.state, Runtime: f.here}
 		}
 	}
 	return nil
+}
+
+// fieldsDiff keeps, of two "{Name:value Name:value ...}" renderings of
+// Limits, only the fields that differ, so that a mismatch names them;
+// renderings it cannot pair field by field come back whole.
+func fieldsDiff(a, b string) (string, string) {
+	fa, fb := strings.Fields(strings.Trim(a, "{}")), strings.Fields(strings.Trim(b, "{}"))
+	if len(fa) != len(fb) {
+		return a, b
+	}
+	var da, db []string
+	for i := range fa {
+		if fa[i] != fb[i] {
+			da, db = append(da, fa[i]), append(db, fb[i])
+		}
+	}
+	if len(da) == 0 {
+		return a, b
+	}
+	return "{" + strings.Join(da, " ") + "}", "{" + strings.Join(db, " ") + "}"
 }
 
 // opened is a state, opened and checked against a Runtime.

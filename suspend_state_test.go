@@ -187,6 +187,9 @@ func TestStateOtherRuntimeRefused(t *testing.T) {
 			t.Fatalf("%s: %v", c.what, err)
 		}
 		refused(t, rr, before, err, c.what)
+		if c.what == "limits" && (sm.State != "{Timeout:10s ToolTime:10s}" || sm.Runtime != "{Timeout:7s ToolTime:7s}") {
+			t.Errorf("a limits mismatch names %s against %s, want only the fields that differ (the tool time follows the timeout)", sm.State, sm.Runtime)
+		}
 		if c.what != "limits" {
 			rr.Close()
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,13 @@ import (
 // it, with the same hooks, budgets (Limits.ToolCalls, ToolTime,
 // ToolPayload) and transcript as a Ruby eval, because every call goes
 // through the same path as the eval's.
+//
+// With labelled tools (Toolset.Label) it applies the data-flow policy as
+// an eval does: the values its calls hand out are recorded, a call whose
+// arguments carry one of a kind its tool does not accept is refused (and
+// a token is replaced by its value where the kind is accepted), and
+// [ToolSession.Redact] and [ToolSession.RedactOutput] show what the code
+// outside returns as tokens.
 //
 // Its methods are safe for concurrent use; calls run one at a time, as
 // they do from a VM. Once a budget is spent (or the deadline passed),
@@ -39,7 +47,50 @@ func (r *Runtime) ToolSession(timeout time.Duration) *ToolSession {
 	if timeout <= 0 {
 		timeout = r.limits.Timeout
 	}
-	return &ToolSession{st: &evalState{r: r}, deadline: time.Now().Add(timeout)}
+	return &ToolSession{st: &evalState{r: r, flow: r.newFlow()}, deadline: time.Now().Add(timeout)}
+}
+
+// Next starts a tool channel for the next run of the same conversation
+// (a remote session's next eval): fresh budgets, transcript and a
+// deadline timeout from now (zero: Limits.Timeout), but s's labelled
+// values and tokens, so a value an earlier run's call handed out keeps
+// its token and its sinks. nil for a nil session.
+func (s *ToolSession) Next(timeout time.Duration) *ToolSession {
+	if s == nil {
+		return nil
+	}
+	n := s.st.r.ToolSession(timeout)
+	n.st.flow = s.st.flow
+	return n
+}
+
+// Redact replaces, in everything res shows (Value, Stdout, Stderr, the
+// error, the transcript, the pending call's arguments), each labelled
+// value this session's calls handed out with its token, and makes
+// res.Reveal turn the tokens back: for a Result made outside the VM's
+// Runtime, such as an executor's (package executor/client). Without
+// labels, or on a nil session, it changes nothing.
+func (s *ToolSession) Redact(res *Result) {
+	if s == nil || s.st.flow == nil || res == nil {
+		return
+	}
+	s.st.flow.redactResult(res)
+	if res.Pending != nil {
+		res.Pending.Args = s.st.flow.redactArgs(res.Pending.Args)
+	}
+}
+
+// RedactOutput returns a writer that passes what is written to it on to
+// w with the labelled values of this session's calls replaced by their
+// tokens, a line at a time (a line goes out when its newline arrives);
+// flush writes the rest. Without labels, or on a nil session, it returns
+// w itself.
+func (s *ToolSession) RedactOutput(w io.Writer) (out io.Writer, flush func()) {
+	if s == nil || s.st.flow == nil || w == nil {
+		return w, func() {}
+	}
+	lr := &lineRedactor{w: w, f: s.st.flow}
+	return lr, lr.flush
 }
 
 // Names lists the tools, sorted; nil for a nil session.

@@ -92,7 +92,7 @@ func (sp *space) take(t *tenant, want int64, keep bool) (int64, *wire.Error) {
 	left := t.MaxStoredBytes - sp.used[t.Name] - sp.reserved[t.Name]
 	got := min(want, left)
 	if got < min(want, minReserve) {
-		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records (and %d reserved by jobs running), at its max_stored_bytes of %d; records are freed after the retention; it did not run",
+		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records, sessions' and paused evals' states (and %d reserved by jobs running), at its max_stored_bytes of %d; records and paused states are freed after the retention, a session's state when it is closed or idles out; it did not run",
 			t.Name, sp.used[t.Name], sp.reserved[t.Name], t.MaxStoredBytes)
 	}
 	if keep {

@@ -107,6 +107,9 @@ func (s *Server) openRetry(tool, state string, resp mcp.InputResponseMap) (rt *r
 		}
 		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this requestState is being continued by another request right now (a paused program continues once); retry in a moment to get its outcome"}
 	}
+	if st, err = s.book.load(e); err != nil {
+		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
+	}
 	return &retry{e: e, st: st, a: a, fwd: fwd}, nil, nil, nil
 }
 

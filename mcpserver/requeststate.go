@@ -38,10 +38,18 @@ const (
 	// at most about codemode's 32 KiB output limit; a stored state is a
 	// large paused call's or a session handle's, typically tens to
 	// hundreds of KiB: 10,000 records are a few hundred MiB in a busy
-	// hour, a few GiB at the very worst. Past it a call that would pause,
+	// hour (DefaultMaxStateBytes bounds their bytes). Past it a call that would pause,
 	// and a ruby_session call under 2026-07-28, gets an error saying so
 	// until older records expire.
 	DefaultMaxStates = 10000
+	// DefaultMaxStateBytes bounds the bytes those records take together
+	// (4 GiB). A session handle's state holds the VM's changed memory, up
+	// to the memory limit (512 MiB by default), so the record count alone
+	// would let a client that fills its session's memory write terabytes.
+	// Past it a call that would pause, and a ruby_session call under
+	// 2026-07-28, gets an error saying so until older records expire (a
+	// state is deleted once its outcome is recorded).
+	DefaultMaxStateBytes = 4 << 30
 )
 
 // errState is the error a request state that cannot be used gets; its
@@ -78,6 +86,7 @@ type stateBook struct {
 	ttl       time.Duration
 	maxInline int
 	max       int
+	maxBytes  int64
 	dir       string // "" keeps everything in memory (one process)
 
 	mu      sync.Mutex
@@ -85,6 +94,7 @@ type stateBook struct {
 	swept   time.Time
 	counted time.Time // when count was taken
 	count   int       // the records in dir then
+	bytes   int64     // their bytes
 }
 
 type memRecord struct {
@@ -107,7 +117,7 @@ func newStateBook(o Options) (*stateBook, error) {
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("glovebox mcp request state v1"))
-	b := &stateBook{key: m.Sum(nil), ttl: o.StateTTL, maxInline: o.MaxInlineState, max: DefaultMaxStates, dir: o.StateDir, mem: map[string]memRecord{}}
+	b := &stateBook{key: m.Sum(nil), ttl: o.StateTTL, maxInline: o.MaxInlineState, max: DefaultMaxStates, maxBytes: DefaultMaxStateBytes, dir: o.StateDir, mem: map[string]memRecord{}}
 	if b.ttl == 0 {
 		b.ttl = DefaultStateTTL
 	}
@@ -134,7 +144,7 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 	}
 	e.V, e.ID, e.Made = 1, id, time.Now().Unix()
 	if b.full() {
-		return "", fmt.Errorf("the state directory holds %d records, its limit; try again when older ones have expired (after %v)", b.max, b.ttl)
+		return "", fmt.Errorf("the state directory holds %d records or %d MiB, its limit; try again when older ones have expired (after %v)", b.max, b.maxBytes>>20, b.ttl)
 	}
 	if len(st) <= b.maxInline && e.Kind != "session" {
 		e.State = st
@@ -154,8 +164,12 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 }
 
 // open checks a request state and returns what it says and its sealed
-// state. It fails with an *errState: not one of this server's (altered,
-// or made with another key), of another tool, or expired.
+// state when the request state holds it; a state stored in the directory
+// is only looked for (nil: read it with load once the state is claimed,
+// so that requests refused as replays or as in use read nothing). It
+// fails with an *errState: not one of this server's (altered, or made
+// with another key), of another tool, expired, or whose stored state is
+// gone.
 func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
 	parts := strings.Split(s, ".")
@@ -182,13 +196,60 @@ func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	if age := time.Since(time.Unix(e.Made, 0)); age > b.ttl {
 		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s expired: it was made %v ago, and this server keeps states and their outcomes for %v; start the call again without it", what, age.Round(time.Second), b.ttl)}
 	}
-	st := e.State
-	if st == nil {
-		if st, err = b.read("states", e.ID); err != nil {
-			return nil, nil, &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
+	if e.State == nil && !b.has("states", e.ID) {
+		if _, ok := b.outcome(e.ID); ok {
+			return &e, nil, nil // continued: its state is gone, its outcome answers
 		}
+		return nil, nil, b.gone(kind)
 	}
-	return &e, st, nil
+	return &e, e.State, nil
+}
+
+// gone is the error of a request state whose stored state is missing.
+func (b *stateBook) gone(kind string) error {
+	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
+	return &errState{fmt.Sprintf("invalid params: the state the %s refers to is not in the state directory (servers that share requests need the same --state-dir); start the call again without it", what)}
+}
+
+// load returns e's sealed state: the one it holds, or the stored one,
+// read once the caller has claimed e.ID. A stored state that is gone
+// gives the claim back and fails with an *errState.
+func (b *stateBook) load(e *envelope) ([]byte, error) {
+	if e.State != nil {
+		return e.State, nil
+	}
+	st, err := b.read("states", e.ID)
+	if err != nil {
+		b.unclaim(e.ID)
+		return nil, b.gone(e.Kind)
+	}
+	return st, nil
+}
+
+// has reports whether sub holds a record for id, without reading it.
+func (b *stateBook) has(sub, id string) bool {
+	if b.dir == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, ok := b.mem[sub+"/"+id]
+		return ok
+	}
+	if !validID(id) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(b.dir, sub, id))
+	return err == nil
+}
+
+// unclaim gives back a claim taken on a state that then could not be read.
+func (b *stateBook) unclaim(id string) {
+	if b.dir == "" {
+		b.mu.Lock()
+		delete(b.mem, "claims/"+id)
+		b.mu.Unlock()
+	} else if validID(id) {
+		os.Remove(filepath.Join(b.dir, "claims", id))
+	}
 }
 
 // claim records id as being continued; false means it was before.
@@ -212,9 +273,21 @@ func (b *stateBook) claim(id string) (bool, error) {
 	return true, f.Close()
 }
 
-// record keeps the outcome of continuing id, for a replay.
+// record keeps the outcome of continuing id, for a replay, and deletes
+// id's stored state: a state whose outcome is recorded never runs again,
+// and a session handle's is as large as the VM's changed memory.
 func (b *stateBook) record(id string, outcome []byte) error {
-	return b.write("outcomes", id, outcome)
+	if err := b.write("outcomes", id, outcome); err != nil {
+		return err
+	}
+	if b.dir == "" {
+		b.mu.Lock()
+		delete(b.mem, "states/"+id)
+		b.mu.Unlock()
+	} else if validID(id) {
+		os.Remove(filepath.Join(b.dir, "states", id))
+	}
+	return nil
 }
 
 // outcome returns the outcome recorded for id.
@@ -280,25 +353,34 @@ func validID(id string) bool {
 	return true
 }
 
-// full reports whether the records number max or more. The directory is
-// counted at most once a second (a count of 10,000 files takes
-// milliseconds), so the bound may be passed by the states sealed in that
-// second.
+// full reports whether the records number max or more, or take maxBytes
+// or more. The directory is counted at most once a second (a count of
+// 10,000 files takes milliseconds), so the bounds may be passed by the
+// states sealed in that second.
 func (b *stateBook) full() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.dir == "" {
-		return len(b.mem) >= b.max
+		var n int64
+		for _, r := range b.mem {
+			n += int64(len(r.b))
+		}
+		return len(b.mem) >= b.max || n >= b.maxBytes
 	}
 	if time.Since(b.counted) >= time.Second {
-		b.count = 0
+		b.count, b.bytes = 0, 0
 		for _, sub := range []string{"states", "outcomes"} {
 			ents, _ := os.ReadDir(filepath.Join(b.dir, sub))
 			b.count += len(ents)
+			for _, e := range ents {
+				if info, err := e.Info(); err == nil {
+					b.bytes += info.Size()
+				}
+			}
 		}
 		b.counted = time.Now()
 	}
-	return b.count >= b.max
+	return b.count >= b.max || b.bytes >= b.maxBytes
 }
 
 // sweep removes, at most once a minute, the records older than twice the

@@ -65,8 +65,11 @@ func TestStateBook(t *testing.T) {
 			kind, tool = "session", ToolSession
 		}
 		e, got, err := b.open(s, kind, tool)
-		if err != nil || string(got) != string(st) || e.ID == "" {
-			t.Fatalf("open %s: %v", kind, err)
+		if err != nil || e.ID == "" || (s == inline) != (got != nil) {
+			t.Fatalf("open %s: %v (a stored state is read only by load)", kind, err)
+		}
+		if got, err = b.load(e); err != nil || string(got) != string(st) {
+			t.Fatalf("load %s: %v", kind, err)
 		}
 	}
 	if _, _, err := b.open(inline, "call", "other_tool"); err == nil || !strings.Contains(err.Error(), "belongs to run_ruby") {
@@ -86,5 +89,76 @@ func TestStateBook(t *testing.T) {
 	b.counted = b.counted.AddDate(-1, 0, 0)
 	if _, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
 		t.Fatalf("past the cap: %v", err)
+	}
+}
+
+// A session handle's state is as large as the VM's changed memory (up to
+// the memory limit): once its outcome is recorded the stored state is
+// deleted, a replay still gets the outcome, and past the byte cap a state
+// is refused, so a client cannot fill the disk (or, without a directory,
+// the memory) with hundreds of MiB per call.
+func TestStateBookBytes(t *testing.T) {
+	st, st2 := sealedState(t), sealedState(t)
+	for _, dir := range []string{t.TempDir(), ""} {
+		b, err := newStateBook(Options{StateKey: make([]byte, 32), StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _, err := b.open(handle, "session", ToolSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := b.claim(e.ID); !first {
+			t.Fatal("claim refused")
+		}
+		if err := b.record(e.ID, []byte(`{"content":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.read("states", e.ID); err == nil {
+			t.Fatalf("dir %q: the continued handle's state is still stored", dir)
+		}
+		if _, _, err := b.open(handle, "session", ToolSession); err != nil {
+			t.Fatalf("dir %q: a replay of a continued handle: %v", dir, err)
+		}
+		// A stored state that is gone, with no outcome: refused, and a
+		// load after the claim gives the claim back.
+		other, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oe, _, err := b.open(other, "session", ToolSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.claim(oe.ID)
+		if dir != "" {
+			os.Remove(filepath.Join(dir, "states", oe.ID))
+		} else {
+			delete(b.mem, "states/"+oe.ID)
+		}
+		if _, err := b.load(oe); err == nil || !strings.Contains(err.Error(), "not in the state directory") {
+			t.Fatalf("dir %q: load of a state gone: %v", dir, err)
+		}
+		if first, _ := b.claim(oe.ID); !first {
+			t.Fatalf("dir %q: the claim of a state that could not be read was kept", dir)
+		}
+		if _, _, err := b.open(other, "session", ToolSession); err == nil {
+			t.Fatalf("dir %q: open of a handle whose state is gone", dir)
+		}
+		if o, ok := b.outcome(e.ID); !ok || string(o) != `{"content":[]}` {
+			t.Fatalf("dir %q: outcome %q %v", dir, o, ok)
+		}
+		b.maxBytes = int64(len(st))
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err != nil {
+			t.Fatalf("dir %q: under the byte cap: %v", dir, err)
+		}
+		b.counted = b.counted.AddDate(-1, 0, 0)
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
+			t.Fatalf("dir %q: past the byte cap: %v", dir, err)
+		}
 	}
 }

@@ -604,6 +604,24 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, t *codemode.
 	return s.runDo(ctx, req, note, func(ctx context.Context) (*codemode.Outcome, error) { return t.Handle(ctx, req.Params.Arguments) })
 }
 
+// slotKey marks a context whose call holds one of Server.slots.
+type slotKey struct{}
+
+// takeSlot waits for one of s.slots (MaxConcurrent) unless ctx's call
+// holds one already; ok is false when ctx ended first. release gives
+// back the slot taken (nothing when none was).
+func (s *Server) takeSlot(ctx context.Context) (_ context.Context, release func(), ok bool) {
+	if ctx.Value(slotKey{}) != nil {
+		return ctx, func() {}, true
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx, func() {}, false
+	}
+	return context.WithValue(ctx, slotKey{}, true), func() { <-s.slots }, true
+}
+
 // runDo is run with do running the program: a first run, or a paused
 // one continued. A run suspended in a question under statelessVersion
 // answers input_required.
@@ -619,12 +637,11 @@ func (s *Server) runDo(ctx context.Context, req *mcp.CallToolRequest, note strin
 		stop := context.AfterFunc(gone, cancel)
 		defer stop()
 	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
+	ctx, release, ok := s.takeSlot(ctx)
+	if !ok {
 		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil, nil
 	}
-	defer func() { <-s.slots }()
+	defer release()
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		stop := s.progress(ctx, req.Session, tok)
 		defer stop()

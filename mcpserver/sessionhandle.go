@@ -57,8 +57,16 @@ func splitHandle(args json.RawMessage) (json.RawMessage, string) {
 // handle in the result's "session"; no VM is held between calls. A call
 // paused in a question answers input_required, and its retry continues
 // the paused session. A handle or request state is continued once: a
-// replay gets the recorded outcome.
+// replay gets the recorded outcome. The whole call holds one of the
+// MaxConcurrent slots: reading, resuming and suspending a session's state
+// take memory in its size (up to the memory limit), so only that many
+// sessions' states are in memory at once.
 func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, release, ok := s.takeSlot(ctx)
+	if !ok {
+		return errorResult("canceled", "Glovebox::Canceled", "the call was canceled while waiting for a free sandbox"), nil
+	}
+	defer release()
 	p := req.Params
 	if p.RequestState != "" {
 		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
@@ -99,6 +107,9 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	if !first {
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this session handle is in use by another call right now (each handle continues once); retry in a moment to get that call's result"}
+	}
+	if st, err = s.book.load(e); err != nil {
+		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
 	}
 	gs, err := s.rt.ResumeSession(ctx, st)
 	if err != nil {

@@ -238,3 +238,45 @@ func TestElicitationGetsTheCallsContext(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// TestCredentialsStayWithTheServer: the headers and the TokenSource's
+// token of a server go to its own origin only: a server that redirects
+// its endpoint to another origin does not hand that origin the
+// credentials (net/http drops Authorization on such a redirect; the
+// binding's transports must not add it back).
+func TestCredentialsStayWithTheServer(t *testing.T) {
+	seen := make(chan string, 16)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization") + "|" + r.Header.Get("X-Api-Key")
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	defer other.Close()
+	// Another origin: the same address under another host name.
+	to := strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/mcp"
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	for _, srv := range []mcptools.Server{
+		{Name: "static", URL: redirect.URL + "/mcp", Header: http.Header{"Authorization": {"Bearer tok-STATIC-SECRET"}, "X-Api-Key": {"KEY-SECRET"}}},
+		{Name: "user", URL: redirect.URL + "/mcp", TokenSource: func(context.Context, string) (*oauth2.Token, error) {
+			return &oauth2.Token{AccessToken: "tok-USER-SECRET", TokenType: "Bearer"}, nil
+		}},
+	} {
+		var ts glovebox.Toolset
+		b, err := mcptools.Bind(context.Background(), &ts, mcptools.Config{}, srv)
+		if err == nil {
+			b.Close()
+		}
+		for drained := false; !drained; {
+			select {
+			case h := <-seen:
+				if strings.Contains(h, "SECRET") {
+					t.Errorf("%s: the other origin got %q", srv.Name, h)
+				}
+			default:
+				drained = true
+			}
+		}
+	}
+}

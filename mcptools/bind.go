@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -693,7 +694,7 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		tap = newRawTap()
 		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
 	} else {
-		var rt http.RoundTripper = headerTransport{c.srv.Header, http.DefaultTransport}
+		var rt http.RoundTripper = headerTransport{c.srv.Header, c.srv.URL, http.DefaultTransport}
 		if c.srv.TokenSource != nil {
 			rt = tokenTransport{c.srv.TokenSource, c.srv.URL, rt}
 		}
@@ -981,19 +982,41 @@ func (p *proc) stop() {
 	p.lifeline.Close()
 }
 
+// headerTransport sets the server's headers (credentials, often) on the
+// requests to the server's own origin only: a redirect elsewhere gets
+// none, as net/http drops the Authorization of a request it redirects to
+// another host.
 type headerTransport struct {
-	h  http.Header
-	rt http.RoundTripper
+	h   http.Header
+	url string // the server's
+	rt  http.RoundTripper
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.h) > 0 {
+	if len(t.h) > 0 && sameOrigin(r.URL, t.url) {
 		r = r.Clone(r.Context())
 		for k, vs := range t.h {
 			r.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 		}
 	}
 	return t.rt.RoundTrip(r)
+}
+
+// sameOrigin reports whether u has the scheme, host and port of the URL
+// server (a default port written or not).
+func sameOrigin(u *url.URL, server string) bool {
+	su, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	origin := func(u *url.URL) string {
+		scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+		if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+			port = ""
+		}
+		return scheme + "://" + host + ":" + port
+	}
+	return origin(u) == origin(su)
 }
 
 // stderrLog forwards a child's stderr to the logger a line at a time,

@@ -258,6 +258,9 @@ type tokenTransport struct {
 }
 
 func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !sameOrigin(r.URL, t.url) { // a redirect elsewhere gets no token
+		return t.rt.RoundTrip(r)
+	}
 	tok, err := t.ts(r.Context(), t.url)
 	if err != nil {
 		return nil, fmt.Errorf("the host's token source: %v", err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -91,6 +92,9 @@ file).`,
 			ap := approveFlags{}
 			if h != nil {
 				ap.tools = h.Approve
+				if missing := missingTools(h.Tools, cfg.Tools); len(missing) > 0 {
+					return usageError{fmt.Errorf("%s was written by a command with the tools %s; this one lacks %s: give the same tool flags (--http-allow, --mcp-server, --mcp-url, --profile) as that command", path, strings.Join(h.Tools, ", "), strings.Join(missing, ", "))}
+				}
 			}
 			if suspendTo == "" {
 				suspendTo = path
@@ -115,6 +119,9 @@ file).`,
 				if err != nil {
 					return nil, stateError(path, h, rt, err)
 				}
+				if res.Status == glovebox.StatusCanceled {
+					fmt.Fprintf(os.Stderr, "glovebox: %s is spent: a paused eval continues once, and this continuation was stopped\n", path)
+				}
 				return res, nil
 			}
 			return printRun(rt, asJSON, run, func(res *glovebox.Result) error {
@@ -131,6 +138,21 @@ file).`,
 	sb.register(f)
 	st.register(f)
 	return cmd
+}
+
+// missingTools lists the names of want that ts (nil: no tools) lacks.
+func missingTools(want []string, ts *glovebox.Toolset) []string {
+	var have []string
+	if ts != nil {
+		have = ts.Names()
+	}
+	var missing []string
+	for _, n := range want {
+		if !slices.Contains(have, n) {
+			missing = append(missing, n)
+		}
+	}
+	return missing
 }
 
 // decodeAnswer reads --answer's JSON: integers stay exact (int64, or a

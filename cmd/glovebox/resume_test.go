@@ -54,6 +54,9 @@ r`
 	if _, errOut, rc = run(t, "", append([]string{"resume", p, "--approve", "--timeout", "3s"}, tool...)...); rc != exitUsage || !strings.Contains(errOut, "its limits is") {
 		t.Fatalf("other limits: rc %d err %s", rc, errOut)
 	}
+	if _, errOut, rc = run(t, "", "resume", p, "--deny", "no"); rc != exitUsage || !strings.Contains(errOut, "lacks http_delete, http_get") || !strings.Contains(errOut, "--http-allow") {
+		t.Fatalf("no tool flags: rc %d err %s", rc, errOut)
+	}
 	if _, errOut, rc = run(t, "", append([]string{"resume", p, "--approve", "--mcp-server", "x=false"}, tool...)...); rc != exitUsage {
 		t.Fatalf("other tools: rc %d err %s", rc, errOut)
 	}

@@ -55,15 +55,20 @@ type inflight struct {
 // maxInDoubt bounds the in-doubt evals an Evaluator remembers for retry.
 const maxInDoubt = 64
 
-// begin returns the eval's state: the remembered one for a retry, else new.
-func (e *Evaluator) begin(key string) *inflight {
+// begin returns the eval's state: the remembered one for a retry, else
+// new; a session's eval (s non-nil) keeps the session's labelled values.
+func (e *Evaluator) begin(key string, s *Session) *inflight {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if f := e.inDoubt[key]; f != nil {
 		delete(e.inDoubt, key)
 		return f
 	}
-	return &inflight{ts: e.rt.ToolSession(2 * e.rt.Limits().Timeout), replies: map[uint64][]byte{}}
+	timeout := 2 * e.rt.Limits().Timeout
+	if s != nil {
+		return &inflight{ts: s.flow.Next(timeout), replies: map[uint64][]byte{}}
+	}
+	return &inflight{ts: e.rt.ToolSession(timeout), replies: map[uint64][]byte{}}
 }
 
 // remember keeps f for a retry of key.
@@ -138,7 +143,7 @@ func (e *Evaluator) Eval(ctx context.Context, code string) (*glovebox.Result, er
 // EvalWith is Eval with options.
 func (e *Evaluator) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
 	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
-	return e.eval(ctx, &req, o)
+	return e.eval(ctx, &req, o, nil)
 }
 
 // Retry runs code again under the key of err, the *Error an earlier Eval
@@ -163,8 +168,9 @@ func evalLimits(l glovebox.Limits) wire.EvalLimits {
 
 func newEvalKey() string { return wire.NewKey("e-") }
 
-// eval sends req and serves its tool calls until the result.
-func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptions) (*glovebox.Result, error) {
+// eval sends req and serves its tool calls until the result; s is the
+// session req names, nil for none.
+func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptions, s *Session) (*glovebox.Result, error) {
 	req.IdempotencyKey = o.Key
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newEvalKey()
@@ -179,12 +185,18 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 	}
 	// The tool channel's deadline (begin): the eval's Timeout, plus as
 	// much again for the time it may wait in the executor's queue.
-	f := e.begin(key)
+	f := e.begin(key, s)
 	var (
 		holder   uint64
 		attached bool
 		rec      *wire.Record
 	)
+	// What the guest writes and returns shows labelled values as tokens,
+	// as an in-process eval's Result does (the tools' labels are here).
+	stdout, flushOut := f.ts.RedactOutput(o.Stdout)
+	stderr, flushErr := f.ts.RedactOutput(o.Stderr)
+	defer flushErr()
+	defer flushOut()
 	err = e.c.stream(ctx, wire.PathEvals, body, key, func(ev *wire.Event) error {
 		switch ev.Type {
 		case wire.EventAccepted:
@@ -195,12 +207,12 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 				holder = h.Holder
 			}
 		case wire.EventStdout:
-			if o.Stdout != nil {
-				o.Stdout.Write(ev.Data)
+			if stdout != nil {
+				stdout.Write(ev.Data)
 			}
 		case wire.EventStderr:
-			if o.Stderr != nil {
-				o.Stderr.Write(ev.Data)
+			if stderr != nil {
+				stderr.Write(ev.Data)
 			}
 		case wire.EventToolCall:
 			var call wire.ToolCall
@@ -240,6 +252,7 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 	if err != nil {
 		return nil, &Error{Code: "bad_response", Message: err.Error(), Key: key}
 	}
+	f.ts.Redact(res)
 	return res, nil
 }
 
@@ -303,6 +316,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 type Session struct {
 	e  *Evaluator
 	id string
+	// flow carries the labelled values the session's evals' calls handed
+	// out, for the next eval's tokens and sinks (nil without tools).
+	flow *glovebox.ToolSession
 }
 
 // NewSession opens a session on the executor with the Evaluator's tools
@@ -317,7 +333,7 @@ func (e *Evaluator) NewSession(ctx context.Context) (*Session, error) {
 	if !wire.ValidSessionID(info.ID) {
 		return nil, &Error{Code: "bad_response", Message: "a session ID not in the documented form"}
 	}
-	return &Session{e: e, id: info.ID}, nil
+	return &Session{e: e, id: info.ID, flow: e.rt.ToolSession(0)}, nil
 }
 
 // ID is the session's ID on the executor.
@@ -331,7 +347,7 @@ func (s *Session) Eval(ctx context.Context, code string) (*glovebox.Result, erro
 // EvalWith is Eval with options.
 func (s *Session) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
 	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
-	return s.e.eval(ctx, &req, o)
+	return s.e.eval(ctx, &req, o, s)
 }
 
 // Retry is [Evaluator.Retry] for an eval of this session.

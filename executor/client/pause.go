@@ -46,11 +46,13 @@ func (e *Evaluator) Continue(ctx context.Context, from string, a Answer, o EvalO
 		c.Reply = "j\n" + string(v)
 	}
 	req := wire.EvalRequest{Limits: evalLimits(e.rt.Limits()), Continue: c}
-	return e.eval(ctx, &req, o)
+	return e.eval(ctx, &req, o, nil)
 }
 
 // Attach returns the session id made by [Evaluator.NewSession] (through
 // any executor sharing the store, with a state key there), to run its
 // evals through this Evaluator's executor. It checks nothing: an eval of
 // a session that does not exist fails with not_found.
-func (e *Evaluator) Attach(id string) *Session { return &Session{e: e, id: id} }
+func (e *Evaluator) Attach(id string) *Session {
+	return &Session{e: e, id: id, flow: e.rt.ToolSession(0)}
+}
