@@ -45,7 +45,11 @@ func (s *Server) pause(ci *callInfo, tool string, res *glovebox.Result) (mcp.Inp
 	default:
 		return nil, "", fmt.Errorf("the program waits in its call to %s (%s), which is not a question an MCP client can answer", pc.Name, pc.Reason)
 	}
-	st, err := s.book.seal(e, res.State)
+	var user string
+	if ci != nil {
+		user = ci.user
+	}
+	st, err := s.book.seal(e, res.State, user)
 	if err != nil {
 		return nil, "", err
 	}
@@ -72,10 +76,10 @@ type retry struct {
 // (a replay), or asks != nil when an answer is missing (the requests to
 // send again, with the same request state), or the retry to run, claimed
 // so that no other request runs it. Errors are *jsonrpc.Error: a request
-// state refused (altered, another key, expired, another tool's), or one
-// being continued by another request right now.
-func (s *Server) openRetry(tool, state string, resp mcp.InputResponseMap) (rt *retry, recorded []byte, asks mcp.InputRequestMap, err error) {
-	e, st, err := s.book.open(state, "call", tool)
+// state refused (altered, another key, expired, another tool's, another
+// user's than user), or one being continued by another request right now.
+func (s *Server) openRetry(tool, state, user string, resp mcp.InputResponseMap) (rt *retry, recorded []byte, asks mcp.InputRequestMap, err error) {
+	e, st, err := s.book.open(state, "call", tool, user)
 	if err != nil {
 		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
 	}
@@ -188,16 +192,16 @@ func (s *Server) retryCall(ctx context.Context, req *mcp.CallToolRequest, start 
 	if p.RequestState == "" {
 		return start()
 	}
-	return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
+	return resume(s, req, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
 		return &mcp.CallToolResult{InputRequests: asks, RequestState: p.RequestState}
 	}, cont)
 }
 
-// resume serves a retry carrying a request state, for a result type T: the
-// recorded outcome of a replay, again(asks) when an answer is missing, or
-// cont's result, recorded.
-func resume[T any](s *Server, name, state string, resp mcp.InputResponseMap, again func(mcp.InputRequestMap) *T, cont func(r *retry) (*T, error)) (*T, error) {
-	rt, recorded, asks, err := s.openRetry(name, state, resp)
+// resume serves a retry carrying a request state, sent by req, for a
+// result type T: the recorded outcome of a replay, again(asks) when an
+// answer is missing, or cont's result, recorded.
+func resume[T any](s *Server, req mcp.Request, name, state string, resp mcp.InputResponseMap, again func(mcp.InputRequestMap) *T, cont func(r *retry) (*T, error)) (*T, error) {
+	rt, recorded, asks, err := s.openRetry(name, state, requestUser(req), resp)
 	switch {
 	case err != nil:
 		return nil, err

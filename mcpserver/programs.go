@@ -150,7 +150,7 @@ func (s *Server) addPrograms() error {
 					if st == "" {
 						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.evalProgram(ctx, p, args) })
 					}
-					return resume(s, p.name, st, req.Params.InputResponses, func(asks mcp.InputRequestMap) *mcp.GetPromptResult {
+					return resume(s, req, p.name, st, req.Params.InputResponses, func(asks mcp.InputRequestMap) *mcp.GetPromptResult {
 						return &mcp.GetPromptResult{InputRequests: asks, RequestState: st}
 					}, func(r *retry) (*mcp.GetPromptResult, error) {
 						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(r.in(ctx), r.st, r.a) })

@@ -36,6 +36,9 @@ type callInfo struct {
 	// request state): mcp_ask takes its answers from them when they
 	// answer all it asks, instead of pausing.
 	given mcp.InputResponseMap
+	// user is the request's authenticated user ("" without one), whom
+	// the request states of its results are sealed for.
+	user string
 
 	mu sync.Mutex
 	// forward is the bound server's question the call's program was
@@ -50,13 +53,14 @@ type callKey struct{}
 type mcpRequest interface {
 	ProtocolVersion() string
 	ClientCapabilities() *mcp.ClientCapabilities
+	GetExtra() *mcp.RequestExtra
 }
 
 // withCall gives ctx what a guest function needs of the request req of
 // session ss, with progress its progress token (nil: none) and given the
 // input responses of a first call.
 func withCall(ctx context.Context, ss *mcp.ServerSession, req mcpRequest, progress any, given mcp.InputResponseMap) context.Context {
-	ci := &callInfo{ss: ss, version: req.ProtocolVersion(), caps: req.ClientCapabilities(), progress: progress, given: given}
+	ci := &callInfo{ss: ss, version: req.ProtocolVersion(), caps: req.ClientCapabilities(), progress: progress, given: given, user: extraUser(req.GetExtra())}
 	return context.WithValue(withSession(ctx, ss), callKey{}, ci)
 }
 

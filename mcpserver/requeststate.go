@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gloveboxhq/glovebox"
 )
@@ -76,6 +80,46 @@ type envelope struct {
 	// Forward is set when Asks is a bound MCP server's question
 	// (ForwardElicit).
 	Forward *forwardState `json:"fwd,omitempty"`
+	// User is the tag (userTag) of the authenticated user the state was
+	// given to, "" for a request without one (then the state is a bearer
+	// capability: whoever holds it can use it).
+	User string `json:"u,omitempty"`
+}
+
+// requestUser is the authenticated user of req: the UserID of the
+// go-sdk TokenInfo an embedder's auth middleware (auth.RequireBearerToken)
+// put on the HTTP request, "" without one (stdio, or a shared --token).
+func requestUser(req mcp.Request) string {
+	if req == nil {
+		return ""
+	}
+	return extraUser(req.GetExtra())
+}
+
+func extraUser(x *mcp.RequestExtra) string {
+	if x == nil || x.TokenInfo == nil {
+		return ""
+	}
+	return x.TokenInfo.UserID
+}
+
+// contextUser is the authenticated user of an HTTP request's context.
+func contextUser(ctx context.Context) string {
+	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+// userTag is what an envelope records of user: a MAC under the book's
+// key, so that the state a client sees does not carry the user id.
+func (b *stateBook) userTag(user string) string {
+	if user == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, b.key)
+	m.Write([]byte("user\x00" + user))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // stateBook seals and opens request states, and keeps what must outlive
@@ -134,15 +178,16 @@ func newStateBook(o Options) (*stateBook, error) {
 	return b, nil
 }
 
-// seal makes the request state of e with the sealed state st, storing st
+// seal makes the request state of e with the sealed state st for user
+// (the authenticated user of the request, "" without one), storing st
 // in the state directory when it is larger than maxInline or e is a
 // session handle (which a model passes on: it stays short).
-func (b *stateBook) seal(e envelope, st []byte) (string, error) {
+func (b *stateBook) seal(e envelope, st []byte, user string) (string, error) {
 	id, err := glovebox.StateID(st)
 	if err != nil {
 		return "", err
 	}
-	e.V, e.ID, e.Made = 1, id, time.Now().Unix()
+	e.V, e.ID, e.Made, e.User = 1, id, time.Now().Unix(), b.userTag(user)
 	if b.full() {
 		return "", fmt.Errorf("the state directory holds %d records or %d MiB, its limit; try again when older ones have expired (after %v)", b.max, b.maxBytes>>20, b.ttl)
 	}
@@ -168,9 +213,11 @@ func (b *stateBook) seal(e envelope, st []byte) (string, error) {
 // is only looked for (nil: read it with load once the state is claimed,
 // so that requests refused as replays or as in use read nothing). It
 // fails with an *errState: not one of this server's (altered, or made
-// with another key), of another tool, expired, or whose stored state is
-// gone.
-func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
+// with another key), of another tool, given to another user than user
+// (the authenticated user of the request, "" without one), expired, or
+// whose stored state is gone. The user is checked before anything is
+// read or claimed, so that another user's try leaves the state usable.
+func (b *stateBook) open(s, kind, tool, user string) (*envelope, []byte, error) {
 	what := map[string]string{"call": "requestState", "session": "session handle"}[kind]
 	parts := strings.Split(s, ".")
 	enc := base64.RawURLEncoding
@@ -192,6 +239,9 @@ func (b *stateBook) open(s, kind, tool string) (*envelope, []byte, error) {
 	}
 	if e.Kind != kind || e.Tool != tool {
 		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s belongs to %s, not to %s; send it back with the request that received it", what, e.Tool, tool)}
+	}
+	if !hmac.Equal([]byte(e.User), []byte(b.userTag(user))) {
+		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s was given to another user of this server (or to a request without a user, or this one has none); only the user it was given to can send it back; start the call again without it", what)}
 	}
 	if age := time.Since(time.Unix(e.Made, 0)); age > b.ttl {
 		return nil, nil, &errState{fmt.Sprintf("invalid params: the %s expired: it was made %v ago, and this server keeps states and their outcomes for %v; start the call again without it", what, age.Round(time.Second), b.ttl)}

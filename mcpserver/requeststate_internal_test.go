@@ -45,11 +45,11 @@ func TestStateBook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inline, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st)
+	inline, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st)
+	handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStateBook(t *testing.T) {
 		if s == handle {
 			kind, tool = "session", ToolSession
 		}
-		e, got, err := b.open(s, kind, tool)
+		e, got, err := b.open(s, kind, tool, "")
 		if err != nil || e.ID == "" || (s == inline) != (got != nil) {
 			t.Fatalf("open %s: %v (a stored state is read only by load)", kind, err)
 		}
@@ -72,11 +72,11 @@ func TestStateBook(t *testing.T) {
 			t.Fatalf("load %s: %v", kind, err)
 		}
 	}
-	if _, _, err := b.open(inline, "call", "other_tool"); err == nil || !strings.Contains(err.Error(), "belongs to run_ruby") {
+	if _, _, err := b.open(inline, "call", "other_tool", ""); err == nil || !strings.Contains(err.Error(), "belongs to run_ruby") {
 		t.Fatalf("another tool's: %v", err)
 	}
 	other, _ := newStateBook(Options{StateKey: append(make([]byte, 31), 1), StateDir: dir})
-	if _, _, err := other.open(inline, "call", "run_ruby"); err == nil || !strings.Contains(err.Error(), "another key") {
+	if _, _, err := other.open(inline, "call", "run_ruby", ""); err == nil || !strings.Contains(err.Error(), "another key") {
 		t.Fatalf("another key's: %v", err)
 	}
 	if first, _ := b.claim("ab12"); !first {
@@ -87,7 +87,7 @@ func TestStateBook(t *testing.T) {
 	}
 	b.max = 1
 	b.counted = b.counted.AddDate(-1, 0, 0)
-	if _, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
+	if _, err := b.seal(envelope{Kind: "call", Tool: "run_ruby"}, st, ""); err == nil || !strings.Contains(err.Error(), "its limit") {
 		t.Fatalf("past the cap: %v", err)
 	}
 }
@@ -104,11 +104,11 @@ func TestStateBookBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st)
+		handle, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, _, err := b.open(handle, "session", ToolSession)
+		e, _, err := b.open(handle, "session", ToolSession, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,16 +121,16 @@ func TestStateBookBytes(t *testing.T) {
 		if _, err := b.read("states", e.ID); err == nil {
 			t.Fatalf("dir %q: the continued handle's state is still stored", dir)
 		}
-		if _, _, err := b.open(handle, "session", ToolSession); err != nil {
+		if _, _, err := b.open(handle, "session", ToolSession, ""); err != nil {
 			t.Fatalf("dir %q: a replay of a continued handle: %v", dir, err)
 		}
 		// A stored state that is gone, with no outcome: refused, and a
 		// load after the claim gives the claim back.
-		other, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st2)
+		other, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st2, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		oe, _, err := b.open(other, "session", ToolSession)
+		oe, _, err := b.open(other, "session", ToolSession, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,18 +146,18 @@ func TestStateBookBytes(t *testing.T) {
 		if first, _ := b.claim(oe.ID); !first {
 			t.Fatalf("dir %q: the claim of a state that could not be read was kept", dir)
 		}
-		if _, _, err := b.open(other, "session", ToolSession); err == nil {
+		if _, _, err := b.open(other, "session", ToolSession, ""); err == nil {
 			t.Fatalf("dir %q: open of a handle whose state is gone", dir)
 		}
 		if o, ok := b.outcome(e.ID); !ok || string(o) != `{"content":[]}` {
 			t.Fatalf("dir %q: outcome %q %v", dir, o, ok)
 		}
 		b.maxBytes = int64(len(st))
-		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err != nil {
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st, ""); err != nil {
 			t.Fatalf("dir %q: under the byte cap: %v", dir, err)
 		}
 		b.counted = b.counted.AddDate(-1, 0, 0)
-		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st); err == nil || !strings.Contains(err.Error(), "its limit") {
+		if _, err := b.seal(envelope{Kind: "session", Tool: ToolSession}, st, ""); err == nil || !strings.Contains(err.Error(), "its limit") {
 			t.Fatalf("dir %q: past the byte cap: %v", dir, err)
 		}
 	}

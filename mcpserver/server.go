@@ -401,7 +401,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if p := req.Params; p.RequestState != "" {
 		// The retry of a call this session's VM is paused in (MCP
 		// statelessVersion over a connection, such as stdio).
-		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
+		return resume(s, req, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
 			return &mcp.CallToolResult{InputRequests: asks, RequestState: p.RequestState}
 		}, func(r *retry) (*mcp.CallToolResult, error) {
 			if pc := v.gs.Pending(); pc == nil || pc.ID != r.e.ID {

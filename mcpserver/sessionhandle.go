@@ -69,7 +69,7 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	defer release()
 	p := req.Params
 	if p.RequestState != "" {
-		return resume(s, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
+		return resume(s, req, p.Name, p.RequestState, p.InputResponses, func(asks mcp.InputRequestMap) *mcp.CallToolResult {
 			return &mcp.CallToolResult{InputRequests: asks, RequestState: p.RequestState}
 		}, func(r *retry) (*mcp.CallToolResult, error) {
 			gs, err := s.rt.ResumeSession(ctx, r.st)
@@ -90,7 +90,7 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		}
 		return s.handledRun(ctx, req, gs, run)
 	}
-	e, st, err := s.book.open(handle, "session", ToolSession)
+	e, st, err := s.book.open(handle, "session", ToolSession, requestUser(req))
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
 	}
@@ -142,7 +142,7 @@ func (s *Server) handledRun(ctx context.Context, req *mcp.CallToolRequest, gs *g
 	state, err := gs.Suspend(ctx)
 	var handle string
 	if err == nil {
-		handle, err = s.book.seal(envelope{Kind: "session", Tool: ToolSession}, state)
+		handle, err = s.book.seal(envelope{Kind: "session", Tool: ToolSession}, state, requestUser(req))
 	}
 	structured, _ := res.StructuredContent.(json.RawMessage)
 	if err != nil {

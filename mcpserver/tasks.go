@@ -62,8 +62,13 @@ type TaskOptions struct {
 	PollInterval time.Duration
 	// MaxPerClient bounds the tasks one client has running at once; one
 	// more tools/call gets error [CodeServerBusy] naming the limit. A
-	// client is the connection over stdio, and the clientInfo name of
-	// the request's _meta over HTTP. Zero means DefaultMaxTasksPerClient.
+	// client is the authenticated user when the request has one (the
+	// UserID of the go-sdk auth.TokenInfo that auth middleware such as
+	// auth.RequireBearerToken puts on the HTTP request), else the
+	// connection over stdio and the clientInfo name of the request's
+	// _meta over HTTP, which the client chooses: without per-user auth
+	// the bound is one a cooperating client keeps. Zero means
+	// DefaultMaxTasksPerClient.
 	MaxPerClient int
 	// MaxKept bounds the tasks the process keeps, running or ended; the
 	// oldest ended ones are dropped first (tasks/get then says so), and
@@ -87,6 +92,7 @@ const (
 // task is one task: a tool call running, or its outcome.
 type task struct {
 	id, client    string
+	user          string // the authenticated user who started it, "" without one
 	status        string
 	message       string
 	created, last time.Time
@@ -116,9 +122,9 @@ type taskStore struct {
 	instance string
 	mu       sync.Mutex
 	tasks    map[string]*task
-	order    []string          // task ids, oldest first
-	gone     map[string]string // dropped task id → why
-	goneIDs  []string          // gone's keys, oldest first
+	order    []string             // task ids, oldest first
+	gone     map[string]tombstone // dropped task id → why
+	goneIDs  []string             // gone's keys, oldest first
 	bytes    int64
 	now      func() time.Time
 }
@@ -136,12 +142,15 @@ func newTaskStore(o TaskOptions) (*taskStore, error) {
 	o.MaxKept = cmp.Or(o.MaxKept, DefaultMaxTasks)
 	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxTaskBytes)
 	inst := strings.ToLower(rand.Text()[:8])
-	return &taskStore{opts: o, instance: inst, tasks: map[string]*task{}, gone: map[string]string{}, now: time.Now}, nil
+	return &taskStore{opts: o, instance: inst, tasks: map[string]*task{}, gone: map[string]tombstone{}, now: time.Now}, nil
 }
+
+// tombstone is what is remembered of a dropped task: why, and whose it was.
+type tombstone struct{ why, user string }
 
 // taskIDPrefix begins every task id; the process instance follows, then
 // a dot and 26 random base-32 characters (130 bits: the id is the only
-// thing a client needs to read or cancel a task).
+// thing a client without per-user auth needs to read or cancel a task).
 const taskIDPrefix = "gbt-"
 
 // drop forgets t, remembering why; st.mu is held.
@@ -158,7 +167,7 @@ func (st *taskStore) drop(id, why string) {
 			break
 		}
 	}
-	st.gone[id] = why
+	st.gone[id] = tombstone{why, t.user}
 	st.goneIDs = append(st.goneIDs, id)
 	if len(st.goneIDs) > maxTombstones {
 		delete(st.gone, st.goneIDs[0])
@@ -189,16 +198,19 @@ func (st *taskStore) makeRoom(n int) {
 	}
 }
 
-// start records a new running task for client; it fails with a
-// CodeServerBusy error when client has MaxPerClient tasks running or the
-// process holds MaxKept tasks all running.
-func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, error) {
+// start records a new running task for client and user (the request's
+// authenticated user, "" without one); it fails with a CodeServerBusy
+// error when user, or without one client, has MaxPerClient tasks running,
+// or the process holds MaxKept tasks all running. A user is counted
+// whatever client names it gives: a clientInfo name is the client's own
+// choice.
+func (st *taskStore) start(client, user string, cancel context.CancelFunc) (*task, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.makeRoom(1)
 	running := 0
 	for _, t := range st.tasks {
-		if t.client == client && t.live() {
+		if t.live() && (user != "" && t.user == user || user == "" && t.user == "" && t.client == client) {
 			running++
 		}
 	}
@@ -209,7 +221,7 @@ func (st *taskStore) start(client string, cancel context.CancelFunc) (*task, err
 		return nil, &jsonrpc.Error{Code: CodeServerBusy, Message: fmt.Sprintf("too many tasks: this server process holds %d tasks running, its limit; try again when some have ended", len(st.tasks))}
 	}
 	now := st.now()
-	t := &task{id: taskIDPrefix + st.instance + "." + strings.ToLower(rand.Text()), client: client, status: taskWorking,
+	t := &task{id: taskIDPrefix + st.instance + "." + strings.ToLower(rand.Text()), client: client, user: user, status: taskWorking,
 		message: "the program is running", created: now, last: now, cancel: cancel, running: true, done: make(chan struct{})}
 	st.tasks[t.id] = t
 	st.order = append(st.order, t.id)
@@ -339,15 +351,18 @@ func (st *taskStore) stop(t *task, why string) {
 	}
 }
 
-// lookup returns the task named id, or the -32602 error saying it is
-// unknown, expired, or another process's.
-func (st *taskStore) lookup(id string) (*task, *jsonrpc.Error) {
+// lookup returns the task named id for user (the request's
+// authenticated user, "" without one), or the -32602 error saying it is
+// unknown, expired, or another process's. Another user's task, live or
+// dropped, is unknown, with an unknown id's message: the answer does not
+// confirm that the id exists.
+func (st *taskStore) lookup(id, user string) (*task, *jsonrpc.Error) {
 	st.sweep()
-	if t := st.tasks[id]; t != nil {
+	if t := st.tasks[id]; t != nil && t.user == user {
 		return t, nil
 	}
-	if why, ok := st.gone[id]; ok {
-		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: why}
+	if g, ok := st.gone[id]; ok && g.user == user {
+		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: g.why}
 	}
 	if rest, ok := strings.CutPrefix(id, taskIDPrefix); ok {
 		if inst, _, ok := strings.Cut(rest, "."); ok && inst != st.instance {
@@ -509,7 +524,7 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		t, err := s.tasks.start(client, cancel)
+		t, err := s.tasks.start(client, requestUser(cr), cancel)
 		if err != nil {
 			cancel()
 			return nil, err
@@ -595,11 +610,13 @@ func isTaskMethod(method string) bool {
 // MCP 2026-07-28 (m.stateless), with its JSON-RPC response and the HTTP
 // status to send it with. header is the HTTP request's header (nil over
 // stdio): its Mcp-Method must name m's method and its Mcp-Name the task
-// id, else -32020. Errors: -32021 when the request's capabilities do not
-// name TasksExtension; -32602 for a missing, unknown or expired task id
+// id, else -32020; user is the request's authenticated user ("" without
+// one), and another user's task is unknown. Errors: -32021 when the
+// request's capabilities do not name TasksExtension; -32602 for a
+// missing, unknown or expired task id
 // or one of another process, and for a tasks/update whose answer to a
 // pending question is malformed.
-func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
+func (s *Server) taskRequest(m message, header http.Header, user string) ([]byte, int) {
 	var p struct {
 		TaskID         *string                    `json:"taskId"`
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -630,7 +647,7 @@ func (s *Server) taskRequest(m message, header http.Header) ([]byte, int) {
 	}
 	st := s.tasks
 	st.mu.Lock()
-	t, e := st.lookup(id)
+	t, e := st.lookup(id, user)
 	var result json.RawMessage
 	switch {
 	case e != nil:

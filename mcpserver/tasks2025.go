@@ -97,7 +97,7 @@ func (s *Server) taskMessage(ctx context.Context, msgs []message, version string
 	m := msgs[0]
 	switch {
 	case m.stateless && isTaskMethod(m.method):
-		reply, status = s.taskRequest(m, header)
+		reply, status = s.taskRequest(m, header, contextUser(ctx))
 		return reply, status, true
 	case m.stateless && slices.Contains(legacyTaskMethods, m.method):
 		return rpcReply(m.id, nil, &jsonrpc.Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %s was part of MCP %s's experimental tasks, which the tasks extension removed; under %s a task's outcome is in its tasks/get answer", m.method, legacyTasksVersion, statelessVersion)}), http.StatusNotFound, true
@@ -187,14 +187,14 @@ func (s *Server) legacyTaskRequest(ctx context.Context, m message, session strin
 		st.sweep()
 		list := []json.RawMessage{}
 		for _, id := range st.order {
-			if t := st.tasks[id]; t.client == session {
+			if t := st.tasks[id]; t.client == session && t.user == contextUser(ctx) {
 				list = append(list, st.wire(t, "", s.impl()))
 			}
 		}
 		b, _ := json.Marshal(map[string]any{"tasks": list})
 		return b, nil
 	}
-	t, e := st.lookup(p.TaskID)
+	t, e := st.lookup(p.TaskID, contextUser(ctx))
 	if e == nil && t.client != session {
 		t, e = nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("unknown task %q: it belongs to another MCP session; tasks/get, tasks/result and tasks/cancel reach the tasks of the session that made them", p.TaskID)}
 	}

@@ -55,6 +55,9 @@ type taskClient struct {
 	url string
 	hc  *http.Client
 	id  int
+	// token, when set, is the bearer token the requests carry instead of
+	// raw's.
+	token string
 }
 
 func newTaskClient(t *testing.T, url string) *taskClient {
@@ -82,6 +85,9 @@ func (c *taskClient) send(method, name, params, meta string) (int, map[string]an
 	}
 	body += "}}"
 	hdr := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
+	if c.token != "" {
+		hdr["Authorization"] = "Bearer " + c.token
+	}
 	old := http.DefaultClient
 	http.DefaultClient = c.hc
 	defer func() { http.DefaultClient = old }()
