@@ -715,7 +715,7 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 				}
 				c.oauth = o
 			}
-			st.OAuthHandler = c.oauth.handler
+			st.OAuthHandler = c.oauth
 			c.mu.Unlock()
 		}
 		t = st

@@ -8,15 +8,22 @@ import (
 	"html"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"code.dny.dev/ssrf"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 )
+
+var _ auth.OAuthHandler = (*oauthState)(nil)
 
 // TokenSource is the host's own source of bearer tokens for an HTTP
 // server (see [Server].TokenSource): it returns the access token to send
@@ -91,8 +98,14 @@ type OAuth struct {
 	// user to the URL and returns the code, state and iss of the
 	// redirect (a host with a web callback of its own). Nil uses Open.
 	Fetch auth.AuthorizationCodeFetcher
-	// HTTPClient makes the metadata, registration and token requests.
-	// Nil uses http.DefaultClient.
+	// HTTPClient makes the metadata, registration and token requests,
+	// as it is (its own dialing, proxy and redirect policy). Nil uses the
+	// client of [oauthClient]: it dials public addresses (those
+	// code.dny.dev/ssrf allows, on any port) and the addresses the
+	// server's own host resolves to, nothing else (no other loopback,
+	// private, link-local or metadata address, which a hostile server
+	// could name in its WWW-Authenticate or metadata), uses no proxy, and
+	// follows redirects within one origin only.
 	HTTPClient *http.Client
 }
 
@@ -105,6 +118,47 @@ type oauthState struct {
 
 	mu      sync.Mutex
 	waiting map[string]chan auth.AuthorizationResult // state → waiter
+	// refused are the OAuth requests oauthClient refused during the
+	// current Authorize: the SDK passes over a metadata document it
+	// cannot fetch, so the flow is stopped, saying why, before the user
+	// is sent anywhere.
+	refused []string
+}
+
+// TokenSource is the SDK handler's.
+func (st *oauthState) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	return st.handler.TokenSource(ctx)
+}
+
+// Authorize runs the SDK handler's flow; its error names the requests
+// the OAuth client refused meanwhile.
+func (st *oauthState) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	st.mu.Lock()
+	st.refused = nil
+	st.mu.Unlock()
+	err := st.handler.Authorize(ctx, req, resp)
+	if err != nil {
+		if why := st.refusals(); why != "" && !strings.Contains(err.Error(), why) {
+			err = fmt.Errorf("%w (%s)", err, why)
+		}
+	}
+	return err
+}
+
+// refuse records a refused OAuth request.
+func (st *oauthState) refuse(why string) {
+	st.mu.Lock()
+	if !slices.Contains(st.refused, why) {
+		st.refused = append(st.refused, why)
+	}
+	st.mu.Unlock()
+}
+
+// refusals joins the refused requests of the current flow, "" for none.
+func (st *oauthState) refusals() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return strings.Join(st.refused, "; ")
 }
 
 // newOAuthState builds the handler for s, listening for the redirect
@@ -150,11 +204,26 @@ func newOAuthState(s Server, cfg *Config) (*oauthState, error) {
 			return st.fetch(ctx, a.URL, open)
 		}
 	}
+	userFetch := fetch
+	fetch = func(ctx context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		if why := st.refusals(); why != "" {
+			return nil, errors.New(why)
+		}
+		return userFetch(ctx, a)
+	}
+	client := o.HTTPClient
+	if client == nil {
+		name := s.Name
+		client = oauthClient(s.URL, func(why string) {
+			cfg.Logger.Warn("mcptools: OAuth request refused", "server", name, "why", why)
+			st.refuse(why)
+		})
+	}
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:              redirect,
 		AuthorizationCodeFetcher: fetch,
 		RequestRefreshToken:      true,
-		Client:                   o.HTTPClient,
+		Client:                   client,
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
 			Metadata: &oauthex.ClientRegistrationMetadata{
 				ClientName:   "glovebox",
@@ -180,6 +249,75 @@ func newOAuthState(s Server, cfg *Config) (*oauthState, error) {
 	}
 	st.handler = h
 	return st, nil
+}
+
+// oauthClient is the HTTP client of the OAuth requests (metadata
+// discovery, registration, tokens) for the server at serverURL: the
+// server names their URLs (WWW-Authenticate resource_metadata, its
+// metadata's authorization_servers, the authorization server's
+// endpoints), so a hostile one could make the host fetch its internal
+// services. It dials an address only when code.dny.dev/ssrf finds it
+// public (any port) or it is one of those serverURL's host resolves to
+// at the time of the dial (a server on loopback or a private network
+// may keep its authorization server on the same host); the check is on
+// the address the socket connects to, so a name that resolves elsewhere
+// later is checked too. It uses no proxy (the check would see only the
+// proxy's address) and refuses a redirect to another origin. Refusals
+// are errors naming the address or the redirect, also passed to refused.
+func oauthClient(serverURL string, refused func(why string)) *http.Client {
+	var host string
+	if u, err := url.Parse(serverURL); err == nil {
+		host = u.Hostname()
+	}
+	guard := ssrf.New(ssrf.WithAnyPort())
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+		ControlContext: func(ctx context.Context, network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("mcptools: OAuth request refused: cannot read the address %q: %v", address, err)
+			}
+			ip := ap.Addr().Unmap().WithZone("")
+			if ap.Addr().Zone() == "" && guard.SafeAddr(ip) == nil || serverAddr(ctx, host, ip) {
+				return nil
+			}
+			err = fmt.Errorf("mcptools: OAuth request refused: %s is not a public address, nor one of the bound server's host %q; a server's OAuth metadata may name only public hosts or its own (set OAuth.HTTPClient for another policy)", ap.Addr(), host)
+			refused(err.Error())
+			return err
+		}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = d.DialContext
+	return &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return fmt.Errorf("mcptools: OAuth request to %s: stopped after 10 redirects", via[0].URL.Redacted())
+		}
+		if !sameOrigin(r.URL, via[0].URL.String()) {
+			err := fmt.Errorf("mcptools: OAuth request to %s redirected to another origin (%s); refused: a redirect may stay within its origin only", via[0].URL.Redacted(), r.URL.Redacted())
+			refused(err.Error())
+			return err
+		}
+		return nil
+	}}
+}
+
+// serverAddr reports whether ip is one of the addresses host resolves to.
+func serverAddr(ctx context.Context, host string, ip netip.Addr) bool {
+	if host == "" {
+		return false
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().WithZone("") == ip
+	}
+	as, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return false
+	}
+	for _, a := range as {
+		if a.Unmap().WithZone("") == ip {
+			return true
+		}
+	}
+	return false
 }
 
 func loopbackHost(h string) bool {
