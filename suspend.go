@@ -453,6 +453,32 @@ func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...
 	return st.continued(sh, out, req, statePaused)
 }
 
+// CheckState reports whether r can take state, a [StatusSuspended]
+// Result.State (for Continue, or a session's for ResumeSession) or a
+// [Session.Suspend] state (for ResumeSession), without running or
+// claiming anything: a caller that records its own claim on a state (a
+// fleet of executors sharing a store) checks first, so that a state
+// refused here stays usable by a Runtime that can take it. It opens the
+// state as Continue and ResumeSession do (decrypting and decompressing
+// it: about the cost of their own check) and fails as they would before
+// running: [ErrStateInvalid], [ErrStateKey], [ErrStateMismatch] (a
+// *StateMismatchError naming the difference: image, snapshot, tools,
+// mounts, limits) or ErrClosed. It does not ask Config.StateStore, so a
+// state continued before passes; nil means Continue or ResumeSession
+// (whichever the state's kind is for) would open it.
+func (r *Runtime) CheckState(ctx context.Context, state []byte) error {
+	sh, err := r.target(ctx)
+	if err != nil {
+		return err
+	}
+	o, err := r.open(sh, state, statePaused, stateIdle, stateSessionPaused)
+	if err != nil {
+		return err
+	}
+	o.release()
+	return nil
+}
+
 // openPaused opens a paused state of the given kind and makes the request
 // that replays it, with opts (output writers only) applied; the state's id
 // is claimed in the StateStore last, so a state refused for any other

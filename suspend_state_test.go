@@ -177,8 +177,13 @@ func TestStateOtherRuntimeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := rr.Stats()
-		_, err = rr.Continue(ctx, paused, glovebox.Answer{})
 		var sm *glovebox.StateMismatchError
+		for _, st := range [][]byte{paused, idle} { // CheckState tells without running
+			if err := rr.CheckState(ctx, st); !errors.As(err, &sm) || sm.What != c.what {
+				t.Fatalf("CheckState, %s: %v", c.what, err)
+			}
+		}
+		_, err = rr.Continue(ctx, paused, glovebox.Answer{})
 		if !errors.As(err, &sm) || sm.What != c.what || !errors.Is(err, glovebox.ErrStateMismatch) {
 			t.Fatalf("%s: %v", c.what, err)
 		}
@@ -193,6 +198,14 @@ func TestStateOtherRuntimeRefused(t *testing.T) {
 		if c.what != "limits" {
 			rr.Close()
 		}
+	}
+	for _, st := range [][]byte{paused, idle} {
+		if err := r.CheckState(ctx, st); err != nil {
+			t.Fatalf("CheckState of the runtime's own state: %v", err)
+		}
+	}
+	if err := r.CheckState(ctx, paused[:len(paused)-1]); !errors.Is(err, glovebox.ErrStateInvalid) {
+		t.Fatalf("CheckState of a truncated state: %v", err)
 	}
 	var sm *glovebox.StateMismatchError
 	if _, err := r.Continue(ctx, idle, glovebox.Answer{}); !errors.As(err, &sm) || sm.What != "kind" {

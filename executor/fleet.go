@@ -241,7 +241,7 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 
 // continueSession is continueEval for a pause of a stored session: the
 // session's lease, its state at the pause, and the answer.
-func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta *pausedMeta, a glovebox.Answer, opts []glovebox.EvalOption) *wire.Record {
+func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta *pausedMeta, a glovebox.Answer, opts []glovebox.EvalOption, claim func() *wire.Record) *wire.Record {
 	holder := e.fleet.holder + "/" + key
 	row, rec := e.acquireFor(ctx, t, meta.Session, holder)
 	if rec != nil {
@@ -252,12 +252,42 @@ func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused,
 			"session %s is no longer in the state it paused in (its version %d, the pause's %d: its pause could not be stored); the paused call is spent", meta.Session, row.Version, meta.Version)}
 	}
+	// The session's stored state (absent when this executor has the
+	// session live at that version) is checked before the pause is
+	// claimed, as a paused eval's is.
+	if row.State != nil {
+		if rec := e.checkStored(ctx, t.Name, row, key); rec != nil {
+			e.releaseLease(t, meta.Session, holder)
+			return rec
+		}
+	}
+	if rec := claim(); rec != nil {
+		e.releaseLease(t, meta.Session, holder)
+		return rec
+	}
 	return e.inSession(ctx, t, key, meta.Session, holder, row, meta.Suspend, func(gs *glovebox.Session) (*glovebox.Result, error) {
 		if gs.Pending() == nil {
 			return nil, fmt.Errorf("%w: the session's stored state at the pause is not paused", glovebox.ErrStateInvalid)
 		}
 		return gs.Continue(ctx, a, opts...)
 	})
+}
+
+// checkStored is stateCheck of a stored session's state, on the Runtime
+// view its tools and limits make here.
+func (e *evals) checkStored(ctx context.Context, tenant string, row *sessionRow, from string) *wire.Record {
+	rt, release, err := e.toolSet(ctx, tenant, row.Tools)
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval was not continued", err)}
+	}
+	defer release()
+	var lim wire.EvalLimits
+	json.Unmarshal(row.Limits, &lim)
+	view, err := rt.WithLimits(e.limits(lim))
+	if err != nil {
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
+	}
+	return stateCheck(ctx, view, from, row.State)
 }
 
 // liveFor returns the live session for row, marked busy: the cached one
@@ -430,17 +460,19 @@ type pausedMeta struct {
 	Version int64  `json:"version,omitempty"`
 }
 
-// continueEval is the work of an eval request with Continue: claim the
-// paused state (once, fleet-wide), answer its call and run it on.
+// continueEval is the work of an eval request with Continue: check that
+// this executor can take the paused state (its image, snapshot, tools and
+// limits), then claim it (once, fleet-wide), answer its call and run it
+// on. A state refused by the check is not claimed: an executor that can
+// take it (the rest of a rolling upgrade) still continues it.
 func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *evalRun, c *wire.Continue, opts []glovebox.EvalOption) *wire.Record {
-	p, err := e.fleet.st.claimPaused(context.Background(), t.Name, c.From, key)
-	switch {
-	case errors.Is(err, errNoEntry):
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no paused eval under key %s (it never paused, its state expired after the retention, or it is another tenant's)", c.From)}
-	case errors.Is(err, errPausedUsed):
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeAlreadyContinued, "the paused eval %s was continued before, by the eval %s; a paused call is answered once; this one did not run", c.From, p.ClaimedBy)}
-	case err != nil:
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the paused eval was not continued", err)}
+	p, err := e.fleet.st.peekPaused(context.Background(), t.Name, c.From)
+	if rec := pausedRefusal(c.From, p, err); rec != nil {
+		return rec
+	}
+	claim := func() *wire.Record {
+		p, err := e.fleet.st.claimPaused(context.Background(), t.Name, c.From, key)
+		return pausedRefusal(c.From, p, err)
 	}
 	var meta pausedMeta
 	json.Unmarshal(p.Limits, &meta)
@@ -462,16 +494,22 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 		a.Value = v
 	}
 	if meta.Session != "" {
-		return e.continueSession(ctx, t, key, &meta, a, opts)
+		return e.continueSession(ctx, t, key, &meta, a, opts, claim)
 	}
 	rt, release, err := e.toolSet(ctx, t.Name, meta.Tools)
 	if err != nil {
-		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval's state is spent", err)}
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval was not continued", err)}
 	}
 	defer release()
 	view, err := rt.WithLimits(e.limits(meta.Limits))
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
+	}
+	if rec := stateCheck(ctx, view, c.From, p.State); rec != nil {
+		return rec
+	}
+	if rec := claim(); rec != nil {
+		return rec
 	}
 	res, err := view.Continue(ctx, p.State, a, opts...)
 	if err != nil {
@@ -485,6 +523,35 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 		return e.pausedRecord(ctx, t, key, meta.Tools, meta.Suspend, meta.Limits, res)
 	}
 	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+}
+
+// pausedRefusal is the record of a paused state under key from that
+// could not be read or claimed (err from peekPaused or claimPaused, p
+// its row), nil when err is.
+func pausedRefusal(from string, p *pausedRow, err error) *wire.Record {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errNoEntry):
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no paused eval under key %s (it never paused, its state expired after the retention, or it is another tenant's)", from)}
+	case errors.Is(err, errPausedUsed):
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeAlreadyContinued, "the paused eval %s was continued before, by the eval %s; a paused call is answered once; this one did not run", from, p.ClaimedBy)}
+	}
+	return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the paused eval was not continued", err)}
+}
+
+// stateCheck is the state_refused record of a state this executor's
+// Runtime view cannot take (glovebox.Runtime.CheckState: another image,
+// snapshot, tools or limits), nil when it can; nothing is claimed.
+func stateCheck(ctx context.Context, view *glovebox.Runtime, from string, state []byte) *wire.Record {
+	err := view.CheckState(ctx, state)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, glovebox.ErrClosed):
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeUnavailable, "continuing %s: %v", from, err)}
+	}
+	return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused, "continuing %s: this executor cannot take its state: %v; it was not used, so an executor configured as the one that paused it can continue it", from, err)}
 }
 
 func setOf(names []string) map[string]bool {

@@ -53,6 +53,10 @@ type stateStore interface {
 	// durably, and returns it: once; errPausedUsed (with the claimer in
 	// the row) after, errNoEntry when there is none.
 	claimPaused(ctx context.Context, tenant, key, by string) (*pausedRow, error)
+	// peekPaused returns the paused state under key without claiming it,
+	// so that it can be checked first: errPausedUsed (with the claimer
+	// in the row) when it was claimed, errNoEntry when there is none.
+	peekPaused(ctx context.Context, tenant, key string) (*pausedRow, error)
 	// stateBytes is the bytes of session and paused states per tenant.
 	stateBytes(ctx context.Context) (map[string]int64, error)
 }
@@ -278,6 +282,29 @@ func (s *sqliteStore) claimPaused(ctx context.Context, tenant, key, by string) (
 	return p, nil
 }
 
+func (s *sqliteStore) peekPaused(ctx context.Context, tenant, key string) (*pausedRow, error) {
+	p := &pausedRow{}
+	var tools string
+	err := s.r.QueryRowContext(ctx, `SELECT tools, limits, state, claimed FROM paused WHERE tenant = ? AND key = ?`, tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
+	return peeked(p, tools, errors.Is(err, sql.ErrNoRows), err)
+}
+
+// peeked is peekPaused's answer for the row p read (tools unparsed):
+// errNoEntry when none was found, errPausedUsed when it is claimed.
+func peeked(p *pausedRow, tools string, none bool, err error) (*pausedRow, error) {
+	switch {
+	case none:
+		return nil, errNoEntry
+	case err != nil:
+		return nil, err
+	}
+	p.Tools = parseTools(tools)
+	if p.ClaimedBy != "" {
+		return p, errPausedUsed
+	}
+	return p, nil
+}
+
 func (s *sqliteStore) stateBytes(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant, SUM(n) FROM (
 		SELECT tenant, COALESCE(LENGTH(state), 0) AS n FROM sessions UNION ALL SELECT tenant, LENGTH(state) FROM paused) GROUP BY tenant`)
@@ -442,6 +469,13 @@ func (s *pgStore) claimPaused(ctx context.Context, tenant, key, by string) (*pau
 	}
 	p.Tools = parseTools(tools)
 	return p, nil
+}
+
+func (s *pgStore) peekPaused(ctx context.Context, tenant, key string) (*pausedRow, error) {
+	p := &pausedRow{}
+	var tools string
+	err := s.pool.QueryRow(ctx, `SELECT tools, limits, state, claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`, tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
+	return peeked(p, tools, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 func (s *pgStore) stateBytes(ctx context.Context) (map[string]int64, error) {

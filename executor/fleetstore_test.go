@@ -67,6 +67,10 @@ func TestStateStoreContract(t *testing.T) {
 		if err := st.putPaused(ctx, "a", "e-1", &pausedRow{Limits: []byte("{}"), State: []byte("paused")}); err != nil {
 			t.Fatal(err)
 		}
+		// A peek reads without claiming.
+		if p, err := st.peekPaused(ctx, "a", "e-1"); err != nil || string(p.State) != "paused" || p.ClaimedBy != "" {
+			t.Fatalf("peek before the claim: %+v %v", p, err)
+		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		won, used := 0, 0
@@ -93,6 +97,12 @@ func TestStateStoreContract(t *testing.T) {
 		}
 		if _, err := st.claimPaused(ctx, "b", "e-1", "x"); !errors.Is(err, errNoEntry) {
 			t.Errorf("another tenant's pause: %v", err)
+		}
+		if p, err := st.peekPaused(ctx, "a", "e-1"); !errors.Is(err, errPausedUsed) || p.ClaimedBy == "" {
+			t.Errorf("peek after the claim: %+v %v", p, err)
+		}
+		if _, err := st.peekPaused(ctx, "b", "e-1"); !errors.Is(err, errNoEntry) {
+			t.Errorf("peek of another tenant's pause: %v", err)
 		}
 		if bytes, err := st.stateBytes(ctx); err != nil || bytes["a"] != int64(len("paused")) {
 			t.Errorf("state bytes: %v %v", bytes, err)
