@@ -125,3 +125,38 @@ func TestStatesBoundToUser(t *testing.T) {
 		t.Fatalf("alice's handle after bob's try: %v", r)
 	}
 }
+
+// Under 2025-11-25 the server answers a session's tasks/* itself, before
+// the SDK checks the session's user: a task stays its user's there too,
+// even to a request that names the session.
+func TestLegacyTasksBoundToUser(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	url := serveUsers(t, s)
+	as := func(user string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + user + "-token", "Mcp-Protocol-Version": "2025-11-25"}
+	}
+	_, sid, _ := raw(t, url, "", as("alice"), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	raw(t, url, sid, as("alice"), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_, _, msgs := raw(t, url, sid, as("alice"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_ruby","arguments":{"code":"6*7"},"task":{"ttl":60000}}}`)
+	var id string
+	if len(msgs) == 1 {
+		task, _ := msgs[0]["result"].(map[string]any)["task"].(map[string]any)
+		id, _ = task["taskId"].(string)
+	}
+	if id == "" {
+		t.Fatalf("CreateTaskResult: %v", msgs)
+	}
+	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
+	if _, _, msgs = raw(t, url, sid, as("bob"), get); len(msgs) != 1 || msgs[0]["error"] == nil {
+		t.Fatalf("bob's tasks/get in alice's session: %v", msgs)
+	}
+	if _, _, msgs = raw(t, url, sid, as("bob"), `{"jsonrpc":"2.0","id":4,"method":"tasks/list"}`); len(msgs) == 1 && strings.Contains(mustJSON(msgs[0]), id) {
+		t.Fatalf("bob's tasks/list in alice's session: %v", msgs)
+	}
+	if _, _, msgs = raw(t, url, sid, as("alice"), get); len(msgs) != 1 || msgs[0]["result"] == nil {
+		t.Fatalf("alice's tasks/get: %v", msgs)
+	}
+}
