@@ -1,0 +1,219 @@
+package executor_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// Attacks on the fleet's shared state: two executors on one real
+// PostgreSQL, two tenants, the real client.
+
+// gateTools is a Runtime whose tool "gate" waits until release is
+// closed (or a minute) and returns its argument.
+func gateTools(t *testing.T) (*gb.Runtime, chan struct{}, chan struct{}) {
+	release, called := make(chan struct{}), make(chan struct{}, 64)
+	var ts gb.Toolset
+	ts.Add("gate", func(ctx context.Context, a gb.Args) (any, error) {
+		called <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		return fmt.Sprint(a.Positional...), nil
+	})
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt, release, called
+}
+
+// TestFleetOtherTenantCannotTouch: while tenant a's eval waits in a
+// tool call on one executor, tenant b, through either executor and
+// knowing the key, can neither answer its call, read, cancel, nor join
+// it (the same key string is b's own eval), nor use a's session or
+// continue a's paused eval.
+func TestFleetOtherTenantCannotTouch(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	rt, release, called := gateTools(t)
+	ctx := context.Background()
+	const key = "e-tenant-a-secret"
+	done := make(chan error, 1)
+	go func() {
+		res, err := p1.client(t, p1.toks.a).Evaluator(rt).EvalWith(ctx, `gate("from-a")`, client.EvalOptions{Key: key})
+		if err == nil && res.Value != "from-a" {
+			err = fmt.Errorf("value %v", res.Value)
+		}
+		done <- err
+	}()
+	<-called
+	for _, p := range []*inproc{p1, p2} {
+		if code, body := rawDo(t, p, p.toks.b, "POST", "/v1/evals/"+key+"/tool-results", `{"id": 1, "reply": "s\nfrom-b"}`); code != 404 {
+			t.Errorf("tenant b answering a's call: %d %s", code, body)
+		}
+		if code, body := rawDo(t, p, p.toks.b, "GET", "/v1/evals/"+key, ""); code != 404 {
+			t.Errorf("tenant b reading a's eval: %d %s", code, body)
+		}
+		if code, body := rawDo(t, p, p.toks.b, "DELETE", "/v1/evals/"+key, ""); code != 404 {
+			t.Errorf("tenant b canceling a's eval: %d %s", code, body)
+		}
+	}
+	// b's eval under the same key string is b's own: it runs (its own
+	// gate call), never sees a's.
+	bres, err := p2.client(t, p2.toks.b).Evaluator(newApp(t, gb.Limits{}).rt).EvalWith(ctx, `add(2, 3)`, client.EvalOptions{Key: key})
+	if err != nil || bres.Value != int64(5) {
+		t.Errorf("tenant b's eval under a's key string: %v %v", bres, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("tenant a's eval: %v", err)
+	}
+
+	a := newApp(t, gb.Limits{})
+	ea := p1.client(t, p1.toks.a).Evaluator(a.rt)
+	sa, err := ea.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.Eval(ctx, `$secret = "a's"`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ea.EvalWith(ctx, `add(1, 2)`, client.EvalOptions{Key: "e-a-paused", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("a's paused eval: %+v %v", res, err)
+	}
+	for _, p := range []*inproc{p1, p2} {
+		eb := p.client(t, p.toks.b).Evaluator(a.rt)
+		var ce *client.Error
+		if res, err := eb.Attach(sa.ID()).Eval(ctx, `$secret`); !errors.As(err, &ce) || ce.Code != "not_found" {
+			t.Errorf("tenant b's eval in a's session: %v %v, want not_found", res, err)
+		}
+		if code, body := rawDo(t, p, p.toks.b, "DELETE", "/v1/sessions/"+sa.ID(), ""); code != 404 {
+			t.Errorf("tenant b closing a's session: %d %s", code, body)
+		}
+		if res, err := eb.Continue(ctx, "e-a-paused", client.Answer{Approve: true}, client.EvalOptions{}); !errors.As(err, &ce) || ce.Code != "not_found" {
+			t.Errorf("tenant b continuing a's paused eval: %v %v, want not_found", res, err)
+		}
+	}
+	if res, err := sa.Eval(ctx, `$secret`); err != nil || res.Value != "a's" {
+		t.Errorf("a's session after b's attempts: %v %v", res, err)
+	}
+	if res, err := ea.Continue(ctx, "e-a-paused", client.Answer{Approve: true}, client.EvalOptions{}); err != nil || res.Value != int64(3) {
+		t.Errorf("a's continue after b's attempts: %v %v", res, err)
+	}
+	if a.hits.Load() != 1 {
+		t.Errorf("a's tool ran %d times, want 1", a.hits.Load())
+	}
+}
+
+// pgConn opens the fleet's PostgreSQL for a test's own queries.
+func pgConn(t *testing.T, url string) *pgx.Conn {
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// TestRelayedAnswersDoNotOutliveEval: answers posted through the other
+// executor for calls an eval never makes are bounded per eval while it
+// runs and dropped once it ended: else a tenant running short evals one
+// after another, each with 16 answers of a request's size, grows the
+// shared store without bound until the retention, outside its byte
+// quota.
+func TestRelayedAnswersDoNotOutliveEval(t *testing.T) {
+	url := executor.StartPostgres(t)
+	toks, tenants := mintTenants(t)
+	cfg := executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)}
+	p1, p2 := pgExecutor(t, url, toks, tenants, cfg), pgExecutor(t, url, toks, tenants, cfg)
+	db := pgConn(t, url)
+	ctx := context.Background()
+	big := strings.Repeat("x", 64<<10)
+	for round := range 3 {
+		rt, release, called := gateTools(t)
+		key := fmt.Sprintf("e-relay-flood-%d", round)
+		done := make(chan error, 1)
+		go func() {
+			_, err := p1.client(t, p1.toks.a).Evaluator(rt).EvalWith(ctx, `gate("x")`, client.EvalOptions{Key: key})
+			done <- err
+		}()
+		<-called
+		accepted, full := 0, 0
+		for id := 100; id < 120; id++ {
+			switch code, body := rawDo(t, p2, p2.toks.a, "POST", "/v1/evals/"+key+"/tool-results", fmt.Sprintf(`{"id": %d, "reply": "s\n%s"}`, id, big)); code {
+			case 202:
+				accepted++
+			case 429:
+				full++
+			default:
+				t.Fatalf("answer %d: %d %s", id, code, body)
+			}
+		}
+		if accepted != 16 || full != 4 {
+			t.Errorf("round %d: %d answers accepted, %d queue_full; want 16 and 4", round, accepted, full)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_tool_replies WHERE key <> 'e-relay-flood-2'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d relayed answers of evals that ended are still stored", n)
+	}
+}
+
+// TestRelayedAnswerWithNUL: a string answer holding a NUL byte, through
+// the other executor, reaches the guest as it would over the eval's own
+// connection (PostgreSQL's text type refuses NUL).
+func TestRelayedAnswerWithNUL(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(p1.hs.Certificate())
+	pool.AddCert(p2.hs.Certificate())
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	tr.ForceAttemptHTTP2 = true
+	defer tr.CloseIdleConnections()
+	other, _ := url.Parse(p2.hs.URL)
+	st := &splitTransport{rt: tr, other: other}
+	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts gb.Toolset
+	ts.Add("nul", func(context.Context, gb.Args) (any, error) { return "a\x00b", nil })
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Evaluator(rt).Eval(ctx, `nul.bytes`)
+	if err != nil || fmt.Sprint(res.Value) != "[97 0 98]" {
+		t.Errorf("an answer with a NUL through the other executor: %v %v", res, err)
+	}
+	if st.relayed.Load() == 0 {
+		t.Error("the answer did not go through the other executor")
+	}
+}
