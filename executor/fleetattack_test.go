@@ -217,3 +217,77 @@ func TestRelayedAnswerWithNUL(t *testing.T) {
 		t.Error("the answer did not go through the other executor")
 	}
 }
+
+// TestTamperedSessionStateRefused: a session's sealed state altered in
+// PostgreSQL, or another session's (of another tenant, or of the same
+// tenant) put in its row, is refused state_refused before any guest code
+// runs: it never becomes another tenant's or another session's heap.
+func TestTamperedSessionStateRefused(t *testing.T) {
+	url := executor.StartPostgres(t)
+	toks, tenants := mintTenants(t)
+	cfg := executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)}
+	p1 := pgExecutor(t, url, toks, tenants, cfg)
+	db := pgConn(t, url)
+	ctx := context.Background()
+	a := newApp(t, gb.Limits{})
+	mk := func(tok, code string) *client.Session {
+		s, err := p1.client(t, tok).Evaluator(a.rt).NewSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Eval(ctx, code); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sa := mk(toks.a, `$secret = "a's secret"`)
+	sa2 := mk(toks.a, `$n = 2`)
+	sb := mk(toks.b, `$n = 1`)
+	copyState := func(fromTenant, from, toTenant, to string) {
+		if _, err := db.Exec(ctx, `UPDATE glovebox_sessions d SET state = s.state, version = s.version
+			FROM glovebox_sessions s WHERE s.tenant = $1 AND s.id = $2 AND d.tenant = $3 AND d.id = $4`, fromTenant, from, toTenant, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := `defined?($secret) ? $secret : "none"`
+	check := func(what, tok, sid string) {
+		t.Helper()
+		// A fresh executor: no live session cached, the stored state is loaded.
+		p := pgExecutor(t, url, toks, tenants, cfg)
+		res, err := p.client(t, tok).Evaluator(a.rt).Attach(sid).Eval(ctx, probe)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != "state_refused" {
+			t.Errorf("%s: %v %v, want state_refused", what, res, err)
+		}
+	}
+	copyState("a", sa.ID(), "b", sb.ID())
+	check("tenant a's session state in tenant b's row", toks.b, sb.ID())
+	copyState("a", sa.ID(), "a", sa2.ID())
+	check("one session's state in another's row of the same tenant", toks.a, sa2.ID())
+	if _, err := db.Exec(ctx, `UPDATE glovebox_sessions SET state = set_byte(state, length(state) - 20, get_byte(state, length(state) - 20) # 1)
+		WHERE tenant = 'a' AND id = $1`, sa.ID()); err != nil {
+		t.Fatal(err)
+	}
+	check("a flipped byte", toks.a, sa.ID())
+
+	// A paused eval's state (and its meta) copied into another tenant's
+	// paused row.
+	for _, tok := range []string{toks.a, toks.b} {
+		res, err := p1.client(t, tok).Evaluator(a.rt).EvalWith(ctx, `add(1, 2)`, client.EvalOptions{Key: "e-pause-tamper", Suspend: []string{"add"}})
+		if err != nil || res.Status != gb.StatusSuspended {
+			t.Fatalf("paused eval: %+v %v", res, err)
+		}
+	}
+	if _, err := db.Exec(ctx, `UPDATE glovebox_paused d SET state = s.state, limits = s.limits
+		FROM glovebox_paused s WHERE s.tenant = 'a' AND d.tenant = 'b' AND s.key = d.key`); err != nil {
+		t.Fatal(err)
+	}
+	hits := a.hits.Load()
+	var ce *client.Error
+	if res, err := p1.client(t, toks.b).Evaluator(a.rt).Continue(ctx, "e-pause-tamper", client.Answer{Approve: true}, client.EvalOptions{}); !errors.As(err, &ce) || ce.Code != "state_refused" {
+		t.Errorf("tenant a's paused state in tenant b's row: %v %v, want state_refused", res, err)
+	}
+	if a.hits.Load() != hits {
+		t.Error("a tool of the moved paused state ran")
+	}
+}
