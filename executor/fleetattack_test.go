@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,5 +291,49 @@ func TestTamperedSessionStateRefused(t *testing.T) {
 	}
 	if a.hits.Load() != hits {
 		t.Error("a tool of the moved paused state ran")
+	}
+}
+
+// TestContinueRaceThroughTwoExecutors: continues of one paused session
+// eval racing through both executors (each its own continuing key): one
+// runs the approved call, once; the others are already_continued, and
+// the session goes on from the one that ran.
+func TestContinueRaceThroughTwoExecutors(t *testing.T) {
+	p1, p2 := startStatePair(t)
+	a := newApp(t, gb.Limits{})
+	evs := []*client.Evaluator{p1.client(t, p1.toks.a).Evaluator(a.rt), p2.client(t, p2.toks.a).Evaluator(a.rt)}
+	ctx := context.Background()
+	s, err := evs[0].NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.EvalWith(ctx, `$v = add(1, 2)`, client.EvalOptions{Key: "e-race-pause", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	var wg sync.WaitGroup
+	var ok, used atomic.Int64
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := evs[i%2].Continue(ctx, "e-race-pause", client.Answer{Approve: true}, client.EvalOptions{Key: fmt.Sprintf("e-race-c-%d", i)})
+			var ce *client.Error
+			switch {
+			case err == nil && res.Value == int64(3):
+				ok.Add(1)
+			case errors.As(err, &ce) && ce.Code == "already_continued":
+				used.Add(1)
+			default:
+				t.Errorf("continue %d: %v %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1 || used.Load() != 7 || a.hits.Load() != 1 {
+		t.Errorf("%d continues ran, %d already_continued, the tool ran %d times; want 1, 7, 1", ok.Load(), used.Load(), a.hits.Load())
+	}
+	if res, err := evs[1].Attach(s.ID()).Eval(ctx, `$v`); err != nil || res.Value != int64(3) {
+		t.Errorf("the session after the race: %v %v", res, err)
 	}
 }

@@ -59,7 +59,12 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 // FuzzDecodeToolResult: a tool result body is refused or has an ID and
 // a reply.
 func FuzzDecodeToolResult(f *testing.F) {
-	for _, s := range []string{`{"id":1,"reply":"n"}`, `{"id":0,"reply":"n"}`, `{"id":2,"reply":""}`, `{"id":-1,"reply":"t"}`, `{"id":1,"reply":"j\n[1,NaN]"}`} {
+	for _, s := range []string{`{"id":1,"reply":"n"}`, `{"id":0,"reply":"n"}`, `{"id":2,"reply":""}`, `{"id":-1,"reply":"t"}`, `{"id":1,"reply":"j\n[1,NaN]"}`,
+		// The relayed answers' shapes (relay.go): a NUL in the reply,
+		// invalid UTF-8, the largest id, an id past uint64 or as a
+		// string, a key twice, a trailing value.
+		`{"id":1,"reply":"s\na\u0000b"}`, "{\"id\":1,\"reply\":\"s\n\xff\xfe\"}", `{"id":18446744073709551615,"reply":"n"}`,
+		`{"id":18446744073709551616,"reply":"n"}`, `{"id":"1","reply":"n"}`, `{"id":1,"id":2,"reply":"n"}`, `{"id":1,"reply":"n"} {}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
