@@ -206,7 +206,14 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 	}
 	if serr == nil {
 		if state, serr = e.bindState(sessionLabel(t.Name, sid, row.Version+1), state); serr == nil {
-			serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state)
+			// A paused session waits for its answer as long as its
+			// pause is kept (the retention), not the idle timeout:
+			// a person's approval may take hours.
+			used := time.Now()
+			if paused {
+				used = used.Add(max(0, e.s.cfg.Retention-e.cfg.SessionIdle))
+			}
+			serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state, used)
 		}
 		saved = serr == nil
 	}

@@ -337,3 +337,35 @@ func TestContinueRaceThroughTwoExecutors(t *testing.T) {
 		t.Errorf("the session after the race: %v %v", res, err)
 	}
 }
+
+// TestPausedSessionOutlivesIdle: a session paused for an answer (a
+// person's approval, which may take hours) is not an idle session: it
+// waits past --eval-session-idle, as a paused eval waits for the
+// retention, and its continue runs.
+func TestPausedSessionOutlivesIdle(t *testing.T) {
+	p1, p2 := startPgPairWith(t, executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t), SessionIdle: time.Second})
+	a := newApp(t, gb.Limits{})
+	ctx := context.Background()
+	s, err := p1.client(t, p1.toks.a).Evaluator(a.rt).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.EvalWith(ctx, `$v = add(1, 2)`, client.EvalOptions{Key: "e-idle-pause", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	time.Sleep(3 * time.Second) // three idle timeouts, a dozen janitor rounds
+	ev2 := p2.client(t, p2.toks.a).Evaluator(a.rt)
+	if res, err := ev2.Continue(ctx, "e-idle-pause", client.Answer{Approve: true}, client.EvalOptions{}); err != nil || res.Value != int64(3) {
+		t.Fatalf("continue after the idle timeout: %v %v", res, err)
+	}
+	if res, err := ev2.Attach(s.ID()).Eval(ctx, `$v`); err != nil || res.Value != int64(3) {
+		t.Errorf("the session after the continue: %v %v", res, err)
+	}
+	// Not paused any more, it idles out as any session.
+	time.Sleep(3 * time.Second)
+	var ce *client.Error
+	if _, err := ev2.Attach(s.ID()).Eval(ctx, `$v`); !errors.As(err, &ce) || ce.Code != "not_found" {
+		t.Errorf("the session idle past the timeout after its continue: %v, want not_found", err)
+	}
+}
