@@ -531,7 +531,7 @@ func pauseHooks(cfg EvalConfig) glovebox.Hooks {
 	return glovebox.Hooks{BeforeCall: pauseHook}
 }
 
-// A state in the store carries, before it, a tag binding it to its row
+// A state in the store carries, after it, a tag binding it to its row
 // (glovebox.Keyring.BindState): the tenant, the session and its version,
 // or the paused eval's key and its pausedMeta. Sealing proves a state
 // was made with the key, not whose it is: without the tag, a state
@@ -548,7 +548,8 @@ func pausedLabel(tenant, key string, meta []byte) string {
 	return "paused\x00" + tenant + "\x00" + key + "\x00" + string(meta)
 }
 
-// bindState is state as stored under label: its tag, then state; a nil
+// bindState is state as stored under label: state, then its tag (after
+// it, so that a sealed buffer with room to spare is not copied); a nil
 // or empty state (a session reset) as it is.
 func (e *evals) bindState(label string, state []byte) ([]byte, error) {
 	if len(state) == 0 {
@@ -558,7 +559,7 @@ func (e *evals) bindState(label string, state []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(tag, state...), nil
+	return append(state, tag...), nil
 }
 
 // unbindState is the state stored under label without its tag, once the
@@ -570,11 +571,12 @@ func (e *evals) unbindState(label string, stored []byte) ([]byte, *wire.Error) {
 	}
 	const n = 32 // an HMAC-SHA256
 	err := fmt.Errorf("%w: too short", glovebox.ErrStateInvalid)
-	if len(stored) > n {
-		err = e.cfg.StateKeys.CheckState(stored[n:], label, stored[:n])
+	at := len(stored) - n
+	if at > 0 {
+		err = e.cfg.StateKeys.CheckState(stored[:at], label, stored[at:])
 	}
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeStateRefused, "the stored state is not this one's (moved from another row of the store, or altered): %v; nothing of it ran", err)
 	}
-	return stored[n:], nil
+	return stored[:at], nil
 }

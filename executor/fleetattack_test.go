@@ -266,7 +266,7 @@ func TestTamperedSessionStateRefused(t *testing.T) {
 	check("tenant a's session state in tenant b's row", toks.b, sb.ID())
 	copyState("a", sa.ID(), "a", sa2.ID())
 	check("one session's state in another's row of the same tenant", toks.a, sa2.ID())
-	if _, err := db.Exec(ctx, `UPDATE glovebox_sessions SET state = set_byte(state, length(state) - 20, get_byte(state, length(state) - 20) # 1)
+	if _, err := db.Exec(ctx, `UPDATE glovebox_sessions SET state = set_byte(state, length(state) / 2, get_byte(state, length(state) / 2) # 1)
 		WHERE tenant = 'a' AND id = $1`, sa.ID()); err != nil {
 		t.Fatal(err)
 	}
