@@ -22,6 +22,19 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 		`{"code":"x","limits":{"memory":-1}}`,
 		`{"code":"x"} {}`,
 		`{"code":1}`,
+		// Pauses and continues (suspend_tools, continue).
+		`{"code":"add(1,2)","tools":["add"],"suspend_tools":["add"]}`,
+		`{"code":"x","tools":["add"],"suspend_tools":["nope"]}`,
+		`{"idempotency_key":"e-c","continue":{"from":"e-paused","approve":true}}`,
+		`{"continue":{"from":"e-paused","deny":"no"}}`,
+		`{"continue":{"from":"e-paused","reply":"s\na\u0000b"}}`,
+		`{"continue":{"from":"e-paused","approve":true,"deny":"no"}}`,
+		`{"continue":{"from":"e-paused"}}`,
+		`{"continue":{"from":"../x","approve":true}}`,
+		`{"code":"x","continue":{"from":"e-paused","approve":true}}`,
+		`{"session":"s-0123456789abcdef0123456789abcdef","continue":{"from":"e-paused","approve":true}}`,
+		`{"continue":{"from":"e-paused","approve":true,"from":"e-other"}}`,
+		`{"continue":null,"code":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -38,6 +51,9 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 		}
 		if r.Session != "" && (!ValidSessionID(r.Session) || len(r.Tools) > 0) {
 			t.Fatalf("bad session accepted: %q with %d tools", r.Session, len(r.Tools))
+		}
+		if c := r.Continue; c != nil && (r.Code != "" || len(r.Tools) > 0 || r.Session != "" || len(r.SuspendTools) > 0 || !ValidKey(c.From)) {
+			t.Fatalf("a continue with its own program accepted: %+v %+v", r, c)
 		}
 		if strings.IndexByte(r.Code, 0) >= 0 || len(r.Tools) > MaxEvalTools || len(r.Args) > MaxArgs {
 			t.Fatalf("out of bounds accepted: %+v", r)
