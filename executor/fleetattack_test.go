@@ -369,3 +369,33 @@ func TestPausedSessionOutlivesIdle(t *testing.T) {
 		t.Errorf("the session idle past the timeout after its continue: %v, want not_found", err)
 	}
 }
+
+// TestToolResultThroughOtherExecutorNoStateKey: the relay of tool
+// answers between executors needs the shared store, not --state-key: on
+// a PostgreSQL fleet without one, an answer reaching the other executor
+// still reaches the eval.
+func TestToolResultThroughOtherExecutorNoStateKey(t *testing.T) {
+	p1, p2 := startPgPairWith(t, executor.EvalConfig{PoolSize: -1})
+	pool := x509.NewCertPool()
+	pool.AddCert(p1.hs.Certificate())
+	pool.AddCert(p2.hs.Certificate())
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	tr.ForceAttemptHTTP2 = true
+	defer tr.CloseIdleConnections()
+	other, _ := url.Parse(p2.hs.URL)
+	st := &splitTransport{rt: tr, other: other}
+	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, gb.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if res, err := c.Evaluator(a.rt).Eval(ctx, `add(1, 2)`); err != nil || res.Value != int64(3) {
+		t.Errorf("an eval answered through the other executor: %v %v", res, err)
+	}
+	if st.relayed.Load() != 1 || a.hits.Load() != 1 {
+		t.Errorf("%d answers through the other executor, the tool ran %d times; want 1 and 1", st.relayed.Load(), a.hits.Load())
+	}
+}

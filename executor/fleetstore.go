@@ -321,10 +321,7 @@ func (s *pgStore) initStates(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, pgStates); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, pgToolReplies)
+		_, err := tx.Exec(ctx, pgStates)
 		return err
 	})
 }

@@ -15,11 +15,15 @@ import (
 // may land on any replica): the receiving executor records the answer in
 // the shared store, and the running one, while a call of its waits,
 // looks for one there (pickupFirst after the call went out, then at
-// doubling intervals up to pickupMax). PostgreSQL only: a SQLite
-// executor has no peers.
+// doubling intervals up to pickupMax). PostgreSQL only (with or without
+// --state-key): a SQLite executor has no peers.
 
 // toolReplyStore keeps tool answers in transit between executors.
 type toolReplyStore interface {
+	// initToolReplies makes the table (once per process, before use).
+	initToolReplies(ctx context.Context) error
+	// expireToolReplies deletes answers recorded before old.
+	expireToolReplies(ctx context.Context, old time.Time) (int, error)
 	// putToolReply records reply for call id of the tenant's eval key,
 	// unless maxRelayed answers for that key, or perTenant for the
 	// tenant's unfinished evals, wait already: then false. Answers for
@@ -58,6 +62,16 @@ CREATE TABLE IF NOT EXISTS glovebox_tool_replies (
 // tenant's relayed answers (the second is a hash of the tenant), so
 // racing answers through several executors never pass the bounds.
 const pgRelayLock = 0x676c7472 // "gltr"
+
+func (s *pgStore) initToolReplies(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgToolReplies)
+		return err
+	})
+}
 
 func (s *pgStore) putToolReply(ctx context.Context, tenant, key string, id uint64, reply string, perTenant int) (put bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -102,7 +116,7 @@ func (s *pgStore) expireToolReplies(ctx context.Context, old time.Time) (int, er
 func (e *evals) relayToolResult(ctx context.Context, t *tenant, key string, tr *wire.ToolResult) *wire.Error {
 	notFound := wire.Errorf(wire.CodeNotFound, "eval %s has no tool call %d waiting (answered already, ended, or another tenant's)", key, tr.ID)
 	rs, ok := e.s.store.(toolReplyStore)
-	if !ok || e.fleet == nil {
+	if !ok {
 		return notFound
 	}
 	ent, err := e.s.store.get(ctx, t.Name, key)
@@ -128,7 +142,7 @@ func (e *evals) relayToolResult(ctx context.Context, t *tenant, key string, tr *
 // nil when answers cannot arrive through the store.
 func (e *evals) pickupFor(t *tenant, key string) func(id uint64) (string, bool) {
 	rs, ok := e.s.store.(toolReplyStore)
-	if !ok || e.fleet == nil {
+	if !ok {
 		return nil
 	}
 	return func(id uint64) (string, bool) {
@@ -139,5 +153,19 @@ func (e *evals) pickupFor(t *tenant, key string) func(id uint64) (string, bool) 
 			e.s.log.Warn("looking for a relayed tool answer failed", "tenant", t.Name, "key", key, "err", err)
 		}
 		return rep, ok
+	}
+}
+
+// expireRelayed deletes the relayed answers older than the retention
+// (fleetJanitor does, with --state-key).
+func (e *evals) expireRelayed(now time.Time) {
+	rs, ok := e.s.store.(toolReplyStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.s.base, 30*time.Second)
+	defer cancel()
+	if _, err := rs.expireToolReplies(ctx, now.Add(-e.s.cfg.Retention)); err != nil {
+		e.s.log.Error("expiring relayed tool answers failed", "err", err)
 	}
 }
