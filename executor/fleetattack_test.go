@@ -399,3 +399,51 @@ func TestToolResultThroughOtherExecutorNoStateKey(t *testing.T) {
 		t.Errorf("%d answers through the other executor, the tool ran %d times; want 1 and 1", st.relayed.Load(), a.hits.Load())
 	}
 }
+
+// TestRelayedAnswersBoundPerTenant: past 16 answers per eval, a tenant's
+// running evals hold at most 16 × its max_concurrent_runs relayed
+// answers in the store together (tenant b: 4 runs, 64), whichever
+// executors run them.
+func TestRelayedAnswersBoundPerTenant(t *testing.T) {
+	p1, p2 := startPgPair(t)
+	rt, release, called := gateTools(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	keys := []string{}
+	for i := range 5 {
+		p := p1
+		if i == 4 {
+			p = p2 // p1 runs 4 of b's evals at once, its most
+		}
+		key := fmt.Sprintf("e-tenant-bound-%d", i)
+		keys = append(keys, key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.client(t, p.toks.b).Evaluator(rt).EvalWith(ctx, `gate("x")`, client.EvalOptions{Key: key})
+		}()
+		<-called
+	}
+	accepted := 0
+	for i, key := range keys {
+		p := p2
+		if i == 4 {
+			p = p1
+		}
+		for id := 100; id < 116; id++ {
+			code, body := rawDo(t, p, p.toks.b, "POST", "/v1/evals/"+key+"/tool-results", fmt.Sprintf(`{"id": %d, "reply": "n"}`, id))
+			switch code {
+			case 202:
+				accepted++
+			case 429:
+			default:
+				t.Fatalf("answer %d for %s: %d %s", id, key, code, body)
+			}
+		}
+	}
+	if accepted != 64 {
+		t.Errorf("%d relayed answers accepted for tenant b's 5 running evals, want 64 (16 × max_concurrent_runs 4)", accepted)
+	}
+}
