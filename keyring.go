@@ -29,6 +29,7 @@ type StateKey struct {
 type Keyring struct {
 	sealID string
 	aeads  map[string]cipher.AEAD
+	binds  map[string][]byte // BindState's keys (statebind.go)
 }
 
 // NewKeyring makes a ring of keys, the first of which seals. It fails with
@@ -39,7 +40,7 @@ func NewKeyring(keys ...StateKey) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: a keyring needs at least one key", ErrInvalidKey)
 	}
-	k := &Keyring{sealID: keys[0].ID, aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{sealID: keys[0].ID, aeads: map[string]cipher.AEAD{}, binds: map[string][]byte{}}
 	for _, key := range keys {
 		if err := validKeyID(key.ID); err != nil {
 			return nil, err
@@ -59,6 +60,7 @@ func NewKeyring(keys ...StateKey) (*Keyring, error) {
 			return nil, fmt.Errorf("%w: key %q: %v", ErrInvalidKey, key.ID, err)
 		}
 		k.aeads[key.ID] = gcm
+		k.binds[key.ID] = bindKey(key.Secret)
 	}
 	return k, nil
 }

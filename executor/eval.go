@@ -168,6 +168,14 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 			return err
 		}
 	}
+	if rs, ok := s.store.(toolReplyStore); ok {
+		// A shared store: answers reaching another executor than the
+		// running one go through it, with --state-key or without.
+		if err := rs.initToolReplies(ctx); err != nil {
+			base.Close()
+			return fmt.Errorf("executor: store: %w", err)
+		}
+	}
 	if cfg.StateKeys != nil {
 		if err := e.enableFleet(ctx); err != nil {
 			base.Close()
@@ -216,7 +224,9 @@ func (e *evals) janitor() {
 			return
 		case now := <-t.C:
 			if e.fleet != nil {
-				e.fleetJanitor(now)
+				e.fleetJanitor(now) // the relayed answers too
+			} else {
+				e.expireRelayed(now)
 			}
 			e.mu.Lock()
 			var idle []*remoteSession

@@ -205,7 +205,16 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 		}
 	}
 	if serr == nil {
-		serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state)
+		if state, serr = e.bindState(sessionLabel(t.Name, sid, row.Version+1), state); serr == nil {
+			// A paused session waits for its answer as long as its
+			// pause is kept (the retention), not the idle timeout:
+			// a person's approval may take hours.
+			used := time.Now()
+			if paused {
+				used = used.Add(max(0, e.s.cfg.Retention-e.cfg.SessionIdle))
+			}
+			serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state, used)
+		}
 		saved = serr == nil
 	}
 	f.mu.Lock()
@@ -309,7 +318,11 @@ func (e *evals) liveFor(ctx context.Context, t *tenant, ck string, row *sessionR
 	f.mu.Unlock()
 	var lim wire.EvalLimits
 	json.Unmarshal(row.Limits, &lim)
-	gs, release, werr := e.openSession(ctx, t.Name, row.Tools, lim, row.State)
+	state, werr := e.unbindState(sessionLabel(t.Name, row.ID, row.Version), row.State)
+	if werr != nil {
+		return nil, false, werr
+	}
+	gs, release, werr := e.openSession(ctx, t.Name, row.Tools, lim, state)
 	if werr != nil {
 		return nil, false, werr
 	}
@@ -426,7 +439,11 @@ func (e *evals) fleetCloseAll() {
 // eval's record (status "suspended", its pending call).
 func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, suspend []string, lim wire.EvalLimits, res *glovebox.Result) *wire.Record {
 	meta, _ := json.Marshal(pausedMeta{Tools: names, Suspend: suspend, Limits: lim})
-	if err := e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: res.State}); err != nil {
+	state, err := e.bindState(pausedLabel(t.Name, key, meta), res.State)
+	if err == nil {
+		err = e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: state})
+	}
+	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the eval paused at %s, but its state could not be stored: %v; it cannot be continued", res.Pending.Name, err)}
 	}
 	return suspendedRecord(res)
@@ -476,6 +493,13 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	}
 	var meta pausedMeta
 	json.Unmarshal(p.Limits, &meta)
+	if len(p.State) > 0 || meta.Session == "" {
+		state, werr := e.unbindState(pausedLabel(t.Name, c.From, p.Limits), p.State)
+		if werr != nil {
+			return &wire.Record{State: wire.StateFailed, Error: werr}
+		}
+		p.State = state
+	}
 	run.suspend = setOf(meta.Suspend)
 	var a glovebox.Answer
 	switch {
@@ -572,4 +596,54 @@ func pauseHooks(cfg EvalConfig) glovebox.Hooks {
 		return glovebox.Hooks{}
 	}
 	return glovebox.Hooks{BeforeCall: pauseHook}
+}
+
+// A state in the store carries, after it, a tag binding it to its row
+// (glovebox.Keyring.BindState): the tenant, the session and its version,
+// or the paused eval's key and its pausedMeta. Sealing proves a state
+// was made with the key, not whose it is: without the tag, a state
+// copied into another row of the shared store (another tenant's session,
+// say) would open there, its variables another tenant's.
+
+// sessionLabel and pausedLabel are the bindings of a session's state at
+// version and of a paused eval's (meta is its stored pausedMeta).
+func sessionLabel(tenant, sid string, version int64) string {
+	return fmt.Sprintf("session\x00%s\x00%s\x00%d", tenant, sid, version)
+}
+
+func pausedLabel(tenant, key string, meta []byte) string {
+	return "paused\x00" + tenant + "\x00" + key + "\x00" + string(meta)
+}
+
+// bindState is state as stored under label: state, then its tag (after
+// it, so that a sealed buffer with room to spare is not copied); a nil
+// or empty state (a session reset) as it is.
+func (e *evals) bindState(label string, state []byte) ([]byte, error) {
+	if len(state) == 0 {
+		return state, nil
+	}
+	tag, err := e.cfg.StateKeys.BindState(state, label)
+	if err != nil {
+		return nil, err
+	}
+	return append(state, tag...), nil
+}
+
+// unbindState is the state stored under label without its tag, once the
+// tag is checked; state_refused, before anything of it opens, when it
+// was not stored there.
+func (e *evals) unbindState(label string, stored []byte) ([]byte, *wire.Error) {
+	if stored == nil {
+		return nil, nil
+	}
+	const n = 32 // an HMAC-SHA256
+	err := fmt.Errorf("%w: too short", glovebox.ErrStateInvalid)
+	at := len(stored) - n
+	if at > 0 {
+		err = e.cfg.StateKeys.CheckState(stored[:at], label, stored[at:])
+	}
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeStateRefused, "the stored state is not this one's (moved from another row of the store, or altered): %v; nothing of it ran", err)
+	}
+	return stored[:at], nil
 }

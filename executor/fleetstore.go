@@ -35,9 +35,11 @@ type stateStore interface {
 	// the stored version is not have. Errors: errNoEntry, errSessionBusy.
 	acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (*sessionRow, error)
 	// saveSession stores version (the held one plus 1) and its state,
-	// and frees the lease, durably. errLeaseLost when holder no longer
-	// holds it (it ran out and another executor took the session).
-	saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error
+	// and frees the lease, durably; the session counts as used at used
+	// (later than now for a paused one: expireStates keeps it while its
+	// pause waits). errLeaseLost when holder no longer holds it (it ran
+	// out and another executor took the session).
+	saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error
 	// releaseSession frees holder's lease, leaving the state.
 	releaseSession(ctx context.Context, tenant, id, holder string) error
 	// deleteSession removes a session; false when there was none.
@@ -165,7 +167,7 @@ func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow, max int)
 func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (row *sessionRow, err error) {
 	err = s.write(true, func(tx *sql.Tx) error {
 		now := time.Now().UnixNano()
-		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = ? WHERE tenant = ? AND id = ? AND (holder = '' OR until < ?)`,
+		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = MAX(used, ?) WHERE tenant = ? AND id = ? AND (holder = '' OR until < ?)`,
 			holder, until.UnixNano(), now, tenant, id, now)
 		if err != nil {
 			return err
@@ -195,10 +197,10 @@ func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder str
 	return row, nil
 }
 
-func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error {
+func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error {
 	return s.write(true, func(tx *sql.Tx) error {
 		res, err := tx.Exec(`UPDATE sessions SET version = ?, state = ?, holder = '', until = 0, used = ? WHERE tenant = ? AND id = ? AND holder = ? AND version = ?`,
-			version, state, time.Now().UnixNano(), tenant, id, holder, version-1)
+			version, state, used.UnixNano(), tenant, id, holder, version-1)
 		if err == nil && affected(res) == 0 {
 			err = errLeaseLost
 		}
@@ -346,10 +348,7 @@ func (s *pgStore) initStates(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, pgStates); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, pgToolReplies)
+		_, err := tx.Exec(ctx, pgStates)
 		return err
 	})
 }
@@ -383,7 +382,7 @@ func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string,
 	now := time.Now().UnixNano()
 	row := &sessionRow{Tenant: tenant, ID: id}
 	var tools string
-	err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = $5
+	err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = GREATEST(used, $5)
 		WHERE tenant = $1 AND id = $2 AND (holder = '' OR until < $5
 			OR split_part(holder, '/', 1) NOT IN (SELECT e.id FROM glovebox_executors e WHERE e.seen >= $7))
 		RETURNING tools, limits, version, CASE WHEN version = $6 THEN NULL ELSE state END`,
@@ -406,9 +405,9 @@ func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string,
 	return row, nil
 }
 
-func (s *pgStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte) error {
+func (s *pgStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET version = $4, state = $5, holder = '', until = 0, used = $6
-		WHERE tenant = $1 AND id = $2 AND holder = $3 AND version = $4 - 1`, tenant, id, holder, version, state, time.Now().UnixNano())
+		WHERE tenant = $1 AND id = $2 AND holder = $3 AND version = $4 - 1`, tenant, id, holder, version, state, used.UnixNano())
 	if err == nil && tag.RowsAffected() == 0 {
 		err = errLeaseLost
 	}

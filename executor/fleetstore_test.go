@@ -39,10 +39,10 @@ func TestStateStoreContract(t *testing.T) {
 		if _, err := st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, -1); !errors.Is(err, errSessionBusy) {
 			t.Errorf("second holder while the first holds: %v, want errSessionBusy", err)
 		}
-		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/2", 1, []byte("v1")); !errors.Is(err, errLeaseLost) {
+		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/2", 1, []byte("v1"), time.Now()); !errors.Is(err, errLeaseLost) {
 			t.Errorf("save by a non-holder: %v, want errLeaseLost", err)
 		}
-		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/1", 1, []byte("v1")); err != nil {
+		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/1", 1, []byte("v1"), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		row, err = st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, 0)

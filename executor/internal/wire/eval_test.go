@@ -22,6 +22,19 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 		`{"code":"x","limits":{"memory":-1}}`,
 		`{"code":"x"} {}`,
 		`{"code":1}`,
+		// Pauses and continues (suspend_tools, continue).
+		`{"code":"add(1,2)","tools":["add"],"suspend_tools":["add"]}`,
+		`{"code":"x","tools":["add"],"suspend_tools":["nope"]}`,
+		`{"idempotency_key":"e-c","continue":{"from":"e-paused","approve":true}}`,
+		`{"continue":{"from":"e-paused","deny":"no"}}`,
+		`{"continue":{"from":"e-paused","reply":"s\na\u0000b"}}`,
+		`{"continue":{"from":"e-paused","approve":true,"deny":"no"}}`,
+		`{"continue":{"from":"e-paused"}}`,
+		`{"continue":{"from":"../x","approve":true}}`,
+		`{"code":"x","continue":{"from":"e-paused","approve":true}}`,
+		`{"session":"s-0123456789abcdef0123456789abcdef","continue":{"from":"e-paused","approve":true}}`,
+		`{"continue":{"from":"e-paused","approve":true,"from":"e-other"}}`,
+		`{"continue":null,"code":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -38,6 +51,9 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 		}
 		if r.Session != "" && (!ValidSessionID(r.Session) || len(r.Tools) > 0) {
 			t.Fatalf("bad session accepted: %q with %d tools", r.Session, len(r.Tools))
+		}
+		if c := r.Continue; c != nil && (r.Code != "" || len(r.Tools) > 0 || r.Session != "" || len(r.SuspendTools) > 0 || !ValidKey(c.From)) {
+			t.Fatalf("a continue with its own program accepted: %+v %+v", r, c)
 		}
 		if strings.IndexByte(r.Code, 0) >= 0 || len(r.Tools) > MaxEvalTools || len(r.Args) > MaxArgs {
 			t.Fatalf("out of bounds accepted: %+v", r)
@@ -59,7 +75,12 @@ func FuzzDecodeEvalRequest(f *testing.F) {
 // FuzzDecodeToolResult: a tool result body is refused or has an ID and
 // a reply.
 func FuzzDecodeToolResult(f *testing.F) {
-	for _, s := range []string{`{"id":1,"reply":"n"}`, `{"id":0,"reply":"n"}`, `{"id":2,"reply":""}`, `{"id":-1,"reply":"t"}`, `{"id":1,"reply":"j\n[1,NaN]"}`} {
+	for _, s := range []string{`{"id":1,"reply":"n"}`, `{"id":0,"reply":"n"}`, `{"id":2,"reply":""}`, `{"id":-1,"reply":"t"}`, `{"id":1,"reply":"j\n[1,NaN]"}`,
+		// The relayed answers' shapes (relay.go): a NUL in the reply,
+		// invalid UTF-8, the largest id, an id past uint64 or as a
+		// string, a key twice, a trailing value.
+		`{"id":1,"reply":"s\na\u0000b"}`, "{\"id\":1,\"reply\":\"s\n\xff\xfe\"}", `{"id":18446744073709551615,"reply":"n"}`,
+		`{"id":18446744073709551616,"reply":"n"}`, `{"id":"1","reply":"n"}`, `{"id":1,"id":2,"reply":"n"}`, `{"id":1,"reply":"n"} {}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
