@@ -20,9 +20,14 @@ import (
 // every run that was in progress and reports it as lost (recover) rather
 // than running it again. Evals share it with kind "eval".
 type store interface {
-	// begin records a new entry (state e.State, queued or running),
-	// durably, unless the tenant already has one under e.Key: then it
-	// returns that one and false.
+	// begin records a new entry (state e.State, queued or running)
+	// unless the tenant already has one under e.Key: then it returns
+	// that one and false. A running entry is durable when begin returns;
+	// a queued one is committed (every executor sees it) but not waited
+	// for on disk: the job does not start before its update to running,
+	// which is durable and, the log being sequential, makes the begin so
+	// too. A power loss before then forgets a job that never started,
+	// and a retry under its key runs it once.
 	begin(ctx context.Context, e *entry) (existing *entry, created bool, err error)
 	// update sets an entry's state, started flag and record (JSON; nil
 	// keeps the stored one), durably.
@@ -87,7 +92,15 @@ var (
 // started after its commit (syncWAL; one fsync covers every commit before
 // it, so concurrent durable writes share it, and it runs while the writer
 // commits the next batch); a final record (finish) is answered at its
-// commit and never waits for the disk, nor for another request's fsync.
+// commit and never waits for the disk, nor for another request's fsync;
+// nor does the begin of a queued entry (store.begin).
+//
+// The WAL is checkpointed into the database file off the writer's way:
+// SQLite's automatic checkpoint (run by the commit that takes the WAL
+// past 1000 pages, inside that request, with two fsyncs) is off, and a
+// goroutine of the store runs a passive checkpoint on a reading
+// connection after every checkpointEvery commits, which neither waits
+// for nor blocks the writer.
 // This is what synchronous=FULL does (an fsync of the WAL after each
 // commit), taken out of the writer's way. After a failed fsync every later
 // durable write fails (the kernel may have dropped the unwritten pages, so
@@ -121,7 +134,20 @@ type sqliteStore struct {
 	fsync     func() error
 	// syncs counts the fsyncs of the WAL (tests).
 	syncs atomic.Int64
+
+	// ckpt wakes the checkpointer (capacity 1: one request is enough);
+	// ckptDone is closed when it has returned; checkpoints counts the
+	// checkpoints it ran (tests).
+	ckpt        chan struct{}
+	ckptDone    chan struct{}
+	checkpoints atomic.Int64
 }
+
+// checkpointEvery is how many commits go between two checkpoints of the
+// WAL: 256 commits of an eval's one or two pages each keep it under
+// SQLite's default bound of 1000 pages (4 MiB), so the WAL stays about
+// as large as with the automatic checkpoint.
+const checkpointEvery = 256
 
 const (
 	sqlInsert = `INSERT INTO jobs (tenant, key, kind, hash, state, started, created, updated)
@@ -145,7 +171,7 @@ type storeOp struct {
 const maxBatch = 256
 
 func openStore(path string) (*sqliteStore, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -174,7 +200,7 @@ func openStore(path string) (*sqliteStore, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &sqliteStore{w: w, r: r, path: path}
+	s := &sqliteStore{w: w, r: r, path: path, ckpt: make(chan struct{}, 1), ckptDone: make(chan struct{})}
 	s.scond = sync.NewCond(&s.smu)
 	s.fsync = s.syncWALFile
 	for _, p := range []struct {
@@ -187,7 +213,22 @@ func openStore(path string) (*sqliteStore, error) {
 			return nil, fmt.Errorf("executor: store %s: %w", path, err)
 		}
 	}
+	go s.checkpointer()
 	return s, nil
+}
+
+// checkpointer runs a passive checkpoint each time it is woken, until
+// ckpt is closed. A passive checkpoint copies what no reader still needs
+// and stops there (never SQLITE_BUSY); what is left goes with the next.
+// A failed one is not an error of any write (their records are in the
+// WAL): the WAL grows until one succeeds.
+func (s *sqliteStore) checkpointer() {
+	defer close(s.ckptDone)
+	for range s.ckpt {
+		if _, err := s.r.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err == nil {
+			s.checkpoints.Add(1)
+		}
+	}
 }
 
 // errLead answers a queued write whose writer is to lead the next commit.
@@ -332,7 +373,12 @@ func (s *sqliteStore) commit(ops []*storeOp) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	s.commits.Add(1)
+	if s.commits.Add(1)%checkpointEvery == 0 {
+		select {
+		case s.ckpt <- struct{}{}:
+		default: // one is due already
+		}
+	}
 	s.smu.Lock()
 	s.committed++
 	for _, op := range ops {
@@ -343,7 +389,7 @@ func (s *sqliteStore) commit(ops []*storeOp) error {
 }
 
 func (s *sqliteStore) begin(ctx context.Context, e *entry) (old *entry, created bool, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(e.State == "running", func(tx *sql.Tx) error {
 		old, created = nil, false
 		res, err := tx.Stmt(s.insert).Exec(e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), e.Created.UnixNano())
 		if err != nil {
@@ -474,6 +520,8 @@ func (s *sqliteStore) close() error {
 		return nil
 	}
 	s.pending.Wait()
+	close(s.ckpt) // no write is left to wake it
+	<-s.ckptDone
 	err := errors.Join(s.w.Close(), s.r.Close())
 	if s.wal != nil {
 		s.wal.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -107,5 +108,67 @@ func TestStoreFailedSyncIsSticky(t *testing.T) {
 	}
 	if err := st.probe(context.Background()); !errors.Is(err, bad) {
 		t.Errorf("probe after a failed fsync: %v, want the failure again", err)
+	}
+}
+
+// TestStoreQueuedBeginSkipsTheDisk: the begin of a queued entry is
+// answered at its commit, while an fsync is held; its update to running
+// waits for an fsync, as the job starts only after it.
+func TestStoreQueuedBeginSkipsTheDisk(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	started, hold := holdSync(st, nil)
+	var once sync.Once
+	release := func() { once.Do(hold) }
+	defer release()
+	ctx := context.Background()
+	if _, created, err := st.begin(ctx, &entry{Tenant: "a", Key: "q", Kind: "eval", Hash: "h", State: "queued", Created: time.Now()}); err != nil || !created {
+		t.Fatalf("queued begin: %v, created %v", err, created)
+	}
+	if e, err := st.get(ctx, "a", "q"); err != nil || e.State != "queued" {
+		t.Fatalf("after the queued begin: %+v, %v", e, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.update(ctx, "a", "q", "running", true, nil) }()
+	<-started
+	select {
+	case err := <-done:
+		t.Fatalf("update to running returned (%v) before its fsync ended", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoreCheckpointsInTheBackground: SQLite's own checkpoint is off,
+// and the store's checkpointer copies the WAL into the database file
+// every checkpointEvery commits, so the WAL does not grow without bound.
+func TestStoreCheckpointsInTheBackground(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	var auto int
+	if err := st.w.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
+		t.Fatalf("wal_autocheckpoint = %d (%v), want 0", auto, err)
+	}
+	ctx := context.Background()
+	for i := range 2*checkpointEvery + 1 {
+		if err := st.probe(ctx); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.checkpoints.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after", 2*checkpointEvery+1, "commits")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
