@@ -94,13 +94,6 @@ var (
 // commits the next batch); a final record (finish) is answered at its
 // commit and never waits for the disk, nor for another request's fsync;
 // nor does the begin of a queued entry (store.begin).
-//
-// The WAL is checkpointed into the database file off the writer's way:
-// SQLite's automatic checkpoint (run by the commit that takes the WAL
-// past 1000 pages, inside that request, with two fsyncs) is off, and a
-// goroutine of the store runs a passive checkpoint on a reading
-// connection after every checkpointEvery commits, which neither waits
-// for nor blocks the writer.
 // This is what synchronous=FULL does (an fsync of the WAL after each
 // commit), taken out of the writer's way. After a failed fsync every later
 // durable write fails (the kernel may have dropped the unwritten pages, so
@@ -134,20 +127,7 @@ type sqliteStore struct {
 	fsync     func() error
 	// syncs counts the fsyncs of the WAL (tests).
 	syncs atomic.Int64
-
-	// ckpt wakes the checkpointer (capacity 1: one request is enough);
-	// ckptDone is closed when it has returned; checkpoints counts the
-	// checkpoints it ran (tests).
-	ckpt        chan struct{}
-	ckptDone    chan struct{}
-	checkpoints atomic.Int64
 }
-
-// checkpointEvery is how many commits go between two checkpoints of the
-// WAL: 256 commits of an eval's one or two pages each keep it under
-// SQLite's default bound of 1000 pages (4 MiB), so the WAL stays about
-// as large as with the automatic checkpoint.
-const checkpointEvery = 256
 
 const (
 	sqlInsert = `INSERT INTO jobs (tenant, key, kind, hash, state, started, created, updated)
@@ -171,7 +151,7 @@ type storeOp struct {
 const maxBatch = 256
 
 func openStore(path string) (*sqliteStore, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -200,7 +180,7 @@ func openStore(path string) (*sqliteStore, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &sqliteStore{w: w, r: r, path: path, ckpt: make(chan struct{}, 1), ckptDone: make(chan struct{})}
+	s := &sqliteStore{w: w, r: r, path: path}
 	s.scond = sync.NewCond(&s.smu)
 	s.fsync = s.syncWALFile
 	for _, p := range []struct {
@@ -213,22 +193,7 @@ func openStore(path string) (*sqliteStore, error) {
 			return nil, fmt.Errorf("executor: store %s: %w", path, err)
 		}
 	}
-	go s.checkpointer()
 	return s, nil
-}
-
-// checkpointer runs a passive checkpoint each time it is woken, until
-// ckpt is closed. A passive checkpoint copies what no reader still needs
-// and stops there (never SQLITE_BUSY); what is left goes with the next.
-// A failed one is not an error of any write (their records are in the
-// WAL): the WAL grows until one succeeds.
-func (s *sqliteStore) checkpointer() {
-	defer close(s.ckptDone)
-	for range s.ckpt {
-		if _, err := s.r.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err == nil {
-			s.checkpoints.Add(1)
-		}
-	}
 }
 
 // errLead answers a queued write whose writer is to lead the next commit.
@@ -373,12 +338,7 @@ func (s *sqliteStore) commit(ops []*storeOp) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	if s.commits.Add(1)%checkpointEvery == 0 {
-		select {
-		case s.ckpt <- struct{}{}:
-		default: // one is due already
-		}
-	}
+	s.commits.Add(1)
 	s.smu.Lock()
 	s.committed++
 	for _, op := range ops {
@@ -520,8 +480,6 @@ func (s *sqliteStore) close() error {
 		return nil
 	}
 	s.pending.Wait()
-	close(s.ckpt) // no write is left to wake it
-	<-s.ckptDone
 	err := errors.Join(s.w.Close(), s.r.Close())
 	if s.wal != nil {
 		s.wal.Close()

@@ -144,31 +144,3 @@ func TestStoreQueuedBeginSkipsTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// TestStoreCheckpointsInTheBackground: SQLite's own checkpoint is off,
-// and the store's checkpointer copies the WAL into the database file
-// every checkpointEvery commits, so the WAL does not grow without bound.
-func TestStoreCheckpointsInTheBackground(t *testing.T) {
-	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
-	var auto int
-	if err := st.w.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
-		t.Fatalf("wal_autocheckpoint = %d (%v), want 0", auto, err)
-	}
-	ctx := context.Background()
-	for i := range 2*checkpointEvery + 1 {
-		if err := st.probe(ctx); err != nil {
-			t.Fatal(i, err)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for st.checkpoints.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint after", 2*checkpointEvery+1, "commits")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
