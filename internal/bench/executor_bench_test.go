@@ -10,9 +10,9 @@ import (
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 )
 
-// BenchmarkExecutorEval is the `1+1` row at 2 workers (4 clients) as a Go benchmark,
-// for a CPU profile of the whole request (client, TLS, HTTP/2, store,
-// eval) beside the same eval in-process:
+// BenchmarkExecutorEval is the `1+1` row at 2 workers (4 clients) as a
+// Go benchmark, for a CPU profile of the whole request (client, TLS,
+// HTTP/2, store, eval) beside the same eval in-process:
 //
 //	go test -run '^$' -bench BenchmarkExecutorEval -benchtime 2000x -cpuprofile cpu.out ./internal/bench
 func BenchmarkExecutorEval(b *testing.B) {
