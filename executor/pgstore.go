@@ -29,12 +29,14 @@ const pgLease = 30 * time.Second
 // unfinished entries of owners whose heartbeat is stale, so one
 // executor's restart never declares its peers' runs lost.
 //
-// Durability: begin and update commit with synchronous_commit on (the
-// commit is flushed to PostgreSQL's WAL before they return); finish uses
-// a second pool whose sessions have synchronous_commit off, which
-// returns before the flush, exactly as the SQLite store's finish does: a
-// database crash before the next flush leaves the entry running, read as
-// lost. PostgreSQL groups the WAL flushes of concurrent commits itself
+// Durability: begin (of a running entry) and update commit with
+// synchronous_commit on (the commit is flushed to PostgreSQL's WAL before
+// they return); finish, and the begin of a queued entry (store.begin),
+// use a second pool whose sessions have synchronous_commit off, which
+// returns before the flush, exactly as the SQLite store's do: a database
+// crash before the next flush leaves the entry running, read as lost (a
+// queued one: gone, and it never ran); the WAL is one sequence, so a
+// flush for a later update covers them. PostgreSQL groups the WAL flushes of concurrent commits itself
 // (each committer waits for one flush that covers every commit before
 // it), so concurrent requests share fsyncs here as they do in the SQLite
 // store's writer. Two executors racing for one key are decided by the
@@ -135,7 +137,11 @@ func (s *pgStore) heartbeat() {
 }
 
 func (s *pgStore) begin(ctx context.Context, e *entry) (*entry, bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO glovebox_jobs (tenant, key, kind, hash, state, started, created, updated, owner)
+	p := s.pool
+	if e.State != "running" { // see store.begin: queued is not waited for
+		p = s.async
+	}
+	tag, err := p.Exec(ctx, `INSERT INTO glovebox_jobs (tenant, key, kind, hash, state, started, created, updated, owner)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) ON CONFLICT (tenant, key) DO NOTHING`,
 		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), s.owner)
 	if err != nil {

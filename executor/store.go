@@ -20,9 +20,14 @@ import (
 // every run that was in progress and reports it as lost (recover) rather
 // than running it again. Evals share it with kind "eval".
 type store interface {
-	// begin records a new entry (state e.State, queued or running),
-	// durably, unless the tenant already has one under e.Key: then it
-	// returns that one and false.
+	// begin records a new entry (state e.State, queued or running)
+	// unless the tenant already has one under e.Key: then it returns
+	// that one and false. A running entry is durable when begin returns;
+	// a queued one is committed (every executor sees it) but not waited
+	// for on disk: the job does not start before its update to running,
+	// which is durable and, the log being sequential, makes the begin so
+	// too. A power loss before then forgets a job that never started,
+	// and a retry under its key runs it once.
 	begin(ctx context.Context, e *entry) (existing *entry, created bool, err error)
 	// update sets an entry's state, started flag and record (JSON; nil
 	// keeps the stored one), durably.
@@ -87,7 +92,8 @@ var (
 // started after its commit (syncWAL; one fsync covers every commit before
 // it, so concurrent durable writes share it, and it runs while the writer
 // commits the next batch); a final record (finish) is answered at its
-// commit and never waits for the disk, nor for another request's fsync.
+// commit and never waits for the disk, nor for another request's fsync;
+// nor does the begin of a queued entry (store.begin).
 // This is what synchronous=FULL does (an fsync of the WAL after each
 // commit), taken out of the writer's way. After a failed fsync every later
 // durable write fails (the kernel may have dropped the unwritten pages, so
@@ -343,7 +349,7 @@ func (s *sqliteStore) commit(ops []*storeOp) error {
 }
 
 func (s *sqliteStore) begin(ctx context.Context, e *entry) (old *entry, created bool, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(e.State == "running", func(tx *sql.Tx) error {
 		old, created = nil, false
 		res, err := tx.Stmt(s.insert).Exec(e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), e.Created.UnixNano())
 		if err != nil {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -44,4 +45,7 @@ func BenchmarkStoreEval(b *testing.B) {
 	})
 	b.ReportMetric(float64(s.commits.Load())/float64(b.N), "commits/op")
 	b.ReportMetric(float64(s.syncs.Load())/float64(b.N), "fsyncs/op")
+	if fi, err := os.Stat(s.path + "-wal"); err == nil {
+		b.ReportMetric(float64(fi.Size())/(1<<20), "WAL-MiB")
+	}
 }

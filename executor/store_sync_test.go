@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -107,5 +108,39 @@ func TestStoreFailedSyncIsSticky(t *testing.T) {
 	}
 	if err := st.probe(context.Background()); !errors.Is(err, bad) {
 		t.Errorf("probe after a failed fsync: %v, want the failure again", err)
+	}
+}
+
+// TestStoreQueuedBeginSkipsTheDisk: the begin of a queued entry is
+// answered at its commit, while an fsync is held; its update to running
+// waits for an fsync, as the job starts only after it.
+func TestStoreQueuedBeginSkipsTheDisk(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	started, hold := holdSync(st, nil)
+	var once sync.Once
+	release := func() { once.Do(hold) }
+	defer release()
+	ctx := context.Background()
+	if _, created, err := st.begin(ctx, &entry{Tenant: "a", Key: "q", Kind: "eval", Hash: "h", State: "queued", Created: time.Now()}); err != nil || !created {
+		t.Fatalf("queued begin: %v, created %v", err, created)
+	}
+	if e, err := st.get(ctx, "a", "q"); err != nil || e.State != "queued" {
+		t.Fatalf("after the queued begin: %+v, %v", e, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.update(ctx, "a", "q", "running", true, nil) }()
+	<-started
+	select {
+	case err := <-done:
+		t.Fatalf("update to running returned (%v) before its fsync ended", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,15 +2,17 @@ package bench
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 )
 
-// BenchmarkExecutorEval is the `1+1` row at 2 workers as a Go benchmark,
-// for a CPU profile of the whole request (client, TLS, HTTP/2, store,
-// eval) beside the same eval in-process:
+// BenchmarkExecutorEval is the `1+1` row at 2 workers (4 clients) as a
+// Go benchmark, for a CPU profile of the whole request (client, TLS,
+// HTTP/2, store, eval) beside the same eval in-process:
 //
 //	go test -run '^$' -bench BenchmarkExecutorEval -benchtime 2000x -cpuprofile cpu.out ./internal/bench
 func BenchmarkExecutorEval(b *testing.B) {
@@ -36,15 +38,24 @@ func BenchmarkExecutorEval(b *testing.B) {
 	}{{"executor", evalWith(ctx, x.c.Evaluator(rt), "1+1")}, {"in-process", evalWith(ctx, rt, "1+1")}} {
 		b.Run(c.name, func(b *testing.B) {
 			c.f(0)
-			b.SetParallelism(2 * workers) // × GOMAXPROCS goroutines
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := c.f(0); err != nil {
-						b.Error(err)
-						return
+			b.ResetTimer()
+			// The row's clients: 2 per worker, whatever GOMAXPROCS is
+			// (b.RunParallel would start a multiple of it).
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 2 * workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if err := c.f(0); err != nil {
+							b.Error(err)
+							return
+						}
 					}
-				}
-			})
+				}()
+			}
+			wg.Wait()
 		})
 	}
 }
