@@ -248,9 +248,10 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
 }
 
-// continueSession is continueEval for a pause of a stored session: the
-// session's lease, its state at the pause, and the answer.
-func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta *pausedMeta, a glovebox.Answer, opts []glovebox.EvalOption, claim func() *wire.Record) *wire.Record {
+// continueSession is continueEval for a pause of a stored session (the
+// paused eval's key from): the session's lease, its state at the pause,
+// and the answer.
+func (e *evals) continueSession(ctx context.Context, t *tenant, key, from string, meta *pausedMeta, a glovebox.Answer, opts []glovebox.EvalOption, claim func() *wire.Record) *wire.Record {
 	holder := e.fleet.holder + "/" + key
 	row, rec := e.acquireFor(ctx, t, meta.Session, holder)
 	if rec != nil {
@@ -258,6 +259,13 @@ func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta
 	}
 	if row.Version != meta.Version {
 		e.releaseLease(t, meta.Session, holder)
+		// A continue racing the one that won sees the session moved on:
+		// it says already_continued, as it would have at the claim.
+		if p, err := e.fleet.st.peekPaused(context.Background(), t.Name, from); err != nil {
+			if rec := pausedRefusal(from, p, err); rec != nil {
+				return rec
+			}
+		}
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused,
 			"session %s is no longer in the state it paused in (its version %d, the pause's %d: its pause could not be stored); the paused call is spent", meta.Session, row.Version, meta.Version)}
 	}
@@ -282,9 +290,14 @@ func (e *evals) continueSession(ctx context.Context, t *tenant, key string, meta
 	})
 }
 
-// checkStored is stateCheck of a stored session's state, on the Runtime
+// checkStored is stateCheck of a stored session's state (its binding
+// tag checked and taken off first; row is left as it is), on the Runtime
 // view its tools and limits make here.
 func (e *evals) checkStored(ctx context.Context, tenant string, row *sessionRow, from string) *wire.Record {
+	state, werr := e.unbindState(sessionLabel(tenant, row.ID, row.Version), row.State)
+	if werr != nil {
+		return &wire.Record{State: wire.StateFailed, Error: werr}
+	}
 	rt, release, err := e.toolSet(ctx, tenant, row.Tools)
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "making the VM: %v; the paused eval was not continued", err)}
@@ -296,7 +309,7 @@ func (e *evals) checkStored(ctx context.Context, tenant string, row *sessionRow,
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeBadRequest, "limits: %v", err)}
 	}
-	return stateCheck(ctx, view, from, row.State)
+	return stateCheck(ctx, view, from, state)
 }
 
 // liveFor returns the live session for row, marked busy: the cached one
@@ -518,7 +531,7 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 		a.Value = v
 	}
 	if meta.Session != "" {
-		return e.continueSession(ctx, t, key, &meta, a, opts, claim)
+		return e.continueSession(ctx, t, key, c.From, &meta, a, opts, claim)
 	}
 	rt, release, err := e.toolSet(ctx, t.Name, meta.Tools)
 	if err != nil {
