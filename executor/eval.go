@@ -420,6 +420,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		},
 		attach: run.attach,
 		detach: run.detach,
+		handed: run.takeHanded,
 	})
 }
 
@@ -567,7 +568,12 @@ type evalRun struct {
 	// a call is handed to a new follower only when its holder's is gone
 	// (attach, detach), so two clients following one eval never both
 	// run one of its calls.
-	streams  map[*eventStream]uint64
+	streams map[*eventStream]uint64
+	// handed are the tool_call events detach handed to a follower whose
+	// stream was already past its attach: sent to that stream alone
+	// (takeHanded), never into the log, so a tenant cycling followers
+	// cannot grow the log.
+	handed   map[*eventStream][]wire.Event
 	next     uint64
 	pending  map[uint64]*pendingCall
 	done     bool
@@ -659,37 +665,50 @@ func (run *evalRun) handLocked(h uint64) []wire.Event {
 
 // detach runs when a follower's stream ends. When it was the holder's
 // and calls wait, the newest follower still streaming becomes the holder
-// and the calls are handed to it through the log (its stream is past
-// its attach); their bytes count against maxBytes like new calls', and
-// past it they wait for the next follower to attach instead (so a
-// tenant cycling followers cannot grow the log without bound).
+// and the calls are handed to its stream alone (it is past its attach:
+// takeHanded gives them to it), not through the log, which a tenant
+// cycling followers would otherwise grow by a copy of the calls each
+// time.
 func (run *evalRun) detach(st *eventStream) {
 	run.mu.Lock()
-	defer run.mu.Unlock()
 	h, ok := run.streams[st]
 	if !ok {
+		run.mu.Unlock()
 		return
 	}
 	delete(run.streams, st)
+	delete(run.handed, st)
 	if h != run.holder || len(run.pending) == 0 || run.done || run.j == nil {
+		run.mu.Unlock()
 		return
 	}
-	next := run.newestLocked()
-	if next == 0 {
+	var to *eventStream
+	for s, n := range run.streams {
+		if to == nil || n > run.streams[to] {
+			to = s
+		}
+	}
+	if to == nil {
+		run.mu.Unlock()
 		return // the next follower to attach takes them
 	}
-	size := 0
-	for _, pc := range run.pending {
-		size += len(pc.call.Args)
+	run.holder = run.streams[to]
+	if run.handed == nil {
+		run.handed = map[*eventStream][]wire.Event{}
 	}
-	if run.sent+size > run.maxBytes {
-		return
-	}
-	run.sent += size
-	run.holder = next
-	for _, ev := range run.handLocked(next) {
-		run.j.emit(ev)
-	}
+	run.handed[to] = run.handLocked(run.holder)
+	j := run.j
+	run.mu.Unlock()
+	j.poke()
+}
+
+// takeHanded returns and forgets the events detach handed to st.
+func (run *evalRun) takeHanded(st *eventStream) []wire.Event {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	evs := run.handed[st]
+	delete(run.handed, st)
+	return evs
 }
 
 func toolCallEvent(c wire.ToolCall) wire.Event {

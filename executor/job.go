@@ -36,6 +36,10 @@ type jobSpec struct {
 	// (the client went away, or the job's record was sent); evals use
 	// it to hand waiting tool calls on only from a stream that is gone.
 	detach func(st *eventStream)
+	// handed, when set, takes the events handed to stream st since its
+	// attach (detach handing it a gone holder's calls), for st only, as
+	// again is: nil when there are none.
+	handed func(st *eventStream) []wire.Event
 }
 
 // job is a job in memory from admission until its final record is
@@ -149,6 +153,15 @@ func (j *job) flushLocked() {
 
 // wakeLocked wakes the streams following the job, and has the first
 // request's stream followed if it is not yet (onEvent). Called with mu.
+// poke wakes j's streams without adding an event (they look for events
+// handed to them alone: jobSpec.handed).
+func (j *job) poke() {
+	j.mu.Lock()
+	close(j.changed)
+	j.changed = make(chan struct{})
+	j.mu.Unlock()
+}
+
 func (j *job) wakeLocked() {
 	close(j.changed)
 	j.changed = make(chan struct{})
@@ -448,6 +461,14 @@ func (s *Server) stream(st *eventStream, r *http.Request, j *job, at int, again 
 		i += len(evs)
 		if again != nil && i >= at {
 			continue // hand this request its calls now
+		}
+		if again == nil && j.spec.handed != nil {
+			for _, ev := range j.spec.handed(st) {
+				if st.write(&ev) != nil {
+					return
+				}
+				wrote = true
+			}
 		}
 		if final != nil && len(evs) == 0 {
 			st.write(&wire.Event{Type: wire.EventResult, Record: final})
