@@ -9,27 +9,9 @@ import (
 	"syscall"
 
 	"code.dny.dev/ssrf"
-)
 
-// metadataAddrs are the cloud instance-metadata and credential endpoints:
-// AWS, GCP, Azure, OpenStack and DigitalOcean (169.254.169.254), AWS ECS
-// task metadata (169.254.170.2), AWS's IPv6 endpoint (fd00:ec2::254), the
-// EKS Pod Identity agent (169.254.170.23, fd00:ec2::23), Azure's
-// WireServer (168.63.129.16, a public address in no special-purpose
-// registry that every Azure VM reaches on port 80 and that serves the
-// VM's extension settings and certificates), Alibaba Cloud
-// (100.100.100.200) and Oracle Cloud (192.0.0.192). They are refused even
-// inside a trusted prefix, unless that prefix is the single address.
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"),
-	netip.MustParseAddr("169.254.170.2"),
-	netip.MustParseAddr("fd00:ec2::254"),
-	netip.MustParseAddr("169.254.170.23"),
-	netip.MustParseAddr("fd00:ec2::23"),
-	netip.MustParseAddr("168.63.129.16"),
-	netip.MustParseAddr("100.100.100.200"),
-	netip.MustParseAddr("192.0.0.192"),
-}
+	"github.com/gloveboxhq/glovebox/internal/netguard"
+)
 
 // Prefixes whose addresses carry an IPv4 address inside an IPv6 one.
 var (
@@ -44,7 +26,8 @@ var (
 // floor is the IP floor: the addresses the tool never dials. The decision
 // for ordinary addresses is code.dny.dev/ssrf's (the IANA special-purpose
 // registries, everything outside IPv6 global unicast); floor adds the
-// metadata endpoints, zoned addresses and named reasons for the
+// metadata endpoints (internal/netguard; refused even inside a trusted
+// prefix, unless that prefix is the single address), zoned addresses and named reasons for the
 // IPv4-in-IPv6 forms, so a message can say what an address really is.
 type floor struct {
 	trusted []netip.Prefix
@@ -103,7 +86,7 @@ func (f *floor) check(ip netip.Addr) string {
 	if ip.Zone() != "" {
 		return "a scoped (zoned) IPv6 address"
 	}
-	if slices.Contains(metadataAddrs, ip) {
+	if netguard.Metadata(ip) {
 		for _, p := range f.trusted {
 			if p.IsSingleIP() && p.Addr() == ip {
 				return ""
@@ -189,7 +172,7 @@ func embeddedIPv4(ip netip.Addr) (form string, v4 netip.Addr) {
 // kind names the class of a refused address, for messages.
 func kind(ip netip.Addr) string {
 	switch {
-	case slices.Contains(metadataAddrs, ip):
+	case netguard.Metadata(ip):
 		return "a cloud metadata endpoint"
 	case ip.IsUnspecified() || (ip.Is4() && ip.As4()[0] == 0):
 		return "an unspecified (this-network) address"

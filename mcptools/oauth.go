@@ -21,6 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
+
+	"github.com/gloveboxhq/glovebox/internal/netguard"
 )
 
 var _ auth.OAuthHandler = (*oauthState)(nil)
@@ -276,8 +278,7 @@ func oauthClient(serverURL string, refused func(why string)) *http.Client {
 			if err != nil {
 				return fmt.Errorf("mcptools: OAuth request refused: cannot read the address %q: %v", address, err)
 			}
-			ip := ap.Addr().Unmap().WithZone("")
-			if ap.Addr().Zone() == "" && guard.SafeAddr(ip) == nil || serverAddr(ctx, host, ip) {
+			if oauthAddrAllowed(ctx, guard, host, ap.Addr()) {
 				return nil
 			}
 			err = fmt.Errorf("mcptools: OAuth request refused: %s is not a public address, nor one of the bound server's host %q; a server's OAuth metadata may name only public hosts or its own (set OAuth.HTTPClient for another policy)", ap.Addr(), host)
@@ -298,6 +299,18 @@ func oauthClient(serverURL string, refused func(why string)) *http.Client {
 		}
 		return nil
 	}}
+}
+
+// oauthAddrAllowed reports whether an OAuth request may connect to a:
+// one of the addresses the bound server's host resolves to, or else a
+// public address by guard (code.dny.dev/ssrf) that is no cloud metadata
+// endpoint (internal/netguard: Azure's WireServer is public to ssrf).
+func oauthAddrAllowed(ctx context.Context, guard *ssrf.Guardian, host string, a netip.Addr) bool {
+	ip := a.Unmap().WithZone("")
+	if serverAddr(ctx, host, ip) {
+		return true
+	}
+	return a.Zone() == "" && guard.SafeAddr(ip) == nil && !netguard.Metadata(ip)
 }
 
 // serverAddr reports whether ip is one of the addresses host resolves to.
