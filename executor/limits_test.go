@@ -44,7 +44,9 @@ func TestLimitsQueueExpiryMetricsDrain(t *testing.T) {
 	waitFor(t, func() bool { return state("q1") == "running" })
 	go run(ctx, "q2", "echo two")
 	waitFor(t, func() bool { return state("q2") == "queued" })
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// q3's deadline must outlast the checks below on a loaded machine
+	// (3 s did not: q3 expired before /metrics was read, in CI).
+	dctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	go run(dctx, "q3", cnt.hitShell("q3"))
 	waitFor(t, func() bool { return state("q3") == "queued" })
