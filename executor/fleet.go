@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -649,9 +650,9 @@ func (e *evals) unbindState(label string, stored []byte) ([]byte, *wire.Error) {
 	if stored == nil {
 		return nil, nil
 	}
-	const n = 32 // an HMAC-SHA256
+	// The tag is BindState's: an HMAC-SHA256, sha256.Size bytes.
 	err := fmt.Errorf("%w: too short", glovebox.ErrStateInvalid)
-	at := len(stored) - n
+	at := len(stored) - sha256.Size
 	if at > 0 {
 		err = e.cfg.StateKeys.CheckState(stored[:at], label, stored[at:])
 	}

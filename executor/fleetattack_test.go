@@ -2,12 +2,8 @@ package executor_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,19 +185,7 @@ func TestRelayedAnswersDoNotOutliveEval(t *testing.T) {
 // connection (PostgreSQL's text type refuses NUL).
 func TestRelayedAnswerWithNUL(t *testing.T) {
 	p1, p2 := startStatePair(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(p1.hs.Certificate())
-	pool.AddCert(p2.hs.Certificate())
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	tr.ForceAttemptHTTP2 = true
-	defer tr.CloseIdleConnections()
-	other, _ := url.Parse(p2.hs.URL)
-	st := &splitTransport{rt: tr, other: other}
-	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st := splitClient(t, p1, p2)
 	var ts gb.Toolset
 	ts.Add("nul", func(context.Context, gb.Args) (any, error) { return "a\x00b", nil })
 	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, PoolSize: -1})
@@ -376,19 +360,7 @@ func TestPausedSessionOutlivesIdle(t *testing.T) {
 // still reaches the eval.
 func TestToolResultThroughOtherExecutorNoStateKey(t *testing.T) {
 	p1, p2 := startPgPairWith(t, executor.EvalConfig{PoolSize: -1})
-	pool := x509.NewCertPool()
-	pool.AddCert(p1.hs.Certificate())
-	pool.AddCert(p2.hs.Certificate())
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	tr.ForceAttemptHTTP2 = true
-	defer tr.CloseIdleConnections()
-	other, _ := url.Parse(p2.hs.URL)
-	st := &splitTransport{rt: tr, other: other}
-	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st := splitClient(t, p1, p2)
 	a := newApp(t, gb.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

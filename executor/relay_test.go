@@ -23,6 +23,26 @@ type splitTransport struct {
 	relayed atomic.Int64
 }
 
+// splitClient is tenant a's client of p1 whose tool results go to p2
+// (splitTransport), over HTTP/2 trusting both executors' certificates.
+func splitClient(t *testing.T, p1, p2 *inproc) (*client.Client, *splitTransport) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(p1.hs.Certificate())
+	pool.AddCert(p2.hs.Certificate())
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	tr.ForceAttemptHTTP2 = true
+	t.Cleanup(tr.CloseIdleConnections)
+	other, _ := url.Parse(p2.hs.URL)
+	st := &splitTransport{rt: tr, other: other}
+	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
 func (s *splitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/tool-results") {
 		r = r.Clone(r.Context())
@@ -39,18 +59,7 @@ func (s *splitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // for a session's.
 func TestToolResultThroughOtherExecutor(t *testing.T) {
 	p1, p2 := startStatePair(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(p1.hs.Certificate())
-	pool.AddCert(p2.hs.Certificate())
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	tr.ForceAttemptHTTP2 = true
-	other, _ := url.Parse(p2.hs.URL)
-	st := &splitTransport{rt: tr, other: other}
-	c, err := client.Dial(context.Background(), client.Config{URL: p1.hs.URL, Token: p1.toks.a, HTTPClient: &http.Client{Transport: st}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st := splitClient(t, p1, p2)
 	a := newApp(t, gb.Limits{})
 	ev := c.Evaluator(a.rt)
 	ctx := context.Background()
