@@ -12,7 +12,8 @@ import (
 
 // BenchmarkExecutorEval is the `1+1` row at 2 workers (4 clients) as a
 // Go benchmark, for a CPU profile of the whole request (client, TLS,
-// HTTP/2, store, eval) beside the same eval in-process:
+// HTTP/2, store, eval) beside the same eval in-process, with the
+// processor time per eval (cpu-µs/op):
 //
 //	go test -run '^$' -bench BenchmarkExecutorEval -benchtime 2000x -cpuprofile cpu.out ./internal/bench
 func BenchmarkExecutorEval(b *testing.B) {
@@ -39,6 +40,7 @@ func BenchmarkExecutorEval(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			c.f(0)
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			// The row's clients: 2 per worker, whatever GOMAXPROCS is
 			// (b.RunParallel would start a multiple of it).
 			var next atomic.Int64
@@ -56,6 +58,10 @@ func BenchmarkExecutorEval(b *testing.B) {
 				}()
 			}
 			wg.Wait()
+			// Processor time of the whole process (clients, executor,
+			// engine) per eval: the figure the ratio depends on when the
+			// cores are busy.
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
