@@ -2,7 +2,6 @@ package httptool
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -38,21 +37,6 @@ type floor struct {
 	own []netip.Addr
 }
 
-// ownAddrs lists the addresses of the host's network interfaces.
-func ownAddrs() []netip.Addr {
-	as, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, a := range as {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr().Unmap().WithZone(""))
-		}
-	}
-	return out
-}
-
 func newFloor(trusted []netip.Prefix, ports []int) *floor {
 	var v4, v6 []netip.Prefix
 	for _, p := range trusted {
@@ -67,7 +51,7 @@ func newFloor(trusted []netip.Prefix, ports []int) *floor {
 		ps[i] = uint16(p)
 	}
 	return &floor{
-		own:     ownAddrs(),
+		own:     netguard.OwnAddrs(),
 		trusted: trusted,
 		guard: ssrf.New(
 			ssrf.WithAllowedV4Prefixes(v4...),

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/netguard"
 )
 
 func testPolicy(t *testing.T, cfg Config) *policy {
@@ -386,7 +387,7 @@ func TestFloorRefusesOwnAddresses(t *testing.T) {
 	if why := trusted.check(public); why != "" {
 		t.Fatalf("a trusted own address was refused: %q", why)
 	}
-	if len(ownAddrs()) == 0 {
+	if len(netguard.OwnAddrs()) == 0 {
 		t.Skip("no interface addresses readable here")
 	}
 }

@@ -278,10 +278,10 @@ func oauthClient(serverURL string, refused func(why string)) *http.Client {
 			if err != nil {
 				return fmt.Errorf("mcptools: OAuth request refused: cannot read the address %q: %v", address, err)
 			}
-			if oauthAddrAllowed(ctx, guard, host, ap.Addr()) {
+			if oauthAddrAllowed(ctx, guard, host, ap.Addr(), netguard.OwnAddrs()) {
 				return nil
 			}
-			err = fmt.Errorf("mcptools: OAuth request refused: %s is not a public address, nor one of the bound server's host %q; a server's OAuth metadata may name only public hosts or its own (set OAuth.HTTPClient for another policy)", ap.Addr(), host)
+			err = fmt.Errorf("mcptools: OAuth request refused: %s is not a public address of another host, nor one of the bound server's host %q; a server's OAuth metadata may name only public hosts or its own (set OAuth.HTTPClient for another policy)", ap.Addr(), host)
 			refused(err.Error())
 			return err
 		}}
@@ -304,13 +304,15 @@ func oauthClient(serverURL string, refused func(why string)) *http.Client {
 // oauthAddrAllowed reports whether an OAuth request may connect to a:
 // one of the addresses the bound server's host resolves to, or else a
 // public address by guard (code.dny.dev/ssrf) that is no cloud metadata
-// endpoint (internal/netguard: Azure's WireServer is public to ssrf).
-func oauthAddrAllowed(ctx context.Context, guard *ssrf.Guardian, host string, a netip.Addr) bool {
+// endpoint (internal/netguard: Azure's WireServer is public to ssrf) and
+// none of own, this host's interface addresses (netguard.OwnAddrs: a
+// public one reaches this host's services past its firewall).
+func oauthAddrAllowed(ctx context.Context, guard *ssrf.Guardian, host string, a netip.Addr, own []netip.Addr) bool {
 	ip := a.Unmap().WithZone("")
 	if serverAddr(ctx, host, ip) {
 		return true
 	}
-	return a.Zone() == "" && guard.SafeAddr(ip) == nil && !netguard.Metadata(ip)
+	return a.Zone() == "" && guard.SafeAddr(ip) == nil && !netguard.Metadata(ip) && !slices.Contains(own, ip)
 }
 
 // serverAddr reports whether ip is one of the addresses host resolves to.

@@ -25,8 +25,15 @@ func TestOAuthAddrAllowed(t *testing.T) {
 		{"mcp.example", "10.0.0.5", false},
 		{"127.0.0.1", "127.0.0.1", true},
 		{"127.0.0.1", "127.0.0.2", false},
+		// 9.9.9.9 stands for a public address of this host's own
+		// interfaces (own below): public to ssrf, refused all the same,
+		// unless it is the bound server's.
+		{"mcp.example", "9.9.9.9", false},
+		{"9.9.9.9", "9.9.9.9", true},
+		{"mcp.example", "8.8.4.4", true},
 	} {
-		if got := oauthAddrAllowed(ctx, guard, c.host, netip.MustParseAddr(c.addr)); got != c.ok {
+		own := []netip.Addr{netip.MustParseAddr("9.9.9.9")}
+		if got := oauthAddrAllowed(ctx, guard, c.host, netip.MustParseAddr(c.addr), own); got != c.ok {
 			t.Errorf("server %s, address %s: allowed %v, want %v", c.host, c.addr, got, c.ok)
 		}
 	}

@@ -1,14 +1,36 @@
 // Package netguard holds the addresses every outbound dial of glovebox
 // refuses beyond code.dny.dev/ssrf's special-purpose registries: the
 // cloud instance-metadata and credential endpoints, some of which are
-// public addresses ssrf lets through. httptool (the guest's HTTP tool)
-// and mcptools (OAuth requests on a bound server's behalf) share it.
+// public addresses ssrf lets through, and the host's own interface
+// addresses. httptool (the guest's HTTP tool) and mcptools (OAuth
+// requests on a bound server's behalf) share it.
 package netguard
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 )
+
+// OwnAddrs lists the addresses of the host's network interfaces,
+// unmapped and without zones (nil if they cannot be listed). A name that
+// resolves to one connects to this host itself, past any firewall in
+// front of it, even when the address is public; so a dial on a guest's
+// or a remote server's say-so refuses them like loopback. It reads the
+// interfaces on every call (they change as the host's network does).
+func OwnAddrs() []netip.Addr {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap().WithZone(""))
+		}
+	}
+	return out
+}
 
 // metadata are the endpoints: AWS, GCP, Azure, OpenStack and
 // DigitalOcean (169.254.169.254), AWS ECS task metadata (169.254.170.2),
