@@ -113,6 +113,8 @@ type evals struct {
 	opening  map[string]int            // tenant → sessions being made (counted against MaxSessions)
 
 	fleet *fleetState // stored sessions and paused evals (StateKeys); nil: none
+
+	waits relayWaits // calls waiting for an answer through the store (relay.go)
 }
 
 // toolSet is a Runtime whose tools relay to the client, shared by every
@@ -175,6 +177,11 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 			base.Close()
 			return fmt.Errorf("executor: store: %w", err)
 		}
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			rs.listenToolReplies(s.base, e.waits.wake)
+		}()
 	}
 	if cfg.StateKeys != nil {
 		if err := e.enableFleet(ctx); err != nil {
@@ -407,7 +414,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	if key == "" {
 		key = wire.NewKey("e-") // no key given: an eval of its own
 	}
-	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes, pickup: e.pickupFor(t, key)}
+	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes, pickup: e.pickupFor(t, key), wake: e.wakeFor(t, key)}
 	lim := e.limits(req.Limits)
 	e.s.serveJob(w, r, t, jobSpec{
 		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
@@ -583,6 +590,10 @@ type evalRun struct {
 	// pickup looks in the store for an answer another executor of the
 	// fleet received for call id (relay.go); nil: none can.
 	pickup func(id uint64) (string, bool)
+	// wake subscribes to the store's word that an answer for this eval
+	// was recorded (relay.go), until the returned stop; nil: no word
+	// comes (pickup's polling alone).
+	wake func() (<-chan struct{}, func())
 }
 
 type pendingCall struct {
@@ -752,17 +763,27 @@ func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (stri
 	run.j.emit(toolCallEvent(pc.call))
 	run.mu.Unlock()
 	var look <-chan time.Time // stays nil without pickup
+	var woken <-chan struct{} // stays nil without wake
 	var t *time.Timer
 	wait := pickupFirst
 	if run.pickup != nil {
 		t = time.NewTimer(wait)
 		defer t.Stop()
 		look = t.C
+		if run.wake != nil {
+			ch, stop := run.wake()
+			defer stop()
+			woken = ch
+		}
 	}
 	for {
 		select {
 		case rep := <-pc.reply:
 			return rep, nil
+		case <-woken:
+			if rep, ok := run.pickup(pc.call.ID); ok {
+				run.answer(pc.call.ID, rep)
+			}
 		case <-look:
 			if rep, ok := run.pickup(pc.call.ID); ok {
 				run.answer(pc.call.ID, rep) // false: answered here meanwhile, in pc.reply

@@ -92,3 +92,12 @@ func (s *Server) StealSessionLease(tenant, id string) error {
 		return err
 	})
 }
+
+// SetRelayPoll changes how soon, and how often at most, a waiting tool
+// call looks in the store for an answer relayed by another executor
+// (relay.go), and returns a function restoring the old values.
+func SetRelayPoll(first, most time.Duration) func() {
+	f, m := pickupFirst, pickupMax
+	pickupFirst, pickupMax = first, most
+	return func() { pickupFirst, pickupMax = f, m }
+}

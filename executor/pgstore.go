@@ -44,6 +44,7 @@ const pgLease = 30 * time.Second
 type pgStore struct {
 	pool, async *pgxpool.Pool
 	owner       string
+	listen      *pgx.ConnConfig // of the connection LISTENing for relayed answers (relay.go)
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -96,7 +97,7 @@ func openPgStore(ctx context.Context, url string) (*pgStore, error) {
 	}
 	id := make([]byte, 8)
 	rand.Read(id)
-	s := &pgStore{pool: pool, async: async, owner: hex.EncodeToString(id), stop: make(chan struct{})}
+	s := &pgStore{pool: pool, async: async, owner: hex.EncodeToString(id), listen: cfg.ConnConfig.Copy(), stop: make(chan struct{})}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgSchemaLock)); err != nil {
 			return err

@@ -2,7 +2,10 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,10 +16,14 @@ import (
 // Tool answers that reach another executor of a fleet than the one
 // running the eval (behind a Service, a client's POST .../tool-results
 // may land on any replica): the receiving executor records the answer in
-// the shared store, and the running one, while a call of its waits,
-// looks for one there (pickupFirst after the call went out, then at
-// doubling intervals up to pickupMax). PostgreSQL only (with or without
-// --state-key): a SQLite executor has no peers.
+// the shared store and sends word of it (a PostgreSQL NOTIFY on
+// relayChannel, delivered with its commit); the running one, LISTENing
+// on a connection of its own, takes the answer as soon as the word
+// arrives. Word can be lost (the listening connection drops, or is not
+// yet open), so a waiting call also looks in the store by itself,
+// pickupFirst after the call went out, then at doubling intervals up to
+// pickupMax. PostgreSQL only (with or without --state-key): a SQLite
+// executor has no peers.
 
 // toolReplyStore keeps tool answers in transit between executors.
 type toolReplyStore interface {
@@ -32,6 +39,10 @@ type toolReplyStore interface {
 	// takeToolReply removes and returns the answer recorded for call id
 	// of the tenant's eval key; false when there is none.
 	takeToolReply(ctx context.Context, tenant, key string, id uint64) (string, bool, error)
+	// listenToolReplies calls wake with the relayTopic of each answer
+	// recorded from now on, by any executor, and with "" each time it
+	// (re)connects (word sent meanwhile was lost), until ctx ends.
+	listenToolReplies(ctx context.Context, wake func(topic string))
 }
 
 // Our choices: an answer relayed through the store arrives within
@@ -42,11 +53,26 @@ type toolReplyStore interface {
 // tenant cannot fill the store through its evals: answers no call took
 // are dropped once their eval ends, at the tenant's next relayed answer,
 // else at the retention).
-const (
+// (Variables, not constants, so that a test can turn the polling off
+// and see the word alone carry the answer.)
+var (
 	pickupFirst = 50 * time.Millisecond
 	pickupMax   = time.Second
-	maxRelayed  = 16
 )
+
+const maxRelayed = 16
+
+// relayChannel is the PostgreSQL notification channel of recorded
+// answers; a notification's payload is the answer's relayTopic.
+const relayChannel = "glovebox_tool_replies"
+
+// relayTopic names the tenant's eval key in a notification: 32 hex
+// digits of a SHA-256 (a payload is text without NUL bytes, and need not
+// say whose eval it is).
+func relayTopic(tenant, key string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + key))
+	return hex.EncodeToString(sum[:16])
+}
 
 const pgToolReplies = `
 CREATE TABLE IF NOT EXISTS glovebox_tool_replies (
@@ -88,9 +114,40 @@ func (s *pgStore) putToolReply(ctx context.Context, tenant, key string, id uint6
 			AND (SELECT COUNT(*) FROM glovebox_tool_replies WHERE tenant = $1) < $7
 			ON CONFLICT (tenant, key, id) DO NOTHING`, tenant, key, int64(id), []byte(reply), time.Now().UnixNano(), maxRelayed, perTenant)
 		put = err == nil && tag.RowsAffected() == 1
+		if put {
+			_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, relayChannel, relayTopic(tenant, key))
+		}
 		return err
 	})
 	return put, err
+}
+
+// listenToolReplies LISTENs on a connection of its own (not the pool's,
+// whose connections it would take one of for good), reconnecting a
+// second after it drops (a PostgreSQL restart, say).
+func (s *pgStore) listenToolReplies(ctx context.Context, wake func(string)) {
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, s.listen)
+		if err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+relayChannel); err == nil {
+				wake("")
+				for {
+					n, err := conn.WaitForNotification(ctx)
+					if err != nil {
+						break
+					}
+					wake(n.Payload)
+				}
+			}
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(cctx)
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (s *pgStore) takeToolReply(ctx context.Context, tenant, key string, id uint64) (string, bool, error) {
@@ -136,6 +193,66 @@ func (e *evals) relayToolResult(ctx context.Context, t *tenant, key string, tr *
 			key, maxRelayed, t.Name, perTenant, tr.ID)
 	}
 	return nil
+}
+
+// relayWaits are the calls waiting for answers through the store, by
+// relayTopic: each has a channel (buffered 1) that wake signals.
+type relayWaits struct {
+	mu sync.Mutex
+	m  map[string]map[chan struct{}]bool
+}
+
+// add subscribes a call to topic's word until stop.
+func (w *relayWaits) add(topic string) (ch chan struct{}, stop func()) {
+	ch = make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = map[string]map[chan struct{}]bool{}
+	}
+	if w.m[topic] == nil {
+		w.m[topic] = map[chan struct{}]bool{}
+	}
+	w.m[topic][ch] = true
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		delete(w.m[topic], ch)
+		if len(w.m[topic]) == 0 {
+			delete(w.m, topic)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// wake signals the calls waiting on topic; "" signals every call.
+func (w *relayWaits) wake(topic string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, chs := range w.m {
+		if topic != "" && t != topic {
+			continue
+		}
+		for ch := range chs {
+			select {
+			case ch <- struct{}{}:
+			default: // signalled already
+			}
+		}
+	}
+}
+
+// wakeFor is the evalRun's subscription to word of answers recorded for
+// the tenant's eval key, or nil when answers cannot arrive through the
+// store.
+func (e *evals) wakeFor(t *tenant, key string) func() (<-chan struct{}, func()) {
+	if _, ok := e.s.store.(toolReplyStore); !ok {
+		return nil
+	}
+	topic := relayTopic(t.Name, key)
+	return func() (<-chan struct{}, func()) {
+		ch, stop := e.waits.add(topic)
+		return ch, stop
+	}
 }
 
 // pickupFor is the evalRun's store lookup for the tenant's eval key, or

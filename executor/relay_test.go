@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
 	"github.com/gloveboxhq/glovebox/executor/client"
 )
 
@@ -83,5 +85,28 @@ func TestToolResultThroughOtherExecutor(t *testing.T) {
 	// An answer for an eval that runs nowhere is not_found, as before.
 	if code, body := rawDo(t, p2, p2.toks.a, "POST", "/v1/evals/e-runs-nowhere/tool-results", `{"id": 1, "reply": "n"}`); code != 404 {
 		t.Errorf("an answer for no running eval: %d %s", code, body)
+	}
+}
+
+// TestRelayedAnswerByNotification: with the waiting calls' own looks in
+// the store put off for an hour, answers through the other executor
+// still arrive, by the word (NOTIFY) the receiving executor sends: the
+// eval ends, well inside its context's minute, each tool run once.
+func TestRelayedAnswerByNotification(t *testing.T) {
+	defer executor.SetRelayPoll(time.Hour, time.Hour)()
+	p1, p2 := startStatePair(t)
+	c, st := splitClient(t, p1, p2)
+	a := newApp(t, gb.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.Evaluator(a.rt).Eval(ctx, `x = add(1, 2); add(x, 10)`)
+	if err != nil || res.Value != int64(13) {
+		t.Fatalf("eval: %v %v", res, err)
+	}
+	if n := a.hits.Load(); n != 2 {
+		t.Errorf("the tools ran %d times, want 2", n)
+	}
+	if n := st.relayed.Load(); n != 2 {
+		t.Errorf("%d answers went through the other executor, want 2", n)
 	}
 }

@@ -95,6 +95,8 @@ type execServer struct {
 	srv  *executor.Server
 	hs   *http.Server
 	c    *client.Client
+	url  string // https://127.0.0.1:PORT
+	cert []byte // its certificate, PEM
 	done func()
 }
 
@@ -163,7 +165,7 @@ func startExecServerWith(ctx context.Context, dir string, workers int, b box.Box
 		srv.Close()
 		return nil, err
 	}
-	return &execServer{srv: srv, hs: hs, c: c, done: func() { hs.Close(); srv.Close() }}, nil
+	return &execServer{srv: srv, hs: hs, c: c, url: "https://" + ln.Addr().String(), cert: certPEM, done: func() { hs.Close(); srv.Close() }}, nil
 }
 
 // Executor adds the executor's rows: runs/s and evals/s through an
