@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -87,7 +86,7 @@ func StartPostgresCtl(t testing.TB) (url string, stop, start func() error) {
 // and the next eval is not blocked.
 func (s *Server) StealSessionLease(tenant, id string) error {
 	st := s.store.(*sqliteStore)
-	return st.write(true, func(tx *sql.Tx) error {
+	return st.write(true, func(tx wtx) error {
 		_, err := tx.Exec(`UPDATE sessions SET holder = 'thief/x', until = 0 WHERE tenant = ? AND id = ?`, tenant, id)
 		return err
 	})

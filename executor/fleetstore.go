@@ -135,7 +135,7 @@ CREATE TABLE IF NOT EXISTS paused (
 )`
 
 func (s *sqliteStore) initStates(ctx context.Context) error {
-	return s.write(true, func(tx *sql.Tx) error {
+	return s.write(true, func(tx wtx) error {
 		if _, err := tx.Exec(sqliteStates); err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func (s *sqliteStore) initStates(ctx context.Context) error {
 func (s *sqliteStore) holderID() string { return "sqlite" }
 
 func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow, max int) error {
-	return s.write(true, func(tx *sql.Tx) error {
+	return s.write(true, func(tx wtx) error {
 		// One writer: the count and the insert are not interleaved.
 		var n int
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM sessions WHERE tenant = ?`, r.Tenant).Scan(&n); err != nil {
@@ -165,7 +165,7 @@ func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow, max int)
 }
 
 func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (row *sessionRow, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(true, func(tx wtx) error {
 		now := time.Now().UnixNano()
 		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = MAX(used, ?) WHERE tenant = ? AND id = ? AND (holder = '' OR until < ?)`,
 			holder, until.UnixNano(), now, tenant, id, now)
@@ -198,7 +198,7 @@ func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder str
 }
 
 func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error {
-	return s.write(true, func(tx *sql.Tx) error {
+	return s.write(true, func(tx wtx) error {
 		res, err := tx.Exec(`UPDATE sessions SET version = ?, state = ?, holder = '', until = 0, used = ? WHERE tenant = ? AND id = ? AND holder = ? AND version = ?`,
 			version, state, used.UnixNano(), tenant, id, holder, version-1)
 		if err == nil && affected(res) == 0 {
@@ -209,14 +209,14 @@ func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string
 }
 
 func (s *sqliteStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
-	return s.write(true, func(tx *sql.Tx) error {
+	return s.write(true, func(tx wtx) error {
 		_, err := tx.Exec(`UPDATE sessions SET holder = '', until = 0 WHERE tenant = ? AND id = ? AND holder = ?`, tenant, id, holder)
 		return err
 	})
 }
 
 func (s *sqliteStore) deleteSession(ctx context.Context, tenant, id string) (ok bool, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(true, func(tx wtx) error {
 		res, err := tx.Exec(`DELETE FROM sessions WHERE tenant = ? AND id = ?`, tenant, id)
 		ok = err == nil && affected(res) == 1
 		return err
@@ -230,7 +230,7 @@ func (s *sqliteStore) countSessions(ctx context.Context, tenant string) (n int, 
 }
 
 func (s *sqliteStore) expireStates(ctx context.Context, before, old time.Time) (n int, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(true, func(tx wtx) error {
 		now := time.Now().UnixNano()
 		res, err := tx.Exec(`DELETE FROM sessions WHERE used < ? AND (holder = '' OR until < ?)`, before.UnixNano(), now)
 		if err != nil {
@@ -247,7 +247,7 @@ func (s *sqliteStore) expireStates(ctx context.Context, before, old time.Time) (
 }
 
 func (s *sqliteStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
-	return s.write(true, func(tx *sql.Tx) error {
+	return s.write(true, func(tx wtx) error {
 		_, err := tx.Exec(`INSERT INTO paused (tenant, key, tools, limits, state, created) VALUES (?, ?, ?, ?, ?, ?)`,
 			tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
 		return err
@@ -255,7 +255,7 @@ func (s *sqliteStore) putPaused(ctx context.Context, tenant, key string, p *paus
 }
 
 func (s *sqliteStore) claimPaused(ctx context.Context, tenant, key, by string) (p *pausedRow, err error) {
-	err = s.write(true, func(tx *sql.Tx) error {
+	err = s.write(true, func(tx wtx) error {
 		res, err := tx.Exec(`UPDATE paused SET claimed = ? WHERE tenant = ? AND key = ? AND claimed = ''`, by, tenant, key)
 		if err != nil {
 			return err

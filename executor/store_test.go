@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -173,7 +172,7 @@ func TestPgStoreLivePeer(t *testing.T) {
 func holdWriter(t *testing.T, st *sqliteStore) (release func()) {
 	entered, hold, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		held <- st.write(true, func(*sql.Tx) error { close(entered); <-hold; return nil })
+		held <- st.write(true, func(wtx) error { close(entered); <-hold; return nil })
 	}()
 	<-entered
 	return func() {
@@ -248,7 +247,7 @@ func TestStoreGroupCommitFailsAlone(t *testing.T) {
 	release := holdWriter(t, st)
 	const n = 10
 	bad := errors.New("this write fails")
-	errs := queueBegins(st, n, func() error { return st.write(true, func(*sql.Tx) error { return bad }) })
+	errs := queueBegins(st, n, func() error { return st.write(true, func(wtx) error { return bad }) })
 	release()
 	failed := 0
 	for range n + 1 {
