@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,6 +248,9 @@ func Executor(ctx context.Context, row Row) {
 			ratio := fmt.Sprintf("%.2f×", r.perSec/l.perSec)
 			row(met, fmt.Sprintf("%s, %d clients", name, conc), r.String()+" ("+ratio+")", "in-process "+l.String(),
 				ratio, target)
+			if c.what == "evals/s (`1+1`)" && workers == 2 {
+				transportFloor(row, conc, l) // the next row: what of it the transport alone costs
+			}
 		}
 		rt.Close()
 		x.done()
@@ -298,4 +303,61 @@ func evalTarget(workers int, r, l loadStat, byWorkers map[int]float64) (met, tar
 		}
 	}
 	return yes(ok), "≥ 0.40×, p99 ≤ 10 ms, ≥ fewer workers'"
+}
+
+// transportFloor adds the row of what the executor's transport alone
+// costs: a bare HTTP/2 round trip over TLS on loopback (Go's net/http
+// server and client, as the executor and its client use them; no
+// authentication, store, job or eval), its request and answer the size
+// of a `1+1` eval's, from conc goroutines, beside the in-process `1+1`
+// eval l measured in the same run. The ratio is the round trip's
+// processor time to the whole eval's: what the transport alone takes
+// from the 0.4× target, before the store's durable write and the eval.
+func transportFloor(row Row, conc int, l loadStat) {
+	const what = "executor floor: a bare HTTP/2+TLS round trip on loopback (no store, no eval)"
+	answer := `{"type":"accepted","key":"e-0123456789abcdef0123456789abcdef","state":"running"}` + "\n" +
+		`{"type":"result","record":{"key":"e-0123456789abcdef0123456789abcdef","state":"completed","eval":{"status":"ok","value":"2","stdout":"","stderr":"","duration_ms":0.1}}}` + "\n"
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		io.WriteString(w, answer)
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = slog.NewLogLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler(), slog.LevelError)
+	srv.StartTLS()
+	defer srv.Close()
+	c := srv.Client()
+	defer c.CloseIdleConnections()
+	body := `{"code":"1+1","idempotency_key":"e-0123456789abcdef0123456789abcdef","limits":{}}`
+	trip := func(int) error {
+		req, err := http.NewRequest("POST", srv.URL+"/v1/evals", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer gbx_0123456789abcdef0123456789abcdef")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.ProtoMajor != 2 {
+			return fmt.Errorf("the round trip went over %s, not HTTP/2", resp.Proto)
+		}
+		return nil
+	}
+	if err := trip(0); err != nil { // warm: the connection
+		row("-", what, "failed", err.Error(), "-", "-")
+		return
+	}
+	f, err := load(conc, 4*execLoadN, execLoadMax, trip)
+	if err != nil {
+		row("-", what, "failed", err.Error(), "-", "-")
+		return
+	}
+	row("-", fmt.Sprintf("%s, %d clients", what, conc), f.String(), "in-process `1+1` eval: CPU "+ms(l.cpu)+" each",
+		fmt.Sprintf("%.2f×", float64(f.cpu)/float64(l.cpu)), "-")
 }

@@ -22,7 +22,7 @@ func TestLoadExecutor(t *testing.T) {
 			t.Errorf("row %q: %s", cols[0], strings.Join(cols[1:], " "))
 		}
 	})
-	if n != 11 {
-		t.Errorf("%d rows, want 11 (3 figures × 1, 2 and 4 workers, and 2 PostgreSQL rows)", n)
+	if n != 12 {
+		t.Errorf("%d rows, want 12 (3 figures × 1, 2 and 4 workers, the transport's floor and 2 PostgreSQL rows)", n)
 	}
 }
