@@ -65,7 +65,11 @@ type job struct {
 	// request's stream (runAndFollow).
 	onEvent func()
 	final   *wire.Record // set once, at the end
-	state   string
+	// finalJSON is final's JSON as the store got it (json.Marshal), or
+	// nil: the result event is written from it rather than encoding
+	// the record again for each stream (finish).
+	finalJSON []byte
+	state     string
 	// ready is closed once the store said whether this key was new
 	// (existing is then nil) or already recorded (existing is that
 	// entry, and the job never runs).
@@ -177,10 +181,12 @@ func (j *job) setState(s string) {
 	j.mu.Unlock()
 }
 
-func (j *job) finish(rec *wire.Record) {
+// finish ends the job with rec; data is rec's JSON (json.Marshal of
+// it as it is now), or nil.
+func (j *job) finish(rec *wire.Record, data []byte) {
 	j.mu.Lock()
 	j.flushLocked()
-	j.final = rec
+	j.final, j.finalJSON = rec, data
 	close(j.done)
 	j.wakeLocked()
 	j.mu.Unlock()
@@ -448,7 +454,7 @@ func (s *Server) stream(st *eventStream, r *http.Request, j *job, at int, again 
 			again, wrote = nil, len(again) > 0
 		}
 		j.mu.Lock()
-		evs, final, changed := j.events[i:], j.final, j.changed
+		evs, final, finalJSON, changed := j.events[i:], j.final, j.finalJSON, j.changed
 		j.mu.Unlock()
 		if again != nil && i+len(evs) > at {
 			evs = evs[:at-i]
@@ -471,7 +477,11 @@ func (s *Server) stream(st *eventStream, r *http.Request, j *job, at int, again 
 			}
 		}
 		if final != nil && len(evs) == 0 {
-			st.write(&wire.Event{Type: wire.EventResult, Record: final})
+			if finalJSON != nil {
+				st.writeResult(finalJSON)
+			} else {
+				st.write(&wire.Event{Type: wire.EventResult, Record: final})
+			}
 			return // net/http flushes it with the end of the stream
 		}
 		if final != nil {
@@ -625,7 +635,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	s.space.settle(t.Name, j.budget, len(data))
 	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
 	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
-	j.finish(rec)
+	j.finish(rec, data) // data: rec's JSON, as stored (nil if refinish holds it)
 	j.cancel()
 	s.mu.Lock()
 	delete(s.active, id)

@@ -66,6 +66,26 @@ func (s *eventStream) write(ev *wire.Event) error {
 	if s.err = s.enc.Encode(ev); s.err != nil {
 		return s.err
 	}
+	return s.writeBuf()
+}
+
+// writeResult is write of the result event whose record's JSON is rec
+// (json.Marshal of the wire.Record, as the store holds it): the same
+// object as write would make, without encoding the record a second
+// time (a `1+1` eval's record is most of its stream's bytes).
+func (s *eventStream) writeResult(rec []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.buf.Reset()
+	s.buf.WriteString(`{"type":"` + wire.EventResult + `","record":`)
+	s.buf.Write(rec)
+	s.buf.WriteString("}\n")
+	return s.writeBuf()
+}
+
+// writeBuf writes the event line in buf (see write).
+func (s *eventStream) writeBuf() error {
 	if s.unflushed += s.buf.Len(); s.unflushed > unblocked {
 		s.arm()
 	}
