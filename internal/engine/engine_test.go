@@ -324,6 +324,18 @@ func TestReusedMemoryIsClean(t *testing.T) {
 
 func testReusedMemoryIsClean(t *testing.T) {
 	want := snapshotBytes(t)
+	// The guest's evals run in a pool that frees each VM after its eval
+	// (its idle list closed) rather than keeping it to rewind, in the
+	// default memory group: so a freed VM's memory is reset and reused,
+	// whatever other tests of the process left in the engine's idle
+	// list (run alone, the engine's own list kept the VM, and no memory
+	// was reused).
+	p, err := testEngine.NewPool(context.Background(), 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.idle.close()
 	for round := range 3 {
 		v, err := testEngine.newVM(testEngine.base, nil, nil, 0)
 		if err != nil {
@@ -351,14 +363,14 @@ func testReusedMemoryIsClean(t *testing.T) {
 		}
 		v.close()
 		// A guest that grows memory and writes secrets everywhere.
-		out, err := testEngine.Eval(context.Background(), &Request{Code: `$s = "SECRET-" * 4_000_000; a = Array.new(100_000) { |i| "secret#{i}" }; $s.size`, Limits: testLimits})
+		out, err := p.Eval(context.Background(), &Request{Code: `$s = "SECRET-" * 4_000_000; a = Array.new(100_000) { |i| "secret#{i}" }; $s.size`, Limits: testLimits})
 		if err != nil || out.Status != StatusOK {
 			t.Fatalf("round %d: %v %+v", round, err, out)
 		}
 		// An ordinary eval leaves its memory to be reset and reused (the
 		// two above are dropped: one wrote too many pages, one grew), so
 		// the next round's VM takes a reused memory.
-		if out, err := testEngine.Eval(context.Background(), &Request{Code: `$g = "SECRET"; 1 + 1`, Limits: testLimits}); err != nil || out.Status != StatusOK {
+		if out, err := p.Eval(context.Background(), &Request{Code: `$g = "SECRET"; 1 + 1`, Limits: testLimits}); err != nil || out.Status != StatusOK {
 			t.Fatalf("round %d: %v %+v", round, err, out)
 		}
 	}
