@@ -268,20 +268,32 @@ func (e *Engine) Eval(ctx context.Context, req *Request) (*Outcome, error) {
 // with a home goes back to it after a clean eval; home must be used with
 // one snap, mounts and scr only.
 func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *scratchDirs, home *idleVMs) (*VM, error) {
+	if v, err := e.reused(home, tools, false); v != nil || err != nil {
+		return v, err
+	}
+	return e.made(snap, mounts, tools, scr, home)
+}
+
+// reused returns a VM from home prepared with tools, rewound if it was
+// not yet and renewed, or nil if home holds none; lend is take's (the
+// filler's: the VM it returns, and only that one, is out until it calls
+// home.gave). A MountError from renewing is returned.
+func (e *Engine) reused(home *idleVMs, tools []string, lend bool) (*VM, error) {
 	key := toolsKey(tools)
 	for {
-		v := home.take(key)
+		v := home.take(key, lend)
 		if v == nil {
-			break
+			return nil, nil
 		}
-		if v.dirty {
-			if err := v.rewind(); err != nil {
-				v.close()
-				continue
-			}
+		err := errNotRewindable
+		if !v.dirty || v.rewind() == nil {
+			err = v.renew()
 		}
-		if err := v.renew(); err != nil {
+		if err != nil {
 			v.close()
+			if lend {
+				home.gave(nil)
+			}
 			var me *MountError
 			if errors.As(err, &me) {
 				return nil, err
@@ -291,6 +303,12 @@ func (e *Engine) prepared(snap *snapshot, mounts []Mount, tools []string, scr *s
 		e.reuses.Add(1)
 		return v, nil
 	}
+}
+
+// made returns a new VM from snap with mounts, prepared with tools (see
+// prepared).
+func (e *Engine) made(snap *snapshot, mounts []Mount, tools []string, scr *scratchDirs, home *idleVMs) (*VM, error) {
+	key := toolsKey(tools)
 	v, err := e.newVM(snap, mounts, scr, home.memGroup())
 	if err != nil {
 		return nil, err

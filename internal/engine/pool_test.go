@@ -107,3 +107,65 @@ func TestPoolFillerSleepsWhileBusy(t *testing.T) {
 	}
 	waitReady()
 }
+
+// TestEvalWaitsForTheFillersVM: an eval that finds the pool empty while
+// the filler holds one of its VMs (rewinding or renewing it) takes that
+// VM once it is given back instead of making one; with none held, it
+// makes one at once. Making one used to be the rule, and the VM given
+// back then found the idle list full and was freed: a VM made and freed
+// every 40 evals through the executor.
+func TestEvalWaitsForTheFillersVM(t *testing.T) {
+	p, err := testEngine.NewPool(context.Background(), 1, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Stop the filler: it must not touch the pool's VMs below.
+	p.begin()
+	defer p.end()
+	v, err := p.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := v.run(context.Background(), &Request{Code: "1+1", Limits: testLimits})
+	if out.Status != StatusOK {
+		t.Fatalf("%+v", out)
+	}
+	p.e.recycle(v) // into the idle list, dirty
+	for v := p.ready.pop(); v != nil; v = p.ready.pop() {
+		v.close()
+	}
+	// Play the filler: take the VM out, then give it back later.
+	held := p.idle.take(v.toolsKey, true)
+	if held != v {
+		t.Fatalf("the idle list did not hold the VM just recycled")
+	}
+	got := make(chan *VM, 1)
+	go func() {
+		w, err := p.get()
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	select {
+	case w := <-got:
+		t.Fatalf("get returned %p while the filler held the pool's only VM, without waiting for it", w)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.idle.gave(held)
+	w := <-got
+	if w != held {
+		t.Fatalf("get returned another VM (%p) than the one given back (%p)", w, held)
+	}
+	p.e.recycle(w)
+	// Nothing held and nothing idle: get makes a VM without waiting.
+	if w := p.idle.take(w.toolsKey, false); w != nil {
+		w.close()
+	}
+	w, err = p.get()
+	if err != nil || w == nil || w == held {
+		t.Fatalf("get with nothing held: %p, %v", w, err)
+	}
+	w.close()
+}

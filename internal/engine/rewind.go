@@ -77,6 +77,18 @@ type idleVMs struct {
 	// keep one copy of their checkpoint between them instead of one each
 	// (74 pages, 0.30 MB, for the base snapshot without tools).
 	cks map[string]*wt.CheckpointData
+	// out counts the VMs the pool's filler has taken from h to rewind or
+	// renew and not yet given back (to h, or to the pool's ready stack),
+	// and backs how many it has given back; back is broadcast at each.
+	// An eval that finds no VM in either place while out > 0 waits for
+	// one (see Pool.get) instead of making its own: it used to make one,
+	// and the VM the filler then gave back found h full and was freed,
+	// so evals through the executor, whose evals pause for the store's
+	// fsync often enough to wake the filler, made a VM every 40 evals
+	// (105 made and 106 freed in 4,000 evals, counted with the pool's
+	// filler and evals instrumented; in-process back-to-back, 2).
+	out, backs int
+	back       *sync.Cond
 }
 
 // like returns a reference to the checkpoint a VM prepared with tools
@@ -165,8 +177,9 @@ func (h *idleVMs) open() bool {
 	return !h.closed
 }
 
-// take returns an idle VM prepared with tools, or nil.
-func (h *idleVMs) take(tools string) *VM {
+// take returns an idle VM prepared with tools, or nil. With lend (the
+// pool's filler), the VM counts as out until given back (see gave).
+func (h *idleVMs) take(tools string, lend bool) *VM {
 	if h == nil {
 		return nil
 	}
@@ -175,10 +188,62 @@ func (h *idleVMs) take(tools string) *VM {
 	for i := len(h.vms) - 1; i >= 0; i-- {
 		if v := h.vms[i]; v.toolsKey == tools {
 			h.vms = append(h.vms[:i], h.vms[i+1:]...)
+			if lend {
+				h.out++
+			}
 			return v
 		}
 	}
 	return nil
+}
+
+// gave records that the filler has given back a VM it took with lend:
+// put it into h (v; nil if it freed it instead, or gave it to the pool's
+// ready stack, which it did first). It wakes the evals waiting in
+// awaitOut.
+func (h *idleVMs) gave(v *VM) {
+	if v != nil && !h.put(v) {
+		v.close()
+	}
+	h.mu.Lock()
+	h.out--
+	h.backs++
+	if h.back != nil {
+		h.back.Broadcast()
+	}
+	h.mu.Unlock()
+}
+
+// backsSoFar is the count awaitOut compares with, read before looking
+// for a VM.
+func (h *idleVMs) backsSoFar() int {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.backs
+}
+
+// awaitOut reports whether a VM may have come back since backsSoFar
+// returned since, waiting for the filler to give one back if it holds
+// any. False means none is coming: the caller makes its VM.
+func (h *idleVMs) awaitOut(since int) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.backs == since && h.out == 0 {
+		return false
+	}
+	if h.back == nil {
+		h.back = sync.NewCond(&h.mu)
+	}
+	for h.backs == since {
+		h.back.Wait()
+	}
+	return true
 }
 
 // put keeps v, freeing the least recently used VM if h is full. It
@@ -215,7 +280,7 @@ func (h *idleVMs) hasDirty() bool {
 }
 
 // rewindDirty rewinds the VMs h holds unrewound, freeing those that
-// cannot be.
+// cannot be. While it rewinds them they are out (see take's lend).
 func (h *idleVMs) rewindDirty() {
 	h.mu.Lock()
 	var dirty []*VM
@@ -229,11 +294,14 @@ func (h *idleVMs) rewindDirty() {
 	}
 	clear(h.vms[len(keep):])
 	h.vms = keep
+	h.out += len(dirty)
 	h.mu.Unlock()
 	for _, v := range dirty {
-		if v.rewind() != nil || !h.put(v) {
+		if v.rewind() != nil {
 			v.close()
+			v = nil
 		}
+		h.gave(v)
 	}
 }
 
