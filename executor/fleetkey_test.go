@@ -1,0 +1,57 @@
+package executor_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	gb "github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/executor"
+	"github.com/gloveboxhq/glovebox/executor/client"
+)
+
+// TestFleetMisconfiguredStateKeySaysSo: a replica sharing the fleet's
+// PostgreSQL store but given another --state-key file, or none, cannot
+// run a session its peers stored; its refusal names the state key, the
+// operator's mistake, rather than tampering or a session that is gone.
+// The session itself is untouched and goes on through a replica holding
+// the key.
+func TestFleetMisconfiguredStateKeySaysSo(t *testing.T) {
+	url := executor.StartPostgres(t)
+	toks, tenants := mintTenants(t)
+	good := pgExecutor(t, url, toks, tenants, executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)})
+	sec := make([]byte, 32)
+	rand.Read(sec)
+	other, err := gb.NewKeyring(gb.StateKey{ID: "another-key", Secret: sec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKey := pgExecutor(t, url, toks, tenants, executor.EvalConfig{PoolSize: -1, StateKeys: other})
+	noKey := pgExecutor(t, url, toks, tenants, executor.EvalConfig{PoolSize: -1})
+	ctx := context.Background()
+	a := newApp(t, gb.Limits{})
+	s, err := good.client(t, toks.a).Evaluator(a.rt).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Eval(ctx, `$n = 1`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *inproc
+		code string
+	}{{"another state key", wrongKey, "state_refused"}, {"no state key", noKey, "not_found"}} {
+		_, err := c.p.client(t, toks.a).Evaluator(a.rt).Attach(s.ID()).Eval(ctx, `$n += 1`)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != c.code || !strings.Contains(ce.Message, "--state-key") {
+			t.Errorf("%s: %v, want %s naming --state-key", c.name, err, c.code)
+		}
+	}
+	res, err := good.client(t, toks.a).Evaluator(a.rt).Attach(s.ID()).Eval(ctx, `$n += 1`)
+	if err != nil || res.Value != int64(2) {
+		t.Errorf("the session through a replica with the key: %v %v, want 2", res, err)
+	}
+}
