@@ -138,7 +138,7 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
-			if err := enableExecutorEvals(srv, fc.EvalWorker); err != nil { // executor_evals.go
+			if err := enableExecutorEvals(srv, fc.EvalWorker, cfg.StoreURL != ""); err != nil { // executor_evals.go
 				srv.Close()
 				return err
 			}
@@ -154,7 +154,11 @@ settings need a restart. Endpoints besides /v1:
 				IdleTimeout:       2 * time.Minute,
 				ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 			}
-			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s)\n", ln.Addr(), b.Posture().Backend)
+			store := "SQLite " + cfg.StorePath
+			if cfg.StoreURL != "" {
+				store = "PostgreSQL, shared by the fleet" // not the URL: it may hold a password
+			}
+			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s, store %s)\n", ln.Addr(), b.Posture().Backend, store)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 			hup := make(chan os.Signal, 1)
