@@ -225,19 +225,27 @@ func (w *relayWaits) add(topic string) (ch chan struct{}, stop func()) {
 }
 
 // wake signals the calls waiting on topic; "" signals every call.
+// Word for one topic touches that topic's calls only: every answer
+// relayed by any executor of the fleet reaches every executor, so a
+// walk over all waiting topics per word would cost each executor its
+// waiting calls times the fleet's relayed answers.
 func (w *relayWaits) wake(topic string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for t, chs := range w.m {
-		if topic != "" && t != topic {
-			continue
-		}
+	signal := func(chs map[chan struct{}]bool) {
 		for ch := range chs {
 			select {
 			case ch <- struct{}{}:
 			default: // signalled already
 			}
 		}
+	}
+	if topic != "" {
+		signal(w.m[topic])
+		return
+	}
+	for _, chs := range w.m {
+		signal(chs)
 	}
 }
 
