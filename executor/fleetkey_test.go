@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,5 +54,45 @@ func TestFleetMisconfiguredStateKeySaysSo(t *testing.T) {
 	res, err := good.client(t, toks.a).Evaluator(a.rt).Attach(s.ID()).Eval(ctx, `$n += 1`)
 	if err != nil || res.Value != int64(2) {
 		t.Errorf("the session through a replica with the key: %v %v, want 2", res, err)
+	}
+}
+
+// TestRelayedDuplicateAnswerSaysSo: a second answer to one call through
+// the executor not running the eval is refused naming the earlier
+// answer, and one past the eval's bound naming the bound: a client
+// cannot otherwise tell a repeat of its own answer from a full relay.
+func TestRelayedDuplicateAnswerSaysSo(t *testing.T) {
+	url := executor.StartPostgres(t)
+	toks, tenants := mintTenants(t)
+	cfg := executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t)}
+	p1, p2 := pgExecutor(t, url, toks, tenants, cfg), pgExecutor(t, url, toks, tenants, cfg)
+	rt, release, called := gateTools(t)
+	const key = "e-relay-dup"
+	done := make(chan error, 1)
+	go func() {
+		_, err := p1.client(t, toks.a).Evaluator(rt).EvalWith(context.Background(), `gate("x")`, client.EvalOptions{Key: key})
+		done <- err
+	}()
+	<-called
+	post := func(id int) (int, string) {
+		return rawDo(t, p2, toks.a, "POST", "/v1/evals/"+key+"/tool-results", fmt.Sprintf(`{"id": %d, "reply": "n"}`, id))
+	}
+	if code, body := post(100); code != 202 {
+		t.Fatalf("first answer to call 100: %d %s", code, body)
+	}
+	if code, body := post(100); code != 429 || !strings.Contains(body, "call 100 has an answer recorded already") {
+		t.Errorf("second answer to call 100: %d %s, want 429 naming the earlier answer", code, body)
+	}
+	for id := 101; id < 116; id++ {
+		if code, body := post(id); code != 202 {
+			t.Fatalf("answer %d: %d %s", id, code, body)
+		}
+	}
+	if code, body := post(116); code != 429 || !strings.Contains(body, "16 answers waiting") || strings.Contains(body, "recorded already") {
+		t.Errorf("answer 116, past the bound: %d %s, want 429 naming the bound", code, body)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
