@@ -96,3 +96,33 @@ func TestRelayedDuplicateAnswerSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeleteThroughOtherExecutorRefused: DELETE of an eval running on
+// another executor of the fleet is refused unavailable (that executor
+// alone can stop it) rather than answered 200 with the running record,
+// which read as a cancel; through the executor running it, it cancels.
+func TestDeleteThroughOtherExecutorRefused(t *testing.T) {
+	url := executor.StartPostgres(t)
+	toks, tenants := mintTenants(t)
+	cfg := executor.EvalConfig{PoolSize: -1}
+	p1, p2 := pgExecutor(t, url, toks, tenants, cfg), pgExecutor(t, url, toks, tenants, cfg)
+	rt, release, called := gateTools(t)
+	const key = "e-delete-elsewhere"
+	done := make(chan error, 1)
+	go func() {
+		_, err := p1.client(t, toks.a).Evaluator(rt).EvalWith(context.Background(), `gate("x")`, client.EvalOptions{Key: key})
+		done <- err
+	}()
+	<-called
+	if code, body := rawDo(t, p2, toks.a, "DELETE", "/v1/evals/"+key, ""); code != 503 || !strings.Contains(body, "not canceled") {
+		t.Errorf("DELETE through the other executor: %d %s, want 503 saying it was not canceled", code, body)
+	}
+	if code, body := rawDo(t, p2, toks.b, "DELETE", "/v1/evals/"+key, ""); code != 404 {
+		t.Errorf("another tenant's DELETE through the other executor: %d %s, want 404", code, body)
+	}
+	if code, body := rawDo(t, p1, toks.a, "DELETE", "/v1/evals/"+key, ""); code != 200 || !strings.Contains(body, `"state":"completed"`) {
+		t.Errorf("DELETE through the executor running it: %d %s, want its final record", code, body)
+	}
+	close(release) // the client's tool call, which the cancel left waiting
+	<-done
+}
