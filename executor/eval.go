@@ -470,7 +470,14 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	if req.Session != "" {
 		rs := e.session(t.Name, req.Session)
 		if rs == nil {
-			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", req.Session)}
+			msg := "no session %s (closed, idled out, or never made)"
+			if _, shared := e.s.store.(toolReplyStore); shared {
+				// A fleet replica without a state key sees only its own
+				// sessions: say so, or a session stored by its peers
+				// reads as gone.
+				msg = "no session %s on this executor (closed, idled out, or never made here: it has no --state-key, so it keeps its sessions in its memory and does not see those its fleet stored)"
+			}
+			return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, msg, req.Session)}
 		}
 		defer e.done(rs)
 		res, err = rs.gs.EvalWith(ctx, req.Code, opts...)

@@ -656,6 +656,11 @@ func (e *evals) unbindState(label string, stored []byte) ([]byte, *wire.Error) {
 	if at > 0 {
 		err = e.cfg.StateKeys.CheckState(stored[:at], label, stored[at:])
 	}
+	if errors.Is(err, glovebox.ErrStateKey) {
+		// Not tampering: the executor that sealed it had another key, the
+		// usual cause a fleet's replicas given different --state-key files.
+		return nil, wire.Errorf(wire.CodeStateRefused, "the stored state was sealed with a state key this executor does not hold (%v): every executor of a fleet needs the same --state-key files; nothing of it ran", err)
+	}
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeStateRefused, "the stored state is not this one's (moved from another row of the store, or altered): %v; nothing of it ran", err)
 	}

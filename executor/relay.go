@@ -33,9 +33,10 @@ type toolReplyStore interface {
 	expireToolReplies(ctx context.Context, old time.Time) (int, error)
 	// putToolReply records reply for call id of the tenant's eval key,
 	// unless maxRelayed answers for that key, or perTenant for the
-	// tenant's unfinished evals, wait already: then false. Answers for
+	// tenant's unfinished evals, wait already, or one for the call
+	// does: then false, with dup true in the last case. Answers for
 	// the tenant's evals that ended are dropped first.
-	putToolReply(ctx context.Context, tenant, key string, id uint64, reply string, perTenant int) (bool, error)
+	putToolReply(ctx context.Context, tenant, key string, id uint64, reply string, perTenant int) (put, dup bool, err error)
 	// takeToolReply removes and returns the answer recorded for call id
 	// of the tenant's eval key; false when there is none.
 	takeToolReply(ctx context.Context, tenant, key string, id uint64) (string, bool, error)
@@ -99,7 +100,7 @@ func (s *pgStore) initToolReplies(ctx context.Context) error {
 	})
 }
 
-func (s *pgStore) putToolReply(ctx context.Context, tenant, key string, id uint64, reply string, perTenant int) (put bool, err error) {
+func (s *pgStore) putToolReply(ctx context.Context, tenant, key string, id uint64, reply string, perTenant int) (put, dup bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgRelayLock), tenant); err != nil {
 			return err
@@ -116,10 +117,15 @@ func (s *pgStore) putToolReply(ctx context.Context, tenant, key string, id uint6
 		put = err == nil && tag.RowsAffected() == 1
 		if put {
 			_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, relayChannel, relayTopic(tenant, key))
+		} else if err == nil {
+			// Refused: say whether for a bound or for the call's own
+			// earlier answer (the refusal reads differently to a client).
+			err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM glovebox_tool_replies WHERE tenant = $1 AND key = $2 AND id = $3)`,
+				tenant, key, int64(id)).Scan(&dup)
 		}
 		return err
 	})
-	return put, err
+	return put && err == nil, dup && err == nil, err
 }
 
 // listenToolReplies LISTENs on a connection of its own (not the pool's,
@@ -184,13 +190,15 @@ func (e *evals) relayToolResult(ctx context.Context, t *tenant, key string, tr *
 		return wire.Errorf(wire.CodeUnavailable, "store: %v; the answer was not recorded", err)
 	}
 	perTenant := maxRelayed * max(1, t.MaxConcurrentRuns)
-	put, err := rs.putToolReply(ctx, t.Name, key, tr.ID, tr.Reply, perTenant)
-	if err != nil {
+	put, dup, err := rs.putToolReply(ctx, t.Name, key, tr.ID, tr.Reply, perTenant)
+	switch {
+	case err != nil:
 		return wire.Errorf(wire.CodeUnavailable, "store: %v; the answer was not recorded", err)
-	}
-	if !put {
-		return wire.Errorf(wire.CodeQueueFull, "eval %s has %d answers waiting for the executor running it, or tenant %s's evals %d, the most allowed (or call %d's is there already)",
-			key, maxRelayed, t.Name, perTenant, tr.ID)
+	case dup:
+		return wire.Errorf(wire.CodeQueueFull, "eval %s's call %d has an answer recorded already, waiting for the executor running the eval (the first answer wins); this one was not recorded", key, tr.ID)
+	case !put:
+		return wire.Errorf(wire.CodeQueueFull, "eval %s has %d answers waiting for the executor running it, or tenant %s's evals %d, the most allowed; this one was not recorded",
+			key, maxRelayed, t.Name, perTenant)
 	}
 	return nil
 }
@@ -225,19 +233,27 @@ func (w *relayWaits) add(topic string) (ch chan struct{}, stop func()) {
 }
 
 // wake signals the calls waiting on topic; "" signals every call.
+// Word for one topic touches that topic's calls only: every answer
+// relayed by any executor of the fleet reaches every executor, so a
+// walk over all waiting topics per word would cost each executor its
+// waiting calls times the fleet's relayed answers.
 func (w *relayWaits) wake(topic string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for t, chs := range w.m {
-		if topic != "" && t != topic {
-			continue
-		}
+	signal := func(chs map[chan struct{}]bool) {
 		for ch := range chs {
 			select {
 			case ch <- struct{}{}:
 			default: // signalled already
 			}
 		}
+	}
+	if topic != "" {
+		signal(w.m[topic])
+		return
+	}
+	for _, chs := range w.m {
+		signal(chs)
 	}
 }
 

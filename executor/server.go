@@ -512,6 +512,16 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		case <-r.Context().Done():
 			return
 		}
+	} else if s.cfg.StoreURL != "" {
+		// A shared store: a record not final here may be a job another
+		// executor of the fleet runs, which this one cannot stop.
+		// Answering its record (200, running) would read as a cancel
+		// that never happened.
+		rec, e := s.lookup(r)
+		if e == nil && !wire.Final(rec.State) && s.liveJob(t.Name, key) == nil {
+			s.refuse(w, r, wire.Errorf(wire.CodeUnavailable, "the job with key %s is %s on another executor of the fleet, which alone can cancel it: it was not canceled; send the DELETE again (it may reach that executor), or wait for its outcome", key, rec.State))
+			return
+		}
 	}
 	s.getRun(w, r, t)
 }

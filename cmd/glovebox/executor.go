@@ -102,8 +102,8 @@ settings need a restart. Endpoints besides /v1:
 			if storePath == "" {
 				storePath = os.Getenv("GLOVEBOX_STORE_URL")
 			}
-			if configPath == "" || storePath == "" || certFile == "" || keyFile == "" {
-				return usageError{errors.New("executor: --config, --store, --tls-cert and --tls-key are required")}
+			if missing := missingExecutorFlags(configPath, storePath, certFile, keyFile); missing != "" {
+				return usageError{fmt.Errorf("executor: --config, --store, --tls-cert and --tls-key are required; missing: %s", missing)}
 			}
 			fc, err := readExecutorFile(configPath)
 			if err != nil {
@@ -138,7 +138,7 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
-			if err := enableExecutorEvals(srv, fc.EvalWorker); err != nil { // executor_evals.go
+			if err := enableExecutorEvals(srv, fc.EvalWorker, cfg.StoreURL != ""); err != nil { // executor_evals.go
 				srv.Close()
 				return err
 			}
@@ -154,7 +154,11 @@ settings need a restart. Endpoints besides /v1:
 				IdleTimeout:       2 * time.Minute,
 				ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 			}
-			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s)\n", ln.Addr(), b.Posture().Backend)
+			store := "SQLite " + cfg.StorePath
+			if cfg.StoreURL != "" {
+				store = "PostgreSQL, shared by the fleet" // not the URL: it may hold a password
+			}
+			fmt.Fprintf(os.Stderr, "glovebox executor: listening on https://%s (backend %s, store %s)\n", ln.Addr(), b.Posture().Backend, store)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 			hup := make(chan os.Signal, 1)
@@ -308,4 +312,20 @@ stores only the hash; keep the token where the client resolves it.`,
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "app", "the tenant name to print in the config entry")
 	return cmd
+}
+
+// missingExecutorFlags names the required settings left empty, ""
+// when none is: the store's names its environment variable too, since a
+// fleet's replicas usually take the URL from there (a Secret) and a
+// variable that did not reach the process reads as a missing --store.
+func missingExecutorFlags(config, store, cert, key string) string {
+	var miss []string
+	for _, f := range []struct{ name, val string }{
+		{"--config", config}, {"--store (or GLOVEBOX_STORE_URL)", store}, {"--tls-cert", cert}, {"--tls-key", key},
+	} {
+		if f.val == "" {
+			miss = append(miss, f.name)
+		}
+	}
+	return strings.Join(miss, ", ")
 }

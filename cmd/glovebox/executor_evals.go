@@ -41,8 +41,9 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 }
 
 // enableExecutorEvals turns evals on when --evals was given (one line in
-// executor.go, after executor.New).
-func enableExecutorEvals(srv *executor.Server, worker string) error {
+// executor.go, after executor.New); shared says the store is a fleet's
+// (PostgreSQL).
+func enableExecutorEvals(srv *executor.Server, worker string, shared bool) error {
 	if !executorEvalFlags.on {
 		return nil
 	}
@@ -74,6 +75,10 @@ func enableExecutorEvals(srv *executor.Server, worker string) error {
 	}
 	if keys != nil {
 		where += ", sessions and paused evals kept in the store"
+	} else if shared {
+		// The likeliest fleet misconfiguration: say it at the start, not
+		// at the first session that moves.
+		where += ", sessions in this process only (no --state-key: the fleet's other executors do not see them, nor this one theirs)"
 	}
 	fmt.Fprintf(os.Stderr, "glovebox executor: evals on, %s (engine ready in %v)\n", where, time.Since(start).Round(time.Millisecond))
 	return nil

@@ -139,3 +139,15 @@ func TestStoreAndBenchFlags(t *testing.T) {
 		t.Errorf("bench --only nope: exit %d, %q", code, errs)
 	}
 }
+
+// TestExecutorMissingFlagsNamed: leaving out required settings names
+// each one, the store's with its environment variable (a fleet's URL
+// usually comes from there, and a variable that did not reach the
+// process otherwise reads as a --store nobody meant to give).
+func TestExecutorMissingFlagsNamed(t *testing.T) {
+	t.Setenv("GLOVEBOX_STORE_URL", "")
+	_, errOut, code := run(t, "", "executor", "--config", "executor.yaml", "--tls-key", "key.pem")
+	if code != 2 || !strings.Contains(errOut, "missing: --store (or GLOVEBOX_STORE_URL), --tls-cert\n") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
