@@ -100,3 +100,6 @@ func SetRelayPoll(first, most time.Duration) func() {
 	pickupFirst, pickupMax = first, most
 	return func() { pickupFirst, pickupMax = f, m }
 }
+
+// ExpireRelayed runs the janitor's sweep of relayed tool answers now.
+func (s *Server) ExpireRelayed() { s.evals.expireRelayed(time.Now()) }

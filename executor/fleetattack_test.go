@@ -178,6 +178,15 @@ func TestRelayedAnswersDoNotOutliveEval(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d relayed answers of evals that ended are still stored", n)
 	}
+	// The last eval's answers wait for no next answer: the janitor's
+	// sweep (ExpireRelayed runs it now) deletes them too.
+	p2.srv.ExpireRelayed()
+	if err := db.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_tool_replies`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d relayed answers of the last eval are stored after the janitor's sweep", n)
+	}
 }
 
 // TestRelayedAnswerWithNUL: a string answer holding a NUL byte, through

@@ -29,7 +29,8 @@ import (
 type toolReplyStore interface {
 	// initToolReplies makes the table (once per process, before use).
 	initToolReplies(ctx context.Context) error
-	// expireToolReplies deletes answers recorded before old.
+	// expireToolReplies deletes answers recorded before old, and those
+	// of evals no longer queued or running.
 	expireToolReplies(ctx context.Context, old time.Time) (int, error)
 	// putToolReply records reply for call id of the tenant's eval key,
 	// unless maxRelayed answers for that key, or perTenant for the
@@ -166,10 +167,16 @@ func (s *pgStore) takeToolReply(ctx context.Context, tenant, key string, id uint
 	return string(reply), err == nil, err
 }
 
-// expireToolReplies deletes answers recorded before old (their eval
-// ended without taking them).
+// expireToolReplies deletes answers no call will take: those of evals
+// that ended (or were never recorded), and any recorded before old. Run
+// by every executor's janitor (every 30 s at most), it bounds how long a
+// tenant's answers to calls its eval never made outlive the eval: the
+// deletion at the tenant's next relayed answer alone left them, up to
+// 16 × max_concurrent_runs answers of a request's size each, for the
+// retention (24 h) when no next answer came.
 func (s *pgStore) expireToolReplies(ctx context.Context, old time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_tool_replies WHERE created < $1`, old.UnixNano())
+	tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_tool_replies r WHERE r.created < $1 OR NOT EXISTS (
+		SELECT 1 FROM glovebox_jobs j WHERE j.tenant = r.tenant AND j.key = r.key AND j.state IN ('queued', 'running'))`, old.UnixNano())
 	return int(tag.RowsAffected()), err
 }
 
