@@ -471,7 +471,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 		rs := e.session(t.Name, req.Session)
 		if rs == nil {
 			msg := "no session %s (closed, idled out, or never made)"
-			if _, shared := e.s.store.(toolReplyStore); shared {
+			if e.s.cfg.StoreURL != "" {
 				// A fleet replica without a state key sees only its own
 				// sessions: say so, or a session stored by its peers
 				// reads as gone.

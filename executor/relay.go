@@ -47,16 +47,16 @@ type toolReplyStore interface {
 	listenToolReplies(ctx context.Context, wake func(topic string))
 }
 
-// Our choices: an answer relayed through the store arrives within
-// pickupMax of its recording once a call waited a while, and a call
-// answered over its own connection (the common case) costs no lookup
-// when answered within pickupFirst; at most maxRelayed answers wait per
-// eval key, and maxRelayed times its MaxConcurrentRuns per tenant (a
-// tenant cannot fill the store through its evals: answers no call took
-// are dropped once their eval ends, at the tenant's next relayed answer,
-// else at the retention).
-// (Variables, not constants, so that a test can turn the polling off
-// and see the word alone carry the answer.)
+// Our choices: when its word is lost, an answer relayed through the
+// store still arrives within pickupMax of its recording once a call
+// waited a while, and a call answered over its own connection (the
+// common case) costs no lookup when answered within pickupFirst; at most
+// maxRelayed answers wait per eval key, and maxRelayed times its
+// MaxConcurrentRuns per tenant (a tenant cannot fill the store through
+// its evals: answers no call took are dropped once their eval ends, at
+// the tenant's next relayed answer or the next janitor's sweep,
+// expireToolReplies). Variables, not constants, so that a test can turn
+// the polling off and see the word alone carry the answer.
 var (
 	pickupFirst = 50 * time.Millisecond
 	pickupMax   = time.Second
@@ -296,8 +296,9 @@ func (e *evals) pickupFor(t *tenant, key string) func(id uint64) (string, bool) 
 	}
 }
 
-// expireRelayed deletes the relayed answers older than the retention
-// (fleetJanitor does, with --state-key).
+// expireRelayed deletes the relayed answers no call will take: their
+// eval ended, or they are older than the retention (expireToolReplies;
+// fleetJanitor does it, with --state-key).
 func (e *evals) expireRelayed(now time.Time) {
 	rs, ok := e.s.store.(toolReplyStore)
 	if !ok {
