@@ -11,6 +11,7 @@
 # Standard library only (net/http, openssl, json, securerandom).
 require_relative "glovebox/version"
 require_relative "glovebox/errors"
+require_relative "glovebox/native"
 require_relative "glovebox/value"
 require_relative "glovebox/client"
 require_relative "glovebox/sandbox"

@@ -1,0 +1,66 @@
+# frozen_string_literal: true
+
+module Glovebox
+  # Where the glovebox binary and the Ruby image it runs come from.
+  #
+  # A platform gem (x86_64-linux, aarch64-linux) packs both under
+  # lib/glovebox/native/ at build time (`make gem`), so nothing is fetched
+  # or compiled at install or run time. The plain gem packs neither and
+  # finds a binary the way nokogiri-style gems fall back: $GLOVEBOX_BIN,
+  # then a `glovebox` on PATH.
+  module Native
+    # The directory a platform gem packs the binary and the image into.
+    DIR = File.expand_path("native", __dir__)
+    # The packed binary's file name under DIR.
+    BINARY = "glovebox"
+    # The packed Ruby image's file name under DIR (the npm package
+    # @ruby/4.0-wasm-wasi's dist/ruby+stdlib.wasm, pinned by the binary).
+    IMAGE = "ruby+stdlib.wasm"
+
+    # Raised when no glovebox binary can be found; the message says where
+    # it looked and how to get one.
+    class NotFound < ConfigError; end
+
+    module_function
+
+    # The path of the glovebox binary to start: $GLOVEBOX_BIN when set
+    # (it must name an executable file), else the one this gem packs,
+    # else the first executable `glovebox` on PATH. Raises NotFound.
+    def binary
+      if (env = ENV["GLOVEBOX_BIN"]) && !env.empty?
+        return env if executable?(env)
+
+        raise NotFound, "GLOVEBOX_BIN=#{env} is not an executable file"
+      end
+      packed = File.join(DIR, BINARY)
+      return packed if executable?(packed)
+
+      ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).each do |d|
+        next if d.empty?
+
+        p = File.join(d, BINARY)
+        return p if executable?(p)
+      end
+      raise NotFound, "no glovebox binary: this gem has none packed for #{RUBY_PLATFORM} and none is on PATH; " \
+                      "install a platform gem (x86_64-linux, aarch64-linux), set GLOVEBOX_BIN, or put " \
+                      "`glovebox` on PATH (go install github.com/gloveboxhq/glovebox/cmd/glovebox@latest)"
+    end
+
+    # The Ruby image to hand the binary (as GLOVEBOX_IMAGE): $GLOVEBOX_IMAGE
+    # when set, else the image this gem packs, else nil (the binary then
+    # fetches its pinned image with npm on first use).
+    def image
+      env = ENV["GLOVEBOX_IMAGE"]
+      return env if env && !env.empty?
+
+      packed = File.join(DIR, IMAGE)
+      File.file?(packed) ? packed : nil
+    end
+
+    # True when this gem packs a binary (a platform gem).
+    def packed? = executable?(File.join(DIR, BINARY))
+
+    def executable?(path) = File.file?(path) && File.executable?(path)
+    private_class_method :executable?
+  end
+end
