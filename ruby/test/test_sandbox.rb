@@ -262,6 +262,33 @@ class SandboxTest < Minitest::Test
     assert_equal 413, e.http_status
   end
 
+  # 20 MB over a 64 KiB max_request_bytes: refused before the body is
+  # sent (Expect: 100-continue), not an in-doubt broken connection.
+  def test_huge_request_refused_not_in_doubt
+    e = assert_raises(Glovebox::APIError) { sandbox.eval("x = '#{"a" * 20_000_000}'") }
+    assert_equal "request_too_large", e.code
+    assert_equal 413, e.http_status
+    assert_equal "ok", sandbox.eval("1").status # the Client goes on
+  end
+
+  def test_token_read_with_its_newline_works
+    c = Glovebox::Client.new(url: executor.url, token: "#{executor.token}\n", ca_file: executor.ca_file)
+    assert_equal "ok", Glovebox::Sandbox.new(client: c).eval("1").status
+    e = assert_raises(Glovebox::ConfigError) do
+      Glovebox::Client.new(url: executor.url, token: "#{executor.token}\n#{executor.token}", ca_file: executor.ca_file)
+    end
+    assert_match(/token: the bearer token has whitespace or control characters inside it/, e.message)
+    refute_includes e.message, executor.token
+  end
+
+  def test_ca_file_problems_name_the_file
+    missing = File.join(Dir.tmpdir, "no-such-#{rand(1 << 30)}.pem")
+    e = assert_raises(Glovebox::ConfigError) { Glovebox::Sandbox.new(executor: executor.url, token: "gbx_x", ca_file: missing) }
+    assert_equal "ca_file #{missing}: no such file", e.message
+    e = assert_raises(Glovebox::ConfigError) { Glovebox::Box.new(executor: executor.url, token: "gbx_x", ca_file: __FILE__) }
+    assert_match(/\Aca_file #{Regexp.escape(__FILE__)}: not a PEM file of certificates/, e.message)
+  end
+
   def test_connection_refused_is_not_in_doubt
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     sb = Glovebox::Sandbox.new(executor: "https://127.0.0.1:#{port}", token: "gbx_x", ca_file: executor.ca_file)
