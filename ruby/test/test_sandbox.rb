@@ -186,6 +186,25 @@ class SandboxTest < Minitest::Test
     assert_equal [[:change_plan, ["free"]], [:change_plan, ["pro"]]], asked
   end
 
+  # An approval answered after the eval's deadline must not run the
+  # tool: the executor's tool_call says how long the call may take, and
+  # the transcript records the call as not run.
+  def test_approval_after_the_deadline_never_runs_the_tool
+    tools = DeskTools.new
+    sb = sandbox(tools, timeout: 0.5).require_approval(:change_plan) do
+      sleep 1.0
+      true
+    end
+    r = sb.eval('change_plan("pro")')
+    assert_equal "timeout", r.status
+    assert_empty tools.changed, "the tool ran after its eval ended"
+    call = r.tool_calls.last
+    assert_equal "timeout", call.outcome
+    assert_equal "approved", call.approval
+    assert_match(/did not run/, call.error)
+    assert_equal "ok", sb.eval("1").status # the Sandbox goes on
+  end
+
   def test_canceled_from_another_thread
     started = Queue.new
     waiter = Class.new do

@@ -3,8 +3,11 @@
 module Glovebox
   # One tool call the guest made, as this process saw it (the
   # transcript). +outcome+ is one of "ok", "error", "vetoed", "denied",
-  # "unknown_tool", "budget_exceeded", "timeout" (glovebox.ToolCall's
-  # outcomes); +error+ is the message the guest saw ("" on success);
+  # "unknown_tool", "budget_exceeded" (tool_calls or tool_time spent),
+  # "timeout" (the eval's time ran out before the call could start: its
+  # hooks or approval took too long, and the method did not run)
+  # (glovebox.ToolCall's outcomes); +error+ is the message the guest saw
+  # ("" on success);
   # +approval+ is "approved"/"denied" for a gated tool, else nil;
   # +duration+ is seconds (Float) spent in the tool method.
   ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, keyword_init: true) do
