@@ -46,9 +46,16 @@ class ExposureTest < Minitest::Test
   end
 
   class Ghost
-    def method_missing(name, *args) = "ghost #{name} #{args}"
+    attr_reader :missed
+
+    def method_missing(name, *args)
+      (@missed ||= []) << name
+      "ghost #{name} #{args}"
+    end
+
     def respond_to_missing?(*) = true
     def real = "real"
+    private :missed
   end
 
   class Shop
@@ -113,7 +120,13 @@ class ExposureTest < Minitest::Test
   end
 
   def test_method_missing_claims_nothing
-    assert_equal %i[real], offline(Ghost.new).exposed_functions
+    ghost = Ghost.new
+    sb = offline(ghost)
+    assert_equal %i[real], sb.exposed_functions
+    st = Glovebox::Sandbox::CallState.new
+    assert_equal "s\nreal", sb.send(:answer, { "id" => 1, "name" => "real", "args" => "[[],{}]" }, st)
+    assert_match(/\Aerr\nUnknownToolError\n/, sb.send(:answer, { "id" => 2, "name" => "anything", "args" => "[[],{}]" }, st))
+    assert_nil ghost.send(:missed), "a call reached method_missing"
     e = assert_raises(Glovebox::ConfigError) { offline(Ghost.new, only: %i[anything]) }
     assert_match(/anything is not an exposable function of .*Ghost instance \(exposable: real\)/, e.message)
   end
