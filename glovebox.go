@@ -653,13 +653,13 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		}
 	}
 	if r.approve[c.Name] && !approved {
-		if out, err, over := st.over(ctx, c, &entry, "before the call was put to the approver"); over {
+		if out, err, over := st.over(ctx, c, &entry, time.Now(), "before the call was put to the approver"); over {
 			return out, err
 		}
 		if reason, ok := st.approve(ctx, c, args); !ok {
 			if ctx.Err() != nil || !time.Now().Before(c.Deadline) {
 				entry.Approval = "denied" // no decision counts once the eval is over
-				out, err, _ := st.over(ctx, c, &entry, "while the call waited for approval")
+				out, err, _ := st.over(ctx, c, &entry, time.Now(), "while the call waited for approval")
 				return out, err
 			}
 			if st.approverSuspend != nil {
@@ -686,12 +686,13 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 		st.finish(ctx, entry, OutcomeBudgetExceeded, msg)
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
+	start := time.Now()
 	// Hooks and approval took their time: a call whose eval ended
-	// meanwhile (deadline, cancel) does not start on the host.
-	if out, err, over := st.over(ctx, c, entry, "before the call could start"); over {
+	// meanwhile (deadline, cancel) does not start on the host. The
+	// check reuses the call's one clock reading.
+	if out, err, over := st.over(ctx, c, entry, start, "before the call could start"); over {
 		return out, err
 	}
-	start := time.Now()
 	deadline := c.Deadline
 	if budgetEnds := start.Add(left); budgetEnds.Before(deadline) {
 		deadline = budgetEnds
@@ -746,13 +747,13 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 }
 
 // over ends call c unrun, recorded in entry with OutcomeTimeout or
-// OutcomeCanceled and a message saying when, if its eval is over: its
-// deadline has passed (Call.Deadline: the eval's wall clock, or a
+// OutcomeCanceled and a message saying when, if its eval is over at now:
+// its deadline has passed (Call.Deadline: the eval's wall clock, or a
 // ToolSession's) or ctx has ended. Once an eval has ended no call of it
 // starts on the host, however late its hooks or approver answered.
-func (st *evalState) over(ctx context.Context, c *engine.Call, entry *ToolCall, when string) ([]byte, error, bool) {
+func (st *evalState) over(ctx context.Context, c *engine.Call, entry *ToolCall, now time.Time, when string) ([]byte, error, bool) {
 	switch {
-	case !time.Now().Before(c.Deadline):
+	case !now.Before(c.Deadline):
 		msg := "the eval's time ran out " + when + "; the tool did not run"
 		st.finish(ctx, entry, OutcomeTimeout, msg)
 		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}, true
