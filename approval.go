@@ -50,9 +50,12 @@ func approvalSet(s *Toolset, docs []ToolDoc) map[string]bool {
 // approve asks the Approver about call c and reports the reason for a
 // denial, or ok. The eval's clock stands still meanwhile (c's deadline
 // moves later by the time waited); the wait ends at the decision,
-// Limits.ApprovalTimeout, or ctx's end, whichever comes first. The
-// Approver runs on its own goroutine so one that ignores its context
-// cannot hold the eval past that bound.
+// Limits.ApprovalTimeout, or ctx's end, whichever comes first. A call
+// whose clock cannot stand still (a ToolSession's: its deadline is
+// fixed) waits until its deadline at most; the caller then finds its
+// eval over (evalState.over) and does not run the tool. The Approver
+// runs on its own goroutine so one that ignores its context cannot hold
+// the eval past that bound.
 func (st *evalState) approve(ctx context.Context, c *engine.Call, args Args) (reason string, ok bool) {
 	r := st.r
 	if r.hooks.Approver == nil {
@@ -63,7 +66,11 @@ func (st *evalState) approve(ctx context.Context, c *engine.Call, args Args) (re
 		defer func() { c.Deadline = resume() }()
 	}
 	wait := r.limits.ApprovalTimeout
-	actx, cancel := context.WithTimeout(ctx, wait)
+	end := time.Now().Add(wait)
+	if c.Hold == nil && c.Deadline.Before(end) {
+		end = c.Deadline
+	}
+	actx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	decided := make(chan error, 1)
 	// The goroutine may outlive the call (an Approver that ignores its

@@ -653,7 +653,15 @@ func (st *evalState) call(ctx context.Context, c *engine.Call) ([]byte, error) {
 		}
 	}
 	if r.approve[c.Name] && !approved {
+		if out, err, over := st.over(ctx, c, &entry, time.Now(), "before the call was put to the approver"); over {
+			return out, err
+		}
 		if reason, ok := st.approve(ctx, c, args); !ok {
+			if ctx.Err() != nil || !time.Now().Before(c.Deadline) {
+				entry.Approval = "denied" // no decision counts once the eval is over
+				out, err, _ := st.over(ctx, c, &entry, time.Now(), "while the call waited for approval")
+				return out, err
+			}
 			if st.approverSuspend != nil {
 				err := st.approverSuspend
 				st.approverSuspend = nil
@@ -679,6 +687,12 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 		return nil, &engine.Abort{Status: engine.StatusToolBudgetExceeded, Message: msg}
 	}
 	start := time.Now()
+	// Hooks and approval took their time: a call whose eval ended
+	// meanwhile (deadline, cancel) does not start on the host. The
+	// check reuses the call's one clock reading.
+	if out, err, over := st.over(ctx, c, entry, start, "before the call could start"); over {
+		return out, err
+	}
 	deadline := c.Deadline
 	if budgetEnds := start.Add(left); budgetEnds.Before(deadline) {
 		deadline = budgetEnds
@@ -715,7 +729,7 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 	if ctx.Err() != nil || !end.Before(c.Deadline) {
 		// The eval's own limit ended the call; the engine reports it.
 		msg, outcome := "the eval's time ran out during the call", OutcomeTimeout
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && end.Before(c.Deadline) {
 			msg, outcome = "the caller's context ended during the call", OutcomeCanceled
 		}
 		st.finish(ctx, entry, outcome, msg)
@@ -730,6 +744,25 @@ func (st *evalState) run(ctx context.Context, c *engine.Call, entry *ToolCall, f
 		return st.suspendCall(ctx, c, entry, out.err, false)
 	}
 	return st.reply(ctx, c, entry, out.value, out.err)
+}
+
+// over ends call c unrun, recorded in entry with OutcomeTimeout or
+// OutcomeCanceled and a message saying when, if its eval is over at now:
+// its deadline has passed (Call.Deadline: the eval's wall clock, or a
+// ToolSession's) or ctx has ended. Once an eval has ended no call of it
+// starts on the host, however late its hooks or approver answered.
+func (st *evalState) over(ctx context.Context, c *engine.Call, entry *ToolCall, now time.Time, when string) ([]byte, error, bool) {
+	switch {
+	case !now.Before(c.Deadline):
+		msg := "the eval's time ran out " + when + "; the tool did not run"
+		st.finish(ctx, entry, OutcomeTimeout, msg)
+		return nil, &engine.Abort{Status: engine.StatusTimeout, Message: msg}, true
+	case ctx.Err() != nil:
+		msg := "the caller's context ended " + when + "; the tool did not run"
+		st.finish(ctx, entry, OutcomeCanceled, msg)
+		return nil, &engine.Abort{Status: engine.StatusCanceled, Message: msg}, true
+	}
+	return nil, nil, false
 }
 
 // reply answers call c with a tool's value or error, as the guest sees

@@ -564,8 +564,13 @@ type Hooks struct {
 	// can rescue). It runs after BeforeCall, with the eval's context,
 	// which ends when the eval is canceled; it waits at most
 	// Limits.ApprovalTimeout (then the call is denied), and the wait
-	// counts against neither the eval's Timeout nor its ToolTime. It may
-	// be called from several evals at once. Nil denies every such call.
+	// counts against neither the eval's Timeout nor its ToolTime. In a
+	// [ToolSession] (a command in an OS box, an executor's eval whose
+	// tools run here) the session's deadline does not stand still: the
+	// wait ends at it. A decision that comes after the eval has ended
+	// (its deadline, its context) never runs the tool: the transcript
+	// records the call with OutcomeTimeout or OutcomeCanceled. It may be
+	// called from several evals at once. Nil denies every such call.
 	Approver func(ctx context.Context, tool string, args Args) error
 }
 
@@ -628,11 +633,14 @@ const (
 	// ToolTime (or the executor's bytes per eval); the eval ended with
 	// StatusToolBudgetExceeded.
 	OutcomeBudgetExceeded CallOutcome = "budget_exceeded"
-	// OutcomeTimeout: the eval's Timeout passed during the call; the eval
+	// OutcomeTimeout: the eval's Timeout passed during the call, or
+	// before it could start (while its hooks ran or it waited for
+	// approval: then the tool did not run, and Error says so); the eval
 	// ended with StatusTimeout.
 	OutcomeTimeout CallOutcome = "timeout"
-	// OutcomeCanceled: the caller's context ended during the call; the
-	// eval ended with StatusCanceled.
+	// OutcomeCanceled: the caller's context ended during the call, or
+	// before it could start (the tool did not run); the eval ended with
+	// StatusCanceled.
 	OutcomeCanceled CallOutcome = "canceled"
 )
 

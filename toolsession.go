@@ -106,9 +106,12 @@ func (s *ToolSession) Names() []string {
 // format (see package box): "n", "t", "f", "s\n<string>", "i\n<integer>",
 // "j\n<wire value>" for a result; "err\n<Class>\n<message>" for an error
 // the caller raises; "abort\n<status>\n<message>" when a budget or the
-// deadline ended the session. A nil session answers every call with
-// "err\nUnknownToolError\nno tool named …", as for any name that is not
-// a tool.
+// deadline ended the session. ctx's deadline, when earlier than the
+// session's, is this call's: a call whose hooks or approval end after
+// its deadline does not run the tool and answers
+// "abort\ntimeout\n…" (the transcript says OutcomeTimeout). A nil
+// session answers every call with "err\nUnknownToolError\nno tool
+// named …", as for any name that is not a tool.
 func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte {
 	if s == nil {
 		return []byte(fmt.Sprintf("err\nUnknownToolError\nno tool named %q (this session has no tools)", engine.CleanToolName(name)))
@@ -124,6 +127,9 @@ func (s *ToolSession) Call(ctx context.Context, name string, args []byte) []byte
 	}
 	name = engine.CleanToolName(name)
 	c := &engine.Call{Name: name, Args: []any{}, Size: len(args), Deadline: s.deadline}
+	if d, ok := ctx.Deadline(); ok && d.Before(c.Deadline) {
+		c.Deadline = d // the eval's own end, when the caller knows it (an executor's time_left_ms)
+	}
 	if len(args) > s.st.r.limits.ToolPayload {
 		c.Args, c.Kwargs, c.Err = nil, nil, &engine.PayloadError{Size: len(args), Limit: s.st.r.limits.ToolPayload}
 	} else if len(args) > 0 {

@@ -30,6 +30,35 @@ const fuelPerMillionLoops = 510_000_000
 // httpPrefix starts the names of the HTTP tool's guest functions.
 const httpPrefix = "http_"
 
+// The libraries the description names, as the guest image has them
+// (TestDescribedLibraries requires each in the guest, so the text cannot
+// promise what the image lacks): guestLibraries load; missingLibraries
+// are Ruby 4.0 bundled gems with C extensions the image was built
+// without; unreachableLibraries need sockets or a terminal, which WASI
+// does not give (their LoadError says so).
+var (
+	guestLibraries = []string{"json", "set", "date", "time", "csv", "yaml", "erb", "digest", "securerandom", "base64",
+		"stringio", "strscan", "zlib", "uri", "matrix", "prime", "benchmark", "logger", "ostruct", "pstore", "rexml/document"}
+	missingLibraries     = []string{"bigdecimal", "nkf", "racc", "syslog", "fiddle"}
+	unreachableLibraries = []string{"socket", "net/http", "io/console"}
+)
+
+// libraryHint says what to use instead of a library the guest lacks.
+var libraryHint = map[string]string{"bigdecimal": "use Integer cents or Rational for money"}
+
+// quoted writes names as Ruby strings separated by commas, each with its
+// libraryHint.
+func quoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = `"` + n + `"`
+		if h := libraryHint[n]; h != "" {
+			q[i] += " (" + h + ")"
+		}
+	}
+	return strings.Join(q, ", ")
+}
+
 // describe writes the model-facing description of sb.
 func describe(sb sandbox) string {
 	var b strings.Builder
@@ -42,7 +71,8 @@ func describe(sb sandbox) string {
 	}
 
 	w("\n## The sandbox\n\n")
-	w("- Ruby 4.0 (CRuby compiled to WebAssembly) with its standard library and bundled gems (require \"json\", \"set\", \"date\", \"csv\", \"benchmark\", \"logger\", ...); no other gems.\n")
+	w("- Ruby 4.0 (CRuby compiled to WebAssembly) with its standard library and the bundled gems written in Ruby: require %s, ... work. Not in the sandbox: %s, and what needs sockets or a terminal: %s. No other gems.\n",
+		quoted(guestLibraries), quoted(missingLibraries), quoted(unreachableLibraries))
 	w("- One thread: Thread.new fails, but Timeout.timeout(seconds) { ... } works. Local time is always UTC and ENV[\"TZ\"] has no effect: use offsets, e.g. Time.now.getlocal(\"+09:00\").\n")
 	if sb.session {
 		w("- All calls share one Ruby VM (a session): top-level local variables, methods, classes, constants and required libraries survive from one call to the next, so you can work step by step. Files in %s do not: it is emptied after every call. ", glovebox.ScratchPath)

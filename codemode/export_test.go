@@ -14,3 +14,9 @@ func DescribeSandbox(name string, session bool, tools []glovebox.ToolDoc, mounts
 func Fit(res *glovebox.Result, session bool, limit int) []byte {
 	return encodeResult(res, session, limit)
 }
+
+// Libraries are the libraries the description names: those it says
+// load, and those it says do not.
+func Libraries() (load, fail []string) {
+	return guestLibraries, append(append([]string{}, missingLibraries...), unreachableLibraries...)
+}

@@ -605,8 +605,18 @@ type evalRun struct {
 }
 
 type pendingCall struct {
-	call  wire.ToolCall
-	reply chan string // buffered 1
+	call     wire.ToolCall
+	deadline time.Time   // the call's end (its context's), for TimeLeftMS; zero: none
+	reply    chan string // buffered 1
+}
+
+// event is pc's tool_call event, its time left counted from now.
+func (pc *pendingCall) event() wire.Event {
+	if !pc.deadline.IsZero() {
+		left := max(time.Until(pc.deadline).Milliseconds(), 0)
+		pc.call.TimeLeftMS = &left
+	}
+	return toolCallEvent(pc.call)
 }
 
 type evalRunKey struct{}
@@ -669,15 +679,15 @@ func (run *evalRun) newestLocked() uint64 {
 // handLocked readdresses the waiting calls to follower h and returns
 // their tool_call events, in call order.
 func (run *evalRun) handLocked(h uint64) []wire.Event {
-	var calls []wire.ToolCall
+	var calls []*pendingCall
 	for _, pc := range run.pending {
 		pc.call.Holder = h
-		calls = append(calls, pc.call)
+		calls = append(calls, pc)
 	}
-	slices.SortFunc(calls, func(a, b wire.ToolCall) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(calls, func(a, b *pendingCall) int { return int(a.call.ID) - int(b.call.ID) })
 	evs := make([]wire.Event, 0, len(calls))
-	for _, c := range calls {
-		evs = append(evs, toolCallEvent(c))
+	for _, pc := range calls {
+		evs = append(evs, pc.event())
 	}
 	return evs
 }
@@ -767,8 +777,9 @@ func (run *evalRun) callRaw(ctx context.Context, name string, args []byte) (stri
 		}
 	}
 	pc := &pendingCall{call: wire.ToolCall{ID: run.next, Holder: run.holder, Name: name, Args: string(args)}, reply: make(chan string, 1)}
+	pc.deadline, _ = ctx.Deadline() // the tool's context: the eval's deadline or its tool-time budget's end
 	run.pending[pc.call.ID] = pc
-	run.j.emit(toolCallEvent(pc.call))
+	run.j.emit(pc.event())
 	run.mu.Unlock()
 	var look <-chan time.Time // stays nil without pickup
 	var woken <-chan struct{} // stays nil without wake

@@ -683,3 +683,52 @@ func TestEvalBinaryValue(t *testing.T) {
 		t.Fatalf("%#v", res.Value)
 	}
 }
+
+// TestEvalApprovalAfterDeadlineNotRun: the executor's tool_call event
+// says how long the call may take (time_left_ms); the client's approver
+// answers after that, while the client's own tool channel (twice the
+// Timeout) is still open: the tool must not run, and the client's
+// transcript says why. Without the event's time the client ran it, after
+// the eval had ended on the executor.
+func TestEvalApprovalAfterDeadlineNotRun(t *testing.T) {
+	p := startEvals(t)
+	var runs atomic.Int32
+	var ts gb.Toolset
+	if err := ts.Add("charge", func(context.Context, gb.Args) (any, error) { runs.Add(1); return "charged", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.RequireApproval("charge"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan gb.ToolCall, 1)
+	rt, err := gb.New(context.Background(), gb.Config{Tools: &ts, Limits: gb.Limits{Timeout: time.Second}, PoolSize: -1,
+		Hooks: gb.Hooks{
+			Approver: func(context.Context, string, gb.Args) error {
+				time.Sleep(1600 * time.Millisecond) // past the eval's 1 s, within the client's 2 s; ignores its context
+				return nil
+			},
+			AfterCall: func(_ context.Context, c gb.ToolCall) { done <- c },
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	res, err := p.client(t, p.toks.a).Evaluator(rt).Eval(context.Background(), `charge`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, gb.StatusTimeout)
+	var c gb.ToolCall
+	select {
+	case c = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call never finished on the client")
+	}
+	time.Sleep(time.Second) // the approver's goroutine has returned by now: nothing may follow it
+	if runs.Load() != 0 {
+		t.Fatalf("the tool ran %d times after its eval ended", runs.Load())
+	}
+	if c.Outcome != gb.OutcomeTimeout || !strings.Contains(c.Error, "did not run") {
+		t.Fatalf("client transcript %+v", c)
+	}
+}

@@ -1,13 +1,16 @@
 package executor_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,6 +199,34 @@ func TestAuthRefusals(t *testing.T) {
 	}
 	_, err := client.Dial(context.Background(), client.Config{URL: p.hs.URL, Token: "wrong", RootCAs: p.pool})
 	wantCode(t, err, "unauthenticated", 401)
+}
+
+// TestOversizedRefusedBeforeTheBody: a request whose Content-Length is
+// over the tenant's max_request_bytes is refused (413,
+// request_too_large) before its body is read, so a client that sent
+// Expect: 100-continue reads the refusal instead of sending megabytes
+// into a connection the executor closes (the Ruby gem's 20 MB eval
+// ended in doubt that way).
+func TestOversizedRefusedBeforeTheBody(t *testing.T) {
+	p := startInproc(t, 1, nil)
+	u, _ := url.Parse(p.hs.URL)
+	conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: p.pool, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", u.Host, p.toks.a, 64<<20)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"code":"request_too_large"`) {
+		t.Fatalf("got %d %s, want 413 request_too_large before the body", resp.StatusCode, b)
+	}
 }
 
 // TestCredentialsNeverKept: a credential reaches the command and appears

@@ -267,6 +267,15 @@ func (s *Server) Handle(pattern string, h HandlerFunc) {
 			s.refuse(w, r, wire.Errorf(wire.CodeUnauthenticated, "a valid bearer token is required"))
 			return
 		}
+		if r.ContentLength > t.MaxRequestBytes {
+			// Refused before a byte of the body is read, so a client that
+			// sent Expect: 100-continue learns it before sending the body
+			// (net/http answers 100 Continue at the first read): one that
+			// sent a large body at once has the connection closed under
+			// its write and cannot read the answer.
+			s.refuse(w, r, wire.Errorf(wire.CodeRequestTooLarge, "request body of %d bytes, over %d", r.ContentLength, t.MaxRequestBytes))
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, t.MaxRequestBytes)
 		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
 		h(w, r, &t.Tenant)

@@ -456,3 +456,40 @@ func TestMaxSessions(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestApprovalAnsweredTooLateNeverRuns: a person who accepts after the
+// approval's time is up (Limits.ApprovalTimeout), or after the client
+// canceled the call, does not make the tool run: the call is recorded as
+// not run and the program sees why.
+func TestApprovalAnsweredTooLateNeverRuns(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{ApprovalTimeout: 300 * time.Millisecond}, mcpserver.Options{})
+	asking, answered := make(chan struct{}, 2), make(chan struct{}, 2)
+	slow := connect(t, s, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asking <- struct{}{}
+		defer func() { answered <- struct{}{} }()
+		time.Sleep(time.Second) // the person takes their time, whatever the server says
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	before := transfers.Load()
+	res := call(t, slow, mcpserver.ToolRun, "begin; transfer(5); rescue Glovebox::ToolDenied => e; e.message; end")
+	if got := text(res); !strings.Contains(got, "no decision within 300ms") {
+		t.Fatalf("approval after its time: %q", got)
+	}
+	<-asking
+	<-answered
+	// The client cancels the call while the person decides.
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := slow.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolRun, Arguments: map[string]any{"code": "transfer(6)"}})
+		errc <- err
+	}()
+	<-asking
+	cancel()
+	<-errc
+	<-answered
+	time.Sleep(200 * time.Millisecond) // anything the late answer set off has happened by now
+	if n := transfers.Load() - before; n != 0 {
+		t.Fatalf("transfer ran %d times on an answer that came too late", n)
+	}
+}

@@ -4,10 +4,16 @@
 package ruby
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
 )
 
 // TestRubyGem builds cmd/glovebox and runs `ruby -Ilib -Itest
@@ -36,5 +42,34 @@ func TestRubyGem(t *testing.T) {
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("the gem's tests failed: %v", err)
+	}
+}
+
+// TestGemMemoryFloor: the floor the gem refuses memory: limits below
+// (Glovebox::Exposure::MEMORY_FLOOR) is the Runtime's MemoryFloor for
+// the image this checkout pins, so a Sandbox refuses at construction
+// exactly what an eval would refuse.
+func TestGemMemoryFloor(t *testing.T) {
+	rb, err := exec.LookPath("ruby")
+	if err != nil {
+		t.Skip("ruby is not installed")
+	}
+	out, err := exec.Command(rb, "-Ilib", "-e", `require "glovebox"; print Glovebox::Exposure::MEMORY_FLOOR`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruby: %v\n%s", err, out)
+	}
+	gem, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("MEMORY_FLOOR %q: %v", out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rt, err := glovebox.New(ctx, glovebox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if floor := rt.MemoryFloor(); gem != floor {
+		t.Fatalf("Glovebox::Exposure::MEMORY_FLOOR is %d; the Runtime's MemoryFloor is %d: update ruby/lib/glovebox/exposure.rb", gem, floor)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
@@ -222,7 +223,15 @@ func (e *Evaluator) eval(ctx context.Context, req *wire.EvalRequest, o EvalOptio
 			if call.Holder != holder || holder == 0 {
 				return nil // handed to another follower (or to us again, later)
 			}
-			return e.c.toolResult(ctx, key, call.ID, f.answer(ctx, &call))
+			cctx := ctx
+			if call.TimeLeftMS != nil {
+				// The eval ends then: a call whose hooks or approval take
+				// longer is not run (glovebox.ToolSession.Call).
+				var cancel context.CancelFunc
+				cctx, cancel = context.WithTimeout(ctx, time.Duration(*call.TimeLeftMS)*time.Millisecond)
+				defer cancel()
+			}
+			return e.c.toolResult(ctx, key, call.ID, f.answer(cctx, &call))
 		case wire.EventResult:
 			rec = ev.Record
 		}

@@ -47,6 +47,28 @@ class CodeModeTest < Minitest::Test
     end
   end
 
+  class NoteTools
+    def notes(note:, pinned: false) = [note, pinned]
+    def tag(ticket, *labels) = [ticket, labels]
+    def search(query, limit = 10) = [query, limit]
+  end
+
+  # Without docs, a function is described by its Ruby signature: the
+  # example for a keyword-only method is a keyword call, and a model
+  # that follows it gets an answer.
+  def test_examples_follow_ruby_signatures
+    sb = sandbox(NoteTools.new)
+    tool = Glovebox::CodeMode.new(sb)
+    assert_match(/^Example: notes\(note: nil\)$/, tool.description)
+    assert_match(/^Example: tag\(nil, nil\)$/, tool.description)
+    assert_match(/^- labels: any value; any number of them$/, tool.description)
+    assert_match(/^- limit: any value; optional$/, tool.description)
+    example = tool.description[/^Example: (notes\(.*\))$/, 1]
+    out = JSON.parse(tool.call(code: example.sub("nil", '"call back"')))
+    assert_equal "ok", out["status"], out.inspect
+    assert_equal ["call back", false], out["value"]
+  end
+
   def test_bad_name_refused
     e = assert_raises(Glovebox::APIError) { Glovebox::CodeMode.new(sandbox, name: "no spaces") }
     assert_equal "bad_request", e.code

@@ -107,7 +107,7 @@ class SandboxTest < Minitest::Test
     assert_equal %i[orders], sandbox(tools, only: %i[orders]).exposed_functions
     refute_includes sandbox(tools, except: %i[explode]).exposed_functions, :explode
     e = assert_raises(Glovebox::ConfigError) { sandbox(tools, only: %i[reset!]) }
-    assert_match(/reset! is not an exposable public method/, e.message)
+    assert_match(/only: reset! is not an exposable function/, e.message)
     assert_raises(Glovebox::ConfigError) { sandbox(tools, except: %i[ordrs]) }
     r = sandbox(tools, only: %i[orders]).eval("begin; explode; rescue NameError; 'hidden'; end")
     assert_equal "hidden", r.value
@@ -134,9 +134,13 @@ class SandboxTest < Minitest::Test
     assert_equal %i[own shared single], sandbox(extra).exposed_functions
   end
 
+  # The executor refuses a reserved name too: a Sandbox refuses it first
+  # (test_settings.rb), so only a request made without the gem's check
+  # reaches this rule.
   def test_reserved_name_refused_by_the_executor
-    tools = Class.new { def dig(x) = x }.new
-    e = assert_raises(Glovebox::APIError) { sandbox(tools).eval("1") }
+    e = assert_raises(Glovebox::APIError) do
+      executor.client.request(:post, "/v1/sessions", { "tools" => ["dig"], "limits" => {} })
+    end
     assert_equal "bad_request", e.code
     assert_match(/dig/, e.message)
   end
@@ -159,8 +163,11 @@ class SandboxTest < Minitest::Test
       def nap = sleep(0.2)
     end.new
     r = sandbox(slow, tool_time: 0.3, timeout: 10).eval("5.times { nap }; 1")
-    assert_equal "timeout", r.status
-    assert_equal "timeout", r.tool_calls.last.outcome
+    # The same status and outcome as Go's glovebox and the README.
+    assert_equal "tool_budget_exceeded", r.status
+    assert_equal "budget_exceeded", r.tool_calls.last.outcome
+    assert_match(/tool-time budget \(tool_time\)/, r.tool_calls.last.error)
+    assert_equal 2, r.tool_calls.size # the call that went over ends the eval, as in Go
   end
 
   def test_approval_by_block
@@ -177,6 +184,25 @@ class SandboxTest < Minitest::Test
     assert_equal ["Glovebox::ToolDenied", "plan is pro"], r.value
     assert_equal %w[denied approved], r.tool_calls.map(&:approval)
     assert_equal [[:change_plan, ["free"]], [:change_plan, ["pro"]]], asked
+  end
+
+  # An approval answered after the eval's deadline must not run the
+  # tool: the executor's tool_call says how long the call may take, and
+  # the transcript records the call as not run.
+  def test_approval_after_the_deadline_never_runs_the_tool
+    tools = DeskTools.new
+    sb = sandbox(tools, timeout: 0.5).require_approval(:change_plan) do
+      sleep 1.0
+      true
+    end
+    r = sb.eval('change_plan("pro")')
+    assert_equal "timeout", r.status
+    assert_empty tools.changed, "the tool ran after its eval ended"
+    call = r.tool_calls.last
+    assert_equal "timeout", call.outcome
+    assert_equal "approved", call.approval
+    assert_match(/did not run/, call.error)
+    assert_equal "ok", sb.eval("1").status # the Sandbox goes on
   end
 
   def test_canceled_from_another_thread
@@ -253,6 +279,33 @@ class SandboxTest < Minitest::Test
     e = assert_raises(Glovebox::APIError) { sandbox.eval("x = '#{"a" * 70_000}'") }
     assert_equal "request_too_large", e.code
     assert_equal 413, e.http_status
+  end
+
+  # 20 MB over a 64 KiB max_request_bytes: refused before the body is
+  # sent (Expect: 100-continue), not an in-doubt broken connection.
+  def test_huge_request_refused_not_in_doubt
+    e = assert_raises(Glovebox::APIError) { sandbox.eval("x = '#{"a" * 20_000_000}'") }
+    assert_equal "request_too_large", e.code
+    assert_equal 413, e.http_status
+    assert_equal "ok", sandbox.eval("1").status # the Client goes on
+  end
+
+  def test_token_read_with_its_newline_works
+    c = Glovebox::Client.new(url: executor.url, token: "#{executor.token}\n", ca_file: executor.ca_file)
+    assert_equal "ok", Glovebox::Sandbox.new(client: c).eval("1").status
+    e = assert_raises(Glovebox::ConfigError) do
+      Glovebox::Client.new(url: executor.url, token: "#{executor.token}\n#{executor.token}", ca_file: executor.ca_file)
+    end
+    assert_match(/token: the bearer token has whitespace or control characters inside it/, e.message)
+    refute_includes e.message, executor.token
+  end
+
+  def test_ca_file_problems_name_the_file
+    missing = File.join(Dir.tmpdir, "no-such-#{rand(1 << 30)}.pem")
+    e = assert_raises(Glovebox::ConfigError) { Glovebox::Sandbox.new(executor: executor.url, token: "gbx_x", ca_file: missing) }
+    assert_equal "ca_file #{missing}: no such file", e.message
+    e = assert_raises(Glovebox::ConfigError) { Glovebox::Box.new(executor: executor.url, token: "gbx_x", ca_file: __FILE__) }
+    assert_match(/\Aca_file #{Regexp.escape(__FILE__)}: not a PEM file of certificates/, e.message)
   end
 
   def test_connection_refused_is_not_in_doubt

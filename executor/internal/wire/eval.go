@@ -52,6 +52,14 @@ type ToolCall struct {
 	// with NaN and Infinity tokens): a two-element array [positional,
 	// keyword].
 	Args string `json:"args"`
+	// TimeLeftMS is how long the call may take, in milliseconds, counted
+	// when the event was sent: until the eval's deadline or the end of
+	// its tool-time budget, whichever comes first (0: none left). A
+	// client must not start the tool once that time has passed (after
+	// its hooks or a person's approval, say): the eval is over, and the
+	// answer would be refused. Absent from executors older than the
+	// field.
+	TimeLeftMS *int64 `json:"time_left_ms,omitempty"`
 }
 
 // ToolResult is the body of POST /v1/evals/{key}/tool-results.

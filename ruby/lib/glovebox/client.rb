@@ -17,17 +17,20 @@ module Glovebox
     attr_reader :url
 
     # url: "https://127.0.0.1:8443". token: the tenant's bearer token
-    # ("gbx_..."). ca_file: a PEM file of the roots to trust (the
-    # executor's devcert for a local one); nil uses the system's roots.
-    # open_timeout: seconds to connect. Raises ConfigError for a URL that
-    # is not https.
+    # ("gbx_..."; surrounding whitespace, such as the newline of a token
+    # read from a file, is dropped). ca_file: a PEM file of the roots to
+    # trust (the executor's devcert for a local one); nil uses the
+    # system's roots. open_timeout: seconds to connect. Raises
+    # ConfigError for a URL that is not https, an empty token or one
+    # with whitespace or control characters inside it (the message does
+    # not show the token), and a ca_file that is missing, unreadable or
+    # holds no PEM certificate (naming the file).
     def initialize(url:, token:, ca_file: nil, open_timeout: 10)
       @url = URI(url)
       raise ConfigError, "the executor URL must be https:// (got #{url})" unless @url.scheme == "https"
-      raise ConfigError, "token is empty: pass the tenant's bearer token" if token.to_s.empty?
 
-      @token = token
-      @ca_file = ca_file
+      @token = Client.check_token(token)
+      @ca_file = ca_file && Client.check_ca_file(ca_file)
       @open_timeout = open_timeout
       @conns = {}
     end
@@ -98,6 +101,40 @@ module Glovebox
       raise InDoubtError.new(key, "the event stream ended without a result") unless got_end
     end
 
+    # token as a bearer token: a String without surrounding whitespace;
+    # raises ConfigError without showing it.
+    def self.check_token(token)
+      raise ConfigError, "token is empty: pass the tenant's bearer token" if token.nil?
+      raise ConfigError, "token: pass the tenant's bearer token as a String, not #{token.class}" unless token.is_a?(String)
+
+      t = token.strip
+      raise ConfigError, "token is empty: pass the tenant's bearer token" if t.empty?
+      if t.match?(/[[:space:]]|[[:cntrl:]]/)
+        raise ConfigError, "token: the bearer token has whitespace or control characters inside it " \
+                           "(#{t.bytesize} bytes); pass one token, as `glovebox executor token` printed it"
+      end
+
+      t
+    end
+
+    # path as a CA file: an existing, readable PEM file holding at least
+    # one certificate; raises ConfigError naming the file.
+    def self.check_ca_file(path)
+      p = path.to_s
+      raise ConfigError, "ca_file #{p}: no such file" unless File.exist?(p)
+      raise ConfigError, "ca_file #{p}: not a file" unless File.file?(p)
+      raise ConfigError, "ca_file #{p}: not readable by this process" unless File.readable?(p)
+
+      certs = begin
+        OpenSSL::X509::Certificate.load_file(p)
+      rescue OpenSSL::X509::CertificateError, SystemCallError => e
+        raise ConfigError, "ca_file #{p}: not a PEM file of certificates (#{e.message})"
+      end
+      raise ConfigError, "ca_file #{p}: holds no PEM certificate" if certs.empty?
+
+      p
+    end
+
     NET_ERRORS = [IOError, EOFError, SystemCallError, SocketError, OpenSSL::SSL::SSLError,
                   Net::OpenTimeout, Net::ReadTimeout, Net::WriteTimeout, Net::HTTPBadResponse].freeze
 
@@ -111,9 +148,21 @@ module Glovebox
       if body
         req["Content-Type"] = "application/json"
         req.body = body.is_a?(String) ? body : JSON.generate(body)
+        # A large body waits for the executor's go-ahead: one over the
+        # tenant's max_request_bytes is refused (413, request_too_large)
+        # before it is sent, where otherwise the connection would close
+        # under the write and leave the request in doubt.
+        req["Expect"] = "100-continue" if req.body.bytesize > EXPECT_ABOVE
       end
       req
     end
+
+    # Bodies over this many bytes are sent with Expect: 100-continue.
+    EXPECT_ABOVE = 64 << 10
+
+    # Seconds a body sent with Expect: 100-continue waits for the go-ahead
+    # before it is sent anyway (a proxy may not pass the 100 on).
+    CONTINUE_TIMEOUT = 5
 
     def check(res)
       return if res.is_a?(Net::HTTPSuccess)
@@ -141,6 +190,7 @@ module Glovebox
       h.verify_mode = OpenSSL::SSL::VERIFY_PEER
       h.ca_file = @ca_file if @ca_file
       h.open_timeout = @open_timeout
+      h.continue_timeout = CONTINUE_TIMEOUT
       h.read_timeout = 3600
       h.keep_alive_timeout = 30
       h.start

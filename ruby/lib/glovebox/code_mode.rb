@@ -19,8 +19,11 @@ module Glovebox
     # the description; max_output: bytes of JSON per call (default 32 KiB);
     # docs: {tool_name => {description:, params: [{name:, description:,
     # schema:, required:}], returns:, example:}} describing the exposed
-    # functions for the model. Raises APIError (bad_request for a bad
-    # name or doc; evals_disabled).
+    # functions for the model; a function without params: is described
+    # by its Ruby signature (required and optional positional
+    # parameters, a rest parameter, keyword parameters as keywords), so
+    # the example call for def notes(note:) is notes(note: ...). Raises
+    # APIError (bad_request for a bad name or doc; evals_disabled).
     def initialize(sandbox, name: nil, instructions: nil, max_output: nil, docs: {})
       @target = sandbox
       @sb = sandbox.is_a?(Session) ? sandbox.instance_variable_get(:@sb) : sandbox
@@ -30,7 +33,7 @@ module Glovebox
         d = docs[n] || docs[n.to_s] || {}
         { "name" => n.to_s, "description" => d[:description].to_s, "returns" => d[:returns].to_s,
           "example" => d[:example].to_s, "needs_approval" => gated.include?(n),
-          "params" => Array(d[:params]).map { |p| p.transform_keys(&:to_s) } }
+          "params" => d[:params] ? Array(d[:params]).map { |p| p.transform_keys(&:to_s) } : @sb.tool_params(n) }
       end
       lim = @sb.limits
       @base = { "name" => name, "instructions" => instructions, "max_output" => max_output, "session" => @session,

@@ -3,8 +3,11 @@
 module Glovebox
   # One tool call the guest made, as this process saw it (the
   # transcript). +outcome+ is one of "ok", "error", "vetoed", "denied",
-  # "unknown_tool", "budget_exceeded", "timeout" (glovebox.ToolCall's
-  # outcomes); +error+ is the message the guest saw ("" on success);
+  # "unknown_tool", "budget_exceeded" (tool_calls or tool_time spent),
+  # "timeout" (the eval's time ran out before the call could start: its
+  # hooks or approval took too long, and the method did not run)
+  # (glovebox.ToolCall's outcomes); +error+ is the message the guest saw
+  # ("" on success);
   # +approval+ is "approved"/"denied" for a gated tool, else nil;
   # +duration+ is seconds (Float) spent in the tool method.
   ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, keyword_init: true) do
@@ -57,98 +60,98 @@ module Glovebox
     # time = timeout). fuel: nil or 0 is unmetered.
     LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
 
-    attr_reader :client, :limits
-    attr_accessor :before_tool_call, :after_tool_call, :error_sanitizer
+    attr_reader :client, :limits, :before_tool_call, :after_tool_call, :error_sanitizer
 
-    # tools: an object whose public methods become guest functions
-    # (or nil; see #expose). only:/except: narrow it (Arrays of Symbols).
+    # tools: an object whose own public methods become guest functions,
+    # or a Hash of name => lambda (or nil; see #expose). only:/except:
+    # narrow it (Arrays of Symbols).
     # executor:, token:, ca_file: make the Client (or pass client:).
-    # Limits: timeout: (seconds, Float), fuel: (Integer), memory: (bytes),
-    # output: (bytes of stdout), tool_calls: (count per eval), tool_time:
-    # (seconds inside tools per eval).
-    # before_tool_call: ->(name, args, kwargs) — raising vetoes the call
-    # (the guest gets Glovebox::ToolError with your message).
-    # after_tool_call: ->(name, args, kwargs, result) — observes.
+    # Limits: timeout: (seconds, Float), fuel: (Integer), memory: (bytes,
+    # at least Exposure::MEMORY_FLOOR), output: (bytes of stdout),
+    # tool_calls: (count per eval), tool_time: (seconds inside tools per
+    # eval).
+    # before_tool_call: ->(name, args, kwargs), or Enclave's ->(name,
+    # args) — raising vetoes the call (the guest gets Glovebox::ToolError
+    # with your message).
+    # after_tool_call: ->(name, args, kwargs, result), or Enclave's
+    # ->(name, args, result) — observes.
     # error_sanitizer: ->(name, exception) { String } — the message the
     # guest sees for a tool's own exception (nil or a raise: "tool call
     # failed"); vetoes pass through unsanitized.
-    # approver: ->(name, args, kwargs) { true/false } — asked before each
-    # call of a tool named in require_approval (or needs_approval:).
+    # approver: ->(name, args, kwargs) { true/false } (or ->(name, args))
+    # — asked before each call of a tool named in require_approval (or
+    # needs_approval:).
     # suspend: tool names (Array of Symbol) whose calls pause the eval
     # instead of running (see #continue); needs an executor started with
-    # --state-key. Raises ConfigError for an unknown option or a bad name.
+    # --state-key.
+    # Raises ConfigError, naming the option, for an unknown option, a
+    # limit that is not a positive number (or a memory below the floor),
+    # a hook of another shape, a tools object or name #expose refuses, or
+    # a needs_approval:/suspend: name that is not an exposed function.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
                    approver: nil, needs_approval: [], suspend: [], **limits)
-      unknown = limits.keys - LIMIT_KEYS
-      raise ConfigError, "unknown option(s) #{unknown.join(", ")}; limits are #{LIMIT_KEYS.join(", ")}" unless unknown.empty?
-
+      @limits = check_limits(limits)
+      @functions = {} # Symbol name => bound callable (Exposure.functions)
+      @sources = {} # Symbol name => what exposed it, for errors
+      self.before_tool_call = before_tool_call
+      self.after_tool_call = after_tool_call
+      self.error_sanitizer = error_sanitizer
+      @approver = Exposure.hook(:approver, approver)
+      expose(tools, only: only, except: except) unless NilClass === tools
+      @gated = Exposure.exposed_names("needs_approval", needs_approval, exposed_functions)
+      @suspend = Exposure.exposed_names("suspend", suspend, exposed_functions)
       @client = client || Client.new(url: executor || raise(ConfigError, "executor: (URL) or client: is required"),
                                      token: token, ca_file: ca_file)
-      @limits = limits
-      @functions = {} # Symbol name => receiver
-      @before_tool_call = before_tool_call
-      @after_tool_call = after_tool_call
-      @error_sanitizer = error_sanitizer
-      @approver = approver
-      @gated = needs_approval.map(&:to_sym)
-      @suspend = suspend.map(&:to_sym)
-      expose(tools, only: only, except: except) if tools
     end
 
-    # Makes obj's public methods guest functions, narrowed by only: (an
-    # allowlist) or except:. An object that defines glovebox_tool_methods
-    # (or Enclave's enclave_tool_methods), public or private, declares a
-    # hard ceiling: methods outside it are never exposed, whatever only:
-    # says. A name in only:/except: that is not an exposable public method
-    # raises ConfigError, so a typo cannot silently widen or misname the
-    # surface. Setters and operators are left out (named in only:, they
-    # raise ConfigError). A name exposed twice raises ConfigError. The
-    # executor refuses the names glovebox reserves (puts, send, to_s, ...)
-    # at the first eval, with APIError "bad_request" naming the rule.
+    # Sets the hook run before each tool call: ->(name, args, kwargs) or
+    # Enclave's ->(name, args); nil removes it. Raises ConfigError for
+    # another shape.
+    def before_tool_call=(fn)
+      @before_hook = Exposure.hook(:before_tool_call, fn)
+      @before_tool_call = fn
+    end
+
+    # Sets the hook run after each tool call that returned: ->(name,
+    # args, kwargs, result) or Enclave's ->(name, args, result); nil
+    # removes it. Raises ConfigError for another shape.
+    def after_tool_call=(fn)
+      @after_hook = Exposure.hook(:after_tool_call, fn)
+      @after_tool_call = fn
+    end
+
+    # Sets the error sanitizer: ->(name, exception) { String }; nil
+    # removes it. Raises ConfigError for another shape.
+    def error_sanitizer=(fn)
+      Exposure.hook(:error_sanitizer, fn)
+      @error_sanitizer = fn
+    end
+
+    # Makes obj's functions guest functions (Exposure.functions says
+    # which: only methods obj's own code defines, bound now; a Module's
+    # functions, a Class's class methods, a Hash's lambdas by key),
+    # narrowed by only: (an allowlist) or except:. An object that defines
+    # glovebox_tool_methods (or Enclave's enclave_tool_methods), public
+    # or private, declares a hard ceiling: methods outside it are never
+    # exposed, whatever only: says. Raises ConfigError for a name in
+    # only:/except: that is not an exposable function (so a typo cannot
+    # silently widen or misname the surface), for a name glovebox
+    # reserves (puts, send, to_s, dig, ...: the executor would refuse
+    # it), for a name exposed twice, and for an object exposing nothing.
     # Returns self.
     def expose(obj, only: nil, except: nil)
-      raise ConfigError, "pass only: or except:, not both" if only && except
+      fns = Exposure.functions(obj, only: only, except: except)
+      twice = fns.keys & @functions.keys
+      raise ConfigError, "#{twice.join(", ")}: exposed already (by #{@sources[twice.first]})" unless twice.empty?
 
-      pub = exposable(obj)
-      ceiling = %i[glovebox_tool_methods enclave_tool_methods].find { |m| obj.respond_to?(m, true) }
-      pub -= %i[glovebox_tool_methods enclave_tool_methods]
-      pub &= Array(obj.send(ceiling)).map(&:to_sym) if ceiling
-      [only, except].compact.each do |list|
-        bad = list.map(&:to_sym) - pub
-        unless bad.empty?
-          raise ConfigError, "#{bad.join(", ")} #{bad.size == 1 ? "is not an" : "are not"} exposable public method(s) of #{obj.class} " \
-                             "(exposable: #{pub.sort.join(", ")})"
-        end
-      end
-      names = only ? only.map(&:to_sym) : (pub - Array(except).map(&:to_sym)).select { GUEST_NAME.match?(_1) }
-      names.each do |n|
-        raise ConfigError, "#{n} is not a valid guest function name (a name callable as name(...))" unless GUEST_NAME.match?(n)
-        raise ConfigError, "#{n} is exposed already (by #{@functions[n].class})" if @functions.key?(n)
-
-        @functions[n] = obj
+      src = Exposure.describe(obj)
+      fns.each do |n, fn|
+        @functions[n] = fn
+        @sources[n] = src
       end
       self
     end
-
-    # A method name the guest can call as name(...); others (setters,
-    # operators) are left out unless named in only:, which raises.
-    GUEST_NAME = /\A[a-z_][A-Za-z0-9_]*[?!]?\z/
-
-    # Classes whose methods are never exposed, and where the search for
-    # an object's own methods stops: a Struct's to_h, a Hash's each.
-    CORE_CLASSES = [BasicObject, Object, Struct, Hash, Array, String, Numeric, Exception,
-                    (Data if defined?(Data))].compact.freeze
-    CORE_MODULES = [Kernel, Enumerable, Comparable].freeze
-
-    # The public methods obj's own classes and modules define (its
-    # singleton, its class and their ancestors up to the first core class).
-    def exposable(obj)
-      obj.singleton_class.ancestors.take_while { !CORE_CLASSES.include?(_1) }
-         .reject { CORE_MODULES.include?(_1) }
-         .flat_map { _1.public_instance_methods(false) }.uniq
-    end
-    private :exposable
 
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
@@ -156,9 +159,13 @@ module Glovebox
     # Marks tools whose every call asks the approver first; with a block,
     # the block is the approver: ->(name, args, kwargs) { true/false }. A
     # denied call raises Glovebox::ToolDenied in the guest (rescuable).
+    # Each name must be an exposed function (expose the tools first):
+    # otherwise raises ConfigError naming it, so a typo cannot leave the
+    # real tool ungated.
     def require_approval(*names, &block)
-      @gated |= names.flatten.map(&:to_sym)
-      @approver = block if block
+      gated = Exposure.exposed_names("require_approval", names, exposed_functions)
+      @approver = Exposure.hook(:approver, block) if block
+      @gated |= gated
       self
     end
 
@@ -175,10 +182,12 @@ module Glovebox
     # the Sandbox's suspend:): a call of one ends the eval with status
     # "suspended" and Result#pending; continue it with #continue. With
     # suspend names, an executor without --state-key raises APIError
-    # "bad_request".
+    # "bad_request". Raises TypeError for code that is not a String (nil
+    # included) and ConfigError for a suspend: name that is not an
+    # exposed function; nothing is sent then.
     def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
-      req = { "code" => code, "tools" => tool_names, "limits" => wire_limits }
-      names = (suspend || @suspend).map(&:to_s)
+      req = { "code" => source(code), "tools" => tool_names, "limits" => wire_limits }
+      names = suspend_for(suspend)
       req["suspend_tools"] = names unless names.empty?
       run_eval(req, stdin, args, key, &on_output)
     end
@@ -258,8 +267,24 @@ module Glovebox
     # @private
     def tool_names = exposed_functions.map(&:to_s)
 
-    # @private The tools whose calls pause an eval by default (suspend:).
-    def suspend_names = @suspend
+    # @private The parameters of the exposed function name, read from
+    # its signature (Exposure.params), for code mode's description.
+    def tool_params(name) = Exposure.params(@functions.fetch(name.to_sym))
+
+    # @private The tool names (Strings) pausing one eval: names (checked
+    # against the exposed functions) or else the Sandbox's suspend:.
+    def suspend_for(names)
+      (names.nil? ? @suspend : Exposure.exposed_names("suspend", names, exposed_functions)).map(&:to_s)
+    end
+
+    # @private code as the String an eval sends; raises TypeError for
+    # anything else (nil is not an empty program).
+    def source(code)
+      return code if code.is_a?(String)
+      return code.to_str if code.respond_to?(:to_str) && code.to_str.is_a?(String)
+
+      raise TypeError, "eval needs the program's source as a String, got #{code.nil? ? "nil" : code.class}"
+    end
 
     # @private Posts an eval request and serves its tool calls.
     def run_eval(req, stdin, args, key, &on_output)
@@ -309,33 +334,31 @@ module Glovebox
 
     private
 
-    # The reply frame for one tool call (EXECUTOR.md, tool-results).
+    # The reply frame for one tool call (EXECUTOR.md, tool-results). A
+    # call whose eval has ended by the time its hooks and approval are
+    # done (its time_left_ms, counted from now, has passed) is not run:
+    # the transcript says "timeout".
     def answer(call, st)
       return st.aborted if st.aborted
 
+      due = call["time_left_ms"] && (clock + call["time_left_ms"].to_f / 1000)
       name = call["name"]
       pos, kw = Value.load(call["args"])
       pos ||= []
       kw ||= {}
       tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
       st.calls << tc
-      recv = @functions[name.to_sym]
-      return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless recv
+      fn = @functions[name.to_sym]
+      return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless fn
 
       max = @limits[:tool_calls] || 1000
-      if st.calls.size > max
-        tc.outcome = "budget_exceeded"
-        tc.error = "the eval made more than #{max} tool calls (tool_calls: #{max})"
-        return st.aborted = "abort\ntool_budget_exceeded\n#{tc.error}"
-      end
+      return abort_eval(st, tc, "the eval made more than #{max} tool calls (tool_calls: #{max})") if st.calls.size > max
+
       tmax = @limits[:tool_time] || @limits[:timeout]
-      if tmax && st.tool_time >= tmax
-        tc.outcome = "timeout"
-        tc.error = "the eval's time for tool calls ran out (tool_time: #{tmax} s)"
-        return st.aborted = "abort\ntimeout\n#{tc.error}"
-      end
+      return abort_eval(st, tc, "the eval spent its #{tmax} s tool-time budget (tool_time)") if tmax && st.tool_time >= tmax
+
       begin
-        @before_tool_call&.call(name.to_sym, pos, kw)
+        @before_hook&.call(name.to_sym, pos, kw)
       rescue StandardError => e
         return refuse(tc, "vetoed", "ToolError", e.message)
       end
@@ -348,10 +371,15 @@ module Glovebox
         tc.approval = ok ? "approved" : "denied"
         return refuse(tc, "denied", "ToolDenied", "#{name} needs approval and was denied") unless ok
       end
-      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      if due && clock >= due
+        tc.outcome = "timeout"
+        tc.error = "the eval's time ran out before #{name} could start, so it did not run"
+        return st.aborted = "abort\ntimeout\n#{tc.error}"
+      end
+      t0 = clock
       begin
         kwsym = kw.transform_keys(&:to_sym)
-        value = kwsym.empty? ? recv.public_send(name, *pos) : recv.public_send(name, *pos, **kwsym)
+        value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
         frame = reply_frame(value)
         tc.result = value
       rescue ValueError => e
@@ -364,15 +392,51 @@ module Glovebox
                 end
         return refuse(tc, "error", klass, sanitize(name, e))
       ensure
-        tc.duration = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+        tc.duration = clock - t0
         st.tool_time += tc.duration
       end
+      if tmax && st.tool_time > tmax
+        tc.result = nil
+        return abort_eval(st, tc, "the eval spent #{st.tool_time.round(3)} s in tools, over its #{tmax} s tool-time budget (tool_time)")
+      end
       begin
-        @after_tool_call&.call(name.to_sym, pos, kw, value)
+        @after_hook&.call(name.to_sym, pos, kw, value)
       rescue StandardError
         nil # an observer's failure does not change the call
       end
       frame
+    end
+
+    def clock = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+    # Ends the eval for a spent budget (tool_calls or tool_time), as Go's
+    # glovebox does: status "tool_budget_exceeded", the call's outcome
+    # "budget_exceeded"; every later call gets the same answer.
+    def abort_eval(st, tc, msg)
+      tc.outcome = "budget_exceeded"
+      tc.error = msg
+      st.aborted = "abort\ntool_budget_exceeded\n#{msg}"
+    end
+
+    # The limits as given, each checked: a positive number (fuel and
+    # tool_calls may be 0), memory at least Exposure::MEMORY_FLOOR.
+    def check_limits(limits)
+      unknown = limits.keys - LIMIT_KEYS
+      raise ConfigError, "unknown option(s) #{unknown.join(", ")}; limits are #{LIMIT_KEYS.join(", ")}" unless unknown.empty?
+
+      limits.each do |k, v|
+        next if v.nil?
+
+        int = %i[fuel memory output tool_calls].include?(k)
+        ok = int ? v.is_a?(Integer) : v.is_a?(Numeric) && v.finite?
+        ok &&= %i[fuel tool_calls].include?(k) ? v >= 0 : v.positive?
+        raise ConfigError, "#{k}: #{v.inspect} is not a #{int ? "positive Integer" : "positive number"}" unless ok
+      end
+      if limits[:memory] && limits[:memory] < Exposure::MEMORY_FLOOR
+        raise ConfigError, "memory: #{limits[:memory]} bytes is below the #{Exposure::MEMORY_FLOOR}-byte floor " \
+                           "(#{(Exposure::MEMORY_FLOOR / 1048576.0).round(1)} MiB, what the booted guest occupies)"
+      end
+      limits.compact
     end
 
     def refuse(tc, outcome, klass, msg)
@@ -464,8 +528,8 @@ module Glovebox
     # Runs code in the session's VM; as Sandbox#eval (suspend: defaults
     # to the Sandbox's too, and needs an executor with --state-key).
     def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
-      req = { "code" => code, "session" => @id }
-      names = (suspend || @sb.suspend_names).map(&:to_s)
+      req = { "code" => @sb.source(code), "session" => @id }
+      names = @sb.suspend_for(suspend)
       req["suspend_tools"] = names unless names.empty?
       @sb.run_eval(req, stdin, args, key, &on_output)
     end
