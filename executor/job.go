@@ -274,10 +274,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 			<-t.next
 		}
 		j.cancel()
-		if storeFull(err) {
-			j.failed = wire.Errorf(wire.CodeStoreFull, "the executor's store is full (%v); nothing was started", err)
-		} else if err != nil {
-			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
+		if err != nil {
+			j.failed = storeRefusal(err, "nothing was started")
 		}
 		j.existing = old
 		s.mu.Lock()
@@ -567,7 +565,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 			err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil)
 			s.space.wrote(err)
 			if err != nil {
-				werr = wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)
+				werr = storeFailure(err, "the "+kind+" did not run")
 			}
 		}
 		if werr == nil {

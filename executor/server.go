@@ -570,7 +570,7 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 		return nil, wire.Errorf(wire.CodeNotFound, "no run with key %s", key)
 	}
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
+		return nil, storeRefusal(err, "its record was not read")
 	}
 	rec := recordOf(e)
 	j := s.liveJob(t.Name, key)

@@ -29,13 +29,14 @@ type space struct {
 
 	mu       sync.Mutex
 	used     map[string]int64 // tenant → bytes of stored records
+	states   map[string]int64 // tenant → bytes of stored states: sessions', paused evals'
 	reserved map[string]int64 // tenant → bytes reserved by jobs in flight
 
 	failed atomic.Pointer[string] // the last write's error, nil once one succeeds
 }
 
 func newSpace(storePath string, minFree int64, used map[string]int64) *space {
-	return &space{dir: filepath.Dir(storePath), minFree: minFree, used: used, reserved: map[string]int64{}}
+	return &space{dir: filepath.Dir(storePath), minFree: minFree, used: used, states: map[string]int64{}, reserved: map[string]int64{}}
 }
 
 // free is the bytes an unprivileged writer may still put on the store's
@@ -89,11 +90,12 @@ func (sp *space) take(t *tenant, want int64, keep bool) (int64, *wire.Error) {
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	left := t.MaxStoredBytes - sp.used[t.Name] - sp.reserved[t.Name]
+	held := sp.used[t.Name] + sp.states[t.Name]
+	left := t.MaxStoredBytes - held - sp.reserved[t.Name]
 	got := min(want, left)
 	if got < min(want, minReserve) {
 		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records, sessions' and paused evals' states (and %d reserved by jobs running), at its max_stored_bytes of %d; records and paused states are freed after the retention, a session's state when it is closed or idles out; it did not run",
-			t.Name, sp.used[t.Name], sp.reserved[t.Name], t.MaxStoredBytes)
+			t.Name, held, sp.reserved[t.Name], t.MaxStoredBytes)
 	}
 	if keep {
 		sp.reserved[t.Name] += got
@@ -109,6 +111,30 @@ func (sp *space) settle(tenant string, reserved int64, n int) {
 		sp.reserved[tenant] -= reserved
 	}
 	sp.used[tenant] += int64(n)
+	sp.mu.Unlock()
+}
+
+// stateRoom is the most bytes of states t may keep in all (its
+// MaxStoredBytes less its stored records and the room its jobs in
+// flight reserved for theirs): what the store checks a state write
+// against (stateStore.saveSession); -1 when t has no bound.
+func (sp *space) stateRoom(t *tenant) int64 {
+	if t.MaxStoredBytes < 0 {
+		return -1
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return max(0, t.MaxStoredBytes-sp.used[t.Name]-sp.reserved[t.Name])
+}
+
+// setStates notes the tenant's stored state bytes, as a state write
+// counted them (negative: not counted; the next recount does).
+func (sp *space) setStates(tenant string, n int64) {
+	if n < 0 {
+		return
+	}
+	sp.mu.Lock()
+	sp.states[tenant] = n
 	sp.mu.Unlock()
 }
 

@@ -70,6 +70,7 @@ type entry struct {
 	Started                        bool
 	Created                        time.Time
 	Record                         []byte
+	owner                          string // the executor that made it (PostgreSQL)
 }
 
 var (
