@@ -332,7 +332,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
 		return
 	}
-	if e := s.space.diskShort(); e != nil {
+	if e := s.space.diskShort(true); e != nil {
 		writeError(w, wire.Errorf(wire.CodeUnavailable, "%s", e.Message))
 		return
 	}
