@@ -301,6 +301,13 @@ func (e *evals) continueSession(ctx context.Context, t *tenant, key, from string
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused,
 			"session %s is no longer in the state it paused in (its version %d, the pause's %d: its pause could not be stored); the paused call is spent", meta.Session, row.Version, meta.Version)}
 	}
+	if row.State != nil && len(row.State) == 0 {
+		// Stored reset at the pause's version: its state did not fit in
+		// the quota (inSession), and removing the pause failed.
+		e.releaseLease(t, meta.Session, holder)
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound,
+			"the paused eval %s was not kept (its state did not fit in the tenant's max_stored_bytes; its session was reset)", from)}
+	}
 	// The session's stored state (absent when this executor has the
 	// session live at that version) is checked before the pause is
 	// claimed, as a paused eval's is.

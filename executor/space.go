@@ -42,9 +42,10 @@ type space struct {
 }
 
 // freeFor is how long one reading of the store's free space serves
-// new jobs' admission. Our choice: a burst of jobs cannot fill a disk's
-// min_store_free (64 MiB by default) in 50 ms, and a failed write is
-// noticed on its own (space.wrote).
+// new jobs' admission. Our choice: min_store_free is a margin kept, not
+// a guard of each write (a write that finds the disk full fails by
+// itself: store_full, store_failed, and /readyz turns 503), and jobs
+// admitted on a reading 50 ms old use of it only what they write.
 const freeFor = 50 * time.Millisecond
 
 func newSpace(storePath string, minFree int64, used map[string]int64) *space {
