@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,4 +143,45 @@ func TestSIGHUPRotatesTokens(t *testing.T) {
 	}
 	_, err = client.Dial(context.Background(), client.Config{URL: url, Token: setup.toks.a, RootCAs: setup.pool})
 	wantCode(t, err, "unauthenticated", 401)
+}
+
+// TestExecutorRefusesDamagedStore: `glovebox executor` on a store file
+// whose middle was overwritten (a copy of a real store, made by a first
+// executor process) exits with an error naming the file, and never
+// listens.
+func TestExecutorRefusesDamagedStore(t *testing.T) {
+	setup := newProcSetup(t, 1)
+	p := setup.start(t)
+	c := setup.client(t, "https://"+p.url, setup.toks.a)
+	for i := range 4 {
+		res, err := c.Run(context.Background(), remote.Request{Command: box.Command{Argv: []string{"head", "-c", "100000", "/dev/zero"}},
+			IdempotencyKey: "fill-" + strconv.Itoa(i)})
+		if err != nil || len(res.Stdout) != 100000 {
+			t.Fatal(res, err)
+		}
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM) // a clean stop: everything checkpointed into the file
+	<-p.done
+	data, err := os.ReadFile(setup.store)
+	if err != nil || len(data) < 16*4096 {
+		t.Fatalf("the store: %d bytes, %v", len(data), err)
+	}
+	at := len(data) / 4096 / 2 * 4096
+	for i := at; i < at+4096; i++ {
+		data[i] = 0x5a
+	}
+	if err := os.WriteFile(setup.store, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(glovebox(t), "executor", "--listen", "127.0.0.1:0", "--config", setup.config, "--store", setup.store,
+		"--tls-cert", setup.cert, "--tls-key", setup.key, "--backend", "bwrap")
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "listening") {
+		t.Fatalf("the executor served a damaged store: %v\n%s", err, out)
+	}
+	for _, want := range []string{setup.store, "is damaged", "restore it from a backup"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("its message lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -103,3 +103,30 @@ func SetRelayPoll(first, most time.Duration) func() {
 
 // ExpireRelayed runs the janitor's sweep of relayed tool answers now.
 func (s *Server) ExpireRelayed() { s.evals.expireRelayed(time.Now()) }
+
+// StoredBytes is what the store itself holds for tenant: the bytes of
+// its records, and of its sessions' and paused evals' states (with
+// stored sessions; else 0).
+func (s *Server) StoredBytes(tenant string) (records, states int64, err error) {
+	u, err := s.store.usage(context.Background())
+	if err != nil {
+		return 0, 0, err
+	}
+	if s.evals != nil && s.evals.fleet != nil {
+		st, err := s.evals.fleet.st.stateBytes(context.Background())
+		if err != nil {
+			return 0, 0, err
+		}
+		states = st[tenant]
+	}
+	return u[tenant], states, nil
+}
+
+// QuotaCounted is what the executor counts against tenant's
+// MaxStoredBytes now: stored records and states, and the room its jobs
+// in flight reserved.
+func (s *Server) QuotaCounted(tenant string) int64 {
+	s.space.mu.Lock()
+	defer s.space.mu.Unlock()
+	return s.space.used[tenant] + s.space.states[tenant] + s.space.reserved[tenant]
+}

@@ -138,7 +138,7 @@ func (e *evals) acquireFor(ctx context.Context, t *tenant, sid, holder string) (
 		case errors.Is(err, errNoEntry):
 			return nil, &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound, "no session %s (closed, idled out, or never made)", sid)}
 		case err != nil:
-			return nil, &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the eval did not run", err)}
+			return nil, &wire.Record{State: wire.StateFailed, Error: storeFailure(err, "the eval did not run")}
 		}
 		return row, nil
 	}
@@ -192,7 +192,7 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 		var lim wire.EvalLimits
 		json.Unmarshal(row.Limits, &lim)
 		meta, _ := json.Marshal(pausedMeta{Tools: row.Tools, Suspend: suspend, Limits: lim, Session: sid, Version: row.Version + 1})
-		if serr = f.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: []byte{}}); serr != nil {
+		if _, serr = f.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: []byte{}}, -1); serr != nil {
 			serr = fmt.Errorf("recording the pause: %w", serr)
 		}
 	} else {
@@ -205,6 +205,7 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 			state = nil
 		}
 	}
+	var over *stateQuotaError // the state did not fit in the tenant's quota: the session is reset
 	if serr == nil {
 		if state, serr = e.bindState(sessionLabel(t.Name, sid, row.Version+1), state); serr == nil {
 			// A paused session waits for its answer as long as its
@@ -214,14 +215,28 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 			if paused {
 				used = used.Add(max(0, e.s.cfg.Retention-e.cfg.SessionIdle))
 			}
-			serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state, used)
+			var held int64
+			held, serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, state, used, e.s.space.stateRoom(t))
+			if errors.As(serr, &over) {
+				// Stored reset instead, and told (an empty state: the
+				// next eval starts afresh without being told again),
+				// which frees the old state's bytes too; a pause that
+				// could not be kept is no pause.
+				if paused {
+					if err := f.st.deletePaused(context.Background(), t.Name, key); err != nil {
+						e.s.log.Warn("removing a pause whose state did not fit failed", "tenant", t.Name, "key", key, "err", err)
+					}
+				}
+				held, serr = f.st.saveSession(context.Background(), t.Name, sid, holder, row.Version+1, []byte{}, time.Now(), -1)
+			}
+			e.s.space.setStates(t.Name, held)
 		}
 		saved = serr == nil
 	}
 	f.mu.Lock()
 	ls.busy, ls.used = false, time.Now()
 	cached := f.cache[ck] == ls // not when a later eval replaced it (this one outlived its lease)
-	if serr == nil && cached {
+	if serr == nil && over == nil && cached {
 		ls.version = row.Version + 1
 	} else {
 		if cached {
@@ -237,16 +252,32 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 		return &wire.Record{State: wire.StateLost, Error: wire.Errorf(wire.CodeLost,
 			"the eval ran, but the session's new state could not be stored (%v): the session goes on from its state before this eval, which is never run again under this key", serr)}
 	}
+	if over != nil {
+		e.s.log.Warn("a session's state did not fit in its tenant's max_stored_bytes: the session is reset", "tenant", t.Name, "bytes", over.Want, "room", over.Room-over.Held)
+	}
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: evalErr(err)}
+	}
+	if paused && over != nil {
+		return &wire.Record{State: wire.StateFailed, Error: pauseOverQuota(t, res, over, " The session is reset: its next eval starts afresh.")}
 	}
 	if paused {
 		return suspendedRecord(res)
 	}
-	if reset {
+	if reset || over != nil {
 		res.SessionReset = true
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res), QuotaTruncated: over != nil}
+}
+
+// pauseOverQuota is the refusal of a pause whose state (over.Want bytes)
+// did not fit in t's quota: the eval ends failed, its pending call not
+// run; more says what became of its session.
+func pauseOverQuota(t *tenant, res *glovebox.Result, over *stateQuotaError, more string) *wire.Error {
+	return wire.Errorf(wire.CodeQuotaExceeded, "the eval paused at its call of %s, but its state (%d bytes) does not fit in tenant %s's max_stored_bytes of %d "+
+		"(its other sessions' and paused evals' states hold %d bytes, and its records and running jobs leave them %d): it was not kept, "+
+		"so it cannot be continued, and the call did not run.%s Close sessions, or let paused evals expire, to make room",
+		res.Pending.Name, over.Want, t.Name, t.MaxStoredBytes, over.Held, over.Room, more)
 }
 
 // continueSession is continueEval for a pause of a stored session (the
@@ -269,6 +300,13 @@ func (e *evals) continueSession(ctx context.Context, t *tenant, key, from string
 		}
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeStateRefused,
 			"session %s is no longer in the state it paused in (its version %d, the pause's %d: its pause could not be stored); the paused call is spent", meta.Session, row.Version, meta.Version)}
+	}
+	if row.State != nil && len(row.State) == 0 {
+		// Stored reset at the pause's version: its state did not fit in
+		// the quota (inSession), and removing the pause failed.
+		e.releaseLease(t, meta.Session, holder)
+		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeNotFound,
+			"the paused eval %s was not kept (its state did not fit in the tenant's max_stored_bytes; its session was reset)", from)}
 	}
 	// The session's stored state (absent when this executor has the
 	// session live at that version) is checked before the pause is
@@ -347,6 +385,8 @@ func (e *evals) liveFor(ctx context.Context, t *tenant, ck string, row *sessionR
 	}
 	f.cache[ck] = ls
 	f.mu.Unlock()
+	// Reset, and not yet told: a stored version without a state (an
+	// empty one is a reset already told, inSession).
 	return ls, row.State == nil && row.Version > 0, nil
 }
 
@@ -455,7 +495,13 @@ func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, 
 	meta, _ := json.Marshal(pausedMeta{Tools: names, Suspend: suspend, Limits: lim})
 	state, err := e.bindState(pausedLabel(t.Name, key, meta), res.State)
 	if err == nil {
-		err = e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: state})
+		var held int64
+		held, err = e.fleet.st.putPaused(context.Background(), t.Name, key, &pausedRow{Limits: meta, State: state}, e.s.space.stateRoom(t))
+		e.s.space.setStates(t.Name, held)
+	}
+	var over *stateQuotaError
+	if errors.As(err, &over) {
+		return &wire.Record{State: wire.StateFailed, Error: pauseOverQuota(t, res, over, "")}
 	}
 	if err != nil {
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "the eval paused at %s, but its state could not be stored: %v; it cannot be continued", res.Pending.Name, err)}
@@ -575,7 +621,7 @@ func pausedRefusal(from string, p *pausedRow, err error) *wire.Record {
 	case errors.Is(err, errPausedUsed):
 		return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeAlreadyContinued, "the paused eval %s was continued before, by the eval %s; a paused call is answered once; this one did not run", from, p.ClaimedBy)}
 	}
-	return &wire.Record{State: wire.StateFailed, Error: wire.Errorf(wire.CodeInternal, "store: %v; the paused eval was not continued", err)}
+	return &wire.Record{State: wire.StateFailed, Error: storeFailure(err, "the paused eval was not continued")}
 }
 
 // stateCheck is the state_refused record of a state this executor's
@@ -647,7 +693,7 @@ func (e *evals) bindState(label string, state []byte) ([]byte, error) {
 // tag is checked; state_refused, before anything of it opens, when it
 // was not stored there.
 func (e *evals) unbindState(label string, stored []byte) ([]byte, *wire.Error) {
-	if stored == nil {
+	if len(stored) == 0 { // none, or a reset the client was told of (inSession)
 		return nil, nil
 	}
 	// The tag is BindState's: an HMAC-SHA256, sha256.Size bytes.

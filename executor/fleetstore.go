@@ -37,9 +37,16 @@ type stateStore interface {
 	// saveSession stores version (the held one plus 1) and its state,
 	// and frees the lease, durably; the session counts as used at used
 	// (later than now for a paused one: expireStates keeps it while its
-	// pause waits). errLeaseLost when holder no longer holds it (it ran
-	// out and another executor took the session).
-	saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error
+	// pause waits). room is the most bytes of states (sessions' and
+	// paused evals') the tenant may keep once it is stored (negative: no
+	// bound): the tenant's other states and this one are counted in the
+	// same transaction, serialized per tenant fleet-wide, and a state
+	// that does not fit is not stored (a *stateQuotaError; the lease is
+	// still held). held is the tenant's state bytes after the write, or
+	// -1 when room is negative (not counted). errLeaseLost when holder
+	// no longer holds it (it ran out and another executor took the
+	// session).
+	saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time, room int64) (held int64, err error)
 	// releaseSession frees holder's lease, leaving the state.
 	releaseSession(ctx context.Context, tenant, id, holder string) error
 	// deleteSession removes a session; false when there was none.
@@ -49,8 +56,13 @@ type stateStore interface {
 	// expireSessions deletes the sessions unused since before that hold
 	// no live lease, and the paused states made before old.
 	expireStates(ctx context.Context, before, old time.Time) (int, error)
-	// putPaused records a paused eval's state under its key, durably.
-	putPaused(ctx context.Context, tenant, key string, p *pausedRow) error
+	// putPaused records a paused eval's state under its key, durably,
+	// unless it does not fit in room (as saveSession's: a
+	// *stateQuotaError, nothing stored); held as saveSession's.
+	putPaused(ctx context.Context, tenant, key string, p *pausedRow, room int64) (held int64, err error)
+	// deletePaused removes the pause recorded under key if no continue
+	// claimed it (a session's pause whose state was then not stored).
+	deletePaused(ctx context.Context, tenant, key string) error
 	// claimPaused marks the paused state under key continued by by,
 	// durably, and returns it: once; errPausedUsed (with the claimer in
 	// the row) after, errNoEntry when there is none.
@@ -78,6 +90,24 @@ type pausedRow struct {
 	Limits    []byte
 	State     []byte
 	ClaimedBy string
+}
+
+// stateQuotaError is saveSession's and putPaused's refusal of a state of
+// Want bytes when the tenant's other states hold Held and Room is the
+// most they may hold with it.
+type stateQuotaError struct{ Held, Want, Room int64 }
+
+func (e *stateQuotaError) Error() string {
+	return fmt.Sprintf("executor: a state of %d bytes does not fit: the tenant's other sessions' and paused evals' states hold %d, and its max_stored_bytes leaves them %d with its records", e.Want, e.Held, e.Room)
+}
+
+// fitState is the tenant's state bytes once a state of want bytes joins
+// its others, or a *stateQuotaError when they would pass room.
+func fitState(others int64, want int, room int64) (int64, error) {
+	if others+int64(want) > room {
+		return -1, &stateQuotaError{Held: others, Want: int64(want), Room: room}
+	}
+	return others + int64(want), nil
 }
 
 // sessionCapError is createSession's refusal: the tenant has Open
@@ -167,15 +197,16 @@ func (s *sqliteStore) createSession(ctx context.Context, r *sessionRow, max int)
 func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (row *sessionRow, err error) {
 	err = s.write(true, func(tx wtx) error {
 		now := time.Now().UnixNano()
-		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = MAX(used, ?) WHERE tenant = ? AND id = ? AND (holder = '' OR until < ?)`,
-			holder, until.UnixNano(), now, tenant, id, now)
+		res, err := tx.Exec(`UPDATE sessions SET holder = ?, until = ?, used = MAX(used, ?) WHERE tenant = ? AND id = ? AND (holder = '' OR until < ? OR holder = ?)`,
+			holder, until.UnixNano(), now, tenant, id, now, holder)
 		if err != nil {
 			return err
 		}
 		row = &sessionRow{Tenant: tenant, ID: id}
 		var tools string
 		var state []byte
-		err = tx.QueryRow(`SELECT tools, limits, version, state FROM sessions WHERE tenant = ? AND id = ?`, tenant, id).Scan(&tools, &row.Limits, &row.Version, &state)
+		var none bool
+		err = tx.QueryRow(`SELECT tools, limits, version, state, state IS NULL FROM sessions WHERE tenant = ? AND id = ?`, tenant, id).Scan(&tools, &row.Limits, &row.Version, &state, &none)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errNoEntry
 		}
@@ -188,6 +219,9 @@ func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder str
 		row.Tools = parseTools(tools)
 		if row.Version != have {
 			row.State = state
+			if !none && state == nil { // the driver reads an empty blob as nil
+				row.State = []byte{}
+			}
 		}
 		return nil
 	})
@@ -197,8 +231,18 @@ func (s *sqliteStore) acquireSession(ctx context.Context, tenant, id, holder str
 	return row, nil
 }
 
-func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error {
-	return s.write(true, func(tx wtx) error {
+func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time, room int64) (held int64, err error) {
+	held = -1
+	err = s.write(true, func(tx wtx) error {
+		if room >= 0 { // one writer: the count and the update are not interleaved
+			others, err := sqliteStatesHeld(tx, tenant, id)
+			if err == nil {
+				held, err = fitState(others, len(state), room)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		res, err := tx.Exec(`UPDATE sessions SET version = ?, state = ?, holder = '', until = 0, used = ? WHERE tenant = ? AND id = ? AND holder = ? AND version = ?`,
 			version, state, used.UnixNano(), tenant, id, holder, version-1)
 		if err == nil && affected(res) == 0 {
@@ -206,6 +250,15 @@ func (s *sqliteStore) saveSession(ctx context.Context, tenant, id, holder string
 		}
 		return err
 	})
+	return held, err
+}
+
+// sqliteStatesHeld is the bytes of the tenant's states but session
+// except's (sessions' and paused evals'), read in tx.
+func sqliteStatesHeld(tx wtx, tenant, except string) (n int64, err error) {
+	err = tx.QueryRow(`SELECT COALESCE((SELECT SUM(LENGTH(state)) FROM sessions WHERE tenant = ? AND id <> ?), 0)
+		+ COALESCE((SELECT SUM(LENGTH(state)) FROM paused WHERE tenant = ?), 0)`, tenant, except, tenant).Scan(&n)
+	return n, err
 }
 
 func (s *sqliteStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
@@ -246,10 +299,28 @@ func (s *sqliteStore) expireStates(ctx context.Context, before, old time.Time) (
 	return n, err
 }
 
-func (s *sqliteStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
-	return s.write(true, func(tx wtx) error {
+func (s *sqliteStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow, room int64) (held int64, err error) {
+	held = -1
+	err = s.write(true, func(tx wtx) error {
+		if room >= 0 {
+			others, err := sqliteStatesHeld(tx, tenant, "")
+			if err == nil {
+				held, err = fitState(others, len(p.State), room)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		_, err := tx.Exec(`INSERT INTO paused (tenant, key, tools, limits, state, created) VALUES (?, ?, ?, ?, ?, ?)`,
 			tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
+		return err
+	})
+	return held, err
+}
+
+func (s *sqliteStore) deletePaused(ctx context.Context, tenant, key string) error {
+	return s.write(true, func(tx wtx) error {
+		_, err := tx.Exec(`DELETE FROM paused WHERE tenant = ? AND key = ? AND claimed = ''`, tenant, key)
 		return err
 	})
 }
@@ -360,72 +431,149 @@ func (s *pgStore) holderID() string { return s.owner }
 const pgSessionLock = 0x676c7373 // "glss"
 
 func (s *pgStore) createSession(ctx context.Context, r *sessionRow, max int) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Held to the commit: a racing creation counts after this one.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgSessionLock), r.Tenant); err != nil {
+	return pgRetry(ctx, pgRetryBegin, func(ctx context.Context, retried bool) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.createSession1(ctx, tx, r, max, retried) })
+	})
+}
+
+// createSession1 is one attempt of createSession in tx; retried: an
+// attempt before may have made the session (its ID is new: a row under
+// it is that attempt's).
+func (s *pgStore) createSession1(ctx context.Context, tx pgx.Tx, r *sessionRow, max int, retried bool) error {
+	if retried {
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, r.Tenant, r.ID).Scan(&one); err == nil {
+			return nil
+		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, r.Tenant).Scan(&n); err != nil {
+	}
+	// Held to the commit: a racing creation counts after this one.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgSessionLock), r.Tenant); err != nil {
+		return err
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, r.Tenant).Scan(&n); err != nil {
+		return err
+	}
+	if n >= max {
+		return &sessionCapError{Open: n}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
+		r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
+	return err
+}
+
+func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (row *sessionRow, err error) {
+	// A holder may take its own lease again: an attempt whose answer was
+	// lost took it (holder names this executor and the eval's key).
+	err = pgRetry(ctx, pgRetryWrite, func(ctx context.Context, _ bool) error {
+		now := time.Now().UnixNano()
+		row = &sessionRow{Tenant: tenant, ID: id}
+		var tools string
+		err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = GREATEST(used, $5)
+			WHERE tenant = $1 AND id = $2 AND (holder = '' OR holder = $3 OR until < $5
+				OR split_part(holder, '/', 1) NOT IN (SELECT e.id FROM glovebox_executors e WHERE e.seen >= $7))
+			RETURNING tools, limits, version, CASE WHEN version = $6 THEN NULL ELSE state END`,
+			tenant, id, holder, until.UnixNano(), now, have, time.Now().Add(-pgLease).UnixNano()).Scan(&tools, &row.Limits, &row.Version, &row.State)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var one int
+			err = s.pool.QueryRow(ctx, `SELECT 1 FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errNoEntry
+			}
+			if err == nil {
+				err = errSessionBusy
+			}
 			return err
 		}
-		if n >= max {
-			return &sessionCapError{Open: n}
+		if err == nil {
+			row.Tools = parseTools(tools)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO glovebox_sessions (tenant, id, tools, limits, used) VALUES ($1, $2, $3, $4, $5)`,
-			r.Tenant, r.ID, toolsJSON(r.Tools), r.Limits, time.Now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// pgQuotaLock is the first key of the advisory locks that serialize one
+// tenant's state writes (the second is a hash of the tenant), so that
+// states stored through several executors at once never pass its room
+// together.
+const pgQuotaLock = 0x676c7162 // "glqb"
+
+// pgStatesHeld is the bytes of the tenant's states but session
+// except's, in tx, once it holds the tenant's quota lock (octet_length
+// of a stored bytea reads its size, not its data).
+func pgStatesHeld(ctx context.Context, tx pgx.Tx, tenant, except string) (n int64, err error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgQuotaLock), tenant); err != nil {
+		return 0, err
+	}
+	err = tx.QueryRow(ctx, `SELECT COALESCE((SELECT SUM(octet_length(state)) FROM glovebox_sessions WHERE tenant = $1 AND id <> $2), 0)::BIGINT
+		+ COALESCE((SELECT SUM(octet_length(state)) FROM glovebox_paused WHERE tenant = $1), 0)::BIGINT`, tenant, except).Scan(&n)
+	return n, err
+}
+
+func (s *pgStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time, room int64) (held int64, err error) {
+	err = pgRetry(ctx, pgRetryWrite, func(ctx context.Context, retried bool) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			held = -1
+			if retried {
+				// An attempt whose answer was lost stored it: the row
+				// is at version, free, used at this save's time.
+				var v, u int64
+				var h string
+				err := tx.QueryRow(ctx, `SELECT version, used, holder FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&v, &u, &h)
+				if err == nil && v == version && u == used.UnixNano() && h == "" {
+					return nil
+				}
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+			}
+			if room >= 0 {
+				others, err := pgStatesHeld(ctx, tx, tenant, id)
+				if err == nil {
+					held, err = fitState(others, len(state), room)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			tag, err := tx.Exec(ctx, `UPDATE glovebox_sessions SET version = $4, state = $5, holder = '', until = 0, used = $6
+				WHERE tenant = $1 AND id = $2 AND holder = $3 AND version = $4 - 1`, tenant, id, holder, version, state, used.UnixNano())
+			if err == nil && tag.RowsAffected() == 0 {
+				err = errLeaseLost
+			}
+			return err
+		})
+	})
+	return held, err
+}
+
+func (s *pgStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
+	return pgRetry(ctx, pgRetryWrite, func(ctx context.Context, _ bool) error {
+		_, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET holder = '', until = 0 WHERE tenant = $1 AND id = $2 AND holder = $3`, tenant, id, holder)
 		return err
 	})
 }
 
-func (s *pgStore) acquireSession(ctx context.Context, tenant, id, holder string, until time.Time, have int64) (*sessionRow, error) {
-	now := time.Now().UnixNano()
-	row := &sessionRow{Tenant: tenant, ID: id}
-	var tools string
-	err := s.pool.QueryRow(ctx, `UPDATE glovebox_sessions SET holder = $3, until = $4, used = GREATEST(used, $5)
-		WHERE tenant = $1 AND id = $2 AND (holder = '' OR until < $5
-			OR split_part(holder, '/', 1) NOT IN (SELECT e.id FROM glovebox_executors e WHERE e.seen >= $7))
-		RETURNING tools, limits, version, CASE WHEN version = $6 THEN NULL ELSE state END`,
-		tenant, id, holder, until.UnixNano(), now, have, time.Now().Add(-pgLease).UnixNano()).Scan(&tools, &row.Limits, &row.Version, &row.State)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var one int
-		err = s.pool.QueryRow(ctx, `SELECT 1 FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errNoEntry
-		}
-		if err == nil {
-			err = errSessionBusy
-		}
-		return nil, err
-	}
-	if err != nil {
-		return nil, err
-	}
-	row.Tools = parseTools(tools)
-	return row, nil
-}
-
-func (s *pgStore) saveSession(ctx context.Context, tenant, id, holder string, version int64, state []byte, used time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET version = $4, state = $5, holder = '', until = 0, used = $6
-		WHERE tenant = $1 AND id = $2 AND holder = $3 AND version = $4 - 1`, tenant, id, holder, version, state, used.UnixNano())
-	if err == nil && tag.RowsAffected() == 0 {
-		err = errLeaseLost
-	}
-	return err
-}
-
-func (s *pgStore) releaseSession(ctx context.Context, tenant, id, holder string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE glovebox_sessions SET holder = '', until = 0 WHERE tenant = $1 AND id = $2 AND holder = $3`, tenant, id, holder)
-	return err
-}
-
-func (s *pgStore) deleteSession(ctx context.Context, tenant, id string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id)
-	return err == nil && tag.RowsAffected() == 1, err
+func (s *pgStore) deleteSession(ctx context.Context, tenant, id string) (ok bool, err error) {
+	err = pgRetry(ctx, pgRetryBegin, func(ctx context.Context, retried bool) error {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM glovebox_sessions WHERE tenant = $1 AND id = $2`, tenant, id)
+		// Gone on a second try: the first, its answer lost, deleted it.
+		ok = err == nil && (tag.RowsAffected() == 1 || retried)
+		return err
+	})
+	return ok, err
 }
 
 func (s *pgStore) countSessions(ctx context.Context, tenant string) (n int, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, tenant).Scan(&n)
+	err = pgRetry(ctx, pgRetryBegin, func(ctx context.Context, _ bool) error {
+		return s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM glovebox_sessions WHERE tenant = $1`, tenant).Scan(&n)
+	})
 	return n, err
 }
 
@@ -442,39 +590,86 @@ func (s *pgStore) expireStates(ctx context.Context, before, old time.Time) (int,
 	return int(tag.RowsAffected()+tag2.RowsAffected()) + n, err
 }
 
-func (s *pgStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO glovebox_paused (tenant, key, tools, limits, state, created) VALUES ($1, $2, $3, $4, $5, $6)`,
-		tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
-	return err
+func (s *pgStore) putPaused(ctx context.Context, tenant, key string, p *pausedRow, room int64) (held int64, err error) {
+	err = pgRetry(ctx, pgRetryWrite, func(ctx context.Context, retried bool) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			held = -1
+			if room >= 0 {
+				others, err := pgStatesHeld(ctx, tx, tenant, "")
+				if err == nil {
+					held, err = fitState(others, len(p.State), room)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO glovebox_paused (tenant, key, tools, limits, state, created) VALUES ($1, $2, $3, $4, $5, $6)
+				ON CONFLICT (tenant, key) DO NOTHING`, tenant, key, toolsJSON(p.Tools), p.Limits, p.State, time.Now().UnixNano())
+			if err == nil && tag.RowsAffected() == 0 && !retried {
+				// Only this eval pauses under its key: a row there is an
+				// earlier attempt's whose answer was lost, else a bug.
+				err = fmt.Errorf("executor: a pause is stored under key %s already", key)
+			}
+			return err
+		})
+	})
+	return held, err
 }
 
-func (s *pgStore) claimPaused(ctx context.Context, tenant, key, by string) (*pausedRow, error) {
-	p := &pausedRow{}
-	var tools string
-	err := s.pool.QueryRow(ctx, `UPDATE glovebox_paused SET claimed = $3 WHERE tenant = $1 AND key = $2 AND claimed = ''
-		RETURNING tools, limits, state`, tenant, key, by).Scan(&tools, &p.Limits, &p.State)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = s.pool.QueryRow(ctx, `SELECT claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`, tenant, key).Scan(&p.ClaimedBy)
+func (s *pgStore) deletePaused(ctx context.Context, tenant, key string) error {
+	return pgRetry(ctx, pgRetryWrite, func(ctx context.Context, _ bool) error {
+		_, err := s.pool.Exec(ctx, `DELETE FROM glovebox_paused WHERE tenant = $1 AND key = $2 AND claimed = ''`, tenant, key)
+		return err
+	})
+}
+
+func (s *pgStore) claimPaused(ctx context.Context, tenant, key, by string) (p *pausedRow, err error) {
+	err = pgRetry(ctx, pgRetryWrite, func(ctx context.Context, retried bool) error {
+		p = &pausedRow{}
+		var tools string
+		err := s.pool.QueryRow(ctx, `UPDATE glovebox_paused SET claimed = $3 WHERE tenant = $1 AND key = $2 AND claimed = ''
+			RETURNING tools, limits, state`, tenant, key, by).Scan(&tools, &p.Limits, &p.State)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errNoEntry
+			err = s.pool.QueryRow(ctx, `SELECT tools, limits, state, claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`,
+				tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return errNoEntry
+			case err != nil:
+				return err
+			case !retried || p.ClaimedBy != by:
+				return errPausedUsed
+			}
+			// Claimed by this continue: an attempt whose answer was lost.
+			p.ClaimedBy = ""
 		}
 		if err == nil {
-			err = errPausedUsed
+			p.Tools = parseTools(tools)
 		}
+		return err
+	})
+	if errors.Is(err, errPausedUsed) {
 		return p, err
 	}
 	if err != nil {
 		return nil, err
 	}
-	p.Tools = parseTools(tools)
 	return p, nil
 }
 
-func (s *pgStore) peekPaused(ctx context.Context, tenant, key string) (*pausedRow, error) {
-	p := &pausedRow{}
+func (s *pgStore) peekPaused(ctx context.Context, tenant, key string) (p *pausedRow, err error) {
 	var tools string
-	err := s.pool.QueryRow(ctx, `SELECT tools, limits, state, claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`, tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
-	return peeked(p, tools, errors.Is(err, pgx.ErrNoRows), err)
+	var none bool
+	err = pgRetry(ctx, pgRetryBegin, func(ctx context.Context, _ bool) error {
+		p = &pausedRow{}
+		err := s.pool.QueryRow(ctx, `SELECT tools, limits, state, claimed FROM glovebox_paused WHERE tenant = $1 AND key = $2`, tenant, key).Scan(&tools, &p.Limits, &p.State, &p.ClaimedBy)
+		none = errors.Is(err, pgx.ErrNoRows)
+		if none {
+			return nil
+		}
+		return err
+	})
+	return peeked(p, tools, none, err)
 }
 
 func (s *pgStore) stateBytes(ctx context.Context) (map[string]int64, error) {

@@ -39,10 +39,10 @@ func TestStateStoreContract(t *testing.T) {
 		if _, err := st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, -1); !errors.Is(err, errSessionBusy) {
 			t.Errorf("second holder while the first holds: %v, want errSessionBusy", err)
 		}
-		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/2", 1, []byte("v1"), time.Now()); !errors.Is(err, errLeaseLost) {
+		if _, err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/2", 1, []byte("v1"), time.Now(), -1); !errors.Is(err, errLeaseLost) {
 			t.Errorf("save by a non-holder: %v, want errLeaseLost", err)
 		}
-		if err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/1", 1, []byte("v1"), time.Now()); err != nil {
+		if _, err := st.saveSession(ctx, "a", "s-1", st.holderID()+"/1", 1, []byte("v1"), time.Now(), -1); err != nil {
 			t.Fatal(err)
 		}
 		row, err = st.acquireSession(ctx, "a", "s-1", st.holderID()+"/2", far, 0)
@@ -64,7 +64,7 @@ func TestStateStoreContract(t *testing.T) {
 		if ok, err := st.deleteSession(ctx, "a", "s-1"); !ok || err != nil {
 			t.Errorf("delete: %v %v", ok, err)
 		}
-		if err := st.putPaused(ctx, "a", "e-1", &pausedRow{Limits: []byte("{}"), State: []byte("paused")}); err != nil {
+		if _, err := st.putPaused(ctx, "a", "e-1", &pausedRow{Limits: []byte("{}"), State: []byte("paused")}, -1); err != nil {
 			t.Fatal(err)
 		}
 		// A peek reads without claiming.
@@ -151,6 +151,124 @@ func TestSessionCapInStore(t *testing.T) {
 		}
 		if n, _ := st.countSessions(ctx, "a"); n != 3 {
 			t.Errorf("%d sessions stored, want 3", n)
+		}
+	})
+}
+
+// TestStateQuotaInStore: on both stores, a state write is checked
+// against the room it is given with the tenant's other states (sessions'
+// and paused evals') counted in the same transaction: one that does not
+// fit is refused and nothing is stored; saves of many sessions racing
+// through separate handles (separate executors, on PostgreSQL) never
+// hold more than the room together; another tenant's states are not
+// counted; an empty state (a reset the client was told of) reads back
+// empty, not absent; a session's own old state is not counted against
+// its new one.
+func TestStateQuotaInStore(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() store) {
+		ctx := context.Background()
+		st := open().(stateStore)
+		if err := st.initStates(ctx); err != nil {
+			t.Fatal(err)
+		}
+		const room, size, sessions = 10_000, 3_000, 8
+		far := time.Now().Add(time.Hour)
+		for i := range sessions {
+			if err := st.createSession(ctx, &sessionRow{Tenant: "a", ID: fmt.Sprintf("s-%d", i), Limits: []byte("{}")}, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.createSession(ctx, &sessionRow{Tenant: "b", ID: "s-b", Limits: []byte("{}")}, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.acquireSession(ctx, "b", "s-b", "h/b", far, -1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.saveSession(ctx, "b", "s-b", "h/b", 1, make([]byte, 9_000), time.Now(), room); err != nil {
+			t.Fatalf("another tenant's save: %v", err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		saved, over := 0, 0
+		holders := map[string]string{}
+		for i := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := st
+				if _, one := st.(*sqliteStore); !one {
+					h = open().(stateStore) // an executor of its own (SQLite: one per file)
+				}
+				id, holder := fmt.Sprintf("s-%d", i), h.holderID()+"/1"
+				mu.Lock()
+				holders[id] = holder
+				mu.Unlock()
+				if _, err := h.acquireSession(ctx, "a", id, holder, far, -1); err != nil {
+					t.Error(err)
+					return
+				}
+				held, err := h.saveSession(ctx, "a", id, holder, 1, make([]byte, size), time.Now(), room)
+				var qe *stateQuotaError
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil && held <= room:
+					saved++
+				case errors.As(err, &qe) && qe.Want == size && qe.Held+size > room:
+					over++
+				default:
+					t.Errorf("save %d: held %d, %v", i, held, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if saved != room/size || over != sessions-room/size {
+			t.Errorf("%d saved, %d refused; want %d and %d", saved, over, room/size, sessions-room/size)
+		}
+		if b, err := st.stateBytes(ctx); err != nil || b["a"] != int64(saved*size) || b["b"] != 9_000 {
+			t.Errorf("state bytes: %v %v", b, err)
+		}
+		// A refused one still holds its lease: it stores a told reset.
+		var reset, grown string
+		for i := range sessions {
+			id, holder := fmt.Sprintf("s-%d", i), holders[fmt.Sprintf("s-%d", i)]
+			row, err := st.acquireSession(ctx, "a", id, st.holderID()+"/x", far, -1)
+			if errors.Is(err, errSessionBusy) && reset == "" {
+				reset = id
+				if _, err := st.saveSession(ctx, "a", id, holder, 1, []byte{}, time.Now(), -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err == nil && row.Version == 1 && grown == "" {
+				grown = id // its own old state is not counted against its next
+				if _, err := st.saveSession(ctx, "a", id, st.holderID()+"/x", 2, make([]byte, size+500), time.Now(), room); err != nil {
+					t.Errorf("a session growing within the room: %v", err)
+				}
+			} else if err == nil {
+				st.releaseSession(ctx, "a", id, st.holderID()+"/x")
+			}
+		}
+		row, err := st.acquireSession(ctx, "a", reset, st.holderID()+"/y", far, -1)
+		if err != nil || row.Version != 1 || row.State == nil || len(row.State) != 0 {
+			t.Errorf("a told reset reads back as %+v %v: want an empty, not absent, state", row, err)
+		}
+		// Paused evals' states count too, and are refused past the room.
+		held, err := st.putPaused(ctx, "a", "e-1", &pausedRow{Limits: []byte("{}"), State: make([]byte, 100)}, room)
+		if err != nil || held > room {
+			t.Fatalf("a pause within the room: %d %v", held, err)
+		}
+		var qe *stateQuotaError
+		if _, err := st.putPaused(ctx, "a", "e-2", &pausedRow{Limits: []byte("{}"), State: make([]byte, size)}, room); !errors.As(err, &qe) {
+			t.Errorf("a pause past the room: %v", err)
+		}
+		if _, err := st.peekPaused(ctx, "a", "e-2"); !errors.Is(err, errNoEntry) {
+			t.Errorf("the refused pause was stored: %v", err)
+		}
+		if err := st.deletePaused(ctx, "a", "e-1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.peekPaused(ctx, "a", "e-1"); !errors.Is(err, errNoEntry) {
+			t.Errorf("a deleted pause: %v", err)
 		}
 	})
 }

@@ -229,7 +229,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 	}
 	// Room in the store: the disk, and the tenant's quota of records
 	// (reserved when the job starts).
-	werr := s.space.diskShort()
+	werr := s.space.diskShort(false)
 	if werr == nil {
 		werr = s.space.check(t)
 	}
@@ -274,10 +274,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 			<-t.next
 		}
 		j.cancel()
-		if storeFull(err) {
-			j.failed = wire.Errorf(wire.CodeStoreFull, "the executor's store is full (%v); nothing was started", err)
-		} else if err != nil {
-			j.failed = wire.Errorf(wire.CodeInternal, "store: %v", err)
+		if err != nil {
+			j.failed = storeRefusal(err, "nothing was started")
 		}
 		j.existing = old
 		s.mu.Lock()
@@ -294,7 +292,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, t *tenant, spe
 		return
 	}
 	if shown == wire.StateQueued { // counted before a lookup can read "queued"
-		s.m.queued.WithLabelValues(spec.kind).Inc()
+		s.m.of(spec.kind, s.backendOf(spec.kind)).queued.Inc()
 	}
 	j.setState(shown) // lookups read it (server.go)
 	close(j.ready)
@@ -540,6 +538,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	defer s.wg.Done()
 	t, kind := j.tenant, j.spec.kind
 	backend := s.backendOf(kind) // eval.go: evals run in the wasm engine
+	km := s.m.of(kind, backend)
 	started, rec := false, (*wire.Record)(nil)
 	var expire <-chan time.Time
 	if j.spec.expires != nil {
@@ -567,7 +566,7 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 			err := s.store.update(s.base, t.Name, j.spec.key, wire.StateRunning, true, nil)
 			s.space.wrote(err)
 			if err != nil {
-				werr = wire.Errorf(wire.CodeInternal, "store: %v; the %s did not run", err, kind)
+				werr = storeFailure(err, "the "+kind+" did not run")
 			}
 		}
 		if werr == nil {
@@ -581,9 +580,9 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		<-t.next
 	}
 	if counted {
-		s.m.queued.WithLabelValues(kind).Dec()
+		km.queued.Dec()
 	}
-	s.m.wait.WithLabelValues(kind).Observe(time.Since(queuedAt).Seconds())
+	km.wait.Observe(time.Since(queuedAt).Seconds())
 	switch {
 	case werr != nil:
 		rec = &wire.Record{State: wire.StateFailed, Error: werr}
@@ -596,14 +595,14 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 	default:
 		started = true
 		j.setState(wire.StateRunning)
-		s.m.running.WithLabelValues(kind).Inc()
+		km.running.Inc()
 		t0 := time.Now()
 		rec = s.safeWork(j)
 		if s.cut.Load() && j.ctx.Err() != nil {
 			rec = drainedRecord(kind) // drain.go
 		}
-		s.m.duration.WithLabelValues(kind, backend).Observe(time.Since(t0).Seconds())
-		s.m.running.WithLabelValues(kind).Dec()
+		km.duration.Observe(time.Since(t0).Seconds())
+		km.running.Dec()
 	}
 	if slots >= 2 {
 		s.slots.release(t.Name)
@@ -633,8 +632,11 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 		}
 	}
 	s.space.settle(t.Name, j.budget, len(data))
-	s.m.jobs.WithLabelValues(kind, rec.State, backend).Inc()
-	s.log.Info("finished", "kind", kind, "tenant", t.Name, "key", j.spec.key, "state", rec.State, "ms", time.Since(queuedAt).Milliseconds())
+	s.m.finished(km, kind, rec.State, backend)
+	if s.log.Enabled(s.base, slog.LevelInfo) { // typed attributes: no boxing of each value
+		s.log.LogAttrs(s.base, slog.LevelInfo, "finished", slog.String("kind", kind), slog.String("tenant", t.Name), slog.String("key", j.spec.key),
+			slog.String("state", rec.State), slog.Int64("ms", time.Since(queuedAt).Milliseconds()))
+	}
 	j.finish(rec, data) // data: rec's JSON, as stored (nil if refinish holds it)
 	j.cancel()
 	s.mu.Lock()

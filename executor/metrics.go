@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -15,6 +17,48 @@ type metrics struct {
 	running  *prometheus.GaugeVec     // jobs executing, by kind
 	duration *prometheus.HistogramVec // seconds from start on the backend to the final record
 	wait     *prometheus.HistogramVec // seconds queued before starting
+
+	mu    sync.Mutex
+	kinds map[[2]string]*kindMetrics // kind, backend → its series
+}
+
+// kindMetrics are one kind's (and backend's) series, looked up once:
+// a job touches six, and looking each up by its label values (hashing
+// them, a map under a lock) was 10 µs of every eval's processor time.
+type kindMetrics struct {
+	queued, running prometheus.Gauge
+	wait, duration  prometheus.Observer
+	mu              sync.Mutex
+	jobs            map[string]prometheus.Counter // by final state
+}
+
+// of is kind's series on backend.
+func (m *metrics) of(kind, backend string) *kindMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.kinds[[2]string{kind, backend}]
+	if k == nil {
+		k = &kindMetrics{queued: m.queued.WithLabelValues(kind), running: m.running.WithLabelValues(kind),
+			wait: m.wait.WithLabelValues(kind), duration: m.duration.WithLabelValues(kind, backend),
+			jobs: map[string]prometheus.Counter{}}
+		if m.kinds == nil {
+			m.kinds = map[[2]string]*kindMetrics{}
+		}
+		m.kinds[[2]string{kind, backend}] = k
+	}
+	return k
+}
+
+// finished counts a job of k's kind that ended in state.
+func (m *metrics) finished(k *kindMetrics, kind, state, backend string) {
+	k.mu.Lock()
+	c := k.jobs[state]
+	if c == nil {
+		c = m.jobs.WithLabelValues(kind, state, backend)
+		k.jobs[state] = c
+	}
+	k.mu.Unlock()
+	c.Inc()
 }
 
 func newMetrics() *metrics {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -137,28 +139,47 @@ func (s *pgStore) heartbeat() {
 	}
 }
 
-func (s *pgStore) begin(ctx context.Context, e *entry) (*entry, bool, error) {
+func (s *pgStore) begin(ctx context.Context, e *entry) (old *entry, created bool, err error) {
 	p := s.pool
 	if e.State != "running" { // see store.begin: queued is not waited for
 		p = s.async
 	}
-	tag, err := p.Exec(ctx, `INSERT INTO glovebox_jobs (tenant, key, kind, hash, state, started, created, updated, owner)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) ON CONFLICT (tenant, key) DO NOTHING`,
-		e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), s.owner)
+	err = pgRetry(ctx, pgRetryBegin, func(ctx context.Context, retried bool) error {
+		tag, err := p.Exec(ctx, `INSERT INTO glovebox_jobs (tenant, key, kind, hash, state, started, created, updated, owner)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) ON CONFLICT (tenant, key) DO NOTHING`,
+			e.Tenant, e.Key, e.Kind, e.Hash, e.State, e.Started, e.Created.UnixNano(), s.owner)
+		if err != nil {
+			return err
+		}
+		if created = tag.RowsAffected() == 1; created {
+			return nil
+		}
+		if old, err = s.get1(ctx, e.Tenant, e.Key); err != nil {
+			return err
+		}
+		if retried && old.owner == s.owner && old.Created.Equal(e.Created) && old.Hash == e.Hash && old.Kind == e.Kind {
+			// This very insert, committed by an attempt whose answer
+			// was lost (its created time is this request's, to the
+			// nanosecond, and this executor runs one job per key).
+			old, created = nil, true
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	if tag.RowsAffected() == 1 {
-		return nil, true, nil
-	}
-	old, err := s.get(ctx, e.Tenant, e.Key)
-	return old, false, err
+	return old, created, nil
 }
 
+// set is update and finish: one UPDATE by key, the same whether it runs
+// once or again after an attempt whose answer was lost, so it is retried
+// while the store cannot be reached (pgRetryWrite).
 func (s *pgStore) set(ctx context.Context, p *pgxpool.Pool, tenant, key, state string, started bool, record []byte) error {
-	_, err := p.Exec(ctx, `UPDATE glovebox_jobs SET state = $1, started = $2, updated = $3, record = COALESCE($4, record)
-		WHERE tenant = $5 AND key = $6`, state, started, time.Now().UnixNano(), record, tenant, key)
-	return err
+	return pgRetry(ctx, pgRetryWrite, func(ctx context.Context, _ bool) error {
+		_, err := p.Exec(ctx, `UPDATE glovebox_jobs SET state = $1, started = $2, updated = $3, record = COALESCE($4, record)
+			WHERE tenant = $5 AND key = $6`, state, started, time.Now().UnixNano(), record, tenant, key)
+		return err
+	})
 }
 
 func (s *pgStore) update(ctx context.Context, tenant, key, state string, started bool, record []byte) error {
@@ -169,11 +190,20 @@ func (s *pgStore) finish(ctx context.Context, tenant, key, state string, started
 	return s.set(ctx, s.async, tenant, key, state, started, record)
 }
 
-func (s *pgStore) get(ctx context.Context, tenant, key string) (*entry, error) {
+func (s *pgStore) get(ctx context.Context, tenant, key string) (e *entry, err error) {
+	err = pgRetry(ctx, pgRetryBegin, func(ctx context.Context, _ bool) error {
+		e, err = s.get1(ctx, tenant, key)
+		return err
+	})
+	return e, err
+}
+
+// get1 is one attempt of get, the entry's owner included.
+func (s *pgStore) get1(ctx context.Context, tenant, key string) (*entry, error) {
 	e := &entry{Tenant: tenant, Key: key}
 	var created int64
-	err := s.pool.QueryRow(ctx, `SELECT kind, hash, state, started, created, record FROM glovebox_jobs WHERE tenant = $1 AND key = $2`,
-		tenant, key).Scan(&e.Kind, &e.Hash, &e.State, &e.Started, &created, &e.Record)
+	err := s.pool.QueryRow(ctx, `SELECT kind, hash, state, started, created, record, owner FROM glovebox_jobs WHERE tenant = $1 AND key = $2`,
+		tenant, key).Scan(&e.Kind, &e.Hash, &e.State, &e.Started, &created, &e.Record, &e.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNoEntry
 	}
@@ -239,6 +269,81 @@ func (s *pgStore) close() error {
 		s.async.Close()
 	})
 	return nil
+}
+
+// Bounds of the retries of a store operation that failed because
+// PostgreSQL could not be reached (pgRetry): a new request's begin, and
+// a read, give up soon, so that the request is refused unavailable
+// (503, Retry-After) while the database is down, rather than held; a
+// write for a job already under way (its state, its final record, its
+// session's state and lease, its pause) keeps trying longer, to ride
+// out a database restart (a few seconds) rather than lose the job's
+// outcome. Our choices.
+const (
+	pgRetryBegin = 2 * time.Second
+	pgRetryWrite = 30 * time.Second
+)
+
+// errStoreDown wraps the last error of an operation that could not reach
+// the store within its retries: the request is refused unavailable.
+var errStoreDown = errors.New("the store cannot be reached")
+
+// pgRetry runs op until it succeeds, fails for another reason than the
+// database being out of reach (pgTransient), or bound has passed (then
+// the last error, wrapping errStoreDown), waiting 50 ms, then twice as
+// long each time up to a second, while the pool reconnects. retried is
+// true from op's second call on: an earlier call may have committed and
+// lost its answer (a connection that broke after the statement was
+// sent), which op must take for its own success, as each caller's does
+// (a statement keyed by the job's key, or a check that the row it finds
+// is the one it wrote).
+func pgRetry(ctx context.Context, bound time.Duration, op func(ctx context.Context, retried bool) error) error {
+	deadline := time.Now().Add(bound)
+	// Each attempt ends by the deadline too: a host that does not
+	// answer at all (no refusal) must not hold the caller past it.
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for retried := false; ; retried = true {
+		err := op(actx, retried)
+		if err != nil && ctx.Err() == nil && actx.Err() != nil {
+			return fmt.Errorf("%w (tried for %v): %w", errStoreDown, bound, err)
+		}
+		if err == nil || !pgTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%w (tried for %v): %w", errStoreDown, bound, err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// pgTransient reports whether err says PostgreSQL could not be reached
+// or ended the session (a restart, a failover, a connection dropped):
+// the pool connects afresh for the next attempt. A server's refusal of
+// the statement itself (a constraint, a full disk, a bad password) is
+// not: another attempt would fail the same way.
+func pgTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 57P01–57P03: the server is
+		// shutting down, crashed, or not yet accepting connections;
+		// 53300: too many connections.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
 }
 
 // pgFull reports whether err is PostgreSQL's disk_full (SQLSTATE 53100).

@@ -35,17 +35,14 @@ func (s *Server) recount() error {
 	if err != nil {
 		return err
 	}
+	states := map[string]int64{}
 	if s.evals != nil && s.evals.fleet != nil {
-		states, err := s.evals.fleet.st.stateBytes(s.base)
-		if err != nil {
+		if states, err = s.evals.fleet.st.stateBytes(s.base); err != nil {
 			return err
-		}
-		for t, n := range states {
-			used[t] += n
 		}
 	}
 	s.space.mu.Lock()
-	s.space.used = used
+	s.space.used, s.space.states = used, states
 	s.space.mu.Unlock()
 	return nil
 }

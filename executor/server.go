@@ -341,7 +341,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.Errorf(wire.CodeUnavailable, "store: %v", err))
 		return
 	}
-	if e := s.space.diskShort(); e != nil {
+	if e := s.space.diskShort(true); e != nil {
 		writeError(w, wire.Errorf(wire.CodeUnavailable, "%s", e.Message))
 		return
 	}
@@ -579,7 +579,7 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 		return nil, wire.Errorf(wire.CodeNotFound, "no run with key %s", key)
 	}
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeInternal, "store: %v", err)
+		return nil, storeRefusal(err, "its record was not read")
 	}
 	rec := recordOf(e)
 	j := s.liveJob(t.Name, key)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
 )
@@ -29,13 +30,26 @@ type space struct {
 
 	mu       sync.Mutex
 	used     map[string]int64 // tenant → bytes of stored records
+	states   map[string]int64 // tenant → bytes of stored states: sessions', paused evals'
 	reserved map[string]int64 // tenant → bytes reserved by jobs in flight
 
 	failed atomic.Pointer[string] // the last write's error, nil once one succeeds
+
+	// The last free (statfs) and when it was read (UnixNano): a job's
+	// admission reuses it for freeFor (a statfs was 13 µs of each
+	// eval's processor time); /readyz reads anew.
+	lastFree, freeAt atomic.Int64
 }
 
+// freeFor is how long one reading of the store's free space serves
+// new jobs' admission. Our choice: min_store_free is a margin kept, not
+// a guard of each write (a write that finds the disk full fails by
+// itself: store_full, store_failed, and /readyz turns 503), and jobs
+// admitted on a reading 50 ms old use of it only what they write.
+const freeFor = 50 * time.Millisecond
+
 func newSpace(storePath string, minFree int64, used map[string]int64) *space {
-	return &space{dir: filepath.Dir(storePath), minFree: minFree, used: used, reserved: map[string]int64{}}
+	return &space{dir: filepath.Dir(storePath), minFree: minFree, used: used, states: map[string]int64{}, reserved: map[string]int64{}}
 }
 
 // free is the bytes an unprivileged writer may still put on the store's
@@ -49,12 +63,20 @@ func (sp *space) free() int64 {
 }
 
 // diskShort is the refusal when the store's disk has less than minFree
-// left, else nil.
-func (sp *space) diskShort() *wire.Error {
+// left, else nil; fresh reads the free space anew, else a reading up to
+// freeFor old serves.
+func (sp *space) diskShort(fresh bool) *wire.Error {
 	if sp.minFree < 0 {
 		return nil
 	}
-	if f := sp.free(); f >= 0 && f < sp.minFree {
+	now := time.Now().UnixNano()
+	f := sp.lastFree.Load()
+	if fresh || now-sp.freeAt.Load() > int64(freeFor) {
+		f = sp.free()
+		sp.lastFree.Store(f)
+		sp.freeAt.Store(now)
+	}
+	if f >= 0 && f < sp.minFree {
 		return wire.Errorf(wire.CodeStoreFull, "the executor's store has %d bytes free, below its min_store_free of %d; nothing was started", f, sp.minFree)
 	}
 	return nil
@@ -89,11 +111,12 @@ func (sp *space) take(t *tenant, want int64, keep bool) (int64, *wire.Error) {
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	left := t.MaxStoredBytes - sp.used[t.Name] - sp.reserved[t.Name]
+	held := sp.used[t.Name] + sp.states[t.Name]
+	left := t.MaxStoredBytes - held - sp.reserved[t.Name]
 	got := min(want, left)
 	if got < min(want, minReserve) {
 		return 0, wire.Errorf(wire.CodeQuotaExceeded, "tenant %s keeps %d bytes of records, sessions' and paused evals' states (and %d reserved by jobs running), at its max_stored_bytes of %d; records and paused states are freed after the retention, a session's state when it is closed or idles out; it did not run",
-			t.Name, sp.used[t.Name], sp.reserved[t.Name], t.MaxStoredBytes)
+			t.Name, held, sp.reserved[t.Name], t.MaxStoredBytes)
 	}
 	if keep {
 		sp.reserved[t.Name] += got
@@ -109,6 +132,30 @@ func (sp *space) settle(tenant string, reserved int64, n int) {
 		sp.reserved[tenant] -= reserved
 	}
 	sp.used[tenant] += int64(n)
+	sp.mu.Unlock()
+}
+
+// stateRoom is the most bytes of states t may keep in all (its
+// MaxStoredBytes less its stored records and the room its jobs in
+// flight reserved for theirs): what the store checks a state write
+// against (stateStore.saveSession); -1 when t has no bound.
+func (sp *space) stateRoom(t *tenant) int64 {
+	if t.MaxStoredBytes < 0 {
+		return -1
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return max(0, t.MaxStoredBytes-sp.used[t.Name]-sp.reserved[t.Name])
+}
+
+// setStates notes the tenant's stored state bytes, as a state write
+// counted them (negative: not counted; the next recount does).
+func (sp *space) setStates(tenant string, n int64) {
+	if n < 0 {
+		return
+	}
+	sp.mu.Lock()
+	sp.states[tenant] = n
 	sp.mu.Unlock()
 }
 

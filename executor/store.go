@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,6 +70,7 @@ type entry struct {
 	Started                        bool
 	Created                        time.Time
 	Record                         []byte
+	owner                          string // the executor that made it (PostgreSQL)
 }
 
 var (
@@ -165,6 +168,10 @@ func openStore(path string) (*sqliteStore, error) {
 		return nil, err
 	}
 	w.SetMaxOpenConns(1)
+	if err := checkStore(w, path); err != nil {
+		w.Close()
+		return nil, err
+	}
 	_, err = w.Exec(`CREATE TABLE IF NOT EXISTS jobs (
 		tenant  TEXT NOT NULL,
 		key     TEXT NOT NULL,
@@ -209,6 +216,57 @@ func openStore(path string) (*sqliteStore, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkStore refuses a damaged store file before anything is served
+// from it: SQLite's quick_check (every b-tree page, cell and overflow
+// chain, the free list; not the indexes against their tables, which
+// integrity_check adds at about twice the cost) must say "ok", and a
+// file that is not a database at all (a smashed header) is refused the
+// same way. It reads the whole file: on this 2-core development machine,
+// a 360 MiB store took 0.9–1.5 s (0.3–0.5 s of processor time, the file
+// in the page cache; from a cold disk, its read rate bounds it). Its
+// error names the file and what to do.
+func checkStore(db *sql.DB, path string) error {
+	rows, err := db.Query(`PRAGMA quick_check(8)`)
+	var found []string
+	if err == nil {
+		for rows.Next() {
+			var line string
+			if err = rows.Scan(&line); err != nil {
+				break
+			}
+			found = append(found, line)
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+	}
+	switch {
+	case err == nil && len(found) == 1 && found[0] == "ok":
+		return nil
+	case err == nil:
+		return damagedStore(path, strings.Join(found, "; "))
+	case sqliteDamaged(err):
+		return damagedStore(path, err.Error())
+	}
+	return fmt.Errorf("executor: store %s: %w", path, err)
+}
+
+// sqliteDamaged reports whether err is SQLite's SQLITE_CORRUPT or
+// SQLITE_NOTADB: the file is not a sound database.
+func sqliteDamaged(err error) bool {
+	var ce interface{ Code() int }
+	return errors.As(err, &ce) && (ce.Code()&0xff == 11 || ce.Code()&0xff == 26)
+}
+
+// damagedStore is the refusal to start on a damaged store file.
+func damagedStore(path, what string) error {
+	return fmt.Errorf("executor: the store %s is damaged (SQLite found: %s); the executor does not serve from it. "+
+		"Stop every executor using it and keep a copy of the file (with its -wal and -shm files); then restore it from a backup, "+
+		"or recover what SQLite can still read into a new file (sqlite3 %s .recover | sqlite3 NEW.db) and start on that, "+
+		"or start on a new file: the keys of the records it held are then unknown, and a retry of one runs anew", path, what, path)
 }
 
 // wtx is the writer's transaction under way, on its one connection: what
@@ -534,6 +592,14 @@ func (s *sqliteStore) close() error {
 		return nil
 	}
 	s.pending.Wait()
+	// Everything into the file, and the WAL emptied: a stopped
+	// executor's store is one self-contained file (to copy, back up or
+	// check). SQLite would do this as the last connection closes, but
+	// only if it gets the file to itself then, which it did not in the
+	// executor process (its WAL was left whole after every clean stop).
+	if _, err := s.wc.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		slog.Default().Debug("checkpointing the store at close failed", "err", err)
+	}
 	err := errors.Join(s.wc.Close(), s.w.Close(), s.r.Close())
 	if s.wal != nil {
 		s.wal.Close()

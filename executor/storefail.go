@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
@@ -43,4 +44,34 @@ func (s *Server) retryWrite(what string, write func() error) {
 			}
 		}
 	}()
+}
+
+// storeRefusal is the error for a store operation that failed (err),
+// what being what was not done ("nothing was started", "the eval did
+// not run"): store_full (507) when the store's disk is full, unavailable
+// (503, with Retry-After) when the store could not be reached within
+// its retries (a PostgreSQL restart or failover: retry the request, the
+// same key), else internal (500).
+func storeRefusal(err error, what string) *wire.Error {
+	switch {
+	case storeFull(err):
+		return wire.Errorf(wire.CodeStoreFull, "the executor's store is full (%v); %s", err, what)
+	case errors.Is(err, errStoreDown):
+		return wire.Errorf(wire.CodeUnavailable, "the executor's store cannot be reached now (%v); %s: retry in a moment, with the same key", err, what)
+	}
+	return wire.Errorf(wire.CodeInternal, "store: %v; %s", err, what)
+}
+
+// storeFailure is the error of a job's final record when a store
+// operation it needed failed (err) and it did not run (what says so):
+// store_full when the store's disk is full, else internal — never
+// unavailable, which says "send it again, the same key": a retry of the
+// key is answered with this record, for good, so it must not ask for
+// one (the client sends it again under a new key).
+func storeFailure(err error, what string) *wire.Error {
+	e := storeRefusal(err, what)
+	if e.Code == wire.CodeUnavailable {
+		e = wire.Errorf(wire.CodeInternal, "the executor's store could not be reached (%v); %s: send it again under a new key", err, what)
+	}
+	return e
 }

@@ -19,7 +19,12 @@ import (
 // machine's cores (and PostgreSQL's), so two cannot do much more than
 // one here. Each figure gives the processor time per eval of this process
 // and of the PostgreSQL server's processes.
-func executorPostgres(ctx context.Context, row Row, tools *glovebox.Toolset) {
+//
+// After the one executor's row come the store's writes per eval on
+// PostgreSQL (this process's and the server's processor time) and the
+// executor's own cost beyond its parts there, the round trip being sq's
+// (measured beside the SQLite rows; nil: not measured).
+func executorPostgres(ctx context.Context, row Row, tools *glovebox.Toolset, sq *execFloors) {
 	const workers = 2
 	pg, err := pgtest.Start()
 	if err != nil {
@@ -76,6 +81,13 @@ func executorPostgres(ctx context.Context, row Row, tools *glovebox.Toolset) {
 	}
 	row("-", name, fmt.Sprintf("%s, PostgreSQL CPU %s each", r1, ms(pg1)), "in-process "+l.String(),
 		fmt.Sprintf("%.2f×", r1.perSec/l.perSec), "-")
+	f := measureFloors(ctx, "", pg.URL, 2*workers, pg)
+	if sq == nil || sq.err != nil {
+		f.err = fmt.Errorf("no round trip measured")
+	} else if f.err == nil {
+		f.trip = sq.trip
+	}
+	f.print(row, "PostgreSQL store: ", 2*workers, r1, l, pg1)
 	name = fmt.Sprintf("PostgreSQL store: two executors, evals/s (`1+1`), %d worker(s) each, %d clients", workers, 4*workers)
 	evs[1](0)
 	r2, pg2, err := loadPG(4*workers, two)

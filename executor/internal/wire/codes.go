@@ -129,7 +129,8 @@ type Record struct {
 	// QuotaTruncated says the record was cut to fit the tenant's
 	// max_stored_bytes: an eval's tool-call transcript was dropped, or
 	// the end of stdout or stderr, or whole outputs files, each with its
-	// own truncated flag set.
+	// own truncated flag set; or a session eval's new state did not fit
+	// (the session was reset: Eval.SessionReset is set too).
 	QuotaTruncated bool `json:"quota_truncated,omitempty"`
 }
 
