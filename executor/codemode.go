@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
-	"github.com/gloveboxhq/glovebox/internal/evalwire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // codeMode is POST /v1/codemode: glovebox code mode's description of a
@@ -22,7 +22,7 @@ func (e *evals) codeMode(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, err.(*wire.Error))
 		return
 	}
-	resp, cerr := evalwire.CodeMode(req, e.limits(req.Limits), e.base.MemoryFloor())
+	resp, cerr := clientwire.CodeMode(req, e.limits(req.Limits), e.base.MemoryFloor())
 	if cerr != nil {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "%v", cerr))
 		return

@@ -16,8 +16,8 @@ import (
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
-	"github.com/gloveboxhq/glovebox/internal/evalwire"
 )
 
 // EvalConfig turns on Ruby evals ([Server.EnableEvals]): the guest runs
@@ -496,7 +496,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	if res.Status == glovebox.StatusSuspended && e.fleet != nil && req.Session == "" {
 		return e.pausedRecord(ctx, t, key, names, req.SuspendTools, req.Limits, res)
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalwire.FromResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
 }
 
 // streamWriter turns the guest's output into stdout or stderr events.
@@ -717,7 +717,7 @@ func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return evalwire.DecodeReply(rep)
+	return clientwire.DecodeReply(rep)
 }
 
 // callRaw is call before the reply frame is decoded.
@@ -811,7 +811,7 @@ func relay(name string) glovebox.ToolFunc {
 		if run == nil {
 			return nil, &engine.GuestError{Class: "ToolError", Message: "no client is attached to this eval"}
 		}
-		args, err := evalwire.EncodeArgs(name, a)
+		args, err := clientwire.EncodeArgs(name, a)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
-	"github.com/gloveboxhq/glovebox/internal/evalwire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
@@ -246,7 +246,7 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 	if reset {
 		res.SessionReset = true
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalwire.FromResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
 }
 
 // continueSession is continueEval for a pause of a stored session (the
@@ -466,7 +466,7 @@ func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, 
 // suspendedRecord is the record of an eval that paused (res): status
 // "suspended" and its pending call.
 func suspendedRecord(res *glovebox.Result) *wire.Record {
-	er := evalwire.FromResult(res)
+	er := clientwire.FromResult(res)
 	pos, kw := res.Pending.Args.Positional, res.Pending.Args.Keyword
 	if pos == nil {
 		pos = []any{}
@@ -522,7 +522,7 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	case c.Deny != "":
 		a.Denied, a.Reason = true, c.Deny
 	default:
-		a = evalwire.Answer(c.Reply)
+		a = clientwire.Answer(c.Reply)
 	}
 	if meta.Session != "" {
 		return e.continueSession(ctx, t, key, c.From, &meta, a, opts, claim)
@@ -553,7 +553,7 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	if res.Status == glovebox.StatusSuspended {
 		return e.pausedRecord(ctx, t, key, meta.Tools, meta.Suspend, meta.Limits, res)
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalwire.FromResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
 }
 
 // pausedRefusal is the record of a paused state under key from that

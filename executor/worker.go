@@ -19,8 +19,8 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
-	"github.com/gloveboxhq/glovebox/internal/evalwire"
 	"github.com/gloveboxhq/glovebox/internal/image"
 )
 
@@ -179,7 +179,7 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	var tools glovebox.Toolset
 	for _, name := range ev.Tools {
 		err := tools.Add(name, func(ctx context.Context, a glovebox.Args) (any, error) {
-			args, err := evalwire.EncodeArgs(name, a)
+			args, err := clientwire.EncodeArgs(name, a)
 			if err != nil {
 				return nil, err
 			}
@@ -194,7 +194,7 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			select {
 			case rep := <-ch:
-				return evalwire.DecodeReply(rep)
+				return clientwire.DecodeReply(rep)
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -220,7 +220,7 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return c.send(&workerMsg{T: "error", Err: evalErr(err)})
 	}
-	return c.send(&workerMsg{T: "result", Result: evalwire.FromResult(res)})
+	return c.send(&workerMsg{T: "result", Result: clientwire.FromResult(res)})
 }
 
 // evalErr is the wire error of a failed EvalWith.

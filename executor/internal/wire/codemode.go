@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/gloveboxhq/glovebox/internal/evalwire"
+import "github.com/gloveboxhq/glovebox/internal/clientwire"
 
 // PathCodeMode: POST returns glovebox code mode's tool for a tool list
 // (name, description, input schema) and, given an eval's result, the
@@ -8,12 +8,12 @@ import "github.com/gloveboxhq/glovebox/internal/evalwire"
 // nothing and records nothing.
 const PathCodeMode = Version + "/codemode"
 
-// The code mode shapes are evalwire's, shared with the embedded child.
+// The code mode shapes are clientwire.s, shared with the embedded child.
 type (
-	CodeModeRequest  = evalwire.CodeModeRequest
-	CodeModeTool     = evalwire.CodeModeTool
-	CodeModeParam    = evalwire.CodeModeParam
-	CodeModeResponse = evalwire.CodeModeResponse
+	CodeModeRequest  = clientwire.CodeModeRequest
+	CodeModeTool     = clientwire.CodeModeTool
+	CodeModeParam    = clientwire.CodeModeParam
+	CodeModeResponse = clientwire.CodeModeResponse
 )
 
 // DecodeCodeModeRequest decodes and checks a POST /v1/codemode body

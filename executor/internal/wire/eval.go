@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gloveboxhq/glovebox/internal/evalwire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // Eval routes (EXECUTOR.md, "Evals").
@@ -67,12 +67,12 @@ type ToolResult struct {
 	Reply string `json:"reply"`
 }
 
-// EvalLimits, EvalResult and GuestError are evalwire's, shared with the
+// EvalLimits, EvalResult and GuestError are clientwire.s, shared with the
 // embedded child.
 type (
-	EvalLimits = evalwire.EvalLimits
-	EvalResult = evalwire.EvalResult
-	GuestError = evalwire.GuestError
+	EvalLimits = clientwire.EvalLimits
+	EvalResult = clientwire.EvalResult
+	GuestError = clientwire.GuestError
 )
 
 // EvalRequest is the body of POST /v1/evals.

@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/gloveboxhq/glovebox/internal/evalwire"
+import "github.com/gloveboxhq/glovebox/internal/clientwire"
 
 // Continue is an EvalRequest's answer to a paused eval's call. Exactly
 // one of Approve, Deny and Reply is given.
@@ -20,8 +20,8 @@ type Continue struct {
 	Reply string `json:"reply,omitempty"`
 }
 
-// Pending is evalwire's (an EvalResult's paused call).
-type Pending = evalwire.Pending
+// Pending is clientwire.s (an EvalResult's paused call).
+type Pending = clientwire.Pending
 
 // checkPause checks an eval request's SuspendTools and Continue.
 func checkPause(r *EvalRequest) error {

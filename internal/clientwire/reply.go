@@ -1,4 +1,4 @@
-package evalwire
+package clientwire
 
 import (
 	"fmt"
