@@ -1,9 +1,12 @@
 // Command gobench is the Go half of the gem's benchmark
 // (ruby/bench/bench.rb): n evals of `add(20, 22)`, one tool call each
-// answered by this process, through an executor, with glovebox's Go
-// client. It prints one line: "go n=N p50_ms=X mean_ms=Y".
+// answered by this process, through an executor with glovebox's Go
+// client, or with -inprocess in this process's own Runtime (the
+// library, no executor). It prints one line: "go n=N p50_ms=X
+// mean_ms=Y".
 //
 //	gobench -url https://127.0.0.1:8443 -token gbx_... -ca tls/cert.pem -n 200
+//	gobench -inprocess -n 200
 package main
 
 import (
@@ -25,8 +28,22 @@ func main() {
 	token := flag.String("token", "", "the tenant's token")
 	ca := flag.String("ca", "", "the executor's certificate (PEM)")
 	n := flag.Int("n", 200, "evals to time (after 20 warm-up evals)")
+	inProcess := flag.Bool("inprocess", false, "run the evals in this process's Runtime instead of through an executor")
 	flag.Parse()
 	ctx := context.Background()
+	var ts glovebox.Toolset
+	if err := ts.Func("add", func(x, y int) int { return x + y }); err != nil {
+		log.Fatal(err)
+	}
+	if *inProcess {
+		rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer rt.Close()
+		report(*n, func() (*glovebox.Result, error) { return rt.Eval(ctx, "add(20, 22)") })
+		return
+	}
 	pem, err := os.ReadFile(*ca)
 	if err != nil {
 		log.Fatal(err)
@@ -38,20 +55,21 @@ func main() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	var ts glovebox.Toolset
-	if err := ts.Func("add", func(x, y int) int { return x + y }); err != nil {
-		log.Fatal(err)
-	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &ts, PoolSize: -1})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rt.Close()
 	ev := c.Evaluator(rt)
-	times := make([]float64, 0, *n)
-	for i := 0; i < *n+20; i++ {
+	report(*n, func() (*glovebox.Result, error) { return ev.Eval(ctx, "add(20, 22)") })
+}
+
+// report times n evals (after 20 not timed) and prints the line.
+func report(n int, eval func() (*glovebox.Result, error)) {
+	times := make([]float64, 0, n)
+	for i := 0; i < n+20; i++ {
 		t0 := time.Now()
-		res, err := ev.Eval(ctx, "add(20, 22)")
+		res, err := eval()
 		if err != nil {
 			log.Fatal(err)
 		}

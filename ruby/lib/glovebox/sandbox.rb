@@ -62,7 +62,12 @@ module Glovebox
 
     # tools: an object whose public methods become guest functions
     # (or nil; see #expose). only:/except: narrow it (Arrays of Symbols).
-    # executor:, token:, ca_file: make the Client (or pass client:).
+    # Without executor: (or client:, or Glovebox.executor) the sandbox
+    # runs embedded, on the glovebox child this process starts at its
+    # first eval; executor:, token:, ca_file: make a Client to run it on
+    # that executor instead (the same API either way). mounts: host
+    # directories the guest sees (embedded only), each {host:, guest:,
+    # writable: false, description: nil}: read-only unless writable.
     # Limits: timeout: (seconds, Float), fuel: (Integer), memory: (bytes),
     # output: (bytes of stdout), tool_calls: (count per eval), tool_time:
     # (seconds inside tools per eval).
@@ -75,17 +80,19 @@ module Glovebox
     # approver: ->(name, args, kwargs) { true/false } — asked before each
     # call of a tool named in require_approval (or needs_approval:).
     # suspend: tool names (Array of Symbol) whose calls pause the eval
-    # instead of running (see #continue); needs an executor started with
-    # --state-key. Raises ConfigError for an unknown option or a bad name.
+    # instead of running (see #continue); needs a state key
+    # (Glovebox.state_key embedded, --state-key on an executor). Limits
+    # not given take Glovebox.config's. Raises ConfigError for an unknown
+    # option or a bad name.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], **limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: [], **limits)
       unknown = limits.keys - LIMIT_KEYS
       raise ConfigError, "unknown option(s) #{unknown.join(", ")}; limits are #{LIMIT_KEYS.join(", ")}" unless unknown.empty?
 
-      @client = client || Client.new(url: executor || raise(ConfigError, "executor: (URL) or client: is required"),
-                                     token: token, ca_file: ca_file)
-      @limits = limits
+      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
+      @mounts = Sandbox.mounts_for(mounts, @client)
+      @limits = Glovebox.config.limits.merge(limits)
       @functions = {} # Symbol name => receiver
       @before_tool_call = before_tool_call
       @after_tool_call = after_tool_call
@@ -226,7 +233,12 @@ module Glovebox
     # of your own): it ends with status "canceled". Uses a connection of
     # its own. Raises APIError "not_found" for a key never used.
     def cancel(key)
-      @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      if embedded?
+        (Child.running || raise(APIError.new("not_found", "nothing runs under key #{key}", from: "glovebox")))
+          .control({ "op" => "cancel", "key" => key })
+      else
+        @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      end
       nil
     end
 
@@ -263,6 +275,8 @@ module Glovebox
 
     # @private Posts an eval request and serves its tool calls.
     def run_eval(req, stdin, args, key, &on_output)
+      return embedded_run(req, stdin, args, key, &on_output) if embedded?
+
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
       req["stdin"] = [stdin.b].pack("m0") if stdin
@@ -319,6 +333,7 @@ module Glovebox
       kw ||= {}
       tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
       st.calls << tc
+      return refuse_too_late(tc) if too_late?(call) # embedded.rb: the eval ended before the call reached us
       recv = @functions[name.to_sym]
       return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless recv
 
@@ -348,6 +363,7 @@ module Glovebox
         tc.approval = ok ? "approved" : "denied"
         return refuse(tc, "denied", "ToolDenied", "#{name} needs approval and was denied") unless ok
       end
+      return refuse_too_late(tc) if too_late?(call) # a person's approval came after the eval's end
       t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       begin
         kwsym = kw.transform_keys(&:to_sym)
@@ -456,7 +472,11 @@ module Glovebox
     # open, "evals_disabled").
     def initialize(sandbox)
       @sb = sandbox
-      info = sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+      info = if sandbox.embedded?
+               sandbox.embedded_session_open
+             else
+               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+             end
       @id = info["id"]
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
     end
@@ -475,6 +495,8 @@ module Glovebox
       return if @closed
 
       @closed = true
+      return @sb.embedded_session_close(@id) if embedded?
+
       @sb.client.request(:delete, "/v1/sessions/#{@id}")
     rescue APIError => e
       raise unless e.code == "not_found"
