@@ -215,17 +215,21 @@ module Glovebox
       died(e)
     end
 
-    # Raises the error a refusal frame names: RunError for what an
-    # executor reports as a failed record, AlreadyContinued, APIError
-    # otherwise.
-    def refused(body, key: nil)
+    # Raises the error a refusal frame names. For an eval (record:
+    # true), what an executor reports as a failed record is one here too:
+    # RunError (not_found, session_paused, state_refused) or
+    # AlreadyContinued; the rest, and every refusal of another request,
+    # is APIError.
+    def refused(body, key: nil, record: false)
       err = JSON.parse(body)
       code = err["code"]
       case code
       when "already_continued"
         raise AlreadyContinued, { "key" => key, "state" => "failed", "error" => err }
       when "not_found", "session_paused", "state_refused"
-        raise RunError, { "key" => key, "state" => "failed", "error" => err }
+        raise RunError, { "key" => key, "state" => "failed", "error" => err } if record
+
+        raise APIError.new(code, err["message"], from: "glovebox")
       when "protocol_mismatch"
         raise ChildError, err["message"]
       else
@@ -289,6 +293,7 @@ module Glovebox
       rescue Native::NotFound => e
         raise ChildError, "cannot start: #{e.message}"
       end
+      @bin = bin
       ctl, theirs = UNIXSocket.pair(:STREAM)
       err_r, err_w = IO.pipe
       begin
@@ -319,14 +324,16 @@ module Glovebox
         Process.kill(:KILL, @pid)
         died(nil, "did not answer within #{HELLO_TIMEOUT} s of starting")
       end
-      ans = read_answer(@ctl)
-      @version = ans["version"]
-      @info_at_start = ans
+      type, body = @ctl.read_frame
+      refused(body) if type == REFUSAL
+      protocol_error("a frame of type #{type.chr.inspect} where the hello's answer was due") unless type == REPLY
+      @info_at_start = JSON.parse(body)
+      @version = @info_at_start["version"]
     rescue ChildError, APIError
       stop
       raise
-    rescue EOFError, IOError, SystemCallError => e
-      died(e, "exited before it answered (is GLOVEBOX_BIN a glovebox of this gem's version?)")
+    rescue EOFError, IOError, SystemCallError, JSON::ParserError => e
+      died(e, "exited before it answered its hello (is #{@bin} a glovebox binary of this gem's version?)")
     end
 
     # Raises ChildError saying how the child ended.

@@ -71,9 +71,10 @@ module Glovebox
     # @private Closes session id in the child; one already gone (or a
     # child restarted since) is closed already.
     def embedded_session_close(id)
-      child = Child.running or return
+      return unless Child.running
+
       embedded_request({ "op" => "session_close", "id" => id })
-    rescue RunError => e
+    rescue APIError => e
       raise unless e.code == "not_found"
     end
 
@@ -158,7 +159,7 @@ module Glovebox
         when Child::STDOUT then on_output&.call(:stdout, body)
         when Child::STDERR then on_output&.call(:stderr, body)
         when Child::REPLY then return JSON.parse(body.force_encoding(Encoding::UTF_8))
-        when Child::REFUSAL then child.refused(body, key: key)
+        when Child::REFUSAL then child.refused(body, key: key, record: true)
         else raise ChildError, "broke the embedded protocol: a frame of type #{type.chr.inspect} during an eval"
         end
       end
