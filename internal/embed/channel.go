@@ -3,11 +3,11 @@ package embed
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
@@ -18,15 +18,14 @@ import (
 // channel is one socket the parent sends requests on, one at a time (a
 // Ruby thread's, for as long as it holds it): the child answers each
 // before reading the next, and sends the tool calls of an eval on the
-// channel that asked for the eval.
+// channel that asked for the eval. One goroutine reads it at a time: the
+// one serving its requests, or during a tool call the guest's (conn).
 type channel struct {
 	s   *server
 	k   *conn
-	ctx context.Context // ends with the socket (or the child)
+	ctx context.Context // ends with the child
 
-	mu      sync.Mutex
-	next    uint64
-	waiting map[uint64]chan string
+	next uint64 // the last tool call's id
 }
 
 // startChannel serves the socket fd, handed over by the parent.
@@ -48,45 +47,32 @@ func (s *server) startChannel(fd int) {
 	go s.serveChannel(uc)
 }
 
-// serveChannel reads the channel's frames on one goroutine and answers
-// its requests, in order, on another; an eval's tool answers reach the
-// call waiting for them directly. The channel's end cancels what runs
-// on it.
+// serveChannel answers the channel's requests in order until its end.
+// An answer to a tool call no call waits for any more (its eval ended
+// first) is dropped here.
 func (s *server) serveChannel(uc *net.UnixConn) {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	ch := &channel{s: s, k: newConn(uc, false), ctx: ctx, waiting: map[uint64]chan string{}}
-	stop := context.AfterFunc(ctx, func() { uc.CloseRead() }) // the child stopping ends the reader
+	ch := &channel{s: s, k: newConn(uc, false), ctx: s.ctx}
+	defer ch.k.close()
+	stop := context.AfterFunc(s.ctx, func() { // the child stopping ends the channel
+		uc.SetReadDeadline(time.Now())
+		ch.k.interrupt()
+	})
 	defer stop()
-	reqs := make(chan []byte, 8)
-	go func() {
-		defer cancel()
-		defer close(reqs)
-		for {
-			t, b, err := ch.k.read()
-			if err != nil {
-				return
-			}
-			switch t {
-			case frameRequest:
-				select {
-				case reqs <- b:
-				case <-ctx.Done():
-					return
-				}
-			case frameAnswer:
-				ch.deliver(b)
-			default:
-				s.log.Error("glovebox: a channel frame of an unknown type; the channel is closed", "type", string(rune(t)))
-				return
-			}
+	for {
+		t, b, err := ch.k.read()
+		if err != nil {
+			return
 		}
-	}()
-	for b := range reqs {
-		ch.handle(b)
+		switch t {
+		case frameRequest:
+			ch.handle(b)
+		case frameAnswer: // late: its eval ended before it came
+		default:
+			s.log.Error("glovebox: a channel frame of an unknown type; the channel is closed", "type", string(rune(t)))
+			return
+		}
 	}
-	uc.Close()
 }
 
 // handle answers one request.
@@ -126,67 +112,74 @@ func (ch *channel) handle(b []byte) {
 	}
 }
 
-// deliver hands a tool answer ("<id>\n<reply frame>") to the call
-// waiting for it; an answer no call waits for (the eval ended first)
-// is dropped.
-func (ch *channel) deliver(b []byte) {
-	head, rep, ok := bytes.Cut(b, []byte{'\n'})
-	if !ok {
-		return
-	}
-	id, err := strconv.ParseUint(string(head), 10, 64)
-	if err != nil {
-		return
-	}
-	ch.mu.Lock()
-	w := ch.waiting[id]
-	delete(ch.waiting, id)
-	ch.mu.Unlock()
-	if w != nil {
-		w <- string(rep)
-	}
-}
-
-// call sends one tool call to the parent and waits for its answer or
-// ctx's end. The frame carries the time left before the call's deadline
-// (the eval's, or its tool time's), so the parent starts no call that
+// call sends one tool call to the parent and waits for its answer, on
+// this thread (conn.readDirect), until the call's deadline (the eval's,
+// or its tool time's) or the eval's end (interrupt). The frame carries
+// the time left before that deadline, so the parent starts no call that
 // arrives too late.
 func (ch *channel) call(ctx context.Context, name string, args []byte) (string, error) {
+	deadline, ok := ctx.Deadline()
 	left := time.Duration(-1)
-	if dl, ok := ctx.Deadline(); ok {
-		if left = time.Until(dl); left <= 0 {
+	if ok {
+		if left = time.Until(deadline); left <= 0 {
 			return "", context.DeadlineExceeded
 		}
 	}
-	w := make(chan string, 1)
-	ch.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	ch.next++
 	id := ch.next
-	ch.waiting[id] = w
-	ch.mu.Unlock()
 	head := strconv.AppendUint(make([]byte, 0, 48+len(name)), id, 10)
 	head = append(head, '\n')
 	head = strconv.AppendInt(head, left.Microseconds(), 10)
 	head = append(head, '\n')
 	head = append(head, name...)
 	head = append(head, '\n')
+	closed := &engine.GuestError{Class: "ToolError", Message: "the tool channel to the app is closed"}
 	if err := ch.k.write(frameCall, head, args); err != nil {
-		ch.forget(id)
-		return "", &engine.GuestError{Class: "ToolError", Message: "the tool channel to the app is closed"}
+		return "", closed
 	}
-	select {
-	case rep := <-w:
-		return rep, nil
-	case <-ctx.Done():
-		ch.forget(id)
-		return "", ctx.Err()
+	want := strconv.AppendUint(make([]byte, 0, 21), id, 10)
+	for {
+		t, b, err := ch.k.readDirect(deadline)
+		switch {
+		case errors.Is(err, errTimedOut):
+			return "", context.DeadlineExceeded
+		case errors.Is(err, errInterrupted):
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			return "", context.Canceled
+		case err != nil:
+			return "", closed
+		case t != frameAnswer:
+			ch.s.log.Error("glovebox: a frame other than a tool answer during a tool call; the channel is closed", "type", string(rune(t)))
+			ch.k.c.Close()
+			return "", closed
+		}
+		head, rep, _ := bytes.Cut(b, []byte{'\n'})
+		if bytes.Equal(head, want) {
+			return string(rep), nil
+		} // else an earlier call's late answer
 	}
 }
 
-func (ch *channel) forget(id uint64) {
-	ch.mu.Lock()
-	delete(ch.waiting, id)
-	ch.mu.Unlock()
+// watch makes ctx's end interrupt a tool call waiting on the channel
+// (readDirect); the function returned stops watching, and forgets an
+// interrupt nobody took, so it cannot end a later call.
+func (ch *channel) watch(ctx context.Context) func() {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		ch.k.interrupt()
+		close(fired)
+	})
+	return func() {
+		if !stop() {
+			<-fired
+			ch.k.drainInterrupt()
+		}
+	}
 }
 
 // evalCtx is what an eval's tools find in their context: the channel to

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
@@ -51,7 +52,8 @@ func (s *server) eval(ch *channel, q *request) {
 	}
 	ctx, cancel := context.WithCancel(ch.ctx)
 	defer cancel()
-	defer s.track(q.Key, cancel)()
+	end := s.begin(ctx, ch, q.Key, cancel)
+	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend)})
 	opts := ch.options(q)
 	if len(q.Stdin) > 0 {
@@ -67,11 +69,28 @@ func (s *server) eval(ch *channel, q *request) {
 	} else {
 		res, err = c.view.EvalWith(ctx, *q.Code, opts...)
 	}
+	end()
 	if err != nil {
 		ch.k.refuse(evalRefusal(err))
 		return
 	}
 	ch.k.reply(s.answer(res, c, q.Suspend, ss))
+}
+
+// begin tracks an eval under key (for the cancel op) and makes its
+// end interrupt a tool call waiting on ch; the function returned undoes
+// both, before the eval's answer goes out (a cancel that follows the
+// answer finds nothing running), and is idempotent.
+func (s *server) begin(ctx context.Context, ch *channel, key string, cancel context.CancelFunc) func() {
+	untrack := s.track(key, cancel)
+	unwatch := ch.watch(ctx)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			untrack()
+			unwatch()
+		})
+	}
 }
 
 // options are the eval's output options: streaming when asked for.
@@ -115,8 +134,9 @@ func setOf(names []string) map[string]bool {
 // has its own, with its hooks' verdicts); a suspended eval gets its
 // pending call and its token.
 func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session) evalAnswer {
-	er := clientwire.FromResult(res)
-	er.ToolCalls = nil
+	plain := *res
+	plain.ToolCalls = nil // not encoded at all: the parent keeps its own
+	er := clientwire.FromResult(&plain)
 	out := evalAnswer{EvalResult: er}
 	if res.Status != glovebox.StatusSuspended || res.Pending == nil {
 		return out
@@ -219,7 +239,8 @@ func (s *server) continueEval(ch *channel, q *request) {
 	}
 	ctx, cancel := context.WithCancel(ch.ctx)
 	defer cancel()
-	defer s.track(q.Key, cancel)()
+	end := s.begin(ctx, ch, q.Key, cancel)
+	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend)})
 	opts := ch.options(q)
 	var res *glovebox.Result
@@ -245,6 +266,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 		}
 		res, err = c.view.Continue(ctx, state, a, opts...)
 	}
+	end()
 	if err != nil {
 		ch.k.refuse(continueRefusal(q.From, err))
 		return

@@ -10,7 +10,6 @@
 package embed
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,9 +48,25 @@ const maxFrame = 64 << 20
 
 // conn reads and writes frames on one socket. Reads are made by one
 // goroutine at a time; writes are serialized, each frame in one write.
+//
+// A channel's frames are read two ways. Between requests, through Go's
+// network poller (read): an idle channel holds no thread. While a tool
+// call waits for the parent's answer, directly (readDirect): the thread
+// running the guest blocks in poll(2) on the socket itself and the
+// kernel wakes that thread when the answer comes, where a wait through
+// the poller would wake another thread, hand it the answer and then hand
+// the guest's thread (locked to its cgo call) the processor back: two
+// more thread switches per call.
 type conn struct {
 	c   *net.UnixConn
-	r   *bufio.Reader
+	src io.Reader // what read fills the buffer from
+	raw int       // the socket's descriptor, for readDirect; -1 without
+	// wake is an eventfd a write to which ends a readDirect (interrupt).
+	wake int
+
+	buf  []byte // buf[r:w] is read and not yet taken
+	r, w int
+
 	wmu sync.Mutex
 	// fds receives the descriptors that arrive with the data (the
 	// control socket only), in order.
@@ -58,32 +74,153 @@ type conn struct {
 }
 
 func newConn(c *net.UnixConn, passFDs bool) *conn {
-	k := &conn{c: c}
+	k := &conn{c: c, src: c, raw: -1, wake: -1, buf: make([]byte, 16<<10)}
 	if passFDs {
 		k.fds = &fdReader{c: c}
-		k.r = bufio.NewReaderSize(k.fds, 64<<10)
-	} else {
-		k.r = bufio.NewReaderSize(c, 64<<10)
+		k.src = k.fds
+		return k
+	}
+	if sc, err := c.SyscallConn(); err == nil {
+		sc.Control(func(fd uintptr) { k.raw = int(fd) })
+	}
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		k.wake = fd
 	}
 	return k
 }
 
-// read returns the next frame's type and payload (a fresh slice).
-// Errors: io.EOF at a clean end, a cut or oversized frame.
-func (k *conn) read() (byte, []byte, error) {
-	var h [5]byte
-	if _, err := io.ReadFull(k.r, h[:4]); err != nil {
+// close closes the socket and the wake descriptor.
+func (k *conn) close() {
+	k.c.Close()
+	if k.wake >= 0 {
+		unix.Close(k.wake)
+		k.wake = -1
+	}
+}
+
+// errInterrupted: readDirect was ended by interrupt.
+var errInterrupted = errors.New("interrupted")
+
+// errTimedOut: readDirect reached its deadline.
+var errTimedOut = errors.New("timed out")
+
+// read returns the next frame's type and payload (a fresh slice),
+// waiting through the network poller. Errors: io.EOF at a clean end, a
+// cut or oversized frame.
+func (k *conn) read() (byte, []byte, error) { return k.next(false, time.Time{}) }
+
+// readDirect is read on this thread (see conn), until deadline (zero:
+// none; errTimedOut past it) or interrupt (errInterrupted). Only for a
+// channel.
+func (k *conn) readDirect(deadline time.Time) (byte, []byte, error) {
+	if k.raw < 0 || k.wake < 0 {
+		return k.next(false, time.Time{})
+	}
+	return k.next(true, deadline)
+}
+
+// interrupt ends a readDirect waiting now, or the next one.
+func (k *conn) interrupt() {
+	one := [8]byte{1} // an eventfd adds the 8 bytes as a number: any but zero wakes it
+	unix.Write(k.wake, one[:])
+}
+
+// drainInterrupt forgets an interrupt no readDirect took.
+func (k *conn) drainInterrupt() {
+	var b [8]byte
+	unix.Read(k.wake, b[:])
+}
+
+func (k *conn) next(direct bool, deadline time.Time) (byte, []byte, error) {
+	if err := k.need(4, direct, deadline); err != nil {
 		return 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(h[:4])
+	n := int(binary.BigEndian.Uint32(k.buf[k.r:]))
 	if n == 0 || n > maxFrame {
 		return 0, nil, fmt.Errorf("a frame of %d bytes (1 to %d allowed)", n, maxFrame)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(k.r, b); err != nil {
-		return 0, nil, fmt.Errorf("a cut frame: %w", err)
+	if err := k.need(4+n, direct, deadline); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("a cut frame: %w", io.ErrUnexpectedEOF)
+		}
+		return 0, nil, err
 	}
-	return b[0], b[1:], nil
+	t := k.buf[k.r+4]
+	payload := append([]byte(nil), k.buf[k.r+5:k.r+4+n]...)
+	k.r += 4 + n
+	if k.r == k.w {
+		k.r, k.w = 0, 0
+		if len(k.buf) > 1<<20 { // a large frame's room is not kept
+			k.buf = make([]byte, 16<<10)
+		}
+	}
+	return t, payload, nil
+}
+
+// need reads until n bytes are buffered.
+func (k *conn) need(n int, direct bool, deadline time.Time) error {
+	for k.w-k.r < n {
+		if len(k.buf)-k.r < n { // make room: move what is buffered to the front, grow
+			if len(k.buf) < n {
+				k.buf = append(make([]byte, 0, n+4096), k.buf[k.r:k.w]...)[:n+4096]
+			} else {
+				copy(k.buf, k.buf[k.r:k.w])
+			}
+			k.w -= k.r
+			k.r = 0
+		}
+		var m int
+		var err error
+		if direct {
+			m, err = k.fillDirect(k.buf[k.w:], deadline)
+		} else {
+			m, err = k.src.Read(k.buf[k.w:])
+		}
+		k.w += m
+		if err != nil && k.w-k.r < n {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillDirect waits in poll(2) for the socket or the wake descriptor,
+// then reads.
+func (k *conn) fillDirect(p []byte, deadline time.Time) (int, error) {
+	for {
+		timeout := -1
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, errTimedOut
+			}
+			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		fds := []unix.PollFd{{Fd: int32(k.raw), Events: unix.POLLIN}, {Fd: int32(k.wake), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, timeout); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return 0, err
+		}
+		if fds[1].Revents != 0 {
+			k.drainInterrupt()
+			return 0, errInterrupted
+		}
+		if fds[0].Revents == 0 {
+			continue // the timeout: checked above
+		}
+		m, err := unix.Read(k.raw, p)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case m == 0:
+			return 0, io.EOF
+		}
+		return m, nil
+	}
 }
 
 // write sends one frame of type t whose payload is the parts joined.

@@ -65,8 +65,9 @@ func (s *server) run(ch *channel, q *request) {
 	}
 	ctx, cancel := context.WithCancel(ch.ctx)
 	defer cancel()
-	defer s.track(q.Key, cancel)()
+	untrack := s.track(q.Key, cancel)
 	res, err := b.Run(ctx, cmd)
+	untrack() // before the answer: a cancel that follows it finds nothing
 	if err != nil {
 		code := codeBackend
 		switch {

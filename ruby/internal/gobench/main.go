@@ -3,10 +3,12 @@
 // answered by this process, through an executor with glovebox's Go
 // client, or with -inprocess in this process's own Runtime (the
 // library, no executor). It prints one line: "go n=N p50_ms=X
-// mean_ms=Y".
+// mean_ms=Y"; with -workers, W goroutines evaluate for -seconds and it
+// prints "go workers=W evals_per_s=X".
 //
 //	gobench -url https://127.0.0.1:8443 -token gbx_... -ca tls/cert.pem -n 200
 //	gobench -inprocess -n 200
+//	gobench -inprocess -workers 2 -seconds 3
 package main
 
 import (
@@ -17,6 +19,8 @@ import (
 	"log"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
@@ -29,6 +33,8 @@ func main() {
 	ca := flag.String("ca", "", "the executor's certificate (PEM)")
 	n := flag.Int("n", 200, "evals to time (after 20 warm-up evals)")
 	inProcess := flag.Bool("inprocess", false, "run the evals in this process's Runtime instead of through an executor")
+	workers := flag.Int("workers", 0, "with -inprocess: goroutines evaluating at once for -seconds (throughput)")
+	seconds := flag.Float64("seconds", 3, "with -workers: how long to run")
 	flag.Parse()
 	ctx := context.Background()
 	var ts glovebox.Toolset
@@ -41,6 +47,10 @@ func main() {
 			log.Fatal(err)
 		}
 		defer rt.Close()
+		if *workers > 0 {
+			throughput(*workers, time.Duration(*seconds*float64(time.Second)), func() (*glovebox.Result, error) { return rt.Eval(ctx, "add(20, 22)") })
+			return
+		}
 		report(*n, func() (*glovebox.Result, error) { return rt.Eval(ctx, "add(20, 22)") })
 		return
 	}
@@ -86,4 +96,39 @@ func report(n int, eval func() (*glovebox.Result, error)) {
 		sum += t
 	}
 	fmt.Printf("go n=%d p50_ms=%.2f mean_ms=%.2f\n", len(times), times[len(times)/2], sum/float64(len(times)))
+}
+
+// throughput runs eval on w goroutines for d (after one eval each not
+// counted) and prints the evals per second.
+func throughput(w int, d time.Duration, eval func() (*glovebox.Result, error)) {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var stop atomic.Bool
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := eval(); err != nil {
+				log.Fatal(err)
+			}
+			<-start
+			for !stop.Load() {
+				res, err := eval()
+				if err != nil || res.Value != int64(42) {
+					log.Fatalf("eval: %v %v", err, res)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // every worker past its first eval
+	t0 := time.Now()
+	close(start)
+	time.Sleep(d)
+	stop.Store(true)
+	n := done.Load()
+	el := time.Since(t0)
+	wg.Wait()
+	fmt.Printf("go workers=%d evals_per_s=%.0f\n", w, float64(n)/el.Seconds())
 }
