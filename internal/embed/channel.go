@@ -187,6 +187,7 @@ func (ch *channel) watch(ctx context.Context) func() {
 type evalCtx struct {
 	ch      *channel
 	suspend map[string]bool
+	cancel  context.CancelFunc // ends the eval: its channel is gone
 }
 
 type evalKey struct{}
@@ -206,6 +207,10 @@ func relay(name string) glovebox.ToolFunc {
 		}
 		rep, err := ev.ch.call(ctx, name, args)
 		if err != nil {
+			var ge *engine.GuestError
+			if errors.As(err, &ge) && ev.cancel != nil {
+				ev.cancel() // nobody is left to answer: the eval ends canceled
+			}
 			return nil, err
 		}
 		return clientwire.DecodeReply(rep)

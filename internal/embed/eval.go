@@ -54,7 +54,7 @@ func (s *server) eval(ch *channel, q *request) {
 	defer cancel()
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
-	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend)})
+	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
 	opts := ch.options(q)
 	if len(q.Stdin) > 0 {
 		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
@@ -241,7 +241,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 	defer cancel()
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
-	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend)})
+	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
 	opts := ch.options(q)
 	var res *glovebox.Result
 	var err error

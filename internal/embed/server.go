@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,7 @@ type server struct {
 	runtimes map[string]*runtimeEntry
 	sessions map[string]*session
 	live     map[string]context.CancelFunc // eval or run key → cancel
+	unkeyed  uint64                        // jobs run without a key so far
 
 	boxes boxes
 	wg    sync.WaitGroup // channels being served
@@ -257,8 +259,12 @@ func (s *server) hello(q *request) error {
 
 // info is the info op's answer.
 func (s *server) info() map[string]any {
+	s.mu.Lock()
+	running, sessions := len(s.live), len(s.sessions)
+	s.mu.Unlock()
 	out := map[string]any{"protocol": Protocol, "version": s.opts.Version, "pid": os.Getpid(),
-		"backend": "wasm", "isolation": string(box.IsolationWasm), "suspend": s.keys != nil}
+		"backend": "wasm", "isolation": string(box.IsolationWasm), "suspend": s.keys != nil,
+		"running": running, "sessions": sessions}
 	if b, err := s.boxes.get(""); err == nil {
 		p := b.Posture()
 		out["box"] = map[string]any{"backend": p.Backend, "isolation": p.Isolation, "trust": p.Trust}
@@ -280,13 +286,15 @@ func (s *server) cancel(key string) bool {
 	return true
 }
 
-// track registers cancel under key while a job runs; the returned
-// function unregisters it. An empty key is not tracked.
+// track registers cancel under key while a job runs (an empty key
+// under a name of its own, which no cancel names: it is counted in
+// info's running); the returned function unregisters it.
 func (s *server) track(key string, cancel context.CancelFunc) func() {
-	if key == "" {
-		return func() {}
-	}
 	s.mu.Lock()
+	if key == "" {
+		s.unkeyed++
+		key = "\x00" + strconv.FormatUint(s.unkeyed, 10)
+	}
 	s.live[key] = cancel
 	s.mu.Unlock()
 	return func() {
