@@ -185,4 +185,18 @@ class EmbeddedTest < Minitest::Test
     assert_equal "invalid_command", e.code
     assert_raises(Glovebox::ConfigError) { box.lookup("r-x") }
   end
+
+  # A host with neither bubblewrap nor gVisor: the run is refused,
+  # saying what is missing and what to do.
+  def test_box_without_an_os_sandbox_says_why
+    Glovebox::Child.stop
+    Glovebox.child_env = { "PATH" => "/nonexistent" }
+    e = assert_raises(Glovebox::APIError) { Glovebox::Box.new.run(["true"]) }
+    assert_equal "unavailable", e.code
+    assert_match(/bubblewrap \(bwrap\) not found.*gVisor \(runsc\) not found.*install bubblewrap/, e.message)
+    assert_match(/bubblewrap/, Glovebox::Box.new.info["error"])
+  ensure
+    Glovebox.child_env = {}
+    Glovebox::Child.stop
+  end
 end

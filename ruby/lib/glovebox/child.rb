@@ -350,8 +350,14 @@ module Glovebox
               "stopped answering (#{cause&.class}: #{cause&.message})"
             end
       close_all
-      raise ChildError.new("pid #{@pid} #{what || "died while it served this process"}: #{how}", status: status,
-                                                                                                stderr: stderr_tail)
+      err = ChildError.new("pid #{@pid} #{what || "died while it served this process"}: #{how}", status: status,
+                                                                                               stderr: stderr_tail)
+      begin
+        Glovebox.config.logger.warn(err.message)
+      rescue StandardError
+        nil
+      end
+      raise err
     end
 
     def reap(seconds)

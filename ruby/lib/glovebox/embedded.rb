@@ -125,7 +125,7 @@ module Glovebox
       q["stdin"] = [stdin.b].pack("m0") if stdin
       q["args"] = args if args
       q["stream"] = true if on_output
-      key ||= Keys.fresh("e-")
+      key ||= Keys.local("e-")
       state = CallState.new
       config = q["op"] == "eval" && !q["session"] ? embedded_config : nil
       ev = child.with_channel do |ch|
