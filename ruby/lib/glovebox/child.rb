@@ -182,7 +182,7 @@ module Glovebox
       sid = @sids[config_json]
       return sid if sid
 
-      ch.send_request("{\"op\":\"config\",\"config\":#{config_json}}")
+      send_request(ch, "{\"op\":\"config\",\"config\":#{config_json}}")
       sid = read_answer(ch)["sid"]
       @sid_mutex.synchronize do
         @sids.clear if @sids.size >= 256
@@ -215,6 +215,14 @@ module Glovebox
       died(e)
     end
 
+    # Sends a request (JSON text) on ch; ChildError when the child is
+    # gone.
+    def send_request(ch, json)
+      ch.send_request(json)
+    rescue IOError, SystemCallError => e
+      died(e)
+    end
+
     # Raises the error a refusal frame names. For an eval (record:
     # true), what an executor reports as a failed record is one here too:
     # RunError (not_found, session_paused, state_refused) or
@@ -240,7 +248,7 @@ module Glovebox
     # A control request (hello, cancel, info) and its answer.
     def control(req)
       @ctl_mutex.synchronize do
-        @ctl.send_request(JSON.generate(req))
+        send_request(@ctl, JSON.generate(req))
         read_answer(@ctl)
       end
     rescue EOFError, IOError, SystemCallError => e

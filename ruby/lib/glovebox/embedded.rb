@@ -51,7 +51,7 @@ module Glovebox
     def embedded_request(req)
       child = Child.current
       child.with_channel do |ch|
-        ch.send_request(JSON.generate(req))
+        child.send_request(ch, JSON.generate(req))
         child.read_answer(ch)
       end
     end
@@ -62,7 +62,7 @@ module Glovebox
       config = embedded_config
       child.with_channel do |ch|
         retrying_config(child, config) do
-          ch.send_request(JSON.generate({ "op" => "session_open", "sid" => child.sid_for(ch, config) }))
+          child.send_request(ch, JSON.generate({ "op" => "session_open", "sid" => child.sid_for(ch, config) }))
           child.read_answer(ch)
         end
       end
@@ -131,7 +131,7 @@ module Glovebox
       ev = child.with_channel do |ch|
         retrying_config(child, config) do
           q["sid"] = child.sid_for(ch, config) if config
-          ch.send_request(JSON.generate(q))
+          child.send_request(ch, JSON.generate(q))
           serve_embedded(child, ch, state, key, &on_output)
         end
       end
@@ -199,7 +199,7 @@ module Glovebox
       q["stream"] = true if on_output
       child = Child.current
       rec = child.with_channel do |ch|
-        ch.send_request(JSON.generate(q))
+        child.send_request(ch, JSON.generate(q))
         loop do
           type, body = child.read_frame(ch)
           case type

@@ -39,18 +39,19 @@ module Glovebox
   # paused.
   Pending = Struct.new(:id, :name, :args, :kwargs, :reason, keyword_init: true)
 
-  # Runs Ruby code in a glovebox executor's wasm sandbox (CRuby 4.0), the
-  # way Enclave runs it in mruby: the code can call only the methods you
+  # Runs Ruby code in glovebox's wasm sandbox (CRuby 4.0), the way
+  # Enclave runs it in mruby: the code can call only the methods you
   # expose, and those run here, in this process, when the guest calls
-  # them.
+  # them. The guest runs in the glovebox child this process starts
+  # (embedded, the default: Glovebox::Child), or on a glovebox executor
+  # (executor:), with the same API.
   #
-  #   sandbox = Glovebox::Sandbox.new(tools: SupportTools.new(user),
-  #                                   executor: "https://127.0.0.1:8443", token: ENV["GLOVEBOX_TOKEN"],
-  #                                   ca_file: "tls/cert.pem")
+  #   sandbox = Glovebox::Sandbox.new(tools: SupportTools.new(user))
   #   r = sandbox.eval("orders.sum { _1['total'] }")
   #   r.status  #=> "ok";  r.value  #=> 129.5
   #
-  # A Sandbox is used by one thread at a time (its Client is).
+  # A Sandbox is used by one thread at a time (so is its Client); the
+  # embedded child serves many threads' sandboxes at once.
   class Sandbox
     # Seconds, bytes and counts; nil takes the executor's default
     # (timeout 10 s, memory 512 MiB, stdout 1 MiB, 1000 tool calls, tool
@@ -451,9 +452,12 @@ module Glovebox
     end
   end
 
-  # A VM kept on the executor between evals (Sandbox#session): state
-  # carries from one eval to the next; a limit or crash discards it
-  # (Result#session_reset). On an executor without --state-key a
+  # A VM kept between evals (Sandbox#session): state carries from one
+  # eval to the next; a limit or crash discards it
+  # (Result#session_reset). Embedded, it lives in the child's memory (a
+  # forked process or a restarted child does not have it: RunError
+  # "not_found"), paused evals included. On an executor without
+  # --state-key a
   # session lives in its memory: it ends with its restart (the next eval
   # raises RunError, code "not_found"). With --state-key its state is
   # stored after each eval, so it survives an executor's restart and goes
