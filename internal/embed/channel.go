@@ -225,13 +225,17 @@ func pauseHook(ctx context.Context, tool string, _ glovebox.Args) error {
 	return nil
 }
 
-// outputWriter sends a stream's output as frames of type t.
+// outputWriter sends a stream's output as frames of type t; when the
+// channel is gone it ends the eval (cancel): nobody reads what it makes.
 type outputWriter struct {
-	k *conn
-	t byte
+	k      *conn
+	t      byte
+	cancel context.CancelFunc
 }
 
 func (w outputWriter) Write(p []byte) (int, error) {
-	w.k.write(w.t, p)
+	if err := w.k.write(w.t, p); err != nil && w.cancel != nil {
+		w.cancel()
+	}
 	return len(p), nil
 }

@@ -214,17 +214,26 @@ func TestUnansweredCallEndsAtTheDeadline(t *testing.T) {
 	}
 }
 
-// TestChannelGoneDuringCallCancelsTheEval: a channel closed while its
-// eval waits in a tool call ends the eval (it no longer runs under its
-// key) instead of leaving it to its deadline.
-func TestChannelGoneDuringCallCancelsTheEval(t *testing.T) {
+// TestChannelGoneCancelsTheEval: a channel closed while its eval waits
+// in a tool call, or while it streams output, ends the eval instead of
+// leaving it to its deadline.
+func TestChannelGoneCancelsTheEval(t *testing.T) {
+	for name, c := range map[string]struct{ code, first string }{
+		"in a call": {`loop { begin; wait; rescue => e; sleep 0.001; end }`, "C"},
+		"streaming": {`loop { puts 'x' * 1000; sleep 0.001 }`, "O"},
+	} {
+		t.Run(name, func(t *testing.T) { channelGone(t, c.code, c.first) })
+	}
+}
+
+func channelGone(t *testing.T, code, first string) {
 	p := startChild(t, Protocol)
 	p.hello()
 	ch := p.channel()
 	sid := register(t, ch, `{"tools":["wait"],"limits":{"timeout_ms":60000,"tool_calls":1000000}}`)
-	writeFrame(t, ch, 'Q', `{"op":"eval","sid":`+sid+`,"code":"loop { begin; wait; rescue => e; sleep 0.001; end }"}`)
-	if typ, _ := readFrame(t, ch); typ != 'C' {
-		t.Fatalf("want the call, got %c", typ)
+	writeFrame(t, ch, 'Q', `{"op":"eval","sid":`+sid+`,"stream":true,"code":"`+code+`"}`)
+	if typ, _ := readFrame(t, ch); string(rune(typ)) != first {
+		t.Fatalf("want a %s frame, got %c", first, typ)
 	}
 	ch.Close()
 	deadline := time.Now().Add(10 * time.Second)

@@ -55,7 +55,7 @@ func (s *server) eval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
-	opts := ch.options(q)
+	opts := ch.options(q, cancel)
 	if len(q.Stdin) > 0 {
 		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
 	}
@@ -93,12 +93,13 @@ func (s *server) begin(ctx context.Context, ch *channel, key string, cancel cont
 	}
 }
 
-// options are the eval's output options: streaming when asked for.
-func (ch *channel) options(q *request) []glovebox.EvalOption {
+// options are the eval's output options: streaming when asked for
+// (a channel gone while it streams ends the eval, cancel).
+func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.EvalOption {
 	if !q.Stream {
 		return nil
 	}
-	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout}, outputWriter{ch.k, frameStderr})}
+	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout, cancel}, outputWriter{ch.k, frameStderr, cancel})}
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
@@ -242,7 +243,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
-	opts := ch.options(q)
+	opts := ch.options(q, cancel)
 	var res *glovebox.Result
 	var err error
 	var c *config

@@ -167,6 +167,9 @@ module Glovebox
         r = yield ch
         clean = true
         r
+      rescue APIError, RunError
+        clean = true # a refusal is a whole answer: the channel is in step
+        raise
       ensure
         if clean && !@dead
           ch = @pool_mutex.synchronize { @pool.size < MAX_IDLE ? @pool.push(ch) && nil : ch }
@@ -175,7 +178,7 @@ module Glovebox
       end
     end
 
-    # The sid of a sandbox config (a JSON-ready Hash) in this child,
+    # The sid of a sandbox config (its JSON text) in this child,
     # registering it on ch the first time. Raises APIError for a config
     # the child refuses.
     def sid_for(ch, config_json)
