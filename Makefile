@@ -65,8 +65,10 @@ FAULT_CLIENTS ?= 200
 fault:
 	GLOVEBOX_FAULT=1 GLOVEBOX_FAULT_CLIENTS=$(FAULT_CLIENTS) $(GO) test -count=1 -v -timeout 20m -run '^TestFault' ./executor
 
-# The Ruby gem's benchmark: an eval with one tool call from Ruby through a
-# local executor, beside the same eval from Go through it, in one run.
+# The Ruby gem's benchmark, each figure beside its baseline in one run: an
+# eval with one tool call from Ruby embedded beside Go in-process and both
+# through a local executor; a new Ruby process to its first result; evals/s
+# from 1, 2 and 4 threads (ruby/bench/bench.rb).
 bench-ruby:
 	@d=$$(mktemp -d) && $(GO) build -o $$d/glovebox ./cmd/glovebox && \
 	cd ruby && GLOVEBOX_BIN=$$d/glovebox ruby -Ilib bench/bench.rb; rc=$$?; rm -rf $$d; exit $$rc

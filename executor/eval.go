@@ -8,19 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
-	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
 // EvalConfig turns on Ruby evals ([Server.EnableEvals]): the guest runs
@@ -499,29 +496,7 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	if res.Status == glovebox.StatusSuspended && e.fleet != nil && req.Session == "" {
 		return e.pausedRecord(ctx, t, key, names, req.SuspendTools, req.Limits, res)
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
-}
-
-// evalResult is res's wire form.
-func evalResult(res *glovebox.Result) *wire.EvalResult {
-	v, err := gwire.Encode(nil, res.Value, gwire.MaxDepth)
-	if err != nil {
-		v = []byte("null")
-	}
-	out := &wire.EvalResult{
-		Status: string(res.Status), Value: string(v), Stdout: res.Stdout, Stderr: res.Stderr,
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-		FuelUsed: res.FuelUsed, DurationMS: float64(res.Duration.Microseconds()) / 1000, SessionReset: res.SessionReset,
-	}
-	if res.Error != nil {
-		out.Error = &wire.GuestError{Class: res.Error.Class, Message: res.Error.Message, Backtrace: res.Error.Backtrace}
-	}
-	if len(res.ToolCalls) > 0 {
-		if b, err := json.Marshal(res.ToolCalls); err == nil {
-			out.ToolCalls = b
-		}
-	}
-	return out
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
 }
 
 // streamWriter turns the guest's output into stdout or stderr events.
@@ -752,7 +727,7 @@ func (run *evalRun) call(ctx context.Context, name string, args []byte) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return decodeReply(rep)
+	return clientwire.DecodeReply(rep)
 }
 
 // callRaw is call before the reply frame is decoded.
@@ -847,66 +822,12 @@ func relay(name string) glovebox.ToolFunc {
 		if run == nil {
 			return nil, &engine.GuestError{Class: "ToolError", Message: "no client is attached to this eval"}
 		}
-		pos, kw := a.Positional, a.Keyword
-		if pos == nil {
-			pos = []any{}
-		}
-		if kw == nil {
-			kw = map[string]any{}
-		}
-		args, err := gwire.Encode(nil, []any{pos, kw}, gwire.MaxDepth)
+		args, err := clientwire.EncodeArgs(name, a)
 		if err != nil {
-			return nil, &engine.GuestError{Class: "ArgumentError", Message: fmt.Sprintf("%s: %v", name, err)}
+			return nil, err
 		}
 		return run.call(ctx, name, args)
 	}
-}
-
-var classRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,63}$`)
-
-// decodeReply turns a client's reply frame into what the relay returns.
-// A malformed frame raises Glovebox::ToolError; it never reaches the
-// guest as data.
-func decodeReply(rep string) (any, error) {
-	bad := &engine.GuestError{Class: "ToolError", Message: "the client sent a malformed tool answer"}
-	head, rest, _ := strings.Cut(rep, "\n")
-	switch head {
-	case "n":
-		if rep == "n" {
-			return nil, nil
-		}
-	case "t", "f":
-		if len(rep) == 1 {
-			return rep == "t", nil
-		}
-	case "s":
-		return rest, nil
-	case "i":
-		if n, err := strconv.ParseInt(rest, 10, 64); err == nil {
-			return n, nil
-		}
-		if len(rest) <= gwire.MaxIntDigits+1 {
-			if b, ok := new(big.Int).SetString(rest, 10); ok {
-				return b, nil
-			}
-		}
-	case "j":
-		v, err := gwire.Decode([]byte(rest))
-		if err == nil {
-			return v, nil
-		}
-	case "err":
-		class, msg, ok := strings.Cut(rest, "\n")
-		if ok && classRE.MatchString(class) {
-			return nil, &engine.GuestError{Class: class, Message: msg}
-		}
-	case "abort":
-		status, msg, ok := strings.Cut(rest, "\n")
-		if ok && (status == string(engine.StatusToolBudgetExceeded) || status == string(engine.StatusTimeout)) {
-			return nil, &engine.Abort{Status: engine.Status(status), Message: msg}
-		}
-	}
-	return nil, bad
 }
 
 // remoteSession is a glovebox.Session held for a tenant between evals.

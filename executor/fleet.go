@@ -13,7 +13,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
-	"github.com/gloveboxhq/glovebox/internal/engine"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
@@ -267,7 +267,7 @@ func (e *evals) inSession(ctx context.Context, t *tenant, key, sid, holder strin
 	if reset || over != nil {
 		res.SessionReset = true
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res), QuotaTruncated: over != nil}
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res), QuotaTruncated: over != nil}
 }
 
 // pauseOverQuota is the refusal of a pause whose state (over.Want bytes)
@@ -512,7 +512,7 @@ func (e *evals) pausedRecord(ctx context.Context, t *tenant, key string, names, 
 // suspendedRecord is the record of an eval that paused (res): status
 // "suspended" and its pending call.
 func suspendedRecord(res *glovebox.Result) *wire.Record {
-	er := evalResult(res)
+	er := clientwire.FromResult(res)
 	pos, kw := res.Pending.Args.Positional, res.Pending.Args.Keyword
 	if pos == nil {
 		pos = []any{}
@@ -568,14 +568,7 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	case c.Deny != "":
 		a.Denied, a.Reason = true, c.Deny
 	default:
-		v, rerr := decodeReply(c.Reply)
-		var ge *engine.GuestError
-		if errors.As(rerr, &ge) {
-			a.Err = &glovebox.ToolError{Class: ge.Class, Message: ge.Message}
-		} else if rerr != nil {
-			a.Err = rerr
-		}
-		a.Value = v
+		a = clientwire.Answer(c.Reply)
 	}
 	if meta.Session != "" {
 		return e.continueSession(ctx, t, key, c.From, &meta, a, opts, claim)
@@ -606,7 +599,7 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	if res.Status == glovebox.StatusSuspended {
 		return e.pausedRecord(ctx, t, key, meta.Tools, meta.Suspend, meta.Limits, res)
 	}
-	return &wire.Record{State: wire.StateCompleted, Eval: evalResult(res)}
+	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
 }
 
 // pausedRefusal is the record of a paused state under key from that

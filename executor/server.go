@@ -17,6 +17,7 @@ import (
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // Config is an executor's set-up. Backend, StorePath or StoreURL, and at
@@ -473,14 +474,7 @@ func (s *Server) runCommand(ctx context.Context, j *job, c box.Command, creds ma
 		return rec
 	}
 	rec.State = wire.StateCompleted
-	rec.Result = &wire.Result{
-		Stdout: []byte(res.Stdout), Stderr: []byte(res.Stderr),
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-		ExitStatus: res.ExitStatus, TimedOut: res.TimedOut, KilledForMemory: res.KilledForMemory, Canceled: res.Canceled,
-		KilledExternally: res.KilledExternally,
-		DurationMS:       float64(res.Duration.Microseconds()) / 1000, Isolation: string(s.posture.Isolation),
-		Outputs: res.Outputs, OutputsTruncated: res.OutputsTruncated, Enforced: res.Enforced,
-	}
+	rec.Result = clientwire.FromBoxResult(res, s.posture.Isolation)
 	return rec
 }
 

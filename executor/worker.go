@@ -19,9 +19,9 @@ import (
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
 	"github.com/gloveboxhq/glovebox/executor/internal/wire"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
 	"github.com/gloveboxhq/glovebox/internal/image"
-	gwire "github.com/gloveboxhq/glovebox/internal/wire"
 )
 
 // WorkerConfig runs each eval in a worker process of its own, inside
@@ -179,16 +179,9 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	var tools glovebox.Toolset
 	for _, name := range ev.Tools {
 		err := tools.Add(name, func(ctx context.Context, a glovebox.Args) (any, error) {
-			pos, kw := a.Positional, a.Keyword
-			if pos == nil {
-				pos = []any{}
-			}
-			if kw == nil {
-				kw = map[string]any{}
-			}
-			args, err := gwire.Encode(nil, []any{pos, kw}, gwire.MaxDepth)
+			args, err := clientwire.EncodeArgs(name, a)
 			if err != nil {
-				return nil, &engine.GuestError{Class: "ArgumentError", Message: fmt.Sprintf("%s: %v", name, err)}
+				return nil, err
 			}
 			ch := make(chan string, 1)
 			mu.Lock()
@@ -201,7 +194,7 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			select {
 			case rep := <-ch:
-				return decodeReply(rep)
+				return clientwire.DecodeReply(rep)
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -227,7 +220,7 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return c.send(&workerMsg{T: "error", Err: evalErr(err)})
 	}
-	return c.send(&workerMsg{T: "result", Result: evalResult(res)})
+	return c.send(&workerMsg{T: "result", Result: clientwire.FromResult(res)})
 }
 
 // evalErr is the wire error of a failed EvalWith.

@@ -33,6 +33,9 @@ func (e *UnsupportedError) Error() string {
 // *UnsupportedError for channels, functions, complex numbers, unsafe
 // pointers, cyclic data and nesting deeper than maxDepth.
 func Encode(dst []byte, v any, maxDepth int) ([]byte, error) {
+	if out, ok := appendPlain(dst, v, 0, maxDepth); ok {
+		return out, nil
+	}
 	e := encoder{out: dst, maxDepth: maxDepth, seen: map[uintptr]bool{}}
 	if err := e.value(reflect.ValueOf(v), 0); err != nil {
 		return dst, err
@@ -48,6 +51,83 @@ func EncodeJSON(dst []byte, v any, maxDepth int) ([]byte, error) {
 		return dst, err
 	}
 	return e.out, nil
+}
+
+// appendPlain is Encode's path without reflection for the values Decode
+// makes (nil, bool, int64, float64, string, *big.Int, []byte, []any,
+// map[string]any) and int: a tool call's arguments, an eval's value. It
+// writes what the reflecting encoder writes for them, and returns false,
+// leaving the rest to that encoder, for any other type and past
+// maxDepth (where that encoder's error, or its check for cyclic data,
+// applies).
+func appendPlain(dst []byte, v any, depth, maxDepth int) ([]byte, bool) {
+	if depth > maxDepth {
+		return dst, false
+	}
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		return strconv.AppendBool(dst, x), true
+	case int64:
+		return strconv.AppendInt(dst, x, 10), true
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case float64:
+		return appendFloat(dst, x, 64), true
+	case string:
+		return AppendString(dst, x), true
+	case *big.Int:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		return x.Append(dst, 10), true
+	case []byte:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, `{"`+BinaryKey+`":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, x)
+		return append(dst, `"}`...), true
+	case []any:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, '[')
+		for i, el := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = appendPlain(dst, el, depth+1, maxDepth); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	case map[string]any:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendString(dst, k)
+			dst = append(dst, ':')
+			var ok bool
+			if dst, ok = appendPlain(dst, x[k], depth+1, maxDepth); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	}
+	return dst, false
 }
 
 type encoder struct {

@@ -1,20 +1,48 @@
 # frozen_string_literal: true
 
-# glovebox from Ruby: a client for a `glovebox executor` (EXECUTOR.md).
+# glovebox from Ruby: untrusted Ruby in a wasm sandbox whose only way out
+# is the methods you expose, and commands in an OS sandbox.
 #
-# - Glovebox::Sandbox runs Ruby code in the executor's wasm sandbox; the
+# - Glovebox::Sandbox runs Ruby code (CRuby 4.0 in a wasm VM); the
 #   guest's calls of exposed tool methods run here, in this process.
 # - Glovebox::CodeMode wraps a Sandbox as one tool for a model.
-# - Glovebox::Box runs commands (files, stdin, env, network, limits) with
-#   idempotency keys and in-doubt errors.
+# - Glovebox::Box runs commands (files, stdin, env, network, limits).
 #
-# Standard library only (net/http, openssl, json, securerandom).
+# Embedded by default: the gem starts a glovebox child process of its
+# own at the first eval (Glovebox::Child, over a socketpair). With
+# executor: (or Glovebox.executor) the same API talks HTTPS to a
+# `glovebox executor` on another host; only then are net/http and
+# openssl loaded.
+#
+# Standard library only.
 require_relative "glovebox/version"
 require_relative "glovebox/errors"
+require_relative "glovebox/keys"
+require_relative "glovebox/config"
 require_relative "glovebox/native"
 require_relative "glovebox/value"
-require_relative "glovebox/client"
 require_relative "glovebox/exposure"
+require_relative "glovebox/child"
 require_relative "glovebox/sandbox"
+require_relative "glovebox/embedded"
 require_relative "glovebox/code_mode"
 require_relative "glovebox/box"
+
+module Glovebox
+  autoload :Client, File.expand_path("glovebox/client", __dir__)
+end
+
+# A forked process (a Puma or Unicorn worker, Spring, Sidekiq) must not
+# use its parent's child: it starts its own at its first eval.
+module Glovebox
+  # @private Process._fork's hook (Ruby 3.1+).
+  module ForkHook
+    def _fork
+      pid = super
+      Glovebox::Child.after_fork if pid.zero?
+      pid
+    end
+  end
+end
+Process.singleton_class.prepend(Glovebox::ForkHook)
+at_exit { Glovebox::Child.stop }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // Code is a documented error code (EXECUTOR.md, "Error codes").
@@ -134,24 +136,9 @@ type Record struct {
 	QuotaTruncated bool `json:"quota_truncated,omitempty"`
 }
 
-// Result is box.Result's wire form; stdout, stderr and outputs are bytes
-// (base64) so nothing is lost to UTF-8 repair.
-type Result struct {
-	Stdout           []byte            `json:"stdout"`
-	Stderr           []byte            `json:"stderr"`
-	StdoutTruncated  bool              `json:"stdout_truncated,omitempty"`
-	StderrTruncated  bool              `json:"stderr_truncated,omitempty"`
-	ExitStatus       int               `json:"exit_status"`
-	TimedOut         bool              `json:"timed_out,omitempty"`
-	KilledForMemory  bool              `json:"killed_for_memory,omitempty"`
-	Canceled         bool              `json:"canceled,omitempty"`
-	KilledExternally bool              `json:"killed_externally,omitempty"` // box.Result.KilledExternally
-	DurationMS       float64           `json:"duration_ms"`
-	Isolation        string            `json:"isolation"`
-	Outputs          map[string][]byte `json:"outputs,omitempty"`
-	OutputsTruncated bool              `json:"outputs_truncated,omitempty"`
-	Enforced         []string          `json:"enforced,omitempty"`
-}
+// Result is box.Result's wire form (clientwire's, shared with the
+// embedded child).
+type Result = clientwire.Result
 
 // Event is one line of an NDJSON event stream. Type says which fields are
 // set:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // Eval routes (EXECUTOR.md, "Evals").
@@ -73,20 +75,13 @@ type ToolResult struct {
 	Reply string `json:"reply"`
 }
 
-// EvalLimits bound one eval; zero fields take the executor's defaults
-// and every field is capped at the executor's maximum. Tool-call budgets
-// (count, time) are the client's: its Toolset enforces them.
-type EvalLimits struct {
-	TimeoutMS   int64  `json:"timeout_ms,omitempty"`
-	Fuel        uint64 `json:"fuel,omitempty"`
-	Memory      int64  `json:"memory,omitempty"` // bytes
-	Stdout      int    `json:"stdout,omitempty"` // bytes
-	Stderr      int    `json:"stderr,omitempty"` // bytes
-	Value       int    `json:"value,omitempty"`  // bytes of the encoded value
-	ToolPayload int    `json:"tool_payload,omitempty"`
-	FileWrite   int64  `json:"file_write,omitempty"`
-	FileCreates int    `json:"file_creates,omitempty"`
-}
+// EvalLimits, EvalResult and GuestError are clientwire.s, shared with the
+// embedded child.
+type (
+	EvalLimits = clientwire.EvalLimits
+	EvalResult = clientwire.EvalResult
+	GuestError = clientwire.GuestError
+)
 
 // EvalRequest is the body of POST /v1/evals.
 type EvalRequest struct {
@@ -129,37 +124,6 @@ type SessionInfo struct {
 	ID string `json:"id"`
 	// IdleTimeoutMS is how long the session lives without an eval.
 	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
-}
-
-// EvalResult is a glovebox.Result's wire form, the Eval field of an
-// eval's record.
-type EvalResult struct {
-	Status string `json:"status"`
-	// Value is the value in the glovebox value format (JSON with NaN
-	// and Infinity tokens; integers exact at any size); "null" unless ok.
-	Value           string      `json:"value"`
-	Stdout          string      `json:"stdout"`
-	Stderr          string      `json:"stderr"`
-	StdoutTruncated bool        `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool        `json:"stderr_truncated,omitempty"`
-	Error           *GuestError `json:"error,omitempty"`
-	FuelUsed        uint64      `json:"fuel_used"`
-	DurationMS      float64     `json:"duration_ms"`
-	SessionReset    bool        `json:"session_reset,omitempty"`
-	// ToolCalls is the executor's view of the transcript (as
-	// glovebox.ToolCall's JSON): the client keeps its own, with its
-	// hooks' and approvals' verdicts, and uses this one only for an eval
-	// answered from the record.
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
-	// Pending is the call a "suspended" eval waits in (SuspendTools).
-	Pending *Pending `json:"pending,omitempty"`
-}
-
-// GuestError is glovebox.GuestError.
-type GuestError struct {
-	Class     string   `json:"class"`
-	Message   string   `json:"message"`
-	Backtrace []string `json:"backtrace"`
 }
 
 // Eval request bounds.
@@ -295,8 +259,7 @@ func checkTools(names []string) error {
 }
 
 func checkLimits(l *EvalLimits) error {
-	if l.TimeoutMS < 0 || l.Memory < 0 || l.Stdout < 0 || l.Stderr < 0 || l.Value < 0 ||
-		l.ToolPayload < 0 || l.FileWrite < 0 || l.FileCreates < 0 {
+	if l.Negative() {
 		return Errorf(CodeBadRequest, "limits: a limit is negative")
 	}
 	return nil

@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/gloveboxhq/glovebox/internal/clientwire"
+
 // Continue is an EvalRequest's answer to a paused eval's call. Exactly
 // one of Approve, Deny and Reply is given.
 type Continue struct {
@@ -18,16 +20,8 @@ type Continue struct {
 	Reply string `json:"reply,omitempty"`
 }
 
-// Pending is an EvalResult's paused call.
-type Pending struct {
-	// ID is the pause's state id (32 hex digits).
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Args is [positional, keyword] in the glovebox value format, as a
-	// ToolCall's.
-	Args   string `json:"args"`
-	Reason string `json:"reason"`
-}
+// Pending is clientwire.s (an EvalResult's paused call).
+type Pending = clientwire.Pending
 
 // checkPause checks an eval request's SuspendTools and Continue.
 func checkPause(r *EvalRequest) error {

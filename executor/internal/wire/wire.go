@@ -20,7 +20,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
 // Version is the path prefix of every API route.
@@ -39,55 +39,16 @@ const (
 // per line, flushed as it is written.
 const ContentTypeNDJSON = "application/x-ndjson"
 
-// Command is box.Command's wire form: everything but the local functions
-// (Credentials, Stream, Tools). Byte fields are base64 in JSON.
-type Command struct {
-	Argv      []string          `json:"argv,omitempty"`
-	Shell     string            `json:"shell,omitempty"`
-	Files     map[string][]byte `json:"files,omitempty"`
-	Stdin     []byte            `json:"stdin,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	Network   Network           `json:"network"`
-	TimeoutMS int64             `json:"timeout_ms,omitempty"` // 0: box.DefaultTimeout
-	Limits    Limits            `json:"limits"`
-}
-
-// Network is box.Network.
-type Network struct {
-	Allow []string `json:"allow,omitempty"`
-}
-
-// Limits is box.Limits; zero fields take box's defaults.
-type Limits struct {
-	Memory      int64   `json:"memory,omitempty"` // bytes
-	CPUs        float64 `json:"cpus,omitempty"`   // cores
-	Pids        int     `json:"pids,omitempty"`
-	Output      int     `json:"output,omitempty"` // bytes of stdout and of stderr each
-	Disk        int64   `json:"disk,omitempty"`   // bytes
-	OutputFiles int64   `json:"output_files,omitempty"`
-}
+// Command, Network and Limits (box.Command's wire form) are
+// clientwire's, shared with the embedded child.
+type (
+	Command = clientwire.Command
+	Network = clientwire.Network
+	Limits  = clientwire.Limits
+)
 
 // FromBox converts a box.Command (its local functions are dropped).
-func FromBox(c *box.Command) Command {
-	return Command{
-		Argv: c.Argv, Shell: c.Shell, Files: c.Files, Stdin: c.Stdin, Env: c.Env,
-		Network:   Network{Allow: c.Network.Allow},
-		TimeoutMS: c.Timeout.Milliseconds(),
-		Limits: Limits{Memory: c.Limits.Memory, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids,
-			Output: c.Limits.Output, Disk: c.Limits.Disk, OutputFiles: c.Limits.OutputFiles},
-	}
-}
-
-// Box converts back to a box.Command without local functions.
-func (c *Command) Box() box.Command {
-	return box.Command{
-		Argv: c.Argv, Shell: c.Shell, Files: c.Files, Stdin: c.Stdin, Env: c.Env,
-		Network: box.Network{Allow: c.Network.Allow},
-		Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
-		Limits: box.Limits{Memory: c.Limits.Memory, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids,
-			Output: c.Limits.Output, Disk: c.Limits.Disk, OutputFiles: c.Limits.OutputFiles},
-	}
-}
+var FromBox = clientwire.FromBox
 
 // RunRequest is the body of POST /v1/runs.
 type RunRequest struct {

@@ -15,34 +15,43 @@ module Glovebox
     def success? = exit_status.zero? && !timed_out
   end
 
-  # Runs commands through the executor's OS sandbox (bubblewrap or gVisor
-  # on the executor's host), the way hermetic runs them: off the app
-  # host (Box#off_host? is true, trust "remote"), with idempotency keys
-  # and in-doubt errors.
+  # Runs commands in an OS sandbox, the way hermetic runs them. Embedded
+  # (no executor:), on this host's bubblewrap or gVisor through the
+  # glovebox child (trust "host": Box#off_host? is false); with
+  # executor:, through the executor's, off the app host (trust "remote",
+  # off_host? true), with idempotency keys and in-doubt errors.
   #
-  #   box = Glovebox::Box.new(executor: url, token: tok, ca_file: "tls/cert.pem")
+  #   box = Glovebox::Box.new                  # embedded: bwrap or gVisor here
   #   r = box.run(["python3", "-c", "print(2+2)"])
   #   r.stdout #=> "4\n"
   class Box
     attr_reader :client
 
-    # executor:/token:/ca_file: or client: as for Sandbox.
-    def initialize(executor: nil, token: nil, ca_file: nil, client: nil)
-      @client = client || Client.new(url: executor || raise(ConfigError, "executor: (URL) or client: is required"),
-                                     token: token, ca_file: ca_file)
+    # executor:/token:/ca_file: or client: as for Sandbox (none, and no
+    # Glovebox.executor: embedded). backend: embedded only, "bwrap",
+    # "gvisor" or nil (the first of them this host has; a run raises
+    # APIError "unavailable" naming what is missing when it has neither).
+    def initialize(executor: nil, token: nil, ca_file: nil, client: nil, backend: nil)
+      @client = Sandbox.client_for(executor, token, ca_file, client)
+      raise ConfigError, "backend: chooses this host's sandbox; an executor has its own" if @client && backend
+
+      @backend = backend&.to_s
     end
 
-    # Always "remote": the command runs on the executor's host.
-    def trust = "remote"
+    # "remote" through an executor (the command runs on its host);
+    # "host" embedded (on this host, next to the app's secrets).
+    def trust = @client ? "remote" : "host"
 
-    # Always true.
-    def off_host? = true
+    # True through an executor.
+    def off_host? = !@client.nil?
 
     # Always true (hermetic's and Silas's run/enabled? duck type).
     def enabled? = true
 
-    # The executor's backend and isolation: {"backend", "isolation", ...}.
-    def info = @client.info
+    # The backend and isolation: the executor's {"backend", "isolation",
+    # ...}, or embedded this host's {"backend", "isolation", "trust"} (or
+    # {"error"} saying why there is none). Embedded, it starts the child.
+    def info = @client ? @client.info : Child.current.info["box"]
 
     # Runs argv (an Array of String) or, with shell:, a /bin/sh -c
     # string. files: {"name" => String} put in the working directory;
@@ -65,9 +74,15 @@ module Glovebox
     # the request was sent (retry with #retry or key: err.key);
     # ConnectionError when nothing was sent; APIError for a refusal
     # (request_too_large, invalid_command, key_conflict, queue_full, ...).
+    #
+    # Embedded, the run is on this host and keeps no record: a key names
+    # it for #cancel only (the same key again runs again), nothing is in
+    # doubt (the child dying mid-run raises ChildError), and a host
+    # without bubblewrap or gVisor raises APIError "unavailable" saying
+    # so.
     def run(argv = nil, shell: nil, files: {}, stdin: nil, env: {}, credentials: nil, network: [],
             timeout: nil, limits: {}, key: nil, expires_at: nil, &on_output)
-      key ||= Client::Keys.fresh("r-")
+      key ||= Keys.fresh("r-")
       cmd = { "network" => {}, "limits" => {} }
       cmd["argv"] = Array(argv).map(&:to_s) if argv
       cmd["shell"] = shell if shell
@@ -80,6 +95,11 @@ module Glovebox
       req = { "idempotency_key" => key, "command" => cmd }
       req["credentials"] = credentials.to_h { |k, v| [k.to_s, (v.respond_to?(:call) ? v.call : v).to_s] } if credentials
       req["expires_at"] = expires_at.utc.strftime("%Y-%m-%dT%H:%M:%S.%NZ") if expires_at
+      unless @client
+        raise APIError.new("expired", "the run's expires_at has passed", from: "glovebox") if expires_at && Time.now > expires_at
+
+        return embedded_run(cmd, req, &on_output)
+      end
       record = nil
       attached = false
       @client.stream("/v1/runs", req, key) do |ev|
@@ -100,11 +120,24 @@ module Glovebox
     # The record of the run under key (GET /v1/runs/{key}): a RunResult
     # once completed; raises RunError for failed/lost/expired, APIError
     # "not_found" for a key never used (or another tenant's).
-    def lookup(key) = to_result(@client.request(:get, "/v1/runs/#{key}"), true)
+    # Embedded runs keep no records: ConfigError.
+    def lookup(key)
+      raise ConfigError, "embedded runs keep no records: lookup needs an executor" unless @client
+
+      to_result(@client.request(:get, "/v1/runs/#{key}"), true)
+    end
 
     # Cancels the run under key (DELETE): a queued run ends "failed"
     # ("canceled"), a running one is killed (RunResult#canceled).
-    def cancel(key) = to_result(@client.request(:delete, "/v1/runs/#{key}"), true)
+    # Embedded, a running one is killed (its run returns with canceled
+    # set) and this returns nil; APIError "not_found" when none runs.
+    def cancel(key)
+      return to_result(@client.request(:delete, "/v1/runs/#{key}"), true) if @client
+
+      (Child.running || raise(APIError.new("not_found", "nothing runs under key #{key}", from: "glovebox")))
+        .control({ "op" => "cancel", "key" => key })
+      nil
+    end
 
     private
 

@@ -2,9 +2,9 @@
 
 module Glovebox
   # Code mode: one tool a model calls with a Ruby program, whose
-  # description and JSON result are made by glovebox's own code mode on
-  # the executor (POST /v1/codemode, EXECUTOR.md "Code mode"), not
-  # re-implemented here. Any Ruby LLM library can call it through the
+  # description and JSON result are made by glovebox's own code mode (in
+  # the embedded child, or on the executor: POST /v1/codemode,
+  # EXECUTOR.md "Code mode"), not re-implemented here. Any Ruby LLM library can call it through the
   # shape it exposes: #name, #description, #parameters (a JSON Schema
   # Hash) and #call(code:) (a JSON String for the model).
   #
@@ -39,7 +39,7 @@ module Glovebox
       @base = { "name" => name, "instructions" => instructions, "max_output" => max_output, "session" => @session,
                 "tools" => tools, "limits" => @sb.wire_limits, "tool_calls" => lim[:tool_calls],
                 "tool_time_ms" => lim[:tool_time] && (lim[:tool_time] * 1000).round }.compact
-      info = @sb.client.request(:post, "/v1/codemode", @base)
+      info = @sb.code_mode_request(@base)
       @name = info["name"]
       @description = info["description"]
       @parameters = JSON.parse(JSON.generate(info["input_schema"]))
@@ -50,7 +50,7 @@ module Glovebox
     # code mode makes it. #last_result keeps the Result.
     def call(code:)
       @last_result = @target.eval(code)
-      out = @sb.client.request(:post, "/v1/codemode", @base.merge("result" => @last_result.raw.merge(
+      out = @sb.code_mode_request(@base.merge("result" => @last_result.raw.merge(
         "tool_calls" => @last_result.tool_calls.map { |c| transcript_entry(c) }
       )))
       JSON.generate(out["output"])

@@ -4,19 +4,22 @@ module Glovebox
   # Base class of every error the gem raises.
   class Error < StandardError; end
 
-  # The executor refused a request: +code+ is the wire error code
-  # (EXECUTOR.md, "Error codes": "unauthenticated", "request_too_large",
-  # "bad_request", "key_conflict", "queue_full", "evals_disabled", ...),
-  # +http_status+ the HTTP status (Integer). Nothing was started, except
-  # for "key_conflict" (the existing record is untouched).
+  # The executor, or the embedded child, refused a request: +code+ is
+  # the wire error code (EXECUTOR.md, "Error codes": "unauthenticated",
+  # "request_too_large", "bad_request", "key_conflict", "queue_full",
+  # "evals_disabled", ...; docs/embedded.md for the child's),
+  # +http_status+ the HTTP status (Integer; nil from the child). Nothing
+  # was started, except for "key_conflict" (the existing record is
+  # untouched) and "backend_error" (a run's sandbox failed to start).
   class APIError < Error
     attr_reader :code, :http_status, :retry_after
 
-    def initialize(code, message, http_status: nil, retry_after: nil)
+    # from: who refused, the message's prefix.
+    def initialize(code, message, http_status: nil, retry_after: nil, from: "glovebox executor")
       @code = code
       @http_status = http_status
       @retry_after = retry_after
-      super("glovebox executor: #{code}: #{message}")
+      super("#{from}: #{code}: #{message}")
     end
   end
 
@@ -55,7 +58,7 @@ module Glovebox
       @state = record["state"]
       err = record["error"] || {}
       @code = err["code"]
-      super("glovebox executor: #{@key} ended #{@state} (#{@code}): #{err["message"]}")
+      super("glovebox: #{@key} ended #{@state} (#{@code}): #{err["message"]}")
     end
 
     # True for state "lost": it was started and may have partly run.

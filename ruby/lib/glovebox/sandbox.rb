@@ -42,18 +42,19 @@ module Glovebox
   # paused.
   Pending = Struct.new(:id, :name, :args, :kwargs, :reason, keyword_init: true)
 
-  # Runs Ruby code in a glovebox executor's wasm sandbox (CRuby 4.0), the
-  # way Enclave runs it in mruby: the code can call only the methods you
+  # Runs Ruby code in glovebox's wasm sandbox (CRuby 4.0), the way
+  # Enclave runs it in mruby: the code can call only the methods you
   # expose, and those run here, in this process, when the guest calls
-  # them.
+  # them. The guest runs in the glovebox child this process starts
+  # (embedded, the default: Glovebox::Child), or on a glovebox executor
+  # (executor:), with the same API.
   #
-  #   sandbox = Glovebox::Sandbox.new(tools: SupportTools.new(user),
-  #                                   executor: "https://127.0.0.1:8443", token: ENV["GLOVEBOX_TOKEN"],
-  #                                   ca_file: "tls/cert.pem")
+  #   sandbox = Glovebox::Sandbox.new(tools: SupportTools.new(user))
   #   r = sandbox.eval("orders.sum { _1['total'] }")
   #   r.status  #=> "ok";  r.value  #=> 129.5
   #
-  # A Sandbox is used by one thread at a time (its Client is).
+  # A Sandbox is used by one thread at a time (so is its Client); the
+  # embedded child serves many threads' sandboxes at once.
   class Sandbox
     # Seconds, bytes and counts; nil takes the executor's default
     # (timeout 10 s, memory 512 MiB, stdout 1 MiB, 1000 tool calls, tool
@@ -65,11 +66,16 @@ module Glovebox
     # tools: an object whose own public methods become guest functions,
     # or a Hash of name => lambda (or nil; see #expose). only:/except:
     # narrow it (Arrays of Symbols).
-    # executor:, token:, ca_file: make the Client (or pass client:).
-    # Limits: timeout: (seconds, Float), fuel: (Integer), memory: (bytes,
-    # at least Exposure::MEMORY_FLOOR), output: (bytes of stdout),
-    # tool_calls: (count per eval), tool_time: (seconds inside tools per
-    # eval).
+    # Without executor: (or client:, or Glovebox.executor) the sandbox
+    # runs embedded, on the glovebox child this process starts at its
+    # first eval; executor:, token:, ca_file: make a Client to run it on
+    # that executor instead (the same API either way). mounts: host
+    # directories the guest sees (embedded only), each {host:, guest:,
+    # writable: false, description: nil}: read-only unless writable.
+    # Limits (those not given take Glovebox.config's): timeout: (seconds,
+    # Float), fuel: (Integer), memory: (bytes, at least
+    # Exposure::MEMORY_FLOOR), output: (bytes of stdout), tool_calls:
+    # (count per eval), tool_time: (seconds inside tools per eval).
     # before_tool_call: ->(name, args, kwargs), or Enclave's ->(name,
     # args) — raising vetoes the call (the guest gets Glovebox::ToolError
     # with your message).
@@ -82,16 +88,17 @@ module Glovebox
     # — asked before each call of a tool named in require_approval (or
     # needs_approval:).
     # suspend: tool names (Array of Symbol) whose calls pause the eval
-    # instead of running (see #continue); needs an executor started with
-    # --state-key.
+    # instead of running (see #continue); needs a state key
+    # (Glovebox.state_key embedded, --state-key on an executor).
     # Raises ConfigError, naming the option, for an unknown option, a
     # limit that is not a positive number (or a memory below the floor),
-    # a hook of another shape, a tools object or name #expose refuses, or
-    # a needs_approval:/suspend: name that is not an exposed function.
+    # a hook of another shape, a tools object or name #expose refuses, a
+    # needs_approval:/suspend: name that is not an exposed function, or a
+    # bad mount.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], **limits)
-      @limits = check_limits(limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: [], **limits)
+      @limits = check_limits(Glovebox.config.limits.merge(limits))
       @functions = {} # Symbol name => bound callable (Exposure.functions)
       @sources = {} # Symbol name => what exposed it, for errors
       self.before_tool_call = before_tool_call
@@ -101,8 +108,8 @@ module Glovebox
       expose(tools, only: only, except: except) unless NilClass === tools
       @gated = Exposure.exposed_names("needs_approval", needs_approval, exposed_functions)
       @suspend = Exposure.exposed_names("suspend", suspend, exposed_functions)
-      @client = client || Client.new(url: executor || raise(ConfigError, "executor: (URL) or client: is required"),
-                                     token: token, ca_file: ca_file)
+      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
+      @mounts = Sandbox.mounts_for(mounts, @client)
     end
 
     # Sets the hook run before each tool call: ->(name, args, kwargs) or
@@ -235,7 +242,12 @@ module Glovebox
     # of your own): it ends with status "canceled". Uses a connection of
     # its own. Raises APIError "not_found" for a key never used.
     def cancel(key)
-      @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      if embedded?
+        (Child.running || raise(APIError.new("not_found", "nothing runs under key #{key}", from: "glovebox")))
+          .control({ "op" => "cancel", "key" => key })
+      else
+        @client.request(:delete, "/v1/evals/#{key}", conn: :cancel)
+      end
       nil
     end
 
@@ -288,6 +300,8 @@ module Glovebox
 
     # @private Posts an eval request and serves its tool calls.
     def run_eval(req, stdin, args, key, &on_output)
+      return embedded_run(req, stdin, args, key, &on_output) if embedded?
+
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
       req["stdin"] = [stdin.b].pack("m0") if stdin
@@ -341,13 +355,16 @@ module Glovebox
     def answer(call, st)
       return st.aborted if st.aborted
 
-      due = call["time_left_ms"] && (clock + call["time_left_ms"].to_f / 1000)
+      # When the eval ends: the embedded child's "deadline" (a monotonic
+      # clock reading, embedded.rb), or an executor's time_left_ms.
+      due = call["deadline"] || (call["time_left_ms"] && (clock + call["time_left_ms"].to_f / 1000))
       name = call["name"]
       pos, kw = Value.load(call["args"])
       pos ||= []
       kw ||= {}
       tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
       st.calls << tc
+      return too_late(st, tc) if due && clock >= due # the eval ended before the call reached us
       fn = @functions[name.to_sym]
       return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless fn
 
@@ -371,11 +388,7 @@ module Glovebox
         tc.approval = ok ? "approved" : "denied"
         return refuse(tc, "denied", "ToolDenied", "#{name} needs approval and was denied") unless ok
       end
-      if due && clock >= due
-        tc.outcome = "timeout"
-        tc.error = "the eval's time ran out before #{name} could start, so it did not run"
-        return st.aborted = "abort\ntimeout\n#{tc.error}"
-      end
+      return too_late(st, tc) if due && clock >= due # a person's approval came after the eval's end
       t0 = clock
       begin
         kwsym = kw.transform_keys(&:to_sym)
@@ -416,6 +429,15 @@ module Glovebox
       tc.outcome = "budget_exceeded"
       tc.error = msg
       st.aborted = "abort\ntool_budget_exceeded\n#{msg}"
+    end
+
+    # Records tc as not run: its eval's time ran out before it could
+    # start (it arrived, or its approval came, too late). The answer ends
+    # the eval, as its time has.
+    def too_late(st, tc)
+      tc.outcome = "timeout"
+      tc.error = "the eval's time ran out before #{tc.name} could start, so it did not run"
+      st.aborted = "abort\ntimeout\n#{tc.error}"
     end
 
     # The limits as given, each checked: a positive number (fuel and
@@ -499,9 +521,12 @@ module Glovebox
     end
   end
 
-  # A VM kept on the executor between evals (Sandbox#session): state
-  # carries from one eval to the next; a limit or crash discards it
-  # (Result#session_reset). On an executor without --state-key a
+  # A VM kept between evals (Sandbox#session): state carries from one
+  # eval to the next; a limit or crash discards it
+  # (Result#session_reset). Embedded, it lives in the child's memory (a
+  # forked process or a restarted child does not have it: RunError
+  # "not_found"), paused evals included. On an executor without
+  # --state-key a
   # session lives in its memory: it ends with its restart (the next eval
   # raises RunError, code "not_found"). With --state-key its state is
   # stored after each eval, so it survives an executor's restart and goes
@@ -520,7 +545,11 @@ module Glovebox
     # open, "evals_disabled").
     def initialize(sandbox)
       @sb = sandbox
-      info = sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+      info = if sandbox.embedded?
+               sandbox.embedded_session_open
+             else
+               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+             end
       @id = info["id"]
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
     end
@@ -539,6 +568,8 @@ module Glovebox
       return if @closed
 
       @closed = true
+      return @sb.embedded_session_close(@id) if embedded?
+
       @sb.client.request(:delete, "/v1/sessions/#{@id}")
     rescue APIError => e
       raise unless e.code == "not_found"

@@ -1,4 +1,4 @@
-package executor
+package clientwire
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func FuzzDecodeReply(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, rep string) {
-		v, err := decodeReply(rep)
+		v, err := DecodeReply(rep)
 		if err == nil {
 			switch v.(type) {
 			case nil, bool, string, int64, *big.Int, float64, []any, map[string]any:
@@ -51,7 +51,7 @@ func TestDecodeReplyExact(t *testing.T) {
 		"j\n[1,2.5]": "[1 2.5]", "nope": "ToolError: the client sent a malformed tool answer",
 		"err\nToolDenied\nno": "ToolDenied: no", "abort\ntimeout\nlate": "timeout: late",
 	} {
-		v, err := decodeReply(rep)
+		v, err := DecodeReply(rep)
 		got := ""
 		if err != nil {
 			got = err.Error()

@@ -1,0 +1,241 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
+	"github.com/gloveboxhq/glovebox/internal/engine"
+)
+
+// channel is one socket the parent sends requests on, one at a time (a
+// Ruby thread's, for as long as it holds it): the child answers each
+// before reading the next, and sends the tool calls of an eval on the
+// channel that asked for the eval. One goroutine reads it at a time: the
+// one serving its requests, or during a tool call the guest's (conn).
+type channel struct {
+	s   *server
+	k   *conn
+	ctx context.Context // ends with the child
+
+	next uint64 // the last tool call's id
+}
+
+// startChannel serves the socket fd, handed over by the parent.
+func (s *server) startChannel(fd int) {
+	f := os.NewFile(uintptr(fd), "glovebox-channel")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		s.log.Error("glovebox: a channel the parent sent is not a socket", "error", err.Error())
+		return
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		s.log.Error("glovebox: a channel the parent sent is not a Unix socket")
+		return
+	}
+	s.wg.Add(1)
+	go s.serveChannel(uc)
+}
+
+// serveChannel answers the channel's requests in order until its end.
+// An answer to a tool call no call waits for any more (its eval ended
+// first) is dropped here.
+func (s *server) serveChannel(uc *net.UnixConn) {
+	defer s.wg.Done()
+	ch := &channel{s: s, k: newConn(uc, false), ctx: s.ctx}
+	defer ch.k.close()
+	stop := context.AfterFunc(s.ctx, func() { // the child stopping ends the channel
+		uc.SetReadDeadline(time.Now())
+		ch.k.interrupt()
+	})
+	defer stop()
+	for {
+		t, b, err := ch.k.read()
+		if err != nil {
+			return
+		}
+		switch t {
+		case frameRequest:
+			ch.handle(b)
+		case frameAnswer: // late: its eval ended before it came
+		default:
+			s.log.Error("glovebox: a channel frame of an unknown type; the channel is closed", "type", string(rune(t)))
+			return
+		}
+	}
+}
+
+// handle answers one request.
+func (ch *channel) handle(b []byte) {
+	q, rf := decodeRequest(b)
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	s := ch.s
+	switch q.Op {
+	case "config":
+		sid, rf := s.register(ch.ctx, q.Config)
+		if rf != nil {
+			ch.k.refuse(rf)
+			return
+		}
+		ch.k.reply(map[string]uint64{"sid": sid})
+	case "eval":
+		s.eval(ch, q)
+	case "continue":
+		s.continueEval(ch, q)
+	case "session_open":
+		s.openSession(ch, q)
+	case "session_close":
+		if !s.dropSession(q.ID) {
+			ch.k.refuse(refusef(codeNotFound, "no session %q", q.ID))
+			return
+		}
+		ch.k.reply(struct{}{})
+	case "codemode":
+		s.codeMode(ch, q)
+	case "run":
+		s.run(ch, q)
+	default:
+		ch.k.refuse(refusef(codeBadRequest, "unknown op %q", q.Op))
+	}
+}
+
+// call sends one tool call to the parent and waits for its answer, on
+// this thread (conn.readDirect), until the call's deadline (the eval's,
+// or its tool time's) or the eval's end (interrupt). The frame carries
+// the time left before that deadline, so the parent starts no call that
+// arrives too late.
+func (ch *channel) call(ctx context.Context, name string, args []byte) (string, error) {
+	deadline, ok := ctx.Deadline()
+	left := time.Duration(-1)
+	if ok {
+		if left = time.Until(deadline); left <= 0 {
+			return "", context.DeadlineExceeded
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	ch.next++
+	id := ch.next
+	head := strconv.AppendUint(make([]byte, 0, 48+len(name)), id, 10)
+	head = append(head, '\n')
+	head = strconv.AppendInt(head, left.Microseconds(), 10)
+	head = append(head, '\n')
+	head = append(head, name...)
+	head = append(head, '\n')
+	closed := &engine.GuestError{Class: "ToolError", Message: "the tool channel to the app is closed"}
+	if err := ch.k.write(frameCall, head, args); err != nil {
+		return "", closed
+	}
+	want := strconv.AppendUint(make([]byte, 0, 21), id, 10)
+	for {
+		t, b, err := ch.k.readDirect(deadline)
+		switch {
+		case errors.Is(err, errTimedOut):
+			return "", context.DeadlineExceeded
+		case errors.Is(err, errInterrupted):
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			return "", context.Canceled
+		case err != nil:
+			return "", closed
+		case t != frameAnswer:
+			ch.s.log.Error("glovebox: a frame other than a tool answer during a tool call; the channel is closed", "type", string(rune(t)))
+			ch.k.c.Close()
+			return "", closed
+		}
+		head, rep, _ := bytes.Cut(b, []byte{'\n'})
+		if bytes.Equal(head, want) {
+			return string(rep), nil
+		} // else an earlier call's late answer
+	}
+}
+
+// watch makes ctx's end interrupt a tool call waiting on the channel
+// (readDirect); the function returned stops watching, and forgets an
+// interrupt nobody took, so it cannot end a later call.
+func (ch *channel) watch(ctx context.Context) func() {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		ch.k.interrupt()
+		close(fired)
+	})
+	return func() {
+		if !stop() {
+			<-fired
+			ch.k.drainInterrupt()
+		}
+	}
+}
+
+// evalCtx is what an eval's tools find in their context: the channel to
+// call back on, and the tools whose calls pause the eval.
+type evalCtx struct {
+	ch      *channel
+	suspend map[string]bool
+	cancel  context.CancelFunc // ends the eval: its channel is gone
+}
+
+type evalKey struct{}
+
+// relay is a Runtime's stand-in for the parent's tool name: it sends
+// the call over the eval's channel and gives the guest the parent's
+// answer exactly (value, exception class, or an abort).
+func relay(name string) glovebox.ToolFunc {
+	return func(ctx context.Context, a glovebox.Args) (any, error) {
+		ev, _ := ctx.Value(evalKey{}).(*evalCtx)
+		if ev == nil {
+			return nil, &engine.GuestError{Class: "ToolError", Message: "no app is attached to this eval"}
+		}
+		args, err := clientwire.EncodeArgs(name, a)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := ev.ch.call(ctx, name, args)
+		if err != nil {
+			var ge *engine.GuestError
+			if errors.As(err, &ge) && ev.cancel != nil {
+				ev.cancel() // nobody is left to answer: the eval ends canceled
+			}
+			return nil, err
+		}
+		return clientwire.DecodeReply(rep)
+	}
+}
+
+// pauseHook pauses the calls of the tools the eval names in suspend.
+func pauseHook(ctx context.Context, tool string, _ glovebox.Args) error {
+	if ev, _ := ctx.Value(evalKey{}).(*evalCtx); ev != nil && ev.suspend[tool] {
+		return glovebox.SuspendCall(fmt.Sprintf("the sandbox asked for %s's calls to wait for an answer (suspend:)", tool))
+	}
+	return nil
+}
+
+// outputWriter sends a stream's output as frames of type t; when the
+// channel is gone it ends the eval (cancel): nobody reads what it makes.
+type outputWriter struct {
+	k      *conn
+	t      byte
+	cancel context.CancelFunc
+}
+
+func (w outputWriter) Write(p []byte) (int, error) {
+	if err := w.k.write(w.t, p); err != nil && w.cancel != nil {
+		w.cancel()
+	}
+	return len(p), nil
+}

@@ -1,0 +1,444 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
+)
+
+// evalAnswer is an eval's answer: its result, and for a suspended one
+// the token that continues it.
+type evalAnswer struct {
+	*clientwire.EvalResult
+	// State is the suspended eval's token (see pauseToken); "" unless
+	// the status is "suspended".
+	State string `json:"state,omitempty"`
+}
+
+// eval runs one eval (of a config, or in a session) on ch.
+func (s *server) eval(ch *channel, q *request) {
+	if q.Code == nil {
+		ch.k.refuse(refusef(codeBadRequest, "code: missing"))
+		return
+	}
+	var c *config
+	var ss *session
+	var rf *refusal
+	if q.Session != "" {
+		if ss, rf = s.useSession(q.Session); rf != nil {
+			ch.k.refuse(rf)
+			return
+		}
+		defer s.doneSession(ss)
+		c = ss.cfg
+	} else if c, rf = s.config(q.SID); rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	if rf := s.checkSuspend(c, q.Suspend); rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	defer cancel()
+	end := s.begin(ctx, ch, q.Key, cancel)
+	defer end()
+	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
+	opts := ch.options(q, cancel)
+	if len(q.Stdin) > 0 {
+		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
+	}
+	if len(q.Args) > 0 {
+		opts = append(opts, glovebox.WithArgs(q.Args...))
+	}
+	var res *glovebox.Result
+	var err error
+	if ss != nil {
+		res, err = ss.gs.EvalWith(ctx, *q.Code, opts...)
+	} else {
+		res, err = c.view.EvalWith(ctx, *q.Code, opts...)
+	}
+	end()
+	if err != nil {
+		ch.k.refuse(evalRefusal(err))
+		return
+	}
+	ch.k.reply(s.answer(res, c, q.Suspend, ss))
+}
+
+// begin tracks an eval under key (for the cancel op) and makes its
+// end interrupt a tool call waiting on ch; the function returned undoes
+// both, before the eval's answer goes out (a cancel that follows the
+// answer finds nothing running), and is idempotent.
+func (s *server) begin(ctx context.Context, ch *channel, key string, cancel context.CancelFunc) func() {
+	untrack := s.track(key, cancel)
+	unwatch := ch.watch(ctx)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			untrack()
+			unwatch()
+		})
+	}
+}
+
+// options are the eval's output options: streaming when asked for
+// (a channel gone while it streams ends the eval, cancel).
+func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.EvalOption {
+	if !q.Stream {
+		return nil
+	}
+	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout, cancel}, outputWriter{ch.k, frameStderr, cancel})}
+}
+
+// checkSuspend checks an eval's suspend names: each one of its tools,
+// and a state key to seal the pause with.
+func (s *server) checkSuspend(c *config, names []string) *refusal {
+	if len(names) == 0 {
+		return nil
+	}
+	if s.keys == nil {
+		return refusef(codeBadRequest, "suspend: needs a state key to seal the paused eval with: set Glovebox.state_key "+
+			"(64 hex digits; every process that continues the eval needs the same key) or GLOVEBOX_STATE_KEY")
+	}
+	for _, n := range names {
+		if !c.tools[n] {
+			return refusef(codeBadRequest, "suspend: %q is not one of the sandbox's tools", n)
+		}
+	}
+	return nil
+}
+
+func setOf(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// answer is res's answer frame. The transcript stays the parent's (it
+// has its own, with its hooks' verdicts); a suspended eval gets its
+// pending call and its token.
+func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session) evalAnswer {
+	plain := *res
+	plain.ToolCalls = nil // not encoded at all: the parent keeps its own
+	er := clientwire.FromResult(&plain)
+	out := evalAnswer{EvalResult: er}
+	if res.Status != glovebox.StatusSuspended || res.Pending == nil {
+		return out
+	}
+	args, err := clientwire.EncodeArgs(res.Pending.Name, res.Pending.Args)
+	if err != nil {
+		args = []byte("[[],{}]")
+	}
+	er.Pending = &clientwire.Pending{ID: res.Pending.ID, Name: res.Pending.Name, Args: string(args), Reason: res.Pending.Reason}
+	meta := pauseMeta{Config: c.spec, Suspend: suspend}
+	state := res.State
+	if ss != nil {
+		// A session's pause stays in the session, in this child: the
+		// token names it, and carries none of its (large) state.
+		meta.Session, state = ss.id, nil
+	}
+	out.State = pauseToken(&meta, state)
+	return out
+}
+
+// pauseMeta is what a token says of the paused eval in the clear: the
+// sandbox config to continue it with (the sealed state names the same
+// tools, mounts and limits, and refuses any other), the tools whose calls
+// pause it, or the session it paused.
+type pauseMeta struct {
+	Config  sandboxConfig `json:"config"`
+	Suspend []string      `json:"suspend,omitempty"`
+	Session string        `json:"session,omitempty"`
+}
+
+// tokenPrefix starts every token: the token format's version.
+const tokenPrefix = "gbp1."
+
+// pauseToken is the String the parent holds for a paused eval:
+// tokenPrefix, then URL-safe base64 (no padding) of the meta's JSON
+// length (4 bytes, big-endian), the JSON, and the sealed state. It is
+// opaque to the parent; any child holding the same state key continues
+// it.
+func pauseToken(meta *pauseMeta, state []byte) string {
+	mb, _ := json.Marshal(meta)
+	b := make([]byte, 4, 4+len(mb)+len(state))
+	binary.BigEndian.PutUint32(b, uint32(len(mb)))
+	b = append(b, mb...)
+	b = append(b, state...)
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseToken reads a token back; a String that is not one is
+// not_found, as an executor answers a key it never paused.
+func parseToken(tok string) (*pauseMeta, []byte, *refusal) {
+	bad := refusef(codeNotFound, "%.40q is not a paused eval's key (Result#key of a suspended eval in embedded mode)", tok)
+	rest, ok := strings.CutPrefix(tok, tokenPrefix)
+	if !ok {
+		return nil, nil, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(b) < 4 {
+		return nil, nil, bad
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, nil, bad
+	}
+	var meta pauseMeta
+	if err := strictJSON(b[4:4+n], &meta); err != nil {
+		return nil, nil, bad
+	}
+	return &meta, b[4+n:], nil
+}
+
+// continueEval answers a paused eval's call and runs it on.
+func (s *server) continueEval(ch *channel, q *request) {
+	n := 0
+	for _, set := range []bool{q.Approve, q.Deny != nil, q.Reply != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		ch.k.refuse(refusef(codeBadRequest, "continue: give exactly one of approve, deny and reply"))
+		return
+	}
+	if s.keys == nil {
+		ch.k.refuse(refusef(codeBadRequest, "continue: needs the state key the eval was paused with: set Glovebox.state_key or GLOVEBOX_STATE_KEY"))
+		return
+	}
+	meta, state, rf := parseToken(q.From)
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	var a glovebox.Answer
+	switch {
+	case q.Approve:
+		a.Approved = true
+	case q.Deny != nil:
+		a.Denied, a.Reason = true, *q.Deny
+	default:
+		a = clientwire.Answer(*q.Reply)
+	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	defer cancel()
+	end := s.begin(ctx, ch, q.Key, cancel)
+	defer end()
+	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
+	opts := ch.options(q, cancel)
+	var res *glovebox.Result
+	var err error
+	var c *config
+	var ss *session
+	if meta.Session != "" {
+		if ss, rf = s.useSession(meta.Session); rf != nil {
+			ch.k.refuse(refusef(codeNotFound, "the paused session %s is not in this glovebox child (closed, idled out, or the child restarted since: a session lives in the child that opened it)", meta.Session))
+			return
+		}
+		defer s.doneSession(ss)
+		c = ss.cfg
+		res, err = ss.gs.Continue(ctx, a, opts...)
+	} else {
+		sid, rf := s.register(ch.ctx, &meta.Config)
+		if rf == nil {
+			c, rf = s.config(sid)
+		}
+		if rf != nil {
+			ch.k.refuse(rf)
+			return
+		}
+		res, err = c.view.Continue(ctx, state, a, opts...)
+	}
+	end()
+	if err != nil {
+		ch.k.refuse(continueRefusal(q.From, err))
+		return
+	}
+	ch.k.reply(s.answer(res, c, meta.Suspend, ss))
+}
+
+// evalRefusal is the refusal for a failed EvalWith.
+func evalRefusal(err error) *refusal {
+	code := codeInternal
+	switch {
+	case errors.Is(err, glovebox.ErrInvalidInput):
+		code = codeBadRequest
+	case errors.Is(err, glovebox.ErrClosed):
+		code = codeUnavailable
+	case errors.Is(err, glovebox.ErrSessionClosed):
+		code = codeNotFound
+	case errors.Is(err, glovebox.ErrSessionPaused):
+		code = codeSessionPaused
+	}
+	return refusef(code, "%v", err)
+}
+
+// continueRefusal is the refusal for a failed Continue: nothing ran.
+func continueRefusal(from string, err error) *refusal {
+	switch {
+	case errors.Is(err, glovebox.ErrStateUsed), errors.Is(err, glovebox.ErrSessionPaused):
+		return refusef(codeAlreadyContinued, "the paused eval was continued before; a paused call is answered once; this one did not run (%v)", err)
+	case errors.Is(err, glovebox.ErrStateInvalid), errors.Is(err, glovebox.ErrStateKey),
+		errors.Is(err, glovebox.ErrStateMismatch), errors.Is(err, glovebox.ErrStateDiverged):
+		return refusef(codeStateRefused, "the paused eval's state cannot be continued here: %v", err)
+	case errors.Is(err, glovebox.ErrInvalidInput):
+		return refusef(codeBadRequest, "%v", err)
+	case errors.Is(err, glovebox.ErrClosed), errors.Is(err, context.Canceled):
+		return refusef(codeUnavailable, "%v", err)
+	}
+	return refusef(codeInternal, "continuing: %v", err)
+}
+
+// session is a glovebox.Session the parent holds between evals.
+type session struct {
+	id   string
+	gs   *glovebox.Session
+	cfg  *config
+	used time.Time
+	busy int // evals running in it (under server.mu)
+}
+
+// openSession opens a session of config q.SID.
+func (s *server) openSession(ch *channel, q *request) {
+	c, rf := s.config(q.SID)
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	s.mu.Lock()
+	if len(s.sessions) >= maxSessions {
+		s.mu.Unlock()
+		ch.k.refuse(refusef("queue_full", "%d sessions are open, the most the embedded child keeps: close one (Session#close)", maxSessions))
+		return
+	}
+	c.rt.refs++ // the session keeps its Runtime while it lives
+	s.mu.Unlock()
+	gs, err := c.view.NewSession()
+	if err != nil {
+		s.release(c.rt)
+		ch.k.refuse(evalRefusal(err))
+		return
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	ss := &session{id: "s-" + hex.EncodeToString(b[:]), gs: gs, cfg: c, used: time.Now()}
+	s.mu.Lock()
+	s.sessions[ss.id] = ss
+	s.mu.Unlock()
+	ch.k.reply(map[string]any{"id": ss.id, "idle_timeout_ms": s.opts.SessionIdle.Milliseconds()})
+}
+
+// useSession finds session id and marks it busy.
+func (s *server) useSession(id string) (*session, *refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[id]
+	if ss == nil {
+		return nil, refusef(codeNotFound, "no session %s (closed, idled out after %v, or opened by another glovebox child: the app's process restarted or forked since)", id, s.opts.SessionIdle)
+	}
+	ss.busy++
+	ss.used = time.Now()
+	return ss, nil
+}
+
+func (s *server) doneSession(ss *session) {
+	s.mu.Lock()
+	ss.busy--
+	ss.used = time.Now()
+	s.mu.Unlock()
+}
+
+// dropSession closes session id; false when there is none.
+func (s *server) dropSession(id string) bool {
+	s.mu.Lock()
+	ss := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if ss == nil {
+		return false
+	}
+	s.closeSession(ss)
+	return true
+}
+
+// closeSession closes ss (after its running eval) and releases its
+// Runtime.
+func (s *server) closeSession(ss *session) {
+	ss.gs.Close()
+	s.release(ss.cfg.rt)
+}
+
+// codeMode answers a code-mode request as an executor's POST
+// /v1/codemode does, under glovebox's default limits (the child caps
+// nothing beyond them).
+func (s *server) codeMode(ch *channel, q *request) {
+	if q.CodeMode == nil {
+		ch.k.refuse(refusef(codeBadRequest, "codemode: missing"))
+		return
+	}
+	base, rf := s.baseRuntime()
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	if q.CodeMode.Limits.Negative() {
+		ch.k.refuse(refusef(codeBadRequest, "limits: a limit is negative"))
+		return
+	}
+	view, err := base.WithLimits(configLimits{EvalLimits: q.CodeMode.Limits}.glovebox())
+	if err != nil {
+		ch.k.refuse(refusef(codeBadRequest, "limits: %v", err))
+		return
+	}
+	lim := view.Limits()
+	// The tool budgets stated are the parent's (the request's, else
+	// glovebox's defaults), as an executor states them.
+	lim.ToolCalls, lim.ToolTime = glovebox.DefaultToolCalls, lim.Timeout
+	resp, err := clientwire.CodeMode(q.CodeMode, lim, base.MemoryFloor())
+	if err != nil {
+		ch.k.refuse(refusef(codeBadRequest, "%v", err))
+		return
+	}
+	ch.k.reply(resp)
+}
+
+// baseRuntime is the tool-less Runtime warmed at start (made now when
+// that failed).
+func (s *server) baseRuntime() (*glovebox.Runtime, *refusal) {
+	s.mu.Lock()
+	base := s.base
+	s.mu.Unlock()
+	if base != nil {
+		return base, nil
+	}
+	rt, err := glovebox.New(s.ctx, glovebox.Config{PoolSize: -1, Logger: s.log})
+	if err != nil {
+		return nil, refusef(codeUnavailable, "%v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base != nil {
+		go rt.Close()
+		return s.base, nil
+	}
+	s.base = rt
+	return rt, nil
+}

@@ -1,0 +1,131 @@
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/gloveboxhq/glovebox/box"
+	"github.com/gloveboxhq/glovebox/box/bwrap"
+	"github.com/gloveboxhq/glovebox/box/egress"
+	"github.com/gloveboxhq/glovebox/box/gvisor"
+	"github.com/gloveboxhq/glovebox/httptool"
+	"github.com/gloveboxhq/glovebox/internal/clientwire"
+)
+
+// runRequest is a run op's command: Glovebox::Box#run without an
+// executor, on this host's OS sandbox.
+type runRequest struct {
+	// Backend is "bwrap", "gvisor", or "" for the first of them this
+	// host has.
+	Backend string             `json:"backend,omitempty"`
+	Command clientwire.Command `json:"command"`
+	// Credentials are environment values the parent resolved; they go
+	// into the command's environment only, never into an answer or a
+	// log line.
+	Credentials map[string]string `json:"credentials,omitempty"`
+}
+
+// runRecord is a run's answer, in an executor record's shape.
+type runRecord struct {
+	Key     string             `json:"key"`
+	State   string             `json:"state"`
+	Backend string             `json:"backend"`
+	Result  *clientwire.Result `json:"result"`
+}
+
+// run runs one command on this host's OS sandbox.
+func (s *server) run(ch *channel, q *request) {
+	if q.Run == nil {
+		ch.k.refuse(refusef(codeBadRequest, "run: missing"))
+		return
+	}
+	b, err := s.boxes.get(q.Run.Backend)
+	if err != nil {
+		ch.k.refuse(refusef(codeUnavailable, "%v", err))
+		return
+	}
+	cmd := q.Run.Command.Box()
+	if len(q.Run.Credentials) > 0 {
+		cmd.Credentials = map[string]func(context.Context) (string, error){}
+		for k, v := range q.Run.Credentials {
+			cmd.Credentials[k] = func(context.Context) (string, error) { return v, nil }
+		}
+	}
+	if q.Stream {
+		cmd.Stream = func(stream int, p []byte) {
+			t := byte(frameStdout)
+			if stream == 2 {
+				t = frameStderr
+			}
+			ch.k.write(t, p)
+		}
+	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	defer cancel()
+	untrack := s.track(q.Key, cancel)
+	res, err := b.Run(ctx, cmd)
+	untrack() // before the answer: a cancel that follows it finds nothing
+	if err != nil {
+		code := codeBackend
+		switch {
+		case errors.Is(err, box.ErrInvalidCommand):
+			code = codeInvalidCommand
+		case errors.Is(err, box.ErrUnsupported):
+			code = codeUnsupported
+		case errors.Is(err, box.ErrUnavailable):
+			code = codeUnavailable
+		}
+		ch.k.refuse(refusef(code, "%v", err))
+		return
+	}
+	p := b.Posture()
+	ch.k.reply(runRecord{Key: q.Key, State: "completed", Backend: p.Backend, Result: clientwire.FromBoxResult(res, p.Isolation)})
+}
+
+// boxes are this host's OS sandboxes, made on first use.
+type boxes struct {
+	mu   sync.Mutex
+	made map[string]box.Box
+}
+
+// get returns the box named ("bwrap", "gvisor"), or for "" the first of
+// them this host has; the error names what is missing for each.
+func (b *boxes) get(name string) (box.Box, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.made == nil {
+		b.made = map[string]box.Box{}
+	}
+	names := []string{name}
+	switch name {
+	case "":
+		names = []string{"bwrap", "gvisor"}
+	case "bwrap", "gvisor":
+	default:
+		return nil, fmt.Errorf("backend %q: want bwrap or gvisor (embedded boxes run on this host; an executor runs them elsewhere)", name)
+	}
+	var why []string
+	for _, n := range names {
+		if bx := b.made[n]; bx != nil {
+			return bx, nil
+		}
+		var bx box.Box
+		var err error
+		egr := egress.HTTPTool(httptool.Config{})
+		if n == "bwrap" {
+			bx, err = bwrap.New(bwrap.Config{Egress: egr})
+		} else {
+			bx, err = gvisor.New(gvisor.Config{Egress: egr})
+		}
+		if err == nil {
+			b.made[n] = bx
+			return bx, nil
+		}
+		why = append(why, err.Error())
+	}
+	return nil, fmt.Errorf("no OS sandbox for commands on this host (%s): install bubblewrap (apt-get install bubblewrap) "+
+		"or gVisor's runsc, or give Glovebox::Box an executor: to run commands on another host", strings.Join(why, "; "))
+}

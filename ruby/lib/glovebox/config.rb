@@ -1,0 +1,105 @@
+# frozen_string_literal: true
+
+module Glovebox
+  # App-wide defaults (Glovebox.configure, or Enclave's accessor style
+  # Glovebox.timeout = 5). Read when a Sandbox or Box is made; the
+  # options given to it win.
+  #
+  #   # config/initializers/glovebox.rb
+  #   Glovebox.configure do |c|
+  #     c.timeout = 5                         # seconds per eval
+  #     c.tool_calls = 50
+  #     c.logger = Rails.logger
+  #     c.executor = ENV["GLOVEBOX_URL"]      # set: sandboxes run off-host; nil: embedded
+  #   end
+  class Configuration
+    # The limit defaults, as Sandbox.new takes them (seconds, units,
+    # bytes, counts); nil takes glovebox's own default.
+    LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
+
+    attr_accessor(*LIMIT_KEYS)
+    # executor:, token:, ca_file: for every Sandbox and Box made without
+    # its own: with an executor URL set, they run on it (remote mode);
+    # nil (the default) runs them embedded.
+    attr_accessor :executor, :token, :ca_file
+    # The key that seals paused evals (Sandbox.new(suspend: ...)) in
+    # embedded mode: 64 hex digits (`openssl rand -hex 32`); every
+    # process that continues an eval needs the same one. Default:
+    # $GLOVEBOX_STATE_KEY; without one, suspend: and continue are
+    # refused. Read when the child starts (the first eval): set it at
+    # boot.
+    attr_accessor :state_key
+    # The directory recording which paused evals were continued, so each
+    # is answered once (processes of one host sharing it); default: the
+    # cache directory's embedded-continued.
+    attr_accessor :state_dir
+    # The cache directory the child uses (compiled image, snapshots);
+    # default: $GLOVEBOX_CACHE_DIR, else $XDG_CACHE_HOME/glovebox, else
+    # ~/.cache/glovebox.
+    attr_accessor :cache_dir
+    # More variables for the child's environment ({"NAME" => "value"},
+    # e.g. a proxy for npm): it gets nothing else of ENV but
+    # Child::ENV_PASSED.
+    attr_accessor :child_env
+    attr_writer :logger
+
+    def initialize
+      @state_key = ENV.fetch("GLOVEBOX_STATE_KEY", nil)
+      @child_env = {}
+    end
+
+    # Where the gem's own lines and the child's go (a Logger, e.g.
+    # Rails.logger). Default: a Logger on $stderr at INFO, made when the
+    # first line comes.
+    def logger
+      @logger ||= begin
+        require "logger"
+        Logger.new($stderr, level: Logger::INFO, progname: "glovebox")
+      end
+    end
+
+    # The limit defaults that are set (Hash of Symbol => value).
+    def limits = LIMIT_KEYS.to_h { [_1, public_send(_1)] }.compact
+  end
+
+  class << self
+    # The app-wide Configuration.
+    def config = @config ||= Configuration.new
+
+    # Yields config to set app-wide defaults; returns it.
+    def configure
+      yield config
+      config
+    end
+
+    (Configuration::LIMIT_KEYS + %i[executor token ca_file state_key state_dir cache_dir child_env logger]).each do |k|
+      define_method(k) { config.public_send(k) }
+      define_method(:"#{k}=") { |v| config.public_send(:"#{k}=", v) }
+    end
+
+    # @private Forwards one of the child's log lines (slog's JSON:
+    # "level", "msg" and attributes) to the logger, at its level.
+    def log_child_line(line)
+      rec = begin
+        JSON.parse(line)
+      rescue JSON::ParserError
+        nil
+      end
+      log = config.logger
+      return log.warn("glovebox child: #{line}") unless rec.is_a?(Hash)
+
+      msg = rec.delete("msg").to_s.delete_prefix("glovebox: ")
+      level = rec.delete("level").to_s
+      rec.delete("time")
+      text = ([msg] + rec.map { |k, v| "#{k}=#{v}" }).join(" ")
+      case level
+      when "ERROR" then log.error(text)
+      when "WARN" then log.warn(text)
+      when "DEBUG" then log.debug(text)
+      else log.info(text)
+      end
+    rescue StandardError
+      nil # a logger that fails does not stop the child's log
+    end
+  end
+end

@@ -1,0 +1,94 @@
+# frozen_string_literal: true
+
+require_relative "helper"
+require_relative "desk_tools"
+require "rbconfig"
+require "tmpdir"
+
+# Evals paused at a tool call in embedded mode: the sealed state comes
+# back to Ruby as the Result's key, and any process with the same state
+# key continues it, once.
+class EmbeddedSuspendTest < Minitest::Test
+  KEY = "5a" * 32
+
+  def setup
+    @dir = Dir.mktmpdir("glovebox-claims")
+    Glovebox::Child.stop
+    Glovebox.state_key = KEY
+    Glovebox.state_dir = @dir
+  end
+
+  def teardown
+    Glovebox::Child.stop
+    Glovebox.state_key = nil
+    Glovebox.state_dir = nil
+    FileUtils.rm_rf(@dir)
+  end
+
+  def paused_sandbox(tools = DeskTools.new) = Glovebox::Sandbox.new(tools: tools, suspend: [:change_plan])
+
+  def test_approve_deny_reply_and_once
+    tools = DeskTools.new
+    sb = paused_sandbox(tools)
+    r = sb.eval('print "before "; x = change_plan("pro"); print "after"; x')
+    assert_equal "suspended", r.status, r.error.inspect
+    assert_equal ["change_plan", ["pro"]], [r.pending.name, r.pending.args]
+    assert_match(/\Agbp1\./, r.key)
+    assert_empty tools.changed
+    r2 = sb.continue(r.key, approve: true)
+    assert_equal ["ok", "plan is pro", "before after"], [r2.status, r2.value, r2.stdout]
+    assert_equal ["pro"], tools.changed
+    e = assert_raises(Glovebox::AlreadyContinued) { sb.continue(r.key, approve: true) }
+    assert_equal "already_continued", e.code
+
+    r = sb.eval('begin; change_plan("pro"); rescue Glovebox::ToolDenied => e; "denied: #{e.message}"; end')
+    assert_equal "denied: a person said no", sb.continue(r.key, deny: "a person said no").value
+    r = sb.eval('change_plan("pro") + [1]')
+    assert_equal [{ "done" => true }, 1], sb.continue(r.key, reply: [{ "done" => true }]).value
+    e = assert_raises(Glovebox::RunError) { sb.continue("e-#{"0" * 32}", approve: true) }
+    assert_equal "not_found", e.code
+  end
+
+  # The key is the whole paused state: another process with the same
+  # state key continues it, with its own tools.
+  def test_continued_by_another_process
+    r = paused_sandbox.eval('a = change_plan("pro"); [a, 1]')
+    script = <<~RUBY
+      require "glovebox"
+      require_relative #{File.join(__dir__, "desk_tools").inspect}
+      Glovebox.state_key = #{KEY.inspect}
+      Glovebox.state_dir = #{@dir.inspect}
+      tools = DeskTools.new
+      r = Glovebox::Sandbox.new(tools: tools, suspend: [:change_plan]).continue(ARGV[0], approve: true)
+      print JSON.generate([r.status, r.value, tools.changed])
+    RUBY
+    out = IO.popen({ "GLOVEBOX_BIN" => ENV.fetch("GLOVEBOX_BIN") },
+                   [RbConfig.ruby, "-I", File.expand_path("../lib", __dir__), "-e", script, r.key], err: %i[child out], &:read)
+    assert $?.success?, out
+    assert_equal ["ok", ["plan is pro", 1], ["pro"]], JSON.parse(out.lines.last)
+    assert_raises(Glovebox::AlreadyContinued) { paused_sandbox.continue(r.key, approve: true) } # one claim dir
+  end
+
+  def test_another_key_refuses_the_state
+    r = paused_sandbox.eval('change_plan("pro")')
+    Glovebox::Child.stop
+    Glovebox.state_key = "6b" * 32
+    e = assert_raises(Glovebox::RunError) { paused_sandbox.continue(r.key, approve: true) }
+    assert_equal "state_refused", e.code
+  end
+
+  def test_session_pauses_until_continued
+    tools = DeskTools.new
+    sb = paused_sandbox(tools)
+    s = sb.session
+    s.eval("$before = 1")
+    r = s.eval('$during = 2; change_plan("pro")')
+    assert_equal "suspended", r.status, r.error.inspect
+    e = assert_raises(Glovebox::RunError) { s.eval("$before") }
+    assert_equal "session_paused", e.code
+    assert_equal "plan is pro", sb.continue(r.key, approve: true).value
+    assert_equal [1, 2], s.eval("[$before, $during]").value
+  ensure
+    s&.close
+  end
+end
