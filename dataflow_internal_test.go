@@ -2,6 +2,8 @@ package glovebox
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,8 +72,12 @@ func TestCovers(t *testing.T) {
 		{"", "abcdefgh", 4, false},
 		{"abcd", "abcd", 4, false}, // whole: find's, not a split
 	} {
-		if got := covers(c.text, c.needle, c.m); got != c.want {
+		if got := covers(&finder{text: c.text, budget: 100}, c.needle, c.m); got != c.want {
 			t.Errorf("covers(%q, %q, %d) = %v", c.text, c.needle, c.m, got)
+		}
+		sa := &finder{text: c.text} // through the suffix array
+		if got := covers(sa, c.needle, c.m); got != c.want || (sa.sa == nil && c.want) {
+			t.Errorf("covers(%q, %q, %d) through a suffix array = %v", c.text, c.needle, c.m, got)
 		}
 	}
 	for _, c := range []struct{ n, a, want int }{{0, 36, 4}, {1296, 36, 4}, {1297, 36, 5}, {100, 10, 4}, {101, 10, 5}, {10000, 10, 6}, {4096, 16, 5}} {
@@ -141,6 +147,41 @@ func BenchmarkSinkCheck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, d := f.checkArgs("create_ticket", args); d != nil {
+			b.Fatal(d.msg)
+		}
+	}
+}
+
+// BenchmarkSinkCheckHostile is the sink check of a 1 MiB argument (the
+// default tool payload limit) made to hold the first and last parts of
+// every spelling of 20 labelled emails, so that the split check walks
+// each of them: what a program could do to spend the host's time.
+func BenchmarkSinkCheckHostile(b *testing.B) {
+	var ts Toolset
+	ts.Func("t", func() string { return "" })
+	ts.Func("post", func(s string) string { return "" })
+	if err := ts.Label("t", Label{Kind: KindEmail, Path: "."}); err != nil {
+		b.Fatal(err)
+	}
+	f := (&Runtime{flow: ts.flow.clone()}).newFlow()
+	var text strings.Builder
+	for i := range 20 {
+		f.record([]found{{KindEmail, fmt.Sprintf("customer.number%d@mail%d.example.com", i, i)}})
+	}
+	for _, e := range f.all {
+		for _, n := range slices.Concat([]string{e.skel, e.codes}, e.hexes) {
+			if len(n) > 8 {
+				text.WriteString(n[:8] + " " + n[len(n)-8:] + " ")
+			}
+		}
+	}
+	for text.Len() < 1<<20 {
+		text.WriteString("lorem ipsum dolor sit amet ")
+	}
+	args := Args{Positional: []any{text.String()}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, d := f.checkArgs("post", args); d != nil {
 			b.Fatal(d.msg)
 		}
 	}

@@ -1,6 +1,7 @@
 package glovebox
 
 import (
+	"index/suffixarray"
 	"math"
 	"math/big"
 	"strconv"
@@ -107,22 +108,47 @@ func partLen(n, a int) int {
 	return max(4, m)
 }
 
-// covers reports whether text holds all of needle in parts of m bytes
-// or more (overlapping or not, in any order): each byte of needle lies
-// in a substring of needle of m bytes or more that text contains. It
-// walks needle once, keeping for each end the longest substring ending
-// there that text contains (which starts no earlier than the one before
-// it), so it calls strings.Contains at most twice per byte of needle:
-// time in len(needle) times len(text) at worst, and a call or two when
-// text holds neither needle's first nor its last m bytes.
-func covers(text, needle string, m int) bool {
+// finder tells whether a text holds a string: with strings.Contains
+// until it has searched the text budget times over, then through a
+// suffix array of the text it builds then (time and 4 bytes of memory
+// per byte of text, once). The split check sets the budget at a few
+// searches per spelling it looks for, what text that holds no part of a
+// value needs (the first and last part of each), so the array is built
+// only for text that holds many values' first and last parts; the check
+// then costs time linear in the text, not in the text times the values'
+// lengths.
+type finder struct {
+	text   string
+	budget int // searches of the whole text left before the suffix array
+	sa     *suffixarray.Index
+}
+
+func (f *finder) has(s string) bool {
+	if f.sa != nil {
+		return len(f.sa.Lookup([]byte(s), 1)) > 0
+	}
+	if f.budget--; f.budget < 0 {
+		f.sa = suffixarray.New([]byte(f.text))
+	}
+	return strings.Contains(f.text, s)
+}
+
+// covers reports whether the text holds all of needle in parts of m
+// bytes or more (overlapping or not, in any order): each byte of needle
+// lies in a substring of needle of m bytes or more that the text
+// contains. It walks needle once, keeping for each end the longest
+// substring ending there that the text contains (which starts no
+// earlier than the one before it), so it asks at most twice per byte of
+// needle, and once or twice when the text holds neither needle's first
+// nor its last m bytes.
+func covers(text *finder, needle string, m int) bool {
 	n := len(needle)
-	if n <= m || !strings.Contains(text, needle[:m]) || !strings.Contains(text, needle[n-m:]) {
+	if n <= m || !text.has(needle[:m]) || !text.has(needle[n-m:]) {
 		return false
 	}
-	done, s := 0, 0 // needle[:done] is covered; needle[s:e] is in text
+	done, s := 0, 0 // needle[:done] is covered; needle[s:e] is in the text
 	for e := 1; e <= n; e++ {
-		for s < e && !strings.Contains(text, needle[s:e]) {
+		for s < e && !text.has(needle[s:e]) {
 			s++
 		}
 		if s > done {
@@ -140,8 +166,14 @@ func covers(text, needle string, m int) bool {
 // form, in hex, as its byte codes or as a number's digits; it returns
 // the entry and how it was spelled.
 func (f *flowState) split(c *splitTexts, accepts func(Kind) bool) (*entry, string) {
-	skel, nums := string(c.skel), string(c.nums)
-	ms, mh, mn := partLen(len(skel), 36), partLen(len(skel), 16), partLen(len(nums), 10)
+	spellings := 0
+	for _, e := range f.all {
+		if !accepts(e.kind) {
+			spellings += 3 + len(e.hexes) + len(e.digits)
+		}
+	}
+	skel, nums := &finder{string(c.skel), 2*spellings + 16, nil}, &finder{string(c.nums), 2*spellings + 16, nil}
+	ms, mh, mn := partLen(len(skel.text), 36), partLen(len(skel.text), 16), partLen(len(nums.text), 10)
 	for _, e := range f.all {
 		if accepts(e.kind) {
 			continue
