@@ -36,8 +36,8 @@ type flowState struct {
 	byKV map[string]*entry // kind "\x00" value -> entry
 	all  []*entry          // in the order recorded
 	// shortest is the length of the shortest spelling of any entry: a
-	// shorter text holds none.
-	shortest int
+	// shorter text holds none; longest that of the longest.
+	shortest, longest int
 }
 
 // entry is one labelled value and the spellings it is recognised by.
@@ -156,6 +156,7 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
 			f.shortest = len(n)
 		}
+		f.longest = max(f.longest, len(n))
 	}
 	return e
 }
@@ -505,7 +506,7 @@ func (f *flowState) redact(v any) any {
 		}
 		// A value split over a list's strings and numbers (its parts, a
 		// card number as four Integers) makes the list its text, redacted.
-		if s, cuts, ok := joinScalars(x); ok && crossing(f.find(s), cuts) {
+		if s, cuts, ok := joinScalars(x); ok && f.crossing(s, cuts) {
 			return f.redactString(s)
 		}
 		out := make([]any, len(x))

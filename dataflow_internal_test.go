@@ -128,11 +128,11 @@ func TestUUDecoded(t *testing.T) {
 	}
 }
 
-// BenchmarkSinkCheck is the sink check of the bench's ticket-sized
-// argument (cmd/glovebox bench, "sink check of a 1320-byte argument"):
-// a customer's email and phone and the emails of their tickets
-// recorded, and a call of a short subject and a 1,320-byte body.
-func BenchmarkSinkCheck(b *testing.B) {
+// deskCall is the flow state and the call of the bench's sink row
+// (cmd/glovebox bench, "sink check of a 1320-byte argument"): a
+// customer's email and phone and the emails of their tickets recorded,
+// and a call of a short subject and a 1,320-byte body.
+func deskCall(b *testing.B) (*flowState, Args) {
 	var ts Toolset
 	ts.Func("t", func() string { return "" })
 	ts.Func("create_ticket", func(s, t string) string { return "" })
@@ -143,7 +143,12 @@ func BenchmarkSinkCheck(b *testing.B) {
 	f.record([]found{{KindEmail, "ada.lovelace@example.org"}, {KindPhone, "+1 (555) 010-2233"},
 		{KindEmail, "support@shop.example"}, {KindEmail, "b.smith@mail.example.com"}, {KindEmail, "orders@vendor.example"}})
 	body := strings.Repeat("My order arrived with a cracked base; can you send a replacement? ", 20)
-	args := Args{Positional: []any{"x", body}}
+	return f, Args{Positional: []any{"x", body}}
+}
+
+// BenchmarkSinkCheck is the sink check of deskCall's call.
+func BenchmarkSinkCheck(b *testing.B) {
+	f, args := deskCall(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, d := f.checkArgs("create_ticket", args); d != nil {
@@ -184,5 +189,15 @@ func BenchmarkSinkCheckHostile(b *testing.B) {
 		if _, d := f.checkArgs("post", args); d != nil {
 			b.Fatal(d.msg)
 		}
+	}
+}
+
+// BenchmarkArgsRedacted is the transcript's redaction of deskCall's
+// call.
+func BenchmarkArgsRedacted(b *testing.B) {
+	f, args := deskCall(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.argsRedacted(args)
 	}
 }

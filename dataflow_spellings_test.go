@@ -138,6 +138,13 @@ func TestDataflowNumbersTokenizedInResult(t *testing.T) {
 	if b, _ := json.Marshal(res.ToolCalls[1].Args); !tokenLike(string(b)) {
 		t.Errorf("the transcript shows charge's arguments as %s", b)
 	}
+	// A list whose long strings hold a value across two of them becomes
+	// their text, with the token where the value was.
+	res = eval(t, r, spPrelude+`[("x" * 3000) + e[0, 9], e[9..] + ("y" * 3000), 7]`)
+	shownClear(t, res)
+	if v, _ := res.Value.(string); !strings.Contains(v, "x[[email:") || !strings.Contains(v, "]]yyy") || !strings.HasSuffix(v, "y7") {
+		t.Errorf("value %.80q…", res.Value)
+	}
 }
 
 func tokenLike(s string) bool {

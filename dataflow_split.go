@@ -56,14 +56,28 @@ func joinScalars(x []any) (s string, cuts []int, ok bool) {
 	return b.String(), cuts, true
 }
 
-// crossing reports whether a span of spans runs over one of cuts.
-func crossing(spans []span, cuts []int) bool {
-	for _, sp := range spans {
-		for _, c := range cuts {
-			if sp.lo < c && c < sp.hi {
-				return true
+// crossing reports whether s, a list's elements joined, spells a
+// labelled value across one of cuts (where an element begins). It
+// searches s around each cut only, as far on either side as four times
+// the longest spelling looked for: a value spelled with more separators
+// than that between its characters is not seen across two elements.
+func (f *flowState) crossing(s string, cuts []int) bool {
+	w := 4 * f.longest
+	for i := 0; i < len(cuts); {
+		lo, hi := max(0, cuts[i]-w), min(len(s), cuts[i]+w)
+		j := i + 1
+		for j < len(cuts) && cuts[j]-w < hi { // windows that overlap: one
+			hi = min(len(s), cuts[j]+w)
+			j++
+		}
+		for _, sp := range f.find(s[lo:hi]) {
+			for _, c := range cuts[i:j] {
+				if lo+sp.lo < c && c < lo+sp.hi {
+					return true
+				}
 			}
 		}
+		i = j
 	}
 	return false
 }
