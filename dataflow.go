@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/big"
 	"net/url"
 	"regexp"
 	"slices"
@@ -35,8 +36,8 @@ type flowState struct {
 	byKV map[string]*entry // kind "\x00" value -> entry
 	all  []*entry          // in the order recorded
 	// shortest is the length of the shortest spelling of any entry: a
-	// shorter text holds none.
-	shortest int
+	// shorter text holds none; longest that of the longest.
+	shortest, longest int
 }
 
 // entry is one labelled value and the spellings it is recognised by.
@@ -59,6 +60,11 @@ type entry struct {
 	// bytes' decimal codes run together (e.bytes.join(",") without the
 	// commas). Both are set for values of minSpelled bytes or more.
 	skel, codes string
+	// nplain and nskel are plain and skel of the value normalized (see
+	// normalize), where that differs: "José" is also looked for as
+	// "jose", a value in Cyrillic letters also in the Latin ones they
+	// look like.
+	nplain, nskel string
 }
 
 // phoneTail is how many trailing digits of a phone number are matched
@@ -119,6 +125,16 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 	if sk := foldASCII(removeRunes(value, notAlnum)); len(sk) >= minSpelled {
 		e.skel = sk
 	}
+	nv := value
+	if n := normalize(value); n != nil {
+		nv = n.text
+		if p := foldASCII(removeRunes(nv, unicode.IsSpace)); p != e.plain {
+			e.nplain = p
+		}
+		if sk := foldASCII(removeRunes(nv, notAlnum)); len(sk) >= minSpelled && sk != e.skel {
+			e.nskel = sk
+		}
+	}
 	if len(value) >= minSpelled {
 		var b strings.Builder
 		for _, c := range []byte(value) {
@@ -127,7 +143,7 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 		e.codes = b.String()
 	}
 	if kind == KindPhone || kind == KindCard {
-		if d := removeRunes(value, func(r rune) bool { return r < '0' || r > '9' }); len(d) >= 6 {
+		if d := removeRunes(nv, notDigit); len(d) >= 6 {
 			e.digits = []string{d}
 			if kind == KindPhone && len(d) > phoneTail {
 				e.digits = append(e.digits, d[len(d)-phoneTail:])
@@ -136,10 +152,11 @@ func (f *flowState) add(kind Kind, value, token string) *entry {
 	}
 	f.byID[token], f.byKV[string(kind)+"\x00"+value] = e, e
 	f.all = append(f.all, e)
-	for _, n := range slices.Concat([]string{e.plain, e.skel, e.codes}, e.digits, e.hexes, e.b64s) {
+	for _, n := range slices.Concat([]string{e.plain, e.skel, e.codes, e.nplain, e.nskel}, e.digits, e.hexes, e.b64s) {
 		if n != "" && (f.shortest == 0 || len(n) < f.shortest) {
 			f.shortest = len(n)
 		}
+		f.longest = max(f.longest, len(n))
 	}
 	return e
 }
@@ -259,20 +276,132 @@ func notAlnum(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) 
 func notDigit(r rune) bool { return r < '0' || r > '9' }
 
 // find returns where s spells a labelled value, in any of the spellings
-// recognised, earliest first; overlapping spans are all returned.
+// recognised, earliest first; overlapping spans are all returned. Text
+// with look-alike characters (full-width or mathematical letters,
+// Cyrillic or Greek ones that look Latin, combining marks) is searched
+// normalized too (see normalize).
 func (f *flowState) find(s string) []span {
-	if len(f.all) == 0 || len(s) < f.shortest {
+	return f.findAll(s, nil)
+}
+
+// forms are a text and the forms of it find searches: without
+// whitespace (for base64, which may be wrapped), its letters and digits
+// alone (the value in any case, spacing or punctuation, as a list of its
+// characters, or in hex with any separators), and its digits alone (a
+// phone or card number, the value's byte codes); folded ones are
+// ASCII-lower-cased.
+type forms struct {
+	src                string
+	ws, skel, nums     squeezed
+	folded, skelFolded string
+}
+
+// ASCII classes for newForms: whitespace, letters and digits, digits.
+const (
+	clSpace = 1 << iota
+	clAlnum
+	clDigit
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := range rune(utf8.RuneSelf) {
+		if unicode.IsSpace(c) {
+			t[c] |= clSpace
+		}
+		if !notAlnum(c) {
+			t[c] |= clAlnum
+		}
+		if !notDigit(c) {
+			t[c] |= clDigit
+		}
+	}
+	return t
+}()
+
+// newForms makes t's forms in one pass over s (what squeeze with
+// unicode.IsSpace, notAlnum and notDigit, and foldASCII, make).
+func newForms(s string) *forms {
+	n := len(s)
+	buf := make([]byte, 0, 4*n)
+	ws, wsf, sk, nm := buf[0:0:n], buf[n:n:2*n], buf[2*n:2*n:3*n], buf[3*n:3*n:4*n]
+	for i := 0; i < n; {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			k, l := asciiClass[c], c
+			if c >= 'A' && c <= 'Z' {
+				l += 'a' - 'A'
+			}
+			if k&clSpace == 0 {
+				ws, wsf = append(ws, c), append(wsf, l)
+			}
+			if k&clAlnum != 0 {
+				sk = append(sk, l)
+			}
+			if k&clDigit != 0 {
+				nm = append(nm, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			ws, wsf = append(ws, s[i:i+size]...), append(wsf, s[i:i+size]...)
+		}
+		if !notAlnum(r) {
+			sk = append(sk, s[i:i+size]...)
+		}
+		i += size
+	}
+	t := &forms{src: s, folded: string(wsf), skelFolded: string(sk)}
+	t.ws, t.skel, t.nums = squeezedAs(s, string(ws), unicode.IsSpace), squeezedAs(s, t.skelFolded, notAlnum), squeezedAs(s, string(nm), notDigit)
+	return t
+}
+
+// squeezedAs is the squeezed text of orig whose drop made text.
+func squeezedAs(orig, text string, drop func(rune) bool) squeezed {
+	if len(text) == len(orig) {
+		return squeezed{text: text}
+	}
+	return squeezed{text, orig, drop}
+}
+
+// findAll is find, handing each to the forms it searched (s's, and its
+// normalized text's when that differs): the split check gathers them.
+// With each set, the forms are made even of a text too short to hold a
+// value whole, which may hold a part of one.
+func (f *flowState) findAll(s string, each func(*forms)) []span {
+	if len(f.all) == 0 || (len(s) < f.shortest && each == nil) {
 		return nil
 	}
-	// The text without whitespace (for base64, which may be wrapped),
-	// its letters and digits alone, lower-cased (the value in any case,
-	// spacing or punctuation, as a list of its characters, or in hex with
-	// any separators), and its digits alone (a phone or card number, the
-	// value's byte codes).
-	ws := squeeze(s, unicode.IsSpace)
-	skel := squeeze(s, notAlnum)
-	skelFolded := foldASCII(skel.text)
-	nums := squeeze(s, notDigit)
+	t := newForms(s)
+	if each != nil {
+		each(t)
+	}
+	var out []span
+	if len(s) >= f.shortest {
+		out = f.findForms(t)
+	}
+	if n := normalize(s); n != nil {
+		t := newForms(n.text)
+		if each != nil {
+			each(t)
+		}
+		if len(n.text) >= f.shortest {
+			for _, sp := range f.findForms(t) {
+				sp.lo, sp.hi = n.pos(sp.lo, sp.hi)
+				sp.how += ", in look-alike characters"
+				out = append(out, sp)
+			}
+			slices.SortStableFunc(out, func(a, b span) int { return a.lo - b.lo })
+		}
+	}
+	return out
+}
+
+// findForms is find on the forms of one text.
+func (f *flowState) findForms(t *forms) []span {
+	s, ws, skel, nums := t.src, t.ws, t.skel, t.nums
+	folded, skelFolded := t.folded, t.skelFolded
 	// Values too short for a skeleton are also looked for as a list of
 	// their characters as p or inspect prints one: ["s", "a", ...].
 	var listedFolded string
@@ -292,14 +421,15 @@ func (f *flowState) find(s string) []span {
 			from = i + len(needle)
 		}
 	}
-	folded := foldASCII(ws.text)
 	for _, e := range f.all {
 		// As is (but for case and spacing) first: the span then holds
 		// the value's own leading and trailing punctuation ("+1 (555)"),
 		// which its skeleton leaves out.
 		look(ws, folded, e.plain, e, "in any case or spacing")
+		look(ws, folded, e.nplain, e, "in any case or spacing")
 		if e.skel != "" {
 			look(skel, skelFolded, e.skel, e, "in any case, spacing or punctuation")
+			look(skel, skelFolded, e.nskel, e, "in any case, spacing or punctuation")
 		} else {
 			if listed.text == "" && strings.ContainsAny(s, `"',`) {
 				listed = squeeze(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`"',[]`, r) })
@@ -359,10 +489,25 @@ func (f *flowState) redact(v any) any {
 		if utf8.Valid(x) {
 			return []byte(f.redactString(string(x)))
 		}
+		if len(f.find(string(x))) > 0 { // binary: shown as text, redacted
+			return f.redactString(strings.ToValidUTF8(string(x), "\uFFFD"))
+		}
 		return x
+	case int64, float64, *big.Int:
+		// A number that spells a value (a card number as an Integer)
+		// becomes the value's token.
+		if s, ok := numberText(x); ok && len(s) >= f.shortest && len(f.find(s)) > 0 {
+			return f.redactString(s)
+		}
+		return v
 	case []any:
 		if s, ok := joinChars(x); ok && len(f.find(s)) > 0 {
 			return f.redactString(s) // the value's characters or bytes, one by one
+		}
+		// A value split over a list's strings and numbers (its parts, a
+		// card number as four Integers) makes the list its text, redacted.
+		if s, cuts, ok := joinScalars(x); ok && f.crossing(s, cuts) {
+			return f.redactString(s)
 		}
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -461,17 +606,23 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 	p := f.spec.sinks[tool]
 	var d *denial
 	where := ""
+	accepts := func(k Kind) bool { return slices.Contains(p.Accepts, k) }
+	// parts gathers the forms of every text scanned, for the check of a
+	// value split into parts over them.
+	var parts splitTexts
 	// scan reports the first labelled value of a kind p does not accept
 	// that text holds, in any spelling find knows and, unless split (text
 	// is the call's strings joined), in every variant.
 	scan := func(text string, split string) {
-		vs := []variant{{text, ""}}
+		each, vs := parts.add, []variant{{text, ""}}
 		if split == "" {
 			vs = variants(text)
+		} else {
+			each = nil // the parts are gathered from each string
 		}
 		for _, v := range vs {
-			for _, sp := range f.find(v.text) {
-				if !slices.Contains(p.Accepts, sp.e.kind) {
+			for _, sp := range f.findAll(v.text, each) {
+				if !accepts(sp.e.kind) {
 					d = &denial{kind: sp.e.kind, hidden: v.how != "" || split != "",
 						msg: fmt.Sprintf("%s may not receive %s data: %s holds a labelled %s value (%s%s%s)", tool, sp.e.kind, where, sp.e.kind, sp.how, v.how, split)}
 					return
@@ -479,7 +630,7 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 			}
 		}
 	}
-	var pieces []string // every string value of the arguments, in order
+	var pieces []string // every string value and number of the arguments, in order
 	var str func(s string) string
 	str = func(s string) string {
 		if d != nil {
@@ -509,7 +660,8 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 		return s
 	}
 	// key checks a Hash key or keyword, which is not joined with the
-	// values (keys interleaved with values would hide a split value).
+	// values (keys interleaved with values would hide a split value),
+	// but is one of the texts the parts of a value are looked for in.
 	key := func(k string) string {
 		n := len(pieces)
 		k = str(k)
@@ -527,6 +679,15 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 				if s := str(string(x)); s != string(x) {
 					return []byte(s), true
 				}
+			} else if d == nil {
+				pieces = append(pieces, string(x))
+				scan(string(x), "") // binary: checked, never rewritten
+			}
+		case int64, float64, *big.Int:
+			// A number: its digits (a card number sent as an Integer).
+			if t, ok := numberText(x); ok && d == nil {
+				pieces = append(pieces, t)
+				scan(t, "")
 			}
 		case []any:
 			if j, ok := joinChars(x); ok && d == nil {
@@ -546,7 +707,8 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 			}
 		case map[string]any:
 			var out map[string]any
-			for k, e := range x {
+			for _, k := range slices.Sorted(maps.Keys(x)) { // in one order, for the join
+				e := x[k]
 				nk := key(k)
 				n, changed := walk(e)
 				if nk != k || changed {
@@ -579,13 +741,22 @@ func (f *flowState) checkArgs(tool string, args Args) (Args, *denial) {
 		}
 	}
 	// A value split between the call's strings reaches the tool whole:
-	// the strings are checked joined, in order and in reverse order.
+	// the strings are checked joined, in order and in reverse order (the
+	// parts may be as short as a character), and the value is looked for
+	// in parts anywhere in them (values, keys and keywords' names, and
+	// their variants, in any order; parts of partLen or more).
 	if d == nil && len(pieces) > 1 {
 		where = "the call"
 		scan(strings.Join(pieces, ""), ", split across its arguments")
 		if d == nil {
 			slices.Reverse(pieces)
 			scan(strings.Join(pieces, ""), ", split across its arguments")
+		}
+	}
+	if d == nil {
+		if e, how := f.split(&parts, accepts); e != nil {
+			d = &denial{kind: e.kind, hidden: true,
+				msg: fmt.Sprintf("%s may not receive %s data: the call holds a labelled %s value (%s, in parts across its strings)", tool, e.kind, e.kind, how)}
 		}
 	}
 	return out, d
@@ -808,9 +979,23 @@ func rot13(s string) string {
 
 // variants returns s and the texts a sink also checks: s URL-decoded,
 // with its escaped characters (\u0040, \x40, &#64;) decoded, with " at "
-// and " dot " (bracketed or not) read as @ and ., in ROT13, and reversed.
-// Only sinks check them: a match has no place in s to put a token at.
+// and " dot " (bracketed or not) read as @ and ., uudecoded, in ROT13,
+// and reversed; and, when s has look-alike characters, those of s
+// normalized (see normalize) but for s normalized itself, which find
+// searches. Only sinks check them: a match has no place in s to put a
+// token at.
 func variants(s string) []variant {
+	out := spellings(s)
+	if n := normalize(s); n != nil {
+		for _, v := range spellings(n.text)[1:] {
+			out = append(out, variant{v.text, v.how + ", in look-alike characters"})
+		}
+	}
+	return out
+}
+
+// spellings is variants without the normalized text's.
+func spellings(s string) []variant {
 	out := []variant{{s, ""}}
 	if strings.ContainsRune(s, '%') {
 		if u, err := url.QueryUnescape(s); err == nil && u != s {
@@ -827,6 +1012,9 @@ func variants(s string) []variant {
 	}
 	if sp := spelledOut(s); sp != s {
 		out = append(out, variant{sp, ", spelled out"})
+	}
+	if u := uudecoded(s); u != "" {
+		out = append(out, variant{u, ", uuencoded"})
 	}
 	r := []rune(s)
 	slices.Reverse(r)

@@ -45,3 +45,38 @@ func TestLabelledToolsGiveTokens(t *testing.T) {
 		t.Errorf("the model reads %s", s)
 	}
 }
+
+// The JSON the model reads carries tokens for a labelled number sent as
+// an Integer and for look-alike spellings (issue 33), and a value split
+// over a call's Hash key and value is refused.
+func TestLabelledNumbersLookalikesSplits(t *testing.T) {
+	var ts glovebox.Toolset
+	ts.Func("contact", func() map[string]string {
+		return map[string]string{"email": "kim.novak@example.com", "phone": "+44 20 7946 0958"}
+	})
+	ts.Func("post", func(v any) string { return "posted" })
+	ts.Label("contact", glovebox.Label{Kind: glovebox.KindEmail, Path: "email"}, glovebox.Label{Kind: glovebox.KindPhone, Path: "phone"})
+	rt := codemodetest.Runtime(t, &ts, glovebox.Limits{})
+	tool, err := codemode.New(codemode.Config{Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{
+		`c = contact; [c["phone"].delete("^0-9").to_i, c["email"].tr("!-~", "\uFF01-\uFF5E"), c["email"].tr("aeo", "\u0430\u0435\u043E")]`,
+		`c = contact; post({c["email"][0, 8] => c["email"][8..]})`,
+	} {
+		out, err := tool.Run(t.Context(), code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.ToLower(string(out.Output))
+		for _, clear := range []string{"2079460958", "ｋｉｍ", "kim", "novak", "example"} {
+			if strings.Contains(s, clear) {
+				t.Errorf("%s: the model reads %q: %s", code, clear, out.Output)
+			}
+		}
+		if !strings.Contains(s, "[[phone:") && !strings.Contains(s, "may not receive email") {
+			t.Errorf("%s: the model reads %s", code, out.Output)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -52,5 +53,53 @@ func TestLabelledResultsCarryTokens(t *testing.T) {
 	res := call(t, cs, mcpserver.ToolSession, `dial("`+toks[0]+`")`)
 	if len(got) != 1 || got[0] != phone || !strings.Contains(text(res), "ringing") {
 		t.Errorf("dial received %q (result %s)", got, text(res))
+	}
+}
+
+// Numbers and look-alike spellings of labelled values reach the client
+// as tokens (issue 33: a card number as an Integer, a list of its
+// groups, a full-width or Cyrillic email), in the text and the
+// structured content alike, and a sink still refuses them.
+func TestLabelledNumbersAndLookalikesCarryTokens(t *testing.T) {
+	var sent []string
+	var ts glovebox.Toolset
+	ts.Func("account", func() map[string]string {
+		return map[string]string{"card": "4111 1111 1111 1111", "email": "kim.novak@example.com"}
+	})
+	ts.Func("note", func(v any) string { sent = append(sent, fmt.Sprint(v)); return "noted" })
+	ts.Label("account", glovebox.Label{Kind: glovebox.KindCard, Path: "card"}, glovebox.Label{Kind: glovebox.KindEmail, Path: "email"})
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: &ts, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	s, err := mcpserver.New(mcpserver.Options{Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cs := connect(t, s, nil)
+	for _, code := range []string{
+		`a = account; a["card"].delete("^0-9").to_i`,
+		`a = account; a["card"].scan(/\d{4}/).map(&:to_i)`,
+		`a = account; puts a["card"].delete("^0-9").to_f; 1`,
+		`a = account; a["email"].tr("!-~", "\uFF01-\uFF5E")`,
+		`a = account; {"to" => a["email"].tr("aeo", "\u0430\u0435\u043E")}`,
+		`a = account; note(a["card"].delete("^0-9").to_i) rescue $!.message`,
+	} {
+		res := call(t, cs, mcpserver.ToolRun, code)
+		b, _ := json.Marshal(res)
+		shown := strings.ToLower(string(b))
+		for _, clear := range []string{"4111111111111111", "4111,1111", "kim", "ｋｉｍ", "novak", "example"} {
+			if strings.Contains(shown, clear) {
+				t.Errorf("%s: the client read %q: %s", code, clear, b)
+			}
+		}
+		if !strings.Contains(shown, "[[card:") && !strings.Contains(shown, "[[email:") && !strings.Contains(shown, "may not receive card") {
+			t.Errorf("%s: no token: %s", code, b)
+		}
+	}
+	if len(sent) != 0 {
+		t.Errorf("note received %q", sent)
 	}
 }
