@@ -204,6 +204,10 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		r.Header.Del(callHeader)
+		r.Header.Del(ownerHeader)
+		if a := clientAddr(r.RemoteAddr); a != "" {
+			r.Header.Set(ownerHeader, a) // whose share of the state directory its records take
+		}
 		version := r.Header.Get("Mcp-Protocol-Version")
 		if version >= statelessVersion {
 			s.serveStateless(w, r, stateless, o.MaxRequestBytes)

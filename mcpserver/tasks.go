@@ -549,6 +549,11 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		params.Meta = maps.Clone(params.Meta)
 		delete(params.Meta, "progressToken")
 		bg := &mcp.CallToolRequest{Session: cr.Session, Params: &params, Extra: &mcp.RequestExtra{TokenInfo: extraToken(cr), Header: http.Header{}}}
+		if cr.Extra != nil && cr.Extra.Header != nil {
+			if a := cr.Extra.Header.Get(ownerHeader); a != "" {
+				bg.Extra.Header.Set(ownerHeader, a) // its states count against its client's share
+			}
+		}
 		go func() {
 			defer cancel()
 			for {
