@@ -114,7 +114,8 @@ func IsLoopback(addr string) bool {
 
 // HTTPHandler returns the Streamable HTTP handler for the server, to
 // mount at /mcp. Sessions idle for the server's SessionIdle are closed,
-// and at most MaxSessions are open (see [HTTPOptions]).
+// those that made no request after their initialize after
+// NewSessionGrace, and at most MaxSessions are open (see [HTTPOptions]).
 //
 // Every POST body is checked before the SDK sees it, as [Server.ServeIO]
 // checks lines: a malformed message gets HTTP 400 with a JSON-RPC error
