@@ -516,8 +516,15 @@ func (b *stateBook) claim(e *envelope) (bool, error) {
 // e's stored state: a state whose outcome is recorded never runs again,
 // and a session handle's is as large as the VM's changed memory.
 func (b *stateBook) record(e *envelope, outcome []byte) error {
-	b.remove(record{sub: "states", name: fileName(e), owner: e.Owner})
-	return b.write("outcomes", e, outcome)
+	r := record{sub: "outcomes", name: fileName(e), owner: e.Owner}
+	b.remove(record{sub: "states", name: r.name, owner: e.Owner})
+	if err := b.write("outcomes", e, outcome); err != nil {
+		b.mu.Lock()
+		b.note(r) // a replay is refused as expired early, not as unknown
+		b.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // outcome returns the outcome recorded for e.
@@ -759,6 +766,9 @@ func (b *stateBook) reserve(owner string, size int64) error {
 // note records that r was dropped to make room; b.mu is held. A note is
 // an empty file, kept as long as any record.
 func (b *stateBook) note(r record) {
+	if _, _, ok := parseName(r.name); !ok {
+		return
+	}
 	if b.dir == "" {
 		b.mem["dropped/"+r.name] = memRecord{made: time.Now()}
 		return
