@@ -70,7 +70,13 @@
 // retry lacking an answer is asked again with the same state, and a
 // replay gets the outcome recorded when it was first continued (kept in
 // StateDir, as long as the state is valid: [Options].StateTTL); an expired
-// one is refused saying so.
+// one is refused saying so. StateDir is bounded ([Options].MaxStateBytes)
+// and each client holds at most a share of it (MaxClientStateBytes; see
+// [DefaultClientStateShare] for what a client is): a record that does
+// not fit drops the oldest session handles' states and outcomes, the
+// client's own first (their request states are then refused as expired
+// early), and when only paused calls are in the way the call is refused
+// with the bound and the time its oldest record expires.
 //
 // [ClientTools] gives programs the same reach: mcp_ask asks the client
 // (elicitation, sampling by the client's own model, roots; several at

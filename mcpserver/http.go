@@ -40,6 +40,12 @@ const (
 	// closed for a new one when the server holds MaxSessions (1 minute,
 	// against SessionIdle's 30 for a server with room).
 	DefaultPressureIdle = time.Minute
+	// DefaultNewSessionGrace is how long a session that has made no
+	// request since its initialize is kept (30 seconds: a client lists
+	// the tools, or calls one, right after it connects; a flood of
+	// initialize requests that never come back holds its sessions no
+	// longer).
+	DefaultNewSessionGrace = 30 * time.Second
 	// EnvToken names the environment variable `glovebox mcp` reads the
 	// bearer token from when --token is not given.
 	EnvToken = "GLOVEBOX_MCP_TOKEN"
@@ -68,17 +74,24 @@ type HTTPOptions struct {
 	// DefaultMaxConnections.
 	MaxConnections int
 	// MaxSessions bounds the MCP sessions open at once. An initialize
-	// that would pass it closes the least recently used session idle for
-	// PressureIdle or longer (its client's next request gets 404 and
-	// starts a new session, as the protocol has it); when none is, it is
-	// refused with HTTP 503, Retry-After and a JSON-RPC error
-	// [CodeServerBusy] whose message names the limit. Zero means
-	// DefaultMaxHTTPSessions.
+	// that would pass it closes the oldest session that has made no
+	// request since its initialize (notifications/initialized aside), so
+	// a flood of initialize requests never locks the next client out;
+	// else the least recently used session idle for PressureIdle or
+	// longer (its client's next request gets 404 and starts a new
+	// session, as the protocol has it); when none is, it is refused with
+	// HTTP 503, Retry-After and a JSON-RPC error [CodeServerBusy] whose
+	// message names the limit. Zero means DefaultMaxHTTPSessions.
 	MaxSessions int
 	// PressureIdle is the idle time after which a session may be closed
 	// for a new one while MaxSessions are open. Zero means
 	// DefaultPressureIdle.
 	PressureIdle time.Duration
+	// NewSessionGrace is how long a session that has made no request
+	// since its initialize (notifications/initialized aside) is kept:
+	// then it is closed, whether the server is full or not. Zero means
+	// DefaultNewSessionGrace.
+	NewSessionGrace time.Duration
 }
 
 // ErrTokenRequired is returned by [Server.HTTPHandler] for a
@@ -101,7 +114,8 @@ func IsLoopback(addr string) bool {
 
 // HTTPHandler returns the Streamable HTTP handler for the server, to
 // mount at /mcp. Sessions idle for the server's SessionIdle are closed,
-// and at most MaxSessions are open (see [HTTPOptions]).
+// those that made no request after their initialize after
+// NewSessionGrace, and at most MaxSessions are open (see [HTTPOptions]).
 //
 // Every POST body is checked before the SDK sees it, as [Server.ServeIO]
 // checks lines: a malformed message gets HTTP 400 with a JSON-RPC error
@@ -131,7 +145,8 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	o.MaxConnections = cmp.Or(o.MaxConnections, DefaultMaxConnections)
 	o.MaxSessions = cmp.Or(o.MaxSessions, DefaultMaxHTTPSessions)
 	o.PressureIdle = cmp.Or(o.PressureIdle, DefaultPressureIdle)
-	if o.MaxRequestBytes < 0 || o.MaxConnections < 0 || o.MaxSessions < 0 || o.PressureIdle < 0 {
+	o.NewSessionGrace = cmp.Or(o.NewSessionGrace, DefaultNewSessionGrace)
+	if o.MaxRequestBytes < 0 || o.MaxConnections < 0 || o.MaxSessions < 0 || o.PressureIdle < 0 || o.NewSessionGrace < 0 {
 		return nil, errors.New("mcpserver: negative HTTPOptions field")
 	}
 	hosts := slices.Clone(o.AllowedHosts)
@@ -150,7 +165,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: o.MaxRequestBytes})
 	slots := make(chan struct{}, o.MaxConnections)
-	book := &sessionBook{srv: s, max: o.MaxSessions, pressureIdle: o.PressureIdle, open: map[string]*httpSession{}}
+	book := &sessionBook{srv: s, max: o.MaxSessions, pressureIdle: o.PressureIdle, grace: o.NewSessionGrace, open: map[string]*httpSession{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -190,6 +205,10 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		r.Header.Del(callHeader)
+		r.Header.Del(ownerHeader)
+		if a := clientAddr(r.RemoteAddr); a != "" {
+			r.Header.Set(ownerHeader, a) // whose share of the state directory its records take
+		}
 		version := r.Header.Get("Mcp-Protocol-Version")
 		if version >= statelessVersion {
 			s.serveStateless(w, r, stateless, o.MaxRequestBytes)
@@ -201,7 +220,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		}
 		if r.Method != http.MethodPost {
 			if sid != "" {
-				defer book.use(sid)()
+				defer book.use(sid, true)()
 			}
 			mh.ServeHTTP(w, r)
 			return
@@ -249,7 +268,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		}
 		if sid != "" { // the experimental tasks of 2025-11-25 (tasks2025.go)
 			if reply, status, ok := s.taskMessage(r.Context(), c.msgs, version, nil, "session:"+sid); ok {
-				defer book.use(sid)()
+				defer book.use(sid, true)()
 				writeJSON(w, status, reply)
 				return
 			}
@@ -268,7 +287,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			}
 			defer book.added(w, asked)
 		} else {
-			defer book.use(sid)()
+			// notifications/initialized alone does not use the session:
+			// a flood of initialize requests sends it too.
+			defer book.use(sid, slices.ContainsFunc(c.msgs, func(m message) bool { return m.method != "notifications/initialized" }))()
 		}
 		s.serveCalls(w, r, c.msgs, mh)
 	}), nil
@@ -353,13 +374,16 @@ type sessionBook struct {
 	srv          *Server
 	max          int
 	pressureIdle time.Duration
+	grace        time.Duration // a never-used session's life
 	mu           sync.Mutex
 	open         map[string]*httpSession
 	pending      int // initializes admitted, not yet answered
 }
 
 type httpSession struct {
+	made    time.Time
 	last    time.Time
+	used    bool            // it made a request after its initialize (notifications/initialized aside)
 	version string          // the protocolVersion its initialize asked for
 	active  int             // requests in progress
 	pending map[string]bool // ids of the server's requests awaiting an answer
@@ -410,13 +434,15 @@ func (w *sniffWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection (to flush).
 func (w *sniffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// use records a request of session sid; the returned function ends it.
-func (b *sessionBook) use(sid string) func() {
+// use records a request of session sid, one that uses it when uses is
+// set; the returned function ends it.
+func (b *sessionBook) use(sid string, uses bool) func() {
 	b.mu.Lock()
 	hs := b.open[sid]
 	if hs != nil {
 		hs.active++
 		hs.last = time.Now()
+		hs.used = hs.used || uses
 	}
 	b.mu.Unlock()
 	return func() {
@@ -431,14 +457,36 @@ func (b *sessionBook) use(sid string) func() {
 }
 
 // added records the session an initialize answer made, and the revision
-// its initialize asked for.
+// its initialize asked for; the session is closed after the grace if it
+// has not been used by then.
 func (b *sessionBook) added(w http.ResponseWriter, version string) {
 	sid := w.Header().Get(sessionHeader)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pending--
 	if sid != "" && b.open[sid] == nil {
-		b.open[sid] = &httpSession{last: time.Now(), version: version}
+		now := time.Now()
+		hs := &httpSession{made: now, last: now, version: version}
+		b.open[sid] = hs
+		time.AfterFunc(b.grace, func() { b.expire(sid, hs) })
+	}
+}
+
+// expire closes session sid, hs in the book, when it has made no request
+// since its initialize and has none under way.
+func (b *sessionBook) expire(sid string, hs *httpSession) {
+	b.mu.Lock()
+	if b.open[sid] != hs || hs.used || hs.active > 0 {
+		b.mu.Unlock()
+		return
+	}
+	delete(b.open, sid)
+	b.mu.Unlock()
+	for ss := range b.srv.mcp.Sessions() {
+		if ss.ID() == sid {
+			ss.Close()
+			return
+		}
 	}
 }
 
@@ -478,19 +526,33 @@ func (b *sessionBook) admit() (bool, string) {
 		b.pending++
 		return true, ""
 	}
+	// The oldest session never used goes first, so that a flood of
+	// initialize requests takes only its own slots; else the least
+	// recently used one idle for pressureIdle.
 	var victim string
 	var oldest time.Time
+	unused := false
 	for sid, hs := range b.open {
-		if hs.active == 0 && time.Since(hs.last) >= b.pressureIdle && (victim == "" || hs.last.Before(oldest)) {
+		switch {
+		case hs.active > 0:
+		case !hs.used && (!unused || hs.made.Before(oldest)):
+			victim, oldest, unused = sid, hs.made, true
+		case !unused && hs.used && time.Since(hs.last) >= b.pressureIdle && (victim == "" || hs.last.Before(oldest)):
 			victim, oldest = sid, hs.last
 		}
 	}
 	if victim == "" {
-		return false, fmt.Sprintf("the server holds %d MCP sessions, its limit (--max-http-sessions), and none has been idle for %v; try again later, or end unused sessions (HTTP DELETE with their Mcp-Session-Id)", len(b.open)+b.pending, b.pressureIdle)
+		return false, fmt.Sprintf("the server holds %d MCP sessions, its limit (--max-http-sessions), each of them in use and none idle for %v; try again later, or end unused sessions (HTTP DELETE with their Mcp-Session-Id)", len(b.open)+b.pending, b.pressureIdle)
 	}
 	delete(b.open, victim)
-	b.srv.log.Info("mcpserver: closed the least recently used idle session for a new one", "session", victim, "idle", time.Since(oldest).Round(time.Second), "limit", b.max)
-	go live[victim].Close()
+	if unused { // a flood's: one line each would flood the log too
+		b.srv.log.Debug("mcpserver: closed the oldest session never used since its initialize for a new one", "session", victim, "age", time.Since(oldest).Round(time.Second), "limit", b.max)
+	} else {
+		b.srv.log.Info("mcpserver: closed the least recently used idle session for a new one", "session", victim, "idle", time.Since(oldest).Round(time.Second), "limit", b.max)
+	}
+	if ss := live[victim]; ss != nil {
+		go ss.Close()
+	}
 	b.pending++
 	return true, ""
 }

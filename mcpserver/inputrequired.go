@@ -45,11 +45,11 @@ func (s *Server) pause(ci *callInfo, tool string, res *glovebox.Result) (mcp.Inp
 	default:
 		return nil, "", fmt.Errorf("the program waits in its call to %s (%s), which is not a question an MCP client can answer", pc.Name, pc.Reason)
 	}
-	var user string
+	var user, owner string
 	if ci != nil {
-		user = ci.user
+		user, owner = ci.user, ci.owner
 	}
-	st, err := s.book.seal(e, res.State, user)
+	st, err := s.book.seal(e, res.State, user, owner)
 	if err != nil {
 		return nil, "", err
 	}
@@ -83,7 +83,7 @@ func (s *Server) openRetry(tool, state, user string, resp mcp.InputResponseMap) 
 	if err != nil {
 		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
 	}
-	if o, ok := s.book.outcome(e.ID); ok {
+	if o, ok := s.book.outcome(e); ok {
 		return nil, o, nil, nil
 	}
 	var fwd []forwarded
@@ -101,15 +101,15 @@ func (s *Server) openRetry(tool, state, user string, resp mcp.InputResponseMap) 
 		}
 		return nil, nil, m, nil
 	}
-	first, err := s.book.claim(e.ID)
+	first, err := s.book.claim(e)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if !first {
-		if o, ok := s.book.outcome(e.ID); ok {
+		if o, ok := s.book.outcome(e); ok {
 			return nil, o, nil, nil
 		}
-		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this requestState is being continued by another request right now (a paused program continues once); retry in a moment to get its outcome"}
+		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: s.book.busy(e, "invalid params: this requestState is being continued by another request right now (a paused program continues once); retry in a moment to get its outcome").Error()}
 	}
 	if st, err = s.book.load(e); err != nil {
 		return nil, nil, nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
@@ -219,7 +219,7 @@ func resume[T any](s *Server, req mcp.Request, name, state string, resp mcp.Inpu
 		return nil, err
 	}
 	if b, merr := json.Marshal(res); merr == nil {
-		if rerr := s.book.record(rt.e.ID, b); rerr != nil {
+		if rerr := s.book.record(rt.e, b); rerr != nil {
 			s.log.Error("mcpserver: recording the outcome of a continued state failed; a replay of it will be refused", "err", rerr)
 		}
 	}

@@ -37,8 +37,10 @@ type callInfo struct {
 	// answer all it asks, instead of pausing.
 	given mcp.InputResponseMap
 	// user is the request's authenticated user ("" without one), whom
-	// the request states of its results are sealed for.
-	user string
+	// the request states of its results are sealed for; owner is the
+	// client whose share of the state directory they count against (see
+	// extraOwner).
+	user, owner string
 
 	mu sync.Mutex
 	// forward is the bound server's question the call's program was
@@ -60,7 +62,7 @@ type mcpRequest interface {
 // session ss, with progress its progress token (nil: none) and given the
 // input responses of a first call.
 func withCall(ctx context.Context, ss *mcp.ServerSession, req mcpRequest, progress any, given mcp.InputResponseMap) context.Context {
-	ci := &callInfo{ss: ss, version: req.ProtocolVersion(), caps: req.ClientCapabilities(), progress: progress, given: given, user: extraUser(req.GetExtra())}
+	ci := &callInfo{ss: ss, version: req.ProtocolVersion(), caps: req.ClientCapabilities(), progress: progress, given: given, user: extraUser(req.GetExtra()), owner: extraOwner(req.GetExtra())}
 	return context.WithValue(withSession(ctx, ss), callKey{}, ci)
 }
 

@@ -200,13 +200,15 @@ func TestCallErrorsSayWhat(t *testing.T) {
 
 // The HTTP server holds at most MaxSessions sessions: past it, an
 // initialize is refused with 503 and a JSON-RPC error naming the limit
-// while every session is in use; once one has been idle for
-// PressureIdle, the least recently used goes to make room.
+// while every session is in use (each made a request since its
+// initialize); once one has been idle for PressureIdle, the least
+// recently used goes to make room.
 func TestHTTPSessionCap(t *testing.T) {
 	for _, pressure := range []time.Duration{time.Hour, time.Nanosecond} {
 		s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
 		url := serveHTTPWith(t, s, mcpserver.HTTPOptions{MaxSessions: 2, PressureIdle: pressure})
 		a, b := rawSession(t, url), rawSession(t, url)
+		raw(t, url, b, nil, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 		raw(t, url, a, nil, `{"jsonrpc":"2.0","id":2,"method":"ping"}`) // b is now the least recently used
 		code, sid, msgs := raw(t, url, "", nil, initBody)
 		if pressure == time.Hour {
@@ -394,5 +396,94 @@ func TestHTTPApproval(t *testing.T) {
 	defer cs.Close()
 	if got := text(call(t, cs, mcpserver.ToolRun, "transfer(5)")); got != "=> 5\ncalled transfer" {
 		t.Fatalf("approved over HTTP: %q", got)
+	}
+}
+
+// A flood of initialize requests whose sessions are never used does not
+// lock anyone out: with every slot taken by them, the next client's
+// initialize closes the oldest never-used one, gets a session and works,
+// and a session that was in use before the flood keeps working. The
+// sessions held never pass the cap.
+func TestHTTPSessionFloodLocksNobodyOut(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	const limit = 16
+	url := serveHTTPWith(t, s, mcpserver.HTTPOptions{MaxSessions: limit})
+	used := rawSession(t, url)
+	if code, _, _ := raw(t, url, used, nil, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != 200 {
+		t.Fatalf("tools/list: HTTP %d", code)
+	}
+	var admitted, refused atomic.Int64
+	flood := make(chan struct{})
+	for range 8 {
+		go func() {
+			defer func() { flood <- struct{}{} }()
+			for range 40 {
+				code, sid, _ := raw(t, url, "", nil, initBody)
+				switch {
+				case code == 200 && sid != "":
+					admitted.Add(1)
+				case code == http.StatusServiceUnavailable:
+					refused.Add(1)
+				default:
+					t.Errorf("a flood initialize: HTTP %d", code)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-flood
+	}
+	t.Logf("flood: %d sessions made, %d refused", admitted.Load(), refused.Load())
+	if n := countSessions(s); n > limit {
+		t.Fatalf("%d SDK sessions after the flood, over the cap of %d", n, limit)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "next", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearer("secret"), DisableStandaloneSSE: true}, legacy)
+	if err != nil {
+		t.Fatalf("the client after the flood gets no session: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolRun, Arguments: map[string]any{"code": "6*7"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the client after the flood: %v %v", err, res)
+	}
+	if v, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(v), `"value":42`) {
+		t.Fatalf("the client after the flood got %s", v)
+	}
+	if code, _, _ := raw(t, url, used, nil, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); code != 200 {
+		t.Fatalf("the session in use before the flood: HTTP %d", code)
+	}
+}
+
+// countSessions counts the SDK's open sessions of s.
+func countSessions(s *mcpserver.Server) int {
+	n := 0
+	for range s.MCP().Sessions() {
+		n++
+	}
+	return n
+}
+
+// A session that makes no request after its initialize is closed after
+// NewSessionGrace, server full or not; one that made a request stays.
+func TestHTTPNeverUsedSessionGrace(t *testing.T) {
+	s, _ := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	url := serveHTTPWith(t, s, mcpserver.HTTPOptions{NewSessionGrace: time.Second})
+	used := rawSession(t, url)
+	raw(t, url, used, nil, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	idle := rawSession(t, url)
+	for i := 0; countSessions(s) > 1; i++ {
+		if i == 300 {
+			t.Fatalf("the never-used session was not closed after its grace: %d sessions open", countSessions(s))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _, _ := raw(t, url, idle, nil, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); code != http.StatusNotFound {
+		t.Fatalf("the never-used session after its grace: HTTP %d, want 404", code)
+	}
+	if code, _, _ := raw(t, url, used, nil, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); code != 200 {
+		t.Fatalf("the session that made a request was closed: HTTP %d", code)
 	}
 }

@@ -113,6 +113,19 @@ type Options struct {
 	// MaxInlineState is the largest sealed state (bytes) carried in a
 	// request state itself. Zero means DefaultMaxInlineState.
 	MaxInlineState int
+	// MaxStateBytes bounds the bytes of the stored states and outcomes
+	// StateDir (or memory) holds, across every process sharing it (each
+	// counts the directory). MaxClientStateBytes is one client's share
+	// of it (a client: see DefaultClientStateShare). Room for a new
+	// record is made by dropping the oldest session-handle states and
+	// outcomes, the client's own first while it is over its share (their
+	// request states are then refused as expired early); past that, a
+	// call that would pause, or a ruby_session call under 2026-07-28,
+	// gets an error saying which bound and when its oldest record
+	// expires. Zero means DefaultMaxStateBytes, and MaxStateBytes /
+	// DefaultClientStateShare for the share.
+	MaxStateBytes       int64
+	MaxClientStateBytes int64
 	// WatchInterval is how often the mount files clients subscribed to
 	// (resources/subscribe) are checked for changes; a change (its
 	// modification time, size or existence) sends
@@ -173,7 +186,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("mcpserver: Options.Runtime is nil")
 	}
-	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 || opts.WatchInterval < 0 {
+	if opts.SessionIdle < 0 || opts.MaxConcurrent < 0 || opts.MaxSessions < 0 || opts.ProgressInterval < 0 || opts.StateTTL < 0 || opts.MaxInlineState < 0 || opts.WatchInterval < 0 || opts.MaxStateBytes < 0 || opts.MaxClientStateBytes < 0 {
 		return nil, errors.New("mcpserver: negative option")
 	}
 	opts.Name = cmp.Or(opts.Name, "glovebox")

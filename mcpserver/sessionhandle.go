@@ -94,19 +94,19 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
 	}
-	if o, ok := s.book.outcome(e.ID); ok {
+	if o, ok := s.book.outcome(e); ok {
 		var res mcp.CallToolResult
 		if err := json.Unmarshal(o, &res); err != nil {
 			return nil, fmt.Errorf("the recorded outcome of this session handle is damaged: %v", err)
 		}
 		return &res, nil
 	}
-	first, err := s.book.claim(e.ID)
+	first, err := s.book.claim(e)
 	if err != nil {
 		return nil, err
 	}
 	if !first {
-		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: this session handle is in use by another call right now (each handle continues once); retry in a moment to get that call's result"}
+		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: s.book.busy(e, "invalid params: this session handle is in use by another call right now (each handle continues once); retry in a moment to get that call's result").Error()}
 	}
 	if st, err = s.book.load(e); err != nil {
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: err.Error()}
@@ -118,7 +118,7 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	res, err := s.handledRun(ctx, req, gs, run)
 	if err == nil {
 		if b, merr := json.Marshal(res); merr == nil {
-			if rerr := s.book.record(e.ID, b); rerr != nil {
+			if rerr := s.book.record(e, b); rerr != nil {
 				s.log.Error("mcpserver: recording the outcome of a session handle failed", "err", rerr)
 			}
 		}
@@ -142,7 +142,7 @@ func (s *Server) handledRun(ctx context.Context, req *mcp.CallToolRequest, gs *g
 	state, err := gs.Suspend(ctx)
 	var handle string
 	if err == nil {
-		handle, err = s.book.seal(envelope{Kind: "session", Tool: ToolSession}, state, requestUser(req))
+		handle, err = s.book.seal(envelope{Kind: "session", Tool: ToolSession}, state, requestUser(req), extraOwner(req.GetExtra()))
 	}
 	structured, _ := res.StructuredContent.(json.RawMessage)
 	if err != nil {

@@ -104,10 +104,15 @@ type task struct {
 
 	// While the status is input_required: the program's questions not yet
 	// answered (tasks/get shows them), the answers tasks/update gave, and
-	// the channel closed when every question has its answer.
+	// the channel closed when every question has its answer. The
+	// tasks/update that gives the last answer moves the task to working
+	// itself, under the store's lock, and leaves the answers in given
+	// for the program's goroutine: a tasks/get in between never sees
+	// input_required with no question left.
 	pending mcp.InputRequestMap
 	answers map[string]json.RawMessage
 	wake    chan struct{}
+	given   map[string]json.RawMessage
 }
 
 // live reports whether t has not ended: working, or waiting for input.
@@ -276,16 +281,19 @@ func (st *taskStore) await(ctx context.Context, t *task, asks mcp.InputRequestMa
 	select {
 	case <-wake:
 	case <-ctx.Done():
+		st.mu.Lock()
+		t.given = nil
+		st.mu.Unlock()
 		return nil, false
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if t.status != taskInput {
+	given := t.given
+	t.given = nil
+	if t.status != taskWorking || given == nil { // stopped meanwhile
 		return nil, false
 	}
-	raw, _ := json.Marshal(t.answers)
-	t.status, t.message, t.last = taskWorking, "the program is running", st.now()
-	t.pending, t.answers, t.wake = nil, nil, nil
+	raw, _ := json.Marshal(given)
 	var resp mcp.InputResponseMap
 	if err := json.Unmarshal(raw, &resp); err != nil { // checked one by one in answer
 		return nil, false
@@ -321,6 +329,11 @@ func (st *taskStore) answer(t *task, resp map[string]json.RawMessage) *jsonrpc.E
 	}
 	t.last = st.now()
 	if len(t.pending) == 0 && t.wake != nil {
+		// The program goes on: the task is working from this moment, not
+		// from when its goroutine wakes.
+		t.status, t.message = taskWorking, "the program is running"
+		t.given = t.answers
+		t.pending, t.answers = nil, nil
 		close(t.wake)
 		t.wake = nil
 	}
@@ -345,7 +358,7 @@ func (st *taskStore) stop(t *task, why string) {
 	if t.live() {
 		now := st.now()
 		t.status, t.message, t.last, t.ended = taskCancelled, why, now, now
-		t.pending, t.answers = nil, nil
+		t.pending, t.answers, t.given = nil, nil, nil
 		t.cancel()
 		close(t.done)
 	}
@@ -536,6 +549,11 @@ func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		params.Meta = maps.Clone(params.Meta)
 		delete(params.Meta, "progressToken")
 		bg := &mcp.CallToolRequest{Session: cr.Session, Params: &params, Extra: &mcp.RequestExtra{TokenInfo: extraToken(cr), Header: http.Header{}}}
+		if cr.Extra != nil && cr.Extra.Header != nil {
+			if a := cr.Extra.Header.Get(ownerHeader); a != "" {
+				bg.Extra.Header.Set(ownerHeader, a) // its states count against its client's share
+			}
+		}
 		go func() {
 			defer cancel()
 			for {

@@ -192,6 +192,27 @@ type Config struct {
 	// Nil refuses sampling, as for Elicit: the guest's call raises
 	// MCPProtocolError naming this option.
 	Sample func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	// MaxMessageBytes caps one message a server sends: an HTTP response
+	// body (JSON, or an error page), one SSE event (and so each of its
+	// lines), one stdio line. MaxResponseBytes caps all that one HTTP
+	// response carries (the SSE stream answering a request: its progress
+	// and log events, the server's own requests, the result); the
+	// standalone stream of a 2025-11-25 session lives as long as the
+	// session and has only the per-event cap. A server that passes a cap
+	// is read no further: the call fails with MCPProtocolError naming
+	// the server and the cap (or Bind fails so), the connection is
+	// closed, and the server is restarted at the next call. Zero means
+	// DefaultMaxMessageBytes, and for MaxResponseBytes four times
+	// MaxMessageBytes, at least DefaultMaxResponseBytes.
+	MaxMessageBytes  int
+	MaxResponseBytes int64
+	// MaxListTools and MaxListBytes cap a server's tool listing
+	// (tools/list, all its pages, at most 100 of them): its tools, and
+	// the bytes the server sends while it lists them; past either, Bind
+	// fails naming the server and the cap. Zero means
+	// DefaultMaxListTools and DefaultMaxListBytes.
+	MaxListTools int
+	MaxListBytes int64
 }
 
 // Root is one of the client's roots (see [Config].Roots): a URI, usually
@@ -219,6 +240,18 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = max(DefaultMaxResponseBytes, 4*int64(c.MaxMessageBytes))
+	}
+	if c.MaxListTools <= 0 {
+		c.MaxListTools = DefaultMaxListTools
+	}
+	if c.MaxListBytes <= 0 {
+		c.MaxListBytes = DefaultMaxListBytes
 	}
 }
 
@@ -311,10 +344,13 @@ func Bind(ctx context.Context, ts *glovebox.Toolset, cfg Config, servers ...Serv
 	}
 	fail := func(err error) (*Binding, error) {
 		b.Close()
+		for _, c := range b.servers { // the server's URL stays out of the host's errors too
+			err = fmt.Errorf("%w%s", ErrBind, c.scrub.forHost(strings.TrimPrefix(err.Error(), ErrBind.Error())))
+		}
 		return nil, err
 	}
 	for _, s := range servers {
-		c := &conn{b: b, srv: s, backoff: cfg.RestartBackoff}
+		c := &conn{b: b, srv: s, backoff: cfg.RestartBackoff, scrub: newScrubber(s)}
 		b.servers = append(b.servers, c)
 		sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 		tools, err := c.start(sctx)
@@ -447,11 +483,13 @@ type conn struct {
 	instructions string
 	tools        []*tool
 	version      string // the revision the server answered with at the last start
+	scrub        *scrubber
 
 	mu       sync.Mutex
 	session  *mcp.ClientSession
 	cmd      *proc
 	tap      *rawTap // the stdio stream's tap; nil for HTTP
+	guard    *guard  // caps what the current session reads from the server
 	dead     bool    // the session ended without Close
 	closed   bool
 	backoff  time.Duration
@@ -615,7 +653,17 @@ func (h *sdkLog) Handle(ctx context.Context, r slog.Record) error {
 		h.c.mu.Unlock()
 	}
 	if h.next.Enabled(ctx, r.Level) {
-		return h.next.Handle(ctx, r)
+		// The SDK's messages may quote the server's URL: its secret
+		// parts stay out of the host's log.
+		out := slog.NewRecord(r.Time, r.Level, h.c.scrub.forHost(r.Message), r.PC)
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Value.Kind() == slog.KindString || a.Value.Kind() == slog.KindAny {
+				a.Value = slog.StringValue(h.c.scrub.forHost(a.Value.String()))
+			}
+			out.AddAttrs(a)
+			return true
+		})
+		return h.next.Handle(ctx, out)
 	}
 	return nil
 }
@@ -640,20 +688,34 @@ func (c *conn) start(ctx context.Context) ([]*mcp.Tool, error) {
 		c.b.cfg.Logger.Warn("mcptools: the server offers no tools; none bound", "server", c.srv.Name)
 		return nil, nil
 	}
+	cfg := &c.b.cfg
+	c.mu.Lock()
+	g := c.guard
+	c.mu.Unlock()
+	before := g.received.Load()
 	cursor := ""
 	for page := 0; ; page++ {
-		if page >= 1000 {
-			return nil, errors.New("tools/list: more than 1000 pages")
+		if page >= maxListPages {
+			return nil, fmt.Errorf("tools/list: server %q listed its tools in more than %d pages, the cap; a listing that long does not end", c.srv.Name, maxListPages)
 		}
 		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err := g.tripped(); err != nil {
+			return nil, fmt.Errorf("tools/list: %v", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tools/list: %v", err)
+		}
+		if n := g.received.Load() - before; n > cfg.MaxListBytes {
+			return nil, fmt.Errorf("tools/list: server %q sent more than %d bytes listing its tools, the cap (mcptools.Config.MaxListBytes)", c.srv.Name, cfg.MaxListBytes)
 		}
 		for i, t := range res.Tools {
 			if t == nil {
 				return nil, fmt.Errorf("tools/list: entry %d of page %d is null", i, page)
 			}
 			tools = append(tools, t)
+		}
+		if len(tools) > cfg.MaxListTools {
+			return nil, fmt.Errorf("tools/list: server %q listed more than %d tools, the cap (mcptools.Config.MaxListTools)", c.srv.Name, cfg.MaxListTools)
 		}
 		if res.NextCursor == "" {
 			break
@@ -682,6 +744,25 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	var pr *proc
 	var tap *rawTap
+	cfg := &c.b.cfg
+	g := &guard{server: c.srv.Name, cfg: cfg}
+	g.onTrip = func() {
+		c.mu.Lock()
+		var cs *mcp.ClientSession
+		if c.guard == g {
+			cs, c.dead = c.session, true
+		}
+		c.mu.Unlock()
+		if cs != nil {
+			go cs.Close()
+		}
+	}
+	c.mu.Lock()
+	c.guard = g
+	c.mu.Unlock()
+	// The SDK's own caps stay as a backstop, above the guard's, so that
+	// the guard, which names the server and the cap, trips first.
+	backstop := 2*cfg.MaxMessageBytes + 64<<10
 	if len(c.srv.Command) > 0 {
 		c.stderr = newStderrLog(c.b.cfg, c.srv.Name)
 		var out io.ReadCloser
@@ -691,10 +772,10 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot start: %v", err)
 		}
-		tap = newRawTap()
-		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}}
+		tap = newRawTap(g)
+		t = &mcp.IOTransport{Reader: tapReader{out, tap}, Writer: tapWriter{in, tap, new(sync.Mutex)}, MaxLineLength: backstop}
 	} else {
-		var rt http.RoundTripper = headerTransport{c.srv.Header, c.srv.URL, http.DefaultTransport}
+		var rt http.RoundTripper = headerTransport{c.srv.Header, c.srv.URL, capTransport{g, http.DefaultTransport}}
 		if c.srv.TokenSource != nil {
 			rt = tokenTransport{c.srv.TokenSource, c.srv.URL, rt}
 		}
@@ -704,7 +785,7 @@ func (c *conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// without it they wait for an answer that never comes. A dropped
 		// stream is resumed (MaxRetries 0: the SDK's default of 5 tries,
 		// honouring the server's retry field and Last-Event-ID).
-		st := &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc}
+		st := &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxEventSize: backstop}
 		if c.srv.OAuth != nil {
 			c.mu.Lock()
 			if c.oauth == nil {

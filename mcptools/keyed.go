@@ -96,7 +96,7 @@ func (t *tool) target(ctx context.Context) (*conn, error) {
 	if s.Name != t.c.srv.Name {
 		return nil, fmt.Errorf("the key's server is named %q, not %q", s.Name, t.c.srv.Name)
 	}
-	c := &conn{b: t.c.b, srv: s, backoff: t.c.b.cfg.RestartBackoff, dead: true}
+	c := &conn{b: t.c.b, srv: s, backoff: t.c.b.cfg.RestartBackoff, dead: true, scrub: newScrubber(s)}
 	kd.conns[key] = c
 	return c, nil
 }

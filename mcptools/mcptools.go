@@ -44,6 +44,22 @@
 // answered with a protocol error raises MCPTransportError, MCPServerCrashError
 // or MCPProtocolError; a call that ran out of time raises MCPTimeoutError.
 // When the request may have run on the server, the message says "in doubt".
+// A message names the server by its Name and shows nothing of its URL:
+// neither host nor address, userinfo, path, query nor fragment (where
+// API keys travel); the host's own errors (Bind's) and logs leave out
+// the URL's userinfo, path, query and fragment.
+//
+// # Caps
+//
+// Every byte read from a server is capped, so a hostile or broken one
+// cannot make the host allocate without bound: one message (a JSON body,
+// an error page, an SSE event and so each of its lines, a stdio line) at
+// [Config].MaxMessageBytes, everything one HTTP response carries at
+// MaxResponseBytes, and a tool listing at MaxListTools tools,
+// MaxListBytes bytes and 100 pages. A server past a cap is read no
+// further: the call raises MCPProtocolError naming the server and the
+// cap (Bind fails so during the listing), the connection is closed and
+// the server is restarted at the next call.
 //
 // # Lifecycle
 //

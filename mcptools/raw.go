@@ -20,8 +20,11 @@ import (
 // requests.
 const callMarker = "io.glovebox/call"
 
-// rawTap matches requests to responses by id and keeps raw results.
+// rawTap matches requests to responses by id and keeps raw results. It
+// also caps the server's lines: one longer than the guard's
+// MaxMessageBytes trips the guard and ends the stream.
 type rawTap struct {
+	g      *guard
 	next   atomic.Int64
 	mu     sync.Mutex
 	ids    map[string]string          // JSON-RPC id → marker
@@ -30,8 +33,8 @@ type rawTap struct {
 	outBuf []byte
 }
 
-func newRawTap() *rawTap {
-	return &rawTap{ids: map[string]string{}, raw: map[string]json.RawMessage{}}
+func newRawTap(g *guard) *rawTap {
+	return &rawTap{g: g, ids: map[string]string{}, raw: map[string]json.RawMessage{}}
 }
 
 // mark returns a fresh marker for one call.
@@ -51,21 +54,27 @@ func (t *rawTap) take(m string) json.RawMessage {
 	return r
 }
 
-// maxTapLine bounds one buffered line; a longer message is not tapped (its
-// call falls back to the SDK's decoding).
+// maxTapLine bounds one buffered line the host sends; a longer message
+// is not tapped (its call falls back to the SDK's decoding).
 const maxTapLine = 64 << 20
 
-// lines feeds complete lines of p (appended to *buf) to f.
-func lines(buf *[]byte, p []byte, f func([]byte)) {
+// lines feeds complete lines of p (appended to *buf) to f, buffering at
+// most max bytes of a line: it reports false when a line is longer.
+func lines(buf *[]byte, p []byte, max int, f func([]byte)) bool {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			if len(*buf)+len(p) <= maxTapLine {
+			if len(*buf)+len(p) <= max {
 				*buf = append(*buf, p...)
 			} else {
 				*buf = append((*buf)[:0], 0) // poisoned: dropped at the next newline
+				return false
 			}
-			return
+			return true
+		}
+		if len(*buf)+i > max {
+			*buf = (*buf)[:0]
+			return false
 		}
 		if len(*buf) == 0 || (*buf)[0] != 0 {
 			f(append(*buf, p[:i]...))
@@ -73,6 +82,7 @@ func lines(buf *[]byte, p []byte, f func([]byte)) {
 		*buf = (*buf)[:0]
 		p = p[i+1:]
 	}
+	return true
 }
 
 func (t *rawTap) sent(line []byte) {
@@ -121,15 +131,22 @@ type tapReader struct {
 }
 
 func (r tapReader) Read(p []byte) (int, error) {
+	if err := r.t.g.tripped(); err != nil {
+		return 0, err
+	}
 	n, err := r.ReadCloser.Read(p)
 	if n > 0 {
+		r.t.g.received.Add(int64(n))
 		r.t.mu.Lock()
 		buf := r.t.inBuf
 		r.t.mu.Unlock()
-		lines(&buf, p[:n], r.t.received)
+		ok := lines(&buf, p[:n], r.t.g.cfg.MaxMessageBytes, r.t.received)
 		r.t.mu.Lock()
 		r.t.inBuf = buf
 		r.t.mu.Unlock()
+		if !ok {
+			return 0, r.t.g.trip("a line", "MaxMessageBytes", int64(r.t.g.cfg.MaxMessageBytes))
+		}
 	}
 	return n, err
 }
@@ -143,7 +160,7 @@ type tapWriter struct {
 
 func (w tapWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	lines(&w.t.outBuf, p, w.t.sent)
+	lines(&w.t.outBuf, p, maxTapLine, w.t.sent)
 	w.mu.Unlock()
 	return w.WriteCloser.Write(p)
 }

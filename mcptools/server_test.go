@@ -121,7 +121,9 @@ func sdkServer(name string) {
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
 
-// rawServer answers initialize, then tools/list with listing verbatim.
+// rawServer answers initialize, then tools/list with listing verbatim;
+// with MCPTOOLS_TEST_ENDLESS set, it answers a tools/call with a line
+// that does not end (hostileBytes of it).
 func rawServer(listing string) {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -139,6 +141,19 @@ func rawServer(listing string) {
 			result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
 		case "tools/list":
 			result = listing
+		case "tools/call":
+			if os.Getenv("MCPTOOLS_TEST_ENDLESS") == "" {
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", msg.ID)
+				continue
+			}
+			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, msg.ID)
+			chunk := strings.Repeat("a", 32<<10)
+			for n := 0; n < hostileBytes; n += len(chunk) {
+				if _, err := os.Stdout.WriteString(chunk); err != nil {
+					return
+				}
+			}
+			return
 		default:
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", msg.ID)
 			continue

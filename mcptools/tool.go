@@ -95,12 +95,14 @@ func (t *tool) omitNulls(kw map[string]any) map[string]any {
 	return out
 }
 
-func toolErr(class, format string, args ...any) error {
-	return &glovebox.ToolError{Class: class, Message: fmt.Sprintf(format, args...)}
-}
-
-// call is the glovebox.ToolFunc of the tool.
+// call is the glovebox.ToolFunc of the tool. Every message it returns
+// is scrubbed of the server's URL (see scrubber.forGuest): the guest
+// learns the server's name, nothing of where it is.
 func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
+	sc := t.c.scrub
+	toolErr := func(class, format string, args ...any) error {
+		return &glovebox.ToolError{Class: class, Message: sc.forGuest(fmt.Sprintf(format, args...))}
+	}
 	where := fmt.Sprintf("mcp %s/%s", t.c.srv.Name, t.tool.Name)
 	kw := args.Keyword
 	switch {
@@ -139,6 +141,7 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
 	}
+	sc = c.scrub
 	cs, err := c.live(ctx)
 	if err != nil {
 		return nil, toolErr(ClassTransport, "%s: server unavailable (the request was not sent): %v", where, err)
@@ -147,7 +150,7 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	defer leave()
 	params := &mcp.CallToolParams{Name: t.tool.Name, Arguments: json.RawMessage(raw)}
 	c.mu.Lock()
-	tap := c.tap
+	tap, g := c.tap, c.guard
 	c.mu.Unlock()
 	var mark string
 	if tap != nil {
@@ -169,6 +172,8 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 		var rpc *jsonrpc.Error
 		var refused refusedError
 		switch {
+		case g.tripped() != nil:
+			return nil, toolErr(ClassProtocol, "%s: the call failed (in doubt: the server may have run it): %v", where, g.tripped())
 		case errors.As(err, &refused):
 			return nil, toolErr(ClassTransport, "%s: the call did not run: %v", where, refused)
 		case strings.Contains(err.Error(), "multi round-trip"):
@@ -178,6 +183,8 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 			return nil, toolErr(ClassProtocol, "%s: the server asked a question the host does not answer (elicitation needs Config.Elicit, sampling Config.Sample), so the call was not retried: %v", where, err)
 		case ctx.Err() != nil:
 			return nil, toolErr(ClassTimeout, "%s: the call ran out of time and was cancelled (in doubt: the server may have run it): %v", where, context.Cause(ctx))
+		case errors.As(err, &rpc) && rpc.Code == codeRejected:
+			return nil, toolErr(ClassTransport, "%s: the request did not reach the server, or the server refused it with an HTTP error (in doubt then: it may have run): %v", where, err)
 		case errors.As(err, &rpc):
 			return nil, toolErr(ClassProtocol, "%s: the server answered with an error: %v", where, err)
 		case c.ended(cs):
@@ -192,6 +199,11 @@ func (t *tool) call(ctx context.Context, args glovebox.Args) (any, error) {
 	}
 	return out, nil
 }
+
+// codeRejected is the code of the go-sdk's "rejected by transport"
+// error: a request that was not sent, or that the server answered with
+// an HTTP error and no JSON-RPC error of its own.
+const codeRejected = -32005
 
 // errCallTimeout and errNearDeadline are the causes of a call's end by
 // callContext.

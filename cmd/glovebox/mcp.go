@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ func mcpCmd() *cobra.Command {
 		st          stateFlags
 		stateDir    string
 		stateTTL    time.Duration
+		stateBytes  string
+		clientBytes string
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -99,6 +102,20 @@ address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 			if addr != "" && !mcpserver.IsLoopback(addr) && token == "" {
 				return usageError{fmt.Errorf("--http %s is not a loopback address: set --token or $%s", addr, mcpserver.EnvToken)}
 			}
+			var maxState, maxClientState int64
+			for _, f := range []struct {
+				flag, val string
+				dst       *int64
+			}{{"--max-state-bytes", stateBytes, &maxState}, {"--max-client-state-bytes", clientBytes, &maxClientState}} {
+				if f.val == "" {
+					continue
+				}
+				n, err := parseSize(f.flag, f.val, 1<<40)
+				if err != nil || n == 0 {
+					return usageError{cmp.Or(err, fmt.Errorf("%s %q: more than zero, please (leave it out for the default)", f.flag, f.val))}
+				}
+				*f.dst = int64(n)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rt, err := newRuntime(ctx, cfg)
@@ -107,7 +124,7 @@ address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 			}
 			defer rt.Close()
 			srv, err := mcpserver.New(mcpserver.Options{Runtime: rt, Servers: mcpNotes(), SessionIdle: idle, MaxSessions: maxSess, MaxConcurrent: maxConc, Version: mcpVersion(), Programs: programs,
-				StateKey: secret, StateDir: stateDir, StateTTL: stateTTL, Tasks: tasks})
+				StateKey: secret, StateDir: stateDir, StateTTL: stateTTL, MaxStateBytes: maxState, MaxClientStateBytes: maxClientState, Tasks: tasks})
 			if err != nil {
 				return err
 			}
@@ -133,9 +150,11 @@ address share --state-key (or $` + envStateKey + `) and --state-dir.`,
 	f.IntVar(&maxSess, "max-sessions", 0, "MCP sessions holding a ruby_session VM at once (0: 8)")
 	st.register(f)
 	f.StringVar(&stateDir, "state-dir", "", "directory for what outlives a request at MCP 2026-07-28: large paused states and ruby_session handles, and the outcome of each continued one (so a replayed request gets it); processes serving one client share it and the --state-key (default: mcp-states in the glovebox cache directory)")
-	f.DurationVar(&stateTTL, "state-ttl", 0, fmt.Sprintf("how long an input_required requestState or a ruby_session handle can be used, and its outcome kept (0: %v)", mcpserver.DefaultStateTTL))
+	f.DurationVar(&stateTTL, "state-ttl", 0, fmt.Sprintf("how long an input_required requestState or a ruby_session handle can be used, and its outcome kept; every record in --state-dir is removed once this has passed (0: %v)", mcpserver.DefaultStateTTL))
+	f.StringVar(&stateBytes, "max-state-bytes", "", "bytes the records in --state-dir take at most, for all clients and every process sharing it (default 4GiB)")
+	f.StringVar(&clientBytes, "max-client-state-bytes", "", "one client's share of --max-state-bytes (a client: the authenticated user, else the HTTP client's address, else the stdio process); past it the client's oldest ruby_session handles are dropped (default: an eighth of --max-state-bytes)")
 	f.StringVar(&programs, "programs", "", "a folder of named programs (NAME.rb with NAME.json: kind, description, inputSchema), each served as an MCP tool, prompt or resource that runs it sandboxed with the call's arguments as ARGS")
-	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the least recently used one idle for %v is closed, or the initialize is refused with 503 (0: %d)", mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
+	f.IntVar(&maxHTTPSess, "max-http-sessions", 0, fmt.Sprintf("MCP sessions open over --http at once; past it the oldest session never used since its initialize is closed (one is anyway after %v), else the least recently used one idle for %v, else the initialize is refused with 503 (0: %d)", mcpserver.DefaultNewSessionGrace, mcpserver.DefaultPressureIdle, mcpserver.DefaultMaxHTTPSessions))
 	f.DurationVar(&tasks.TTL, "task-ttl", 0, fmt.Sprintf("keep an ended task's outcome this long for tasks/get (0: %v)", mcpserver.DefaultTaskTTL))
 	f.IntVar(&tasks.MaxKept, "max-tasks", 0, fmt.Sprintf("tasks this process keeps, running or ended; the oldest ended go first (0: %d)", mcpserver.DefaultMaxTasks))
 	f.IntVar(&tasks.MaxPerClient, "max-client-tasks", 0, fmt.Sprintf("tasks one client has running at once (0: %d)", mcpserver.DefaultMaxTasksPerClient))

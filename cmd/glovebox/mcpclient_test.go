@@ -2,13 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gloveboxhq/glovebox/internal/npmtest"
 )
@@ -126,6 +132,8 @@ func TestEvalMCPAuthFlagErrors(t *testing.T) {
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-oauth s,client_secret_env=GLOVEBOX_NO_SUCH_VAR", `$GLOVEBOX_NO_SUCH_VAR is not set`},
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-protocol t=2025-11-25", `no server is named "t"`},
 		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-elicit maybe", `want refuse, decline, accept or client`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-max-message 10", `at least 1KiB`},
+		{"--mcp-url s=http://127.0.0.1:1/mcp --mcp-max-message lots", `is not a size`},
 	} {
 		_, errOut, code := run(t, "", append(append([]string{"eval", "--stdin", "/dev/null"}, strings.Fields(tc.args)...), "-e", "1")...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
@@ -144,5 +152,27 @@ func TestProfileMCPOAuth(t *testing.T) {
 	_, errOut, code := run(t, "", "eval", "--stdin", "/dev/null", "--profile", p, "-e", "1")
 	if code != exitUsage || !strings.Contains(errOut, "mcp_servers.docs.oauth: $GLOVEBOX_NO_SUCH_VAR is not set") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// --mcp-max-message caps what glovebox reads of one message from a bound
+// server: a result past it fails the call with an error naming the
+// server and the cap, and the URL's secrets stay out of the output.
+func TestEvalMCPMaxMessage(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "big", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 64<<10)}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	code := `begin; big["text"].size; rescue Glovebox::MCPProtocolError => e; e.message; end`
+	out, errOut, exit := run(t, "", "eval", "--stdin", "/dev/null", "--mcp-url", "b="+srv.URL+"/mcp?key=SECRETKEY", "-e", code)
+	if exit != 0 || strings.TrimSpace(out) != "=> 65536" {
+		t.Fatalf("under the default cap: exit %d\n%s\n%s", exit, out, errOut)
+	}
+	out, errOut, exit = run(t, "", "eval", "--stdin", "/dev/null", "--mcp-url", "b="+srv.URL+"/mcp?key=SECRETKEY", "--mcp-max-message", "16KiB", "-e", code)
+	if exit != 0 || !strings.Contains(out, `server \"b\" sent`) || !strings.Contains(out, `of more than 16384 bytes, the cap`) || !strings.Contains(out, "--mcp-max-message") || strings.Contains(out+errOut, "SECRETKEY") {
+		t.Fatalf("over --mcp-max-message: exit %d\n%s\n%s", exit, out, errOut)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,7 @@ type mcpFlags struct {
 	labels  []string // SERVER[/TOOL]=KIND:PATH|KIND:emails
 	sinks   []string // SERVER/TOOL=KIND,...
 	log     bool
+	maxMsg  string // --mcp-max-message: a size, "" for the default
 }
 
 func (m *mcpFlags) add(f *pflag.FlagSet) {
@@ -52,6 +54,7 @@ func (m *mcpFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.labels, "mcp-label", nil, `label sensitive values in a bound server's results (docs/dataflow.md): SERVER=KIND:PATH for every tool, SERVER/TOOL=KIND:PATH for one (its MCP name); PATH names fields of the result as the guest gets it (text, structured.email), or "emails" for every address in it; the model then sees tokens, and tools refuse the values; repeatable`)
 	f.StringArrayVar(&m.sinks, "mcp-sink", nil, `let a bound server's tool receive labelled kinds: SERVER/TOOL=KIND[,KIND...] (TOOL "*" for every tool of the server); without it a tool accepts none once anything is labelled; repeatable`)
 	f.BoolVar(&m.log, "log-mcp", false, "copy the MCP servers' stderr to glovebox's stderr")
+	f.StringVar(&m.maxMsg, "mcp-max-message", "", "the largest message glovebox reads from a bound MCP server (a JSON body, an SSE event, a stdio line), e.g. 64MiB; a server that sends more fails the call and is restarted (default 16MiB; what one answer carries in all is four times this, at least 64MiB)")
 	f.StringArrayVar(&m.proto, "mcp-protocol", nil, `the MCP revision to ask a server for: [NAME=]REVISION (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05); without NAME, every server; default: 2026-07-28, falling back to 2025-11-25's initialize; repeatable`)
 	f.StringArrayVar(&m.oauth, "mcp-oauth", nil, `authorize an --mcp-url server with OAuth 2.1 when it asks: NAME[,client_id=ID][,client_secret_env=VAR][,client_metadata=URL][,redirect=URL] (a pre-registered client, its secret read from $VAR, a client ID metadata document, a loopback redirect URL; default: dynamic registration, redirect to an ephemeral 127.0.0.1 port); tokens stay in glovebox's memory; repeatable`)
 	f.StringVar(&m.open, "mcp-oauth-open", "", `a command that opens the authorization URL (appended as its last argument), e.g. xdg-open; default: print the URL on stderr and wait for the redirect`)
@@ -406,6 +409,13 @@ func (m *mcpFlags) bind(tools *glovebox.Toolset, profile string) (*glovebox.Tool
 		return nil, usageError{err}
 	}
 	cfg := mcptools.Config{Logger: log, Roots: roots, Elicit: elicit}
+	if m.maxMsg != "" {
+		n, err := parseSize("--mcp-max-message", m.maxMsg, 1<<30)
+		if err != nil || n < 1<<10 {
+			return nil, usageError{cmp.Or(err, fmt.Errorf("--mcp-max-message %q: at least 1KiB", m.maxMsg))}
+		}
+		cfg.MaxMessageBytes = int(n)
+	}
 	for _, s := range servers {
 		if s.OAuth != nil {
 			// Starting includes the login: time for a person to sign in.
