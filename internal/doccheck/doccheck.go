@@ -12,7 +12,10 @@
 //     comment names ("exit 1"; 0 otherwise);
 //   - a yaml or json block parses, and one marked `<!-- run: file NAME -->`
 //     is written to NAME in that directory when the guide reaches it;
-//   - text blocks (output, protocol transcripts) are not code.
+//   - a JSON-RPC transcript ("→"/"←" lines) marked
+//     `<!-- run: stdio (COMMAND) -->` is played against COMMAND, each
+//     answer compared with the one shown;
+//   - other text blocks (output samples) are not code.
 //
 // Blocks that cannot run on a development machine or in CI are marked
 // `<!-- run: skip (REASON) -->` and listed with their reason; see

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -14,7 +15,9 @@ import (
 	"time"
 )
 
-// TestGuidesRun runs the guides' code for real (make docs): every Go block
+// TestGuidesRun runs the guides' code for real (make docs; GLOVEBOX_DOCS
+// set to a comma-separated list such as docs/mcp.md,README.md runs only
+// those guides' blocks, the Go blocks always): every Go block
 // checked against its compiled source or compiled as pasted, every shell
 // block run in order in its guide's own directory against the glovebox
 // built from this checkout, every data block parsed (and written where a
@@ -22,7 +25,8 @@ import (
 // command. It ends with the counts and every skipped block with its
 // reason.
 func TestGuidesRun(t *testing.T) {
-	if os.Getenv("GLOVEBOX_DOCS") == "" {
+	only := os.Getenv("GLOVEBOX_DOCS")
+	if only == "" {
 		t.Skip("runs every guide's code, about two minutes: make docs (GLOVEBOX_DOCS=1)")
 	}
 	rootAbs, err := filepath.Abs(root)
@@ -91,6 +95,9 @@ func TestGuidesRun(t *testing.T) {
 	}
 	for _, g := range guides {
 		name, _ := filepath.Rel(rootAbs, g)
+		if only != "1" && !slices.Contains(strings.Split(only, ","), name) {
+			continue // GLOVEBOX_DOCS=docs/mcp.md,README.md runs those alone
+		}
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			reps, err := r.Guide(ctx, g)
@@ -128,7 +135,7 @@ func Summary(root string, reps []Report) string {
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "guides' code blocks: %d\n", len(reps))
-	fmt.Fprintf(&s, "\tshell blocks run: %d (%d commands), transcripts compared: %d, servers started and stopped: %d\n", count[KindRun], commands, count[KindTranscript], count[KindServer])
+	fmt.Fprintf(&s, "\tshell blocks run: %d (%d commands), transcripts compared: %d, servers started and stopped: %d, JSON-RPC sessions played: %d\n", count[KindRun], commands, count[KindTranscript], count[KindServer], count[KindSession])
 	fmt.Fprintf(&s, "\tGo blocks: %d verbatim excerpts of compiled files, %d compiled as pasted\n", count[KindExcerpt], count[KindCompiled])
 	fmt.Fprintf(&s, "\tdata blocks: %d parsed and written for later blocks, %d parsed\n", count[KindFile], count[KindParsed])
 	fmt.Fprintf(&s, "\tnot code: %d text blocks (output, transcripts); %d Ruby blocks (ruby/test/test_docs.rb)\n", count[KindText], count[KindRuby])

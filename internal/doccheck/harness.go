@@ -22,6 +22,7 @@ const (
 	KindRun        = "run"        // a shell script block ran
 	KindTranscript = "transcript" // a "$ " transcript ran and its output was compared
 	KindServer     = "server"     // a background block started, served the guide, was stopped
+	KindSession    = "session"    // a JSON-RPC transcript played against its command (stdio)
 	KindFile       = "file"       // a data block was parsed and written for later blocks
 	KindParsed     = "parsed"     // a yaml or json block parsed
 	KindExcerpt    = "excerpt"    // a Go block is a verbatim excerpt of its compiled source
@@ -110,6 +111,13 @@ func (r *Runner) Guide(ctx context.Context, path string) ([]Report, error) {
 			continue // CheckGo
 		case d.Skip != "":
 			rep.Kind, rep.Skip = KindSkipped, d.Skip
+		case d.Stdio != "":
+			rep.Kind = KindSession
+			timeout := r.Timeout
+			if d.Timeout > 0 {
+				timeout = d.Timeout
+			}
+			rep.Err = r.session(ctx, b, d, dir, timeout)
 		case b.Lang == "sh":
 			rep.Kind = KindRun
 			cmds, err := Commands(b.Lines)

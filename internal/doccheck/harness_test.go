@@ -47,6 +47,11 @@ func TestGuidesWellFormed(t *testing.T) {
 			default:
 				t.Errorf("%v: a block needs a language after its fence: sh, go, yaml, json, ruby or text (has %q)", b, b.Lang)
 			}
+			if d.Stdio != "" {
+				if _, err := Exchanges(b.Lines); err != nil {
+					t.Errorf("%v: %v", b, err)
+				}
+			}
 			if d.File != "" && b.Lang == "sh" {
 				t.Errorf("%v: a shell block runs; file is for data blocks", b)
 			}
@@ -274,6 +279,21 @@ func TestRunnerGuide(t *testing.T) {
 		"```ini",
 		"x=1",
 		"```",
+		"<!-- run: stdio (cat) -->",
+		"```text",
+		"→ {\"id\":1,\"method\":\"ping\",\"params\":{\"n\":[1,2]}}",
+		"← {\"id\":1,\"method\":\"…\",\"params\":{\"n\":[1,2]}}",
+		"```",
+		"<!-- run: stdio (cat); timeout 2s -->",
+		"```text",
+		"→ {\"id\":2}",
+		"← {\"id\":3}",
+		"```",
+		"<!-- run: stdio (cat >/dev/null); timeout 1s -->",
+		"```text",
+		"→ {\"id\":2}",
+		"← {\"id\":2}",
+		"```",
 	}, "\n") + "\n"
 	if err := os.WriteFile(guide, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -302,6 +322,9 @@ func TestRunnerGuide(t *testing.T) {
 		{KindRun, ""},
 		{KindText, ""},
 		{"", "it has ini"},
+		{KindSession, ""},
+		{KindSession, "guide.md:54: the answer differs from the guide: $.id: shown 3, got 2"},
+		{KindSession, "guide.md:59: no answer within the block's 1s limit"},
 	}
 	if len(reps) != len(want) {
 		t.Fatalf("got %d reports, want %d", len(reps), len(want))
@@ -328,7 +351,32 @@ func TestRunnerGuide(t *testing.T) {
 		c.Close()
 		t.Error("the background server still listens after the guide")
 	}
-	if s := Summary(dir, reps); !strings.Contains(s, "guide.md:13 (sh): needs a service absent here") || !strings.Contains(s, "failed: 4") {
+	if s := Summary(dir, reps); !strings.Contains(s, "guide.md:13 (sh): needs a service absent here") || !strings.Contains(s, "failed: 6") {
 		t.Errorf("summary:\n%s", s)
+	}
+}
+
+func TestMatchJSON(t *testing.T) {
+	want := `{"id":1,"result":{"instructions":"…","text":"=> … done","n":[18446744073709551616,1.5]}}`
+	if d := MatchJSON(want, `{"result":{"n":[18446744073709551616,1.5],"text":"=> 42 and\nmore done","instructions":{"any":"thing"}},"id":1}`); d != "" {
+		t.Errorf("a match was refused: %s", d)
+	}
+	for got, path := range map[string]string{
+		`{"id":1,"result":{"instructions":"","text":"=> x done","n":[18446744073709551617,1.5]}}`:       "$.result.n[0]",
+		`{"id":1,"result":{"instructions":"","text":"=> x","n":[18446744073709551616,1.5]}}`:            "$.result.text",
+		`{"id":1,"result":{"instructions":"","text":"=> x done","n":[1]}}`:                              "$.result.n",
+		`{"id":1,"result":{"instructions":"","text":"=> x done","n":[18446744073709551616,1.5],"x":0}}`: `$.result: a key the guide does not show: "x"`,
+		`{"id":1,"result":{"text":"=> x done","n":[18446744073709551616,1.5]}}`:                         `$.result: the guide shows "instructions"`,
+		`{"id":"1","result":{"instructions":"","text":"=> x done","n":[18446744073709551616,1.5]}}`:     "$.id",
+	} {
+		if d := MatchJSON(want, got); !strings.HasPrefix(d, path) {
+			t.Errorf("%s: got %q, want a difference at %s", got, d, path)
+		}
+	}
+	if _, err := Exchanges([]string{"→ {not json}"}); err == nil {
+		t.Error("a message sent that is not JSON was accepted")
+	}
+	if _, err := Exchanges([]string{"→ {}", "say hello"}); err == nil {
+		t.Error("a line without an arrow was accepted")
 	}
 }

@@ -17,6 +17,7 @@ import (
 //	file NAME              a yaml, json or other data block: written to NAME (relative to the guide's directory) when the guide reaches it
 //	timeout DURATION       the block's time limit instead of the default (a Go duration: 90s, 2m)
 //	background port N      a server: started, then the guide goes on once something listens on 127.0.0.1:N; stopped when the guide ends
+//	stdio (COMMAND)        a JSON-RPC transcript ("→ " lines sent, "← " lines received) played against COMMAND's standard input and output
 //
 // The zero Directive runs the block in the foreground with the default
 // time limit.
@@ -26,6 +27,7 @@ type Directive struct {
 	Timeout    time.Duration // 0: the harness's default
 	Background bool          // a server left running for the rest of the guide
 	Port       int           // the loopback port a background block listens on
+	Stdio      string        // the command a JSON-RPC transcript is played against; ""
 }
 
 // ParseDirective parses a Block's Run text. Unknown clauses, a skip
@@ -64,8 +66,13 @@ func ParseDirective(s string) (Directive, error) {
 				return d, fmt.Errorf("run: %q: a background block names the port it listens on: background port 8443", c)
 			}
 			d.Background, d.Port = true, n
+		case "stdio":
+			if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") || len(rest) < 3 {
+				return d, fmt.Errorf("run: %q: stdio names the command in parentheses: stdio (glovebox mcp)", c)
+			}
+			d.Stdio = rest[1 : len(rest)-1]
 		default:
-			return d, fmt.Errorf("run: %q: unknown clause %q (skip, file, timeout, background)", c, word)
+			return d, fmt.Errorf("run: %q: unknown clause %q (skip, file, timeout, background, stdio)", c, word)
 		}
 	}
 	return d, nil
