@@ -106,6 +106,9 @@ var vetLineRe = regexp.MustCompile(`(b\d+)/main\.go:(\d+)(?::\d+)?: (.*)`)
 // removed first.
 func CheckGo(ctx context.Context, root, dir string, blocks []Block) []Report {
 	var reports []Report
+	if err := os.RemoveAll(dir); err != nil {
+		return []Report{{Kind: KindCompiled, Err: err}}
+	}
 	type compiled struct {
 		report int // index into reports
 		offset int

@@ -62,9 +62,15 @@ type Runner struct {
 	Checkout map[string]bool
 	Timeout  time.Duration // a block's limit unless it sets one
 	// Env is the blocks' environment before PATH, GOBIN and NO_COLOR are
-	// set; nil means os.Environ().
+	// set and glovebox's own variables other than where its image and
+	// caches are (keepEnv) are dropped, as a reader's shell has none;
+	// nil means os.Environ().
 	Env []string
 }
+
+// keepEnv are the GLOVEBOX_ variables a block sees: where this machine
+// keeps the image, the caches, npm and Node.
+var keepEnv = map[string]bool{"GLOVEBOX_IMAGE": true, "GLOVEBOX_CACHE_DIR": true, "GLOVEBOX_NPM_DIR": true, "GLOVEBOX_NODE": true}
 
 // Guide runs one guide's blocks (Go blocks excepted: see CheckGo) and
 // reports on each, in order. Servers its background blocks started are
@@ -245,6 +251,9 @@ func (r *Runner) env() []string {
 			path = v
 		case "GOBIN", "NO_COLOR":
 		default:
+			if strings.HasPrefix(k, "GLOVEBOX_") && !keepEnv[k] {
+				continue
+			}
 			out = append(out, e)
 		}
 	}
