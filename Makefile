@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client fault
+.PHONY: demo test docs race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client fault
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -31,6 +31,18 @@ test:
 	$(GO) run ./cmd/glovebox setup
 	@d=$$(mktemp -d) && $(GO) build -o $$d/testsum ./internal/testsum && \
 	GO=$(GO) $$d/testsum $(TESTARGS); rc=$$?; rm -rf $$d; exit $$rc
+
+# The guides' code as written (internal/doccheck): every Go block of
+# README.md and docs/ checked against the compiled file it quotes or
+# compiled as pasted in a module beside the checkout; every shell block
+# run, in order per guide, in a directory of its own, against the
+# glovebox built from the checkout, with a timeout and the exit status
+# its comments name; servers started and stopped. Ends with the counts
+# and each skipped block's reason (a service absent here). About a minute
+# and a half on 2 cores once the build cache is warm; the first run also
+# builds the README's copy of the checkout.
+docs:
+	GLOVEBOX_DOCS=1 $(GO) test -count=1 -v -timeout 20m -run '^TestGuidesRun$$' ./internal/doccheck
 
 # The concurrency-sensitive tests under the race detector (slow).
 race:

@@ -33,7 +33,6 @@ func ExampleBind() {
 	}
 	defer rt.Close()
 	tool, _ := codemode.New(codemode.Config{Runtime: rt, Servers: b.Notes()}) // server notes for the model
-	// guest: read_graph["structured"]["entities"].map { it["name"] }
 	res, _ := rt.Eval(ctx, `read_graph["structured"]["entities"].map { it["name"] }`)
 	fmt.Println(tool.Name(), res.Value)
 }

@@ -9,11 +9,12 @@ import (
 
 const root = "../.."
 
-// TestGoBlocksAreCompiled holds every Go block of the guides to compiled
-// code: each names its source with `<!-- code: PATH -->` (an Example
-// function's test file, or a program under examples/ or cmd/, all built
-// by CI's go vet and go test), and each of its lines is found there in
-// order. A guide's code therefore cannot drift from code that builds.
+// TestGoBlocksAreCompiled holds every Go block of the guides that names
+// its source with `<!-- code: PATH -->` (an Example function's test file,
+// or a program under examples/ or cmd/, all built by CI's go vet and go
+// test) to a verbatim excerpt of that file: consecutive lines, nothing
+// left out. A guide's code therefore cannot drift from code that builds.
+// Blocks without a source are compiled as pasted by TestGuidesRun.
 func TestGoBlocksAreCompiled(t *testing.T) {
 	guides, err := Guides(root)
 	if err != nil {
@@ -31,7 +32,6 @@ func TestGoBlocksAreCompiled(t *testing.T) {
 			}
 			n++
 			if b.Source == "" {
-				t.Errorf("%v: a Go block needs <!-- code: PATH --> on the line before it, naming the compiled file it is taken from", b)
 				continue
 			}
 			if !strings.HasSuffix(b.Source, ".go") {
@@ -43,8 +43,8 @@ func TestGoBlocksAreCompiled(t *testing.T) {
 				t.Errorf("%v: %v", b, err)
 				continue
 			}
-			if line, ok := Excerpt(b.Lines, string(src)); !ok {
-				t.Errorf("%v: line %q is not in %s (in this order)", b, line, b.Source)
+			if line, ok := Verbatim(b.Lines, string(src)); !ok {
+				t.Errorf("%v: not a verbatim excerpt of %s: %q does not follow on from the lines before it there", b, b.Source, line)
 			}
 		}
 	}
@@ -78,15 +78,21 @@ func TestGuideLinks(t *testing.T) {
 	}
 }
 
-func TestExcerpt(t *testing.T) {
-	src := "a\n\tb := 1\n\tif err != nil {\n\t}\n\tc()\n"
-	if _, ok := Excerpt([]string{"a", "", "b := 1", "  c()"}, src); !ok {
-		t.Error("an excerpt in order was refused")
+func TestVerbatim(t *testing.T) {
+	src := "a\n\tb := 1\n\tif err != nil {\n\t}\n\n\tc()\n"
+	if _, ok := Verbatim([]string{"", "b := 1", "  if err != nil {", "}", "", "c()", ""}, src); !ok {
+		t.Error("a verbatim excerpt was refused")
 	}
-	if l, ok := Excerpt([]string{"c()", "a"}, src); ok || l != "a" {
+	if l, ok := Verbatim([]string{"a", "b := 1", "c()"}, src); ok || l != "c()" {
+		t.Errorf("an excerpt leaving lines out: got %q, %v", l, ok)
+	}
+	if l, ok := Verbatim([]string{"c()", "a"}, src); ok || l != "a" {
 		t.Errorf("out of order: got %q, %v", l, ok)
 	}
-	if _, ok := Excerpt([]string{"d()"}, src); ok {
+	if _, ok := Verbatim([]string{"d()"}, src); ok {
 		t.Error("a missing line was accepted")
+	}
+	if _, ok := Verbatim([]string{"", ""}, src); ok {
+		t.Error("an empty block was accepted")
 	}
 }
