@@ -500,7 +500,10 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, r.limits, opts); err != nil {
 		return nil, err
 	}
-	sh, err := r.target(ctx)
+	sh, err := r.target(ctx, r.limits.Timeout)
+	if w := (*altWait)(nil); errors.As(err, &w) {
+		return w.result(), nil
+	}
 	if err != nil {
 		return nil, err
 	}
