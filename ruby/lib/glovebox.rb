@@ -12,6 +12,7 @@
 require_relative "glovebox/version"
 require_relative "glovebox/errors"
 require_relative "glovebox/native"
+require_relative "glovebox/setup"
 require_relative "glovebox/value"
 require_relative "glovebox/client"
 require_relative "glovebox/sandbox"
