@@ -147,7 +147,7 @@ func run(arches, version string) error {
 			return err
 		}
 		rel, _ := filepath.Rel(root, f)
-		fmt.Printf("%-50s %5.1f MB\n", rel, float64(st.Size())/1e6)
+		fmt.Printf("%-50s %6.2f MB\n", rel, float64(st.Size())/1e6)
 	}
 	return nil
 }

@@ -38,11 +38,13 @@ mkdir -p "$t/a64"
 tar -xOf "$ga" data.tar.gz | tar -xzf - -C "$t/a64"
 a64="$t/a64/lib/glovebox/native/glovebox"
 [ -f "$t/a64/lib/glovebox/native/ruby+stdlib.wasm" ] || fail "the aarch64 gem lacks the Ruby image"
-file "$a64" | tee /dev/stderr | grep -q 'ELF 64-bit LSB.*ARM aarch64.*statically linked' ||
-  fail "the aarch64 gem's binary is not a static aarch64 ELF"
+out=$(file "$a64")
+echo "$out" >&2
+grep -q 'ELF 64-bit LSB.*ARM aarch64.*statically linked' <<<"$out" || fail "the aarch64 gem's binary is not a static aarch64 ELF"
 if command -v qemu-aarch64-static >/dev/null; then
-  qemu-aarch64-static "$a64" version | tee /dev/stderr | grep -q "^glovebox $v" ||
-    fail "the aarch64 binary did not print its version under qemu-aarch64-static"
+  out=$(qemu-aarch64-static "$a64" version)
+  echo "$out" >&2
+  grep -q "^glovebox $v" <<<"$out" || fail "the aarch64 binary did not print its version under qemu-aarch64-static"
 else
   step "qemu-aarch64-static is not installed: the aarch64 binary is checked by file(1) only"
 fi
