@@ -1,7 +1,7 @@
 # The two set-up commands (see README.md): `make demo` and `make test`.
 GO ?= go
 
-.PHONY: demo test docs race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client fault
+.PHONY: demo test docs race check bench bench-ruby fuzz rubyspec loadtest mcp-conformance mcp-conformance-client fault gem gem-test
 
 # The main job end to end: the scripted support-desk session (customer
 # questions, the Ruby a model writes, the tool calls, the result JSON and
@@ -84,6 +84,27 @@ fault:
 bench-ruby:
 	@d=$$(mktemp -d) && $(GO) build -o $$d/glovebox ./cmd/glovebox && \
 	cd ruby && GLOVEBOX_BIN=$$d/glovebox ruby -Ilib bench/bench.rb; rc=$$?; rm -rf $$d; exit $$rc
+
+# The installable artifacts (internal/release): the Ruby gem for
+# x86_64-linux and aarch64-linux, each packing the glovebox binary for
+# its platform (cgo, static; arm64 cross-compiled with
+# gcc-aarch64-linux-gnu) and the pinned Ruby image, plus the plain gem,
+# in ruby/pkg/; the release archives glovebox-VERSION-linux-{amd64,arm64}.tar.gz
+# in dist/; a SHA256SUMS in each. Needs Go, gcc, gcc-aarch64-linux-gnu,
+# Ruby's gem command, and npm unless the image is cached. A few minutes
+# warm; 10+ on a cold arm64 build cache.
+gem:
+	$(GO) run ./internal/release
+
+# The platform gem as a user gets it: installs ruby/pkg's x86_64-linux gem
+# into an empty GEM_HOME with an empty HOME (no glovebox cache) and a PATH
+# holding Ruby alone (no Go, npm or glovebox), then runs glovebox through
+# the gem (setup, eval, Glovebox.setup) and ruby/examples/first.rb and
+# rails.rb end to end; checks the aarch64 gem's binary is aarch64 and runs
+# its `version` under qemu-user when qemu-aarch64-static is installed.
+# Compiles the Ruby images once in the empty HOME (a few minutes on 2 cores).
+gem-test: gem
+	ruby/test/installed_gem.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/wire

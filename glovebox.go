@@ -56,8 +56,11 @@ type Config struct {
 	// directory's glovebox folder (~/.cache/glovebox on Linux).
 	CacheDir string
 	// ImagePath is a ruby.wasm image to use instead of the pinned one.
-	// Zero means $GLOVEBOX_IMAGE, else the pinned image, fetched once with
-	// npm into CacheDir.
+	// Zero means $GLOVEBOX_IMAGE; else a ruby+stdlib.wasm in the running
+	// executable's directory (as a platform gem and a release archive ship
+	// it), which must be the pinned image (its SHA-256 is checked once per
+	// file version; a mismatch fails New naming the file); else the pinned
+	// image, fetched once with npm into CacheDir.
 	ImagePath string
 	// PoolSize is how many prepared VMs (tools defined, warmed) the
 	// Runtime keeps ready, so an eval does not wait for one to be made. Zero means GOMAXPROCS; negative means no pool. Runtimes in
@@ -235,18 +238,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	imagePath := cfg.ImagePath
 	if imagePath == "" {
-		done := func() {}
-		if os.Getenv(image.EnvImage) == "" {
-			if _, err := os.Stat(image.CachedPath(cacheDir)); err != nil {
-				done = progress("fetching " + image.Package + "@" + image.Version + " with npm (first run only)")
-			}
+		p, fetch, err := image.Find(cacheDir)
+		if err == nil && fetch {
+			done := progress("fetching " + image.Package + "@" + image.Version + " with npm (first run only)")
+			p, err = image.Path(ctx, cacheDir)
+			done()
 		}
-		var err error
-		imagePath, err = image.Path(ctx, cacheDir)
-		done()
 		if err != nil {
 			return nil, err
 		}
+		imagePath = p
 	}
 	pool := cfg.PoolSize
 	if pool == 0 {
@@ -499,7 +500,10 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, r.limits, opts); err != nil {
 		return nil, err
 	}
-	sh, err := r.target(ctx)
+	sh, err := r.target(ctx, r.limits.Timeout)
+	if w := (*altWait)(nil); errors.As(err, &w) {
+		return w.result(), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,12 @@ type Limits struct {
 	// Timeout is the wall-clock limit, tool calls and sleeps included.
 	// It is enforced by epoch interruption, which also stops long C
 	// builtins such as a backtracking regular expression, with a
-	// granularity of 10 ms. Zero means DefaultTimeout.
+	// granularity of 10 ms. An eval with a Fuel budget on a Runtime made
+	// without one first waits, at most Timeout, for the metered copy of
+	// the guest to be opened (compiled, on the machine's first use; see
+	// Fuel); past Timeout it ends with StatusTimeout, not having run, and
+	// its error says what it waited for. Once that copy is open, the eval
+	// runs with its whole Timeout. Zero means DefaultTimeout.
 	Timeout time.Duration
 
 	// Fuel is a deterministic CPU budget in fuel units. glovebox meters
@@ -32,7 +37,8 @@ type Limits struct {
 	// Fuel. An eval with a budget runs that metered copy of the guest,
 	// which costs time of its own (about +5% on the while loop; glovebox
 	// bench prints it); the first such eval on a machine compiles it,
-	// about 20 s to a minute on 2 cores, then it is cached. Zero (the
+	// 20 s to a few minutes on 2 cores (logged at Warn level), then it is
+	// cached; `glovebox setup` compiles it ahead of time. Zero (the
 	// default) means no fuel budget: the guest runs unmetered, counts no
 	// fuel (Result.FuelUsed is 0), and Timeout bounds the work.
 	Fuel uint64

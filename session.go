@@ -63,7 +63,7 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if r.closed() {
 		return nil, ErrClosed
 	}
-	sh, err := r.target(context.Background())
+	sh, err := r.target(context.Background(), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -264,7 +264,7 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 // *StateMismatchError), [ErrStateUsed] (with Config.StateStore; a paused
 // session's state is claimed when Continue answers it) or ErrClosed.
 func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, error) {
-	sh, err := r.target(ctx)
+	sh, err := r.target(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +437,7 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 // ResumeSession does (a session's state is a StateMismatchError of
 // "kind"), and with [ErrStateDiverged].
 func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
-	sh, err := r.target(ctx)
+	sh, err := r.target(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +467,7 @@ func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...
 // state continued before passes; nil means Continue or ResumeSession
 // (whichever the state's kind is for) would open it.
 func (r *Runtime) CheckState(ctx context.Context, state []byte) error {
-	sh, err := r.target(ctx)
+	sh, err := r.target(ctx, 0)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ import (
 // Zero fields take the defaults beside them.
 type EvalConfig struct {
 	// CacheDir and ImagePath are glovebox.Config's (zero: the defaults,
-	// $GLOVEBOX_CACHE_DIR and $GLOVEBOX_IMAGE).
+	// $GLOVEBOX_CACHE_DIR; $GLOVEBOX_IMAGE, else a ruby+stdlib.wasm beside
+	// the executable, else the pinned image in the cache).
 	CacheDir, ImagePath string
 	// Limits are the most one eval may ask for; a request's limits are
 	// capped field by field at these, and a zero request field takes

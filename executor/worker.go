@@ -439,10 +439,11 @@ func newWorkerPool(cfg EvalConfig, caps glovebox.Limits, log *slog.Logger) (*wor
 	// not the rest of the directory (a REPL's history, say).
 	img := cfg.ImagePath
 	if img == "" {
-		img = os.Getenv(image.EnvImage)
-	}
-	if img == "" {
-		img = image.CachedPath(cache)
+		// $GLOVEBOX_IMAGE, the image beside this executable, or the
+		// cached one (fetched by the executor's own Runtime by now).
+		if img, _, err = image.Find(cache); err != nil {
+			return nil, err
+		}
 	}
 	if img, err = filepath.Abs(img); err != nil {
 		return nil, err

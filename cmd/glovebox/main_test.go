@@ -158,6 +158,24 @@ func TestVersionNamesImageAndEngine(t *testing.T) {
 	}
 }
 
+// glovebox setup prepares both compiled images (plain and fuel-metered)
+// and says so, one line each, so that no eval compiles one later.
+func TestSetupPreparesEveryImage(t *testing.T) {
+	out, errOut, code := run(t, "", "setup")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"image 1 of 2, the Ruby image for evals without a fuel budget: ready",
+		"image 2 of 2, the fuel-metered Ruby image for evals with a fuel budget: ready"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(out, "glovebox is ready (ruby 4.0") {
+		t.Errorf("stdout %q", out)
+	}
+}
+
 func TestMaxProcsLeavesASpareP(t *testing.T) {
 	if got := maxProcs("", 2); got != 3 {
 		t.Errorf("maxProcs(\"\", 2) = %d, want 3: a spare P beside two evals", got)

@@ -20,7 +20,14 @@ func setupCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "setup",
 		Short: "Fetch the Ruby image, compile it (with and without fuel metering) and build the boot snapshots ahead of time",
-		Args:  cobra.NoArgs,
+		Long: `setup prepares, in the glovebox cache ($GLOVEBOX_CACHE_DIR, else ~/.cache/glovebox),
+every compiled image an eval can need, so that no eval waits for one: the plain
+Ruby image (evals without a fuel budget) and the fuel-metered one (evals with one),
+each with its boot snapshot. On a machine's first run that is one to a few minutes
+on 2 cores, with progress on stderr; later runs check the cache and take well under
+a second. The Ruby image comes from $GLOVEBOX_IMAGE, else a ruby+stdlib.wasm beside
+this executable (a platform gem, a release archive), else npm.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
@@ -29,8 +36,9 @@ func setupCmd() *cobra.Command {
 			// one another (fuel.go): build both, so that neither compiles
 			// on its first use.
 			var res *glovebox.Result
-			for _, lim := range []glovebox.Limits{{}, {Fuel: 1_000_000_000}} {
-				rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1, Limits: lim})
+			for i, v := range setupImages {
+				t := time.Now()
+				rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1, Limits: v.limits})
 				if err != nil {
 					return err
 				}
@@ -42,12 +50,22 @@ func setupCmd() *cobra.Command {
 				if err := res.Err(); err != nil {
 					return err
 				}
+				fmt.Fprintf(os.Stderr, "glovebox: image %d of %d, %s: ready (%.1fs)\n", i+1, len(setupImages), v.name, time.Since(t).Seconds())
 			}
 			dir, _ := glovebox.DefaultCacheDir()
 			fmt.Printf("glovebox is ready (%s) in %.1fs; cache: %s\n", res.Value, time.Since(start).Seconds(), dir)
 			return nil
 		},
 	}
+}
+
+// setupImages are the compiled copies of the guest setup prepares.
+var setupImages = []struct {
+	name   string
+	limits glovebox.Limits
+}{
+	{"the Ruby image for evals without a fuel budget", glovebox.Limits{}},
+	{"the fuel-metered Ruby image for evals with a fuel budget", glovebox.Limits{Fuel: 1_000_000_000}},
 }
 
 func versionCmd() *cobra.Command {
@@ -61,13 +79,20 @@ func versionCmd() *cobra.Command {
 	}
 }
 
-// versionText names this build (the module version, else the VCS revision
-// the go tool stamped, else "(devel)"), the Go toolchain, the pinned Ruby
-// image and the wasmtime-go module linked in: the facts a bug report needs.
+// version is the release's version, set by the release build (make gem:
+// -ldflags "-X main.version=0.1.0"); empty in other builds.
+var version string
+
+// versionText names this build (version when set, else the module
+// version, else the VCS revision the go tool stamped, else "(devel)"), the
+// Go toolchain, the pinned Ruby image and the wasmtime-go module linked
+// in: the facts a bug report needs.
 func versionText() string {
 	v, goV, wasmtime := "(devel)", runtime.Version(), "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		if version != "" {
+			v = version
+		} else if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		} else {
 			var rev, modified string

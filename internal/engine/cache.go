@@ -80,7 +80,7 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 		if err := split(); err != nil {
 			return err
 		}
-		done := e.cfg.Progress("compiling the Ruby image (first run only)")
+		done := e.cfg.Progress("compiling the " + e.variant() + "Ruby image (first run only)")
 		e.module, err = wt.Compile(e.wt, derived.Encode())
 		done()
 		if err != nil {
@@ -129,6 +129,15 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	e.cacheDir = dir
 	e.base, err = e.snapshotLocked(nil)
 	return err
+}
+
+// variant names the engine's copy of the guest in progress steps: "" for
+// the plain one, "fuel-metered " for the one evals with a fuel budget run.
+func (e *Engine) variant() string {
+	if e.cfg.NoFuel {
+		return ""
+	}
+	return "fuel-metered "
 }
 
 // snapshotFor returns the snapshot for mounts' layout, loading it from
@@ -355,9 +364,9 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 // buildSnapshot boots the guest, runs the prelude, captures linear memory
 // and globals, and learns which pages a typical eval writes.
 func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
-	step := "booting Ruby to build the snapshot (first run only)"
+	step := "booting the " + e.variant() + "Ruby image to build its snapshot (first run only)"
 	if len(mounts) > 0 {
-		step = "booting Ruby to build a snapshot for this mount layout (once per layout)"
+		step = "booting the " + e.variant() + "Ruby image to build a snapshot for this mount layout (once per layout)"
 	}
 	done := e.cfg.Progress(step)
 	defer done()

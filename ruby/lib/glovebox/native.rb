@@ -25,7 +25,10 @@ module Glovebox
 
     # The path of the glovebox binary to start: $GLOVEBOX_BIN when set
     # (it must name an executable file), else the one this gem packs,
-    # else the first executable `glovebox` on PATH. Raises NotFound.
+    # else the first executable `glovebox` on PATH that is not a Ruby
+    # script starting this gem's own `glovebox` command (RubyGems' and
+    # Bundler's binstubs, exe/glovebox: running one would run this search
+    # again). Raises NotFound.
     def binary
       if (env = ENV["GLOVEBOX_BIN"]) && !env.empty?
         return env if executable?(env)
@@ -39,7 +42,7 @@ module Glovebox
         next if d.empty?
 
         p = File.join(d, BINARY)
-        return p if executable?(p)
+        return p if executable?(p) && !ruby_stub?(p)
       end
       raise NotFound, "no glovebox binary: this gem has none packed for #{RUBY_PLATFORM} and none is on PATH; " \
                       "install a platform gem (x86_64-linux, aarch64-linux), set GLOVEBOX_BIN, or put " \
@@ -61,6 +64,16 @@ module Glovebox
     def packed? = executable?(File.join(DIR, BINARY))
 
     def executable?(path) = File.file?(path) && File.executable?(path)
-    private_class_method :executable?
+
+    # A script (not a binary) that runs a gem's executable: RubyGems and
+    # Bundler binstubs name Gem.activate_bin_path / Gem.bin_path / load
+    # Gem.bin_path, and exe/glovebox names Glovebox::Native.
+    def ruby_stub?(path)
+      head = File.open(path, "rb") { |f| f.read(4096) }.to_s
+      head.start_with?("#!") && head.match?(/Gem\.(activate_bin_path|bin_path)|Glovebox::Native/)
+    rescue SystemCallError
+      false
+    end
+    private_class_method :executable?, :ruby_stub?
   end
 end
