@@ -164,9 +164,15 @@ func Digest(name string, args []byte) uint64 {
 // true, or false when the input must be taken live. A divergence stops
 // the guest (the returned error). At the end of the replay the eval goes
 // live (see goLive).
+//
+// The flush after a trap (flushAfterTrap) is outside the eval: what it
+// reads is neither recorded nor given back. A program paused inside
+// Timeout.timeout left its trace hook on, and the flush's own events read
+// the clock once more: recorded after the paused call, that reading made
+// every replay diverge at the call.
 func (v *VM) jGive(kind byte) ([]byte, bool, error) {
 	j := v.req.journal()
-	if j == nil || j.Replayed {
+	if j == nil || j.Replayed || v.flushing {
 		return nil, false, nil
 	}
 	if d, ok := j.next(kind); ok {
@@ -207,7 +213,7 @@ func (r *Request) journal() *Journal {
 
 // jRecord records an input the host gave live.
 func (v *VM) jRecord(kind byte, data ...[]byte) {
-	if j := v.req.journal(); j != nil {
+	if j := v.req.journal(); j != nil && !v.flushing {
 		j.record(kind, data...)
 	}
 }
