@@ -75,7 +75,9 @@ var (
 	// ErrStateDiverged: an eval paused in a call did not reach the same
 	// call again when continued (see RATIONALE.md, "Why are paused evals
 	// replayed?"): a mounted file it read had changed, for instance. The
-	// eval's effects stay inside the discarded VM.
+	// eval's effects stay inside the discarded VM, no call after the
+	// pause ran, and the state was not claimed (Config.StateStore): once
+	// the cause is undone (the file put back), it can be continued again.
 	ErrStateDiverged = errors.New("glovebox: the paused eval did not replay to its call")
 	// ErrSessionPaused is returned by Session.Eval on a session paused in
 	// a tool call (answer it with Session.Continue first), and by
@@ -186,9 +188,16 @@ type Answer struct {
 
 // StateStore records which states were continued, so a front end can
 // continue each at most once: set Config.StateStore, and ResumeSession
-// and Continue claim a state's id before running it, failing with
-// [ErrStateUsed] when it was claimed before. Implementations must be safe
-// for concurrent use; see [DirStateStore].
+// claims an idle session's state before restoring it, and Continue (and
+// Session.Continue) claims a paused eval's state when its replay reaches
+// the paused call, before the answer goes in; both fail with
+// [ErrStateUsed] when the id was claimed before. A continuation that
+// never reached its call — refused, [ErrStateDiverged], or canceled or
+// timed out during the replay — claimed nothing, and the state can be
+// continued again; two continuations of one state at the same time both
+// replay, and the second to reach the call gets ErrStateUsed before
+// anything after the pause runs. Implementations must be safe for
+// concurrent use; see [DirStateStore].
 type StateStore interface {
 	// Claim records id as continued. It returns an error wrapping
 	// ErrStateUsed when id was claimed before, or another error when it
@@ -362,9 +371,11 @@ func (s *Session) report(res *Result, reset bool) *Result {
 // It fails with ErrSessionPaused when the session is not paused (or
 // another Continue is answering its call at the same time),
 // [ErrStateUsed] when Config.StateStore says the pause was continued
-// before, and [ErrStateDiverged] when the eval cannot be continued (the
-// session is then no longer paused, and its next eval starts from a
-// fresh VM), and [ErrSessionClosed] after Close.
+// before, [ErrStateDiverged] when the eval cannot be continued, and
+// [ErrSessionClosed] after Close. The session stays paused in the same
+// call, and can be continued again, when the continuation never reached
+// the call: it diverged, or it was canceled or timed out on the way
+// (the Result then has that status, and nothing after the pause ran).
 func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
@@ -383,16 +394,13 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if busy {
 		return nil, fmt.Errorf("%w: another Continue is answering its call", ErrSessionPaused)
 	}
-	swapped := false
 	defer func() {
-		if !swapped { // refused before it ran: still paused, continuable
-			s.mu.Lock()
-			s.continuing = false
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.continuing = false
+		s.mu.Unlock()
 	}()
 	r := s.r
-	o, p, req, st, err := r.openPaused(ctx, s.sh, state, stateSessionPaused, opts)
+	o, p, req, st, err := r.openPaused(s.sh, state, stateSessionPaused, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -406,9 +414,11 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 		es.Close()
 		return nil, ErrSessionClosed
 	}
+	// The session runs on es from now on (Close waits for its eval); while
+	// paused, what its engine session holds is never used: a Continue
+	// starts from the state.
 	old := s.s
-	s.s, s.paused, s.pending, s.continuing = es, nil, nil, false
-	swapped = true
+	s.s = es
 	s.mu.Unlock()
 	old.Close()
 	st.flow = s.flow // the session's labels, as the state holds them
@@ -420,11 +430,18 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if err != nil {
 		return nil, err
 	}
-	s.record(st, req, out, reset)
 	res, err := st.continued(s.sh, out, req, stateSessionPaused)
 	if err != nil {
 		return nil, err
 	}
+	if !st.sus.reached { // stopped before the call: still paused in it
+		res.SessionReset = false
+		return res, nil
+	}
+	s.mu.Lock()
+	s.paused, s.pending = nil, nil // report pauses it again at a later call
+	s.mu.Unlock()
+	s.record(st, req, out, reset)
 	return s.report(res, reset), nil
 }
 
@@ -435,13 +452,16 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 // which receives only output made after the pause; input options fail
 // with ErrInvalidInput (the eval keeps its own). It fails as
 // ResumeSession does (a session's state is a StateMismatchError of
-// "kind"), and with [ErrStateDiverged].
+// "kind"; ErrStateUsed once the replay reaches the call, see
+// [StateStore]), and with [ErrStateDiverged], which leaves the state
+// continuable: nothing after the pause ran. A Result canceled or timed
+// out before the replay reached the call claimed nothing either.
 func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
 	sh, err := r.target(ctx)
 	if err != nil {
 		return nil, err
 	}
-	o, p, req, st, err := r.openPaused(ctx, sh, state, statePaused, opts)
+	o, p, req, st, err := r.openPaused(sh, state, statePaused, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -480,10 +500,11 @@ func (r *Runtime) CheckState(ctx context.Context, state []byte) error {
 }
 
 // openPaused opens a paused state of the given kind and makes the request
-// that replays it, with opts (output writers only) applied; the state's id
-// is claimed in the StateStore last, so a state refused for any other
-// reason stays continuable.
-func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind byte, opts []EvalOption) (*opened, *paused, *engine.Request, *evalState, error) {
+// that replays it, with opts (output writers only) applied. Nothing is
+// claimed here: the state's id is claimed in the StateStore when the
+// replay reaches the paused call (answerPending), so a state refused, a
+// replay that diverges or one stopped on the way leaves it continuable.
+func (r *Runtime) openPaused(sh *shared, state []byte, kind byte, opts []EvalOption) (*opened, *paused, *engine.Request, *evalState, error) {
 	o, err := r.open(sh, state, kind)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -495,9 +516,6 @@ func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind
 	req, st := r.request(p.code)
 	st.flow = o.flow
 	if err := outputOnly(req, r.limits, opts); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	return o, p, req, st, nil

@@ -26,10 +26,13 @@ type pause struct {
 	pendingDigest uint64
 	pendingElided bool
 	toolDur       time.Duration // time the suspended call's tool ran
-	// Set on a continuation.
+	// Set on a continuation. reached: the replay got to the paused call;
+	// claimErr: Config.StateStore refused (or could not record) the
+	// claim taken there, and the call was not answered.
 	answer   *Answer
 	reached  bool
 	diverged string
+	claimErr error
 	// For a session's eval: the session's history before it, unless the
 	// eval captures a new base (journal.CaptureBase); ffwd marks an
 	// earlier eval replayed to its end, which may call no tool live.
@@ -238,6 +241,18 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 		p.diverged = fmt.Sprintf("it called %s where it had called %s", c.Name, p.pending.Name)
 		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: "the paused eval did not replay the same way: " + p.diverged}
 	}
+	if _, ok := st.r.tools[c.Name]; a.Approved && !ok {
+		p.diverged = fmt.Sprintf("the approved tool %s is not in this Runtime", c.Name)
+		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: p.diverged}
+	}
+	// The point of no return: from here the answer goes in and the calls
+	// after the pause run. Config.StateStore records the continuation
+	// now, not before the replay, so a continuation that could not replay
+	// (or was stopped on the way) leaves the state continuable.
+	if err := st.claimPending(ctx, c); err != nil {
+		p.claimErr = err
+		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: err.Error()}
+	}
 	entry.Args, entry.Elided, entry.Duration = p.pending.Args, p.pendingElided, p.toolDur
 	if p.pendingElided {
 		entry.Args = Args{}
@@ -257,15 +272,24 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 		entry.Approval = "approved"
 	}
 	if a.Approved {
-		fn, ok := st.r.tools[c.Name]
-		if !ok {
-			p.diverged = fmt.Sprintf("the approved tool %s is not in this Runtime", c.Name)
-			return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: p.diverged}
-		}
 		entry.Duration = 0
-		return st.run(ctx, c, entry, fn, p.pending.Args)
+		return st.run(ctx, c, entry, st.r.tools[c.Name], p.pending.Args)
 	}
 	return st.reply(ctx, c, entry, a.Value, a.Err)
+}
+
+// claimPending claims the paused state's id in Config.StateStore, if
+// there is one, with the eval's clock stopped: the store's round trip is
+// not the program's running time.
+func (st *evalState) claimPending(ctx context.Context, c *engine.Call) error {
+	if st.r.store == nil {
+		return nil
+	}
+	if c.Hold != nil {
+		resume := c.Hold()
+		defer func() { c.Deadline = resume() }()
+	}
+	return st.r.claim(ctx, st.sus.pending.ID)
 }
 
 // manifest is what a state needs of the Runtime that continues it.
@@ -609,6 +633,9 @@ func (st *evalState) resume(req *engine.Request, p *paused, a Answer, id string)
 // suspended again, or ErrStateDiverged when it did not replay to its call.
 func (st *evalState) continued(sh *shared, out *engine.Outcome, req *engine.Request, kind byte) (*Result, error) {
 	p := st.sus
+	if p.claimErr != nil {
+		return nil, p.claimErr
+	}
 	if p.journal.Diverged != "" {
 		return nil, fmt.Errorf("%w: %s", ErrStateDiverged, p.journal.Diverged)
 	}
