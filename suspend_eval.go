@@ -239,6 +239,9 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 	p.answer, p.reached = nil, true
 	if c.Digest != p.pendingDigest {
 		p.diverged = fmt.Sprintf("it called %s where it had called %s", c.Name, p.pending.Name)
+		if c.Name == p.pending.Name {
+			p.diverged = fmt.Sprintf("it called %s with other arguments than when it paused", c.Name)
+		}
 		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: "the paused eval did not replay the same way: " + p.diverged}
 	}
 	if _, ok := st.r.tools[c.Name]; a.Approved && !ok {

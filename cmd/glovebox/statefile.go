@@ -243,6 +243,8 @@ func stateError(path string, h *stateHeader, rt *glovebox.Runtime, err error) er
 		return fmt.Errorf("%s: %s (nothing ran)", path, msg)
 	case errors.Is(err, glovebox.ErrStateKey):
 		return fmt.Errorf("%s: %s: it was written with another state key (see --state-key and %s); nothing ran", path, msg, envStateKey)
+	case errors.Is(err, glovebox.ErrStateDiverged):
+		return fmt.Errorf("%s: %s\nnothing after the pause ran and %s is not used up: resume it again once what changed is back (a mounted file the program read before its call, say)", path, msg, path)
 	}
 	return err
 }
