@@ -118,6 +118,41 @@ end`
 	}
 }
 
+// TestResumeManyPausesSmallTimeout: pauses are not running time. An eval
+// that asks for approval 12 times, each pause continued by glovebox
+// resume in a new process, ends ok under --timeout 500ms: each process
+// used to charge the eval 45-700 ms (wasmtime formatting the backtrace
+// of the trap that stopped the guest, the first time in a process).
+func TestResumeManyPausesSmallTimeout(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(envStateKey, strings.Repeat("ab", 32))
+	flags := []string{"--http-allow", "example.com", "--timeout", "500ms"}
+	p := filepath.Join(dir, "t.state")
+	code := `12.times.sum { |i| http_get("https://example.com/#{i}") }`
+	if out, errOut, rc := run(t, "", append([]string{"eval", "--approve", "http_get", "--suspend-to", p, "-e", code}, flags...)...); rc != exitSuspended {
+		t.Fatalf("rc %d out %s err %s", rc, out, errOut)
+	}
+	for i := 1; ; i++ {
+		out, errOut, rc := run(t, "", append([]string{"resume", p, "--json", "--answer", "1"}, flags...)...)
+		var res struct {
+			Status     string
+			Value      any
+			DurationMS float64 `json:"duration_ms"`
+		}
+		if json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("resume %d: rc %d out %s err %s", i, rc, out, errOut)
+		}
+		if res.Status == "suspended" && i < 12 {
+			continue
+		}
+		if rc != 0 || res.Status != "ok" || res.Value != 12.0 || i != 12 {
+			t.Fatalf("resume %d: rc %d %+v err %s", i, rc, res, errOut)
+		}
+		t.Logf("12 pauses: %.1f ms of running time", res.DurationMS)
+		return
+	}
+}
+
 // TestDefaultStateKey: the CLI's key is made once, readable by its user
 // alone, and the same key on every later use; one others may read is
 // refused.

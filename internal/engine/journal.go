@@ -74,11 +74,10 @@ func NewJournal() *Journal { return &Journal{} }
 // Replay returns a journal that gives back the entries of log (Log's
 // form) before recording on.
 func Replay(log []byte, spent time.Duration) *Journal {
+	// An empty log goes live at the first input all the same (the paused
+	// call asks for one), so that the eval's time left is set from Spent.
 	j := &Journal{log: append([]byte(nil), log...), Spent: spent}
 	j.replay = j.log[:len(j.log):len(j.log)]
-	if len(log) == 0 {
-		j.Replayed = true
-	}
 	return j
 }
 
