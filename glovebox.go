@@ -136,6 +136,7 @@ type Runtime struct {
 	flow    *flowSpec       // data-flow policy (labels.go); nil when off
 	names   []string
 	docs    []ToolDoc // one per tool, sorted by name
+	toolIDs string    // the docs as a state's manifest names them (toolsManifest)
 	mounts  []Mount
 	hooks   Hooks
 	log     *slog.Logger
@@ -272,6 +273,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.flow = cfg.Tools.flow.clone()
 		r.flow.annotate(r.docs)
 	}
+	r.toolIDs = toolsManifest(r.docs)
 	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()

@@ -94,10 +94,18 @@ type StateMismatchError struct {
 	// Runtime.Continue, or the other way round).
 	What string
 	// State and Runtime describe each side (a version, a hash, a list).
+	// For "tools" they list the tools that differ, each as its name and a
+	// hash of its documentation ("[refund:1a2b3c4d5e6f]"): the state's
+	// that this Runtime lacks or documents otherwise, and this Runtime's
+	// that the state lacks or documents otherwise.
 	State, Runtime string
+	detail         string // what differs, in words, when it can say
 }
 
 func (e *StateMismatchError) Error() string {
+	if e.detail != "" {
+		return fmt.Sprintf("glovebox: state made by a different runtime: its %s differ: %s", e.What, e.detail)
+	}
 	return fmt.Sprintf("glovebox: state made by a different runtime: its %s is %s, this runtime's is %s", e.What, e.State, e.Runtime)
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -299,10 +300,7 @@ func (st *evalState) claimPending(ctx context.Context, c *engine.Call) error {
 type manifest struct{ image, tools, mounts, snapshot, limits string }
 
 func (r *Runtime) manifest(sh *shared) manifest {
-	m := manifest{image: sh.eng.Load().Identity(), snapshot: sh.pool.SnapshotID(), limits: fmt.Sprintf("%+v", r.limits)}
-	docs, _ := json.Marshal(r.docs)
-	h := sha256.Sum256(docs)
-	m.tools = fmt.Sprintf("%d tools, schemas %s", len(r.docs), hex.EncodeToString(h[:8]))
+	m := manifest{image: sh.eng.Load().Identity(), snapshot: sh.pool.SnapshotID(), limits: fmt.Sprintf("%+v", r.limits), tools: r.toolIDs}
 	var ms []string
 	for _, mt := range r.mounts {
 		acc := "ro"
@@ -330,18 +328,103 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 		return fmt.Errorf("%w: %v", ErrStateInvalid, d.err)
 	}
 	want := r.manifest(sh)
+	if got.tools != want.tools && got.tools == legacyToolsID(r.docs) {
+		got.tools = want.tools // a state sealed before tools were named one by one
+	}
 	for _, f := range []struct{ what, state, here string }{
 		{"image", got.image, want.image}, {"tools", got.tools, want.tools},
 		{"mounts", got.mounts, want.mounts}, {"snapshot", got.snapshot, want.snapshot}, {"limits", got.limits, want.limits},
 	} {
 		if f.state != f.here {
-			if f.what == "limits" {
+			switch f.what {
+			case "limits":
 				f.state, f.here = fieldsDiff(f.state, f.here)
+			case "tools":
+				return toolsDiff(f.state, f.here)
 			}
 			return &StateMismatchError{What: f.what, State: f.state, Runtime: f.here}
 		}
 	}
 	return nil
+}
+
+// toolsManifest names docs (sorted by name) for a state's manifest: each
+// tool's name and the first 48 bits of the SHA-256 of its documentation
+// as JSON (schema, description, approval, labels), separated by spaces:
+// "lookup:1a2b3c4d5e6f send:0f1e2d3c4b5a".
+func toolsManifest(docs []ToolDoc) string {
+	var b strings.Builder
+	for i, d := range docs {
+		j, _ := json.Marshal(d)
+		h := sha256.Sum256(j)
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(d.Name)
+		b.WriteByte(':')
+		b.WriteString(hex.EncodeToString(h[:6]))
+	}
+	return b.String()
+}
+
+// legacyToolsID is how states sealed before toolsManifest named the
+// tools: a count and a hash of all their documentation.
+func legacyToolsID(docs []ToolDoc) string {
+	j, _ := json.Marshal(docs)
+	h := sha256.Sum256(j)
+	return fmt.Sprintf("%d tools, schemas %s", len(docs), hex.EncodeToString(h[:8]))
+}
+
+// toolsDiff is the refusal of a state whose tools (toolsManifest's form)
+// differ from a Runtime's: it names the tools the Runtime lacks, those it
+// has beyond the state's, and those whose documentation changed. State
+// and Runtime list each side's differing tools with their hashes.
+func toolsDiff(state, here string) *StateMismatchError {
+	parse := func(s string) (map[string]string, bool) {
+		m := map[string]string{}
+		for _, f := range strings.Fields(s) {
+			name, h, ok := strings.Cut(f, ":")
+			if !ok {
+				return nil, false
+			}
+			m[name] = h
+		}
+		return m, true
+	}
+	sm, ok1 := parse(state)
+	hm, ok2 := parse(here)
+	if !ok1 || !ok2 { // a legacy state: its tools have no names
+		return &StateMismatchError{What: "tools", State: state, Runtime: here}
+	}
+	var lacks, adds, changed, stateSide, hereSide []string
+	for _, n := range slices.Sorted(maps.Keys(sm)) {
+		switch h, ok := hm[n]; {
+		case !ok:
+			lacks = append(lacks, n)
+			stateSide = append(stateSide, n+":"+sm[n])
+		case h != sm[n]:
+			changed = append(changed, n)
+			stateSide = append(stateSide, n+":"+sm[n])
+			hereSide = append(hereSide, n+":"+h)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(hm)) {
+		if _, ok := sm[n]; !ok {
+			adds = append(adds, n)
+			hereSide = append(hereSide, n+":"+hm[n])
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		what  string
+		names []string
+	}{{"this runtime lacks ", lacks}, {"this runtime also has ", adds}, {"the documentation (schema, description or approval) differs for ", changed}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.what+strings.Join(p.names, ", "))
+		}
+	}
+	return &StateMismatchError{What: "tools", State: "[" + strings.Join(stateSide, " ") + "]", Runtime: "[" + strings.Join(hereSide, " ") + "]",
+		detail: strings.Join(parts, "; ")}
 }
 
 // fieldsDiff keeps, of two "{Name:value Name:value ...}" renderings of

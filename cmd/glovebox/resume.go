@@ -120,7 +120,7 @@ changed meanwhile) or was stopped on the way leaves FILE to resume again.`,
 			run := func(opts ...glovebox.EvalOption) (*glovebox.Result, error) {
 				res, err := rt.Continue(ctx, state, a, opts...)
 				if err != nil {
-					return nil, stateError(path, h, rt, err)
+					return nil, stateError(path, err)
 				}
 				if stopped := res.Status == glovebox.StatusCanceled || res.Status == glovebox.StatusTimeout; stopped && claims.claimed.Load() {
 					fmt.Fprintf(os.Stderr, "glovebox: %s is spent: a paused eval continues once, and this continuation was stopped after its paused call was answered\n", path)
