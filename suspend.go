@@ -227,7 +227,7 @@ type StateStore interface {
 // with [ErrSessionPaused] on a session paused in a tool call, whose state
 // the eval that paused it gave; with [ErrSessionClosed] after Close.
 func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
-	state, err := s.Checkpoint(ctx)
+	state, err := s.checkpoint(false)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,18 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 // (a database shared by several processes) resumes from the bytes only
 // where the live session is not. Each call makes a state with an id of
 // its own. It fails as Suspend does, and the session stays usable.
+//
+// The frames of the state whose bytes did not change since the state
+// the session was resumed from, or its last Checkpoint, are not
+// encrypted again: their sealed bytes are reused, so the cost of a
+// suspension follows what the evals since changed (see seal.go).
 func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
+	return s.checkpoint(true)
+}
+
+// checkpoint seals the session's state; keep keeps its frames for the
+// next checkpoint to reuse (Suspend, which closes the session, does not).
+func (s *Session) checkpoint(keep bool) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
 	}
@@ -257,6 +268,7 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 	e := &benc{b: make([]byte, 0, 1024)}
 	s.r.manifest(s.sh).put(e)
 	putFlow(e, s.flow)
+	prefix := len(e.b)
 	var err error
 	body, err := s.engine().Capture(e.b, func(dst []byte, n int) []byte {
 		return append(getBuf(len(dst)+n), dst...)
@@ -268,9 +280,31 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 		}
 		return nil, err
 	}
-	defer putBuf(body)
-	state, _, err := sealState(s.r.keys, stateIdle, body)
+	s.mu.Lock()
+	reuse := s.seals
+	s.seals = nil // this checkpoint's; another at the same time reuses nothing
+	s.mu.Unlock()
+	state, _, next, err := sealFrames(s.r.keys, stateIdle, body, bodySegments(body, prefix), reuse, keep)
+	reuse.release()
+	if next == nil {
+		putBuf(body)
+	}
+	s.setSeals(next)
 	return state, err
+}
+
+// setSeals makes c the frames the session's next checkpoint reuses,
+// letting go of those before; a closed session keeps none.
+func (s *Session) setSeals(c *frameCache) {
+	s.mu.Lock()
+	old, gone := s.seals, (*frameCache)(nil)
+	s.seals = c
+	if s.closed.Load() {
+		s.seals, gone = nil, c
+	}
+	s.mu.Unlock()
+	old.release()
+	gone.release()
 }
 
 // ResumeSession makes a session of a state from [Session.Suspend], or of
@@ -285,11 +319,13 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	o, err := r.open(sh, state, stateIdle, stateSessionPaused)
+	o, err := r.openKeep(sh, state, true, stateIdle, stateSessionPaused)
 	if err != nil {
 		return nil, err
 	}
 	if o.hdr.kind == stateSessionPaused {
+		o.seals.release()
+		o.seals = nil
 		p, err := decodePaused(o.body)
 		if err != nil {
 			return nil, err
@@ -317,9 +353,15 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	// The session's history starts at this state: it keeps the opened
 	// body (not a copy: copying 1.7 MB cost as much as decrypting it),
 	// whose buffer goes back to the pool once the session and every eval
-	// that may read it let go (see heldBuf).
+	// that may read it let go (see heldBuf). So do the frames its next
+	// Checkpoint may reuse.
 	hist := &sessionHistory{base: o.body.b, held: newHeldBuf(o.buf), capCost: time.Millisecond}
-	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow}, nil
+	seals := cacheFrames(o.seals, o.buf, bodySegments(o.buf, len(o.buf)-len(o.body.b)))
+	if seals != nil {
+		hist.held.hold()
+		seals.body = hist.held
+	}
+	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow, seals: seals}, nil
 }
 
 // restoreError reports the engine's refusal of a session's state.

@@ -449,20 +449,29 @@ func fieldsDiff(a, b string) (string, string) {
 
 // opened is a state, opened and checked against a Runtime.
 type opened struct {
-	hdr  stateHeader
-	body *bdec
-	buf  []byte     // the body's buffer, for release
-	flow *flowState // the labels and tokens it holds (nil without labels)
+	hdr   stateHeader
+	body  *bdec
+	buf   []byte      // the body's buffer, for release
+	flow  *flowState  // the labels and tokens it holds (nil without labels)
+	seals *frameCache // its frames, when asked for (without a body yet)
 }
 
 // release gives the body's buffer back for reuse; nothing may use the
 // body afterwards.
-func (o *opened) release() { putBuf(o.buf) }
+func (o *opened) release() {
+	putBuf(o.buf)
+	o.seals.release()
+}
 
 // open authenticates state, checks that it is of one of kinds and that r
 // can continue it, before anything runs.
 func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error) {
-	h, body, err := openState(r.keys, state)
+	return r.openKeep(sh, state, false, kinds...)
+}
+
+// openKeep is open; with keep, opened.seals holds the state's frames.
+func (r *Runtime) openKeep(sh *shared, state []byte, keep bool, kinds ...byte) (*opened, error) {
+	h, body, seals, err := openFrames(r.keys, state, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +496,7 @@ func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error)
 		putBuf(body)
 		return nil, err
 	}
-	return &opened{hdr: h, body: d, buf: body, flow: flow}, nil
+	return &opened{hdr: h, body: d, buf: body, flow: flow, seals: seals}, nil
 }
 
 // claim records a state's id in Config.StateStore, if there is one.
