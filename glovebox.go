@@ -117,10 +117,13 @@ type Config struct {
 	// ErrNotSuspendable, a suspend request raises Glovebox::ToolError in
 	// the guest, and resuming fails with ErrStateKey.
 	StateKeys *Keyring
-	// StateStore, if set, is told the id of every state ResumeSession and
-	// Continue open, before anything runs, and refuses one continued
-	// before (ErrStateUsed): each state then continues at most once. Nil
-	// means no record is kept, and a state can be continued many times.
+	// StateStore, if set, is told the id of every state ResumeSession
+	// restores (before anything runs) and every paused state Continue
+	// answers (when the replay reaches the paused call, before the answer
+	// goes in), and refuses one continued before (ErrStateUsed): each
+	// state then continues at most once, and a continuation that never
+	// reached its call can be retried. Nil means no record is kept, and a
+	// state can be continued many times.
 	StateStore StateStore
 }
 
