@@ -83,6 +83,10 @@ const (
 	maxStateBody = 5 << 30
 	// maxFrames bounds a state's frames: maxStateBody in full frames.
 	maxFrames = maxStateBody / frameLen
+	// segmentMin is the body size above which an idle session's state is
+	// cut where its parts change apart, for reuse (see bodySegments):
+	// sealing 1 MiB takes about 0.3 ms here.
+	segmentMin = 1 << 20
 )
 
 // State kinds.
@@ -115,11 +119,13 @@ type segment struct {
 
 // bodySegments cuts an idle session's body, whose engine state (see
 // engine.Segments) starts at prefix, into segments: the manifest and
-// data-flow part, then the engine's. Without those (a malformed state)
-// it is one segment.
+// data-flow part, then the engine's. A body of segmentMin or less, or a
+// malformed one, is one segment: sealing it again costs little, and a
+// frame per segment would grow it by an index entry and a tag each (the
+// state of a session that ran x = 1, 4.5 KB, by a fifth).
 func bodySegments(body []byte, prefix int) []segment {
 	es := engine.Segments(body[prefix:])
-	if es == nil {
+	if es == nil || len(body) <= segmentMin {
 		return []segment{{0, len(body), 0}}
 	}
 	segs := []segment{{0, prefix, 0}}
