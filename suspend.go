@@ -423,9 +423,11 @@ func (s *Session) report(res *Result, reset bool) *Result {
 // [ErrStateUsed] when Config.StateStore says the pause was continued
 // before, [ErrStateDiverged] when the eval cannot be continued, and
 // [ErrSessionClosed] after Close. The session stays paused in the same
-// call, and can be continued again, when the continuation never reached
-// the call: it diverged, or it was canceled or timed out on the way
-// (the Result then has that status, and nothing after the pause ran).
+// call when the continuation answered nothing: it diverged, the
+// StateStore refused it, or it was canceled or timed out before its
+// replay reached the call (the Result then has that status); nothing
+// after the pause ran, and a diverged or stopped one can be continued
+// again.
 func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
