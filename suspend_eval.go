@@ -328,9 +328,6 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 		return fmt.Errorf("%w: %v", ErrStateInvalid, d.err)
 	}
 	want := r.manifest(sh)
-	if got.tools != want.tools && got.tools == legacyToolsID(r.docs) {
-		got.tools = want.tools // a state sealed before tools were named one by one
-	}
 	for _, f := range []struct{ what, state, here string }{
 		{"image", got.image, want.image}, {"tools", got.tools, want.tools},
 		{"mounts", got.mounts, want.mounts}, {"snapshot", got.snapshot, want.snapshot}, {"limits", got.limits, want.limits},
@@ -367,14 +364,6 @@ func toolsManifest(docs []ToolDoc) string {
 	return b.String()
 }
 
-// legacyToolsID is how states sealed before toolsManifest named the
-// tools: a count and a hash of all their documentation.
-func legacyToolsID(docs []ToolDoc) string {
-	j, _ := json.Marshal(docs)
-	h := sha256.Sum256(j)
-	return fmt.Sprintf("%d tools, schemas %s", len(docs), hex.EncodeToString(h[:8]))
-}
-
 // toolsDiff is the refusal of a state whose tools (toolsManifest's form)
 // differ from a Runtime's: it names the tools the Runtime lacks, those it
 // has beyond the state's, and those whose documentation changed. State
@@ -393,7 +382,7 @@ func toolsDiff(state, here string) *StateMismatchError {
 	}
 	sm, ok1 := parse(state)
 	hm, ok2 := parse(here)
-	if !ok1 || !ok2 { // a legacy state: its tools have no names
+	if !ok1 || !ok2 { // not toolsManifest's form
 		return &StateMismatchError{What: "tools", State: state, Runtime: here}
 	}
 	var lacks, adds, changed, stateSide, hereSide []string
