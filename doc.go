@@ -123,7 +123,8 @@
 // does not: time moves on (Time.now is the time of resumption; the
 // wall-clock limit and the monotonic clock count only running time); host
 // files in mounts are whatever they are then (a paused eval whose mounted
-// input changed before its call is refused with [ErrStateDiverged]); and a
+// input changed before its call is refused with [ErrStateDiverged], and can
+// be continued again once the input is back); and a
 // tool's side effects before the pause happened once — those calls are
 // not made again, while continuing one state twice runs the calls after
 // the pause twice unless a [StateStore] refuses it. Writable mounts, open

@@ -120,10 +120,13 @@ type Config struct {
 	// ErrNotSuspendable, a suspend request raises Glovebox::ToolError in
 	// the guest, and resuming fails with ErrStateKey.
 	StateKeys *Keyring
-	// StateStore, if set, is told the id of every state ResumeSession and
-	// Continue open, before anything runs, and refuses one continued
-	// before (ErrStateUsed): each state then continues at most once. Nil
-	// means no record is kept, and a state can be continued many times.
+	// StateStore, if set, is told the id of every state ResumeSession
+	// restores (before anything runs) and every paused state Continue
+	// answers (when the replay reaches the paused call, before the answer
+	// goes in), and refuses one continued before (ErrStateUsed): each
+	// state then continues at most once, and a continuation that never
+	// reached its call can be retried. Nil means no record is kept, and a
+	// state can be continued many times.
 	StateStore StateStore
 }
 
@@ -139,6 +142,7 @@ type Runtime struct {
 	flow    *flowSpec       // data-flow policy (labels.go); nil when off
 	names   []string
 	docs    []ToolDoc // one per tool, sorted by name
+	toolIDs string    // the docs as a state's manifest names them (toolsManifest)
 	mounts  []Mount
 	hooks   Hooks
 	log     *slog.Logger
@@ -273,6 +277,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.flow = cfg.Tools.flow.clone()
 		r.flow.annotate(r.docs)
 	}
+	r.toolIDs = toolsManifest(r.docs)
 	r.raw = cfg.Limits
 	if r.limits, err = cfg.Limits.withDefaults(int64(sh.eng.Load().MemoryFloor())); err != nil {
 		r.Close()

@@ -77,8 +77,8 @@ func TestHeldBaseOutlivesClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := s.hist.held
-	if held == nil || held.refs.Load() != 1 {
-		t.Fatalf("a resumed session's history: %+v", held)
+	if held == nil || held.refs.Load() != 2 || s.seals.body != held {
+		t.Fatalf("a resumed session's history (held by it and the frames its next checkpoint reuses): %d holders", held.refs.Load())
 	}
 	type result struct {
 		res *Result
@@ -90,8 +90,8 @@ func TestHeldBaseOutlivesClose(t *testing.T) {
 		done <- result{res, err}
 	}()
 	<-inTool
-	if n := held.refs.Load(); n != 2 {
-		t.Fatalf("while an eval runs, %d holders (want the session and the eval)", n)
+	if n := held.refs.Load(); n != 3 {
+		t.Fatalf("while an eval runs, %d holders (want the session, its frames and the eval)", n)
 	}
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
@@ -162,7 +162,7 @@ func TestHeldBaseAcrossEvals(t *testing.T) {
 		if err != nil || res.Status != StatusOK || res.Value != int64(i+2) {
 			t.Fatalf("eval %d: %v %+v", i, err, res)
 		}
-		if s.hist.held != held || held.refs.Load() != 1 {
+		if s.hist.held != held || held.refs.Load() != 2 { // the history and the frames
 			t.Fatalf("after an eval: the history holds %p (was %p), %d holders", s.hist.held, held, held.refs.Load())
 		}
 		if state, err = s.Suspend(ctx); err != nil {

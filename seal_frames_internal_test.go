@@ -10,8 +10,9 @@ import (
 )
 
 // TestSealFrames: bodies of many frames, compressible or not, open to
-// themselves; moving, dropping or repeating a frame, or marking a stored
-// frame compressed or the other way round, is refused as invalid.
+// themselves; moving, dropping or repeating a frame, marking a stored
+// frame compressed or the other way round, or dropping the index, is
+// refused as invalid.
 func TestSealFrames(t *testing.T) {
 	random := make([]byte, 3*frameLen/2)
 	rand.Read(random)
@@ -28,8 +29,9 @@ func TestSealFrames(t *testing.T) {
 	}
 	st, _, _ := sealState(fuzzKeys, stateIdle, mixed)
 	h, _ := parseHeader(st)
+	head := h.n + 4 + int(binary.LittleEndian.Uint32(st[h.n:])) // the header and the index
 	var frames [][]byte
-	for at := h.n; at < len(st); {
+	for at := head; at < len(st); {
 		m := int(binary.LittleEndian.Uint32(st[at:]) &^ frameStored)
 		frames = append(frames, st[at:at+4+m])
 		at += 4 + m
@@ -37,18 +39,22 @@ func TestSealFrames(t *testing.T) {
 	if len(frames) < 3 {
 		t.Fatalf("%d frames", len(frames))
 	}
-	join := func(fs ...[]byte) []byte { return append(bytes.Clone(st[:h.n]), bytes.Join(fs, nil)...) }
+	join := func(fs ...[]byte) []byte { return append(bytes.Clone(st[:head]), bytes.Join(fs, nil)...) }
 	relabel := func(i int) []byte {
 		b := join(frames...)
-		at := h.n
+		at := head
 		for _, f := range frames[:i] {
 			at += len(f)
 		}
 		b[at+3] ^= 0x80
 		return b
 	}
-	if st[h.n+3]&0x80 != 0 || frames[len(frames)-1][3]&0x80 == 0 {
+	if frames[0][3]&0x80 != 0 || frames[len(frames)-1][3]&0x80 == 0 {
 		t.Fatal("the text frame is stored, or the hex digits are not")
+	}
+	noIndex := bytes.Clone(st[:h.n])
+	for _, f := range frames {
+		noIndex = append(noIndex, f...)
 	}
 	for name, b := range map[string][]byte{
 		"compressed relabelled": relabel(0),
@@ -57,6 +63,7 @@ func TestSealFrames(t *testing.T) {
 		"last cut":              join(frames[:len(frames)-1]...),
 		"first cut":             join(frames[1:]...),
 		"repeated":              join(append(frames, frames[len(frames)-1])...),
+		"index dropped":         noIndex,
 	} {
 		if _, _, err := openState(fuzzKeys, b); !errors.Is(err, ErrStateInvalid) {
 			t.Errorf("%s: %v", name, err)

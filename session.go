@@ -54,6 +54,7 @@ type Session struct {
 	// continuing is set while a Continue answers the paused call.
 	continuing bool
 	hist       *sessionHistory // for suspending its evals (suspend_eval.go)
+	seals      *frameCache     // its last state's frames, for Checkpoint to reuse (seal.go)
 }
 
 // NewSession starts a session with r's tools, mounts and limits. The VM
@@ -125,6 +126,7 @@ func (s *Session) Close() error {
 		s.closed.Store(true)
 		s.engine().Close()
 		s.setHist(nil)
+		s.setSeals(nil)
 	})
 	return nil
 }

@@ -75,7 +75,9 @@ var (
 	// ErrStateDiverged: an eval paused in a call did not reach the same
 	// call again when continued (see RATIONALE.md, "Why are paused evals
 	// replayed?"): a mounted file it read had changed, for instance. The
-	// eval's effects stay inside the discarded VM.
+	// eval's effects stay inside the discarded VM, no call after the
+	// pause ran, and the state was not claimed (Config.StateStore): once
+	// the cause is undone (the file put back), it can be continued again.
 	ErrStateDiverged = errors.New("glovebox: the paused eval did not replay to its call")
 	// ErrSessionPaused is returned by Session.Eval on a session paused in
 	// a tool call (answer it with Session.Continue first), and by
@@ -92,10 +94,18 @@ type StateMismatchError struct {
 	// Runtime.Continue, or the other way round).
 	What string
 	// State and Runtime describe each side (a version, a hash, a list).
+	// For "tools" they list the tools that differ, each as its name and a
+	// hash of its documentation ("[refund:1a2b3c4d5e6f]"): the state's
+	// that this Runtime lacks or documents otherwise, and this Runtime's
+	// that the state lacks or documents otherwise.
 	State, Runtime string
+	detail         string // what differs, in words, when it can say
 }
 
 func (e *StateMismatchError) Error() string {
+	if e.detail != "" {
+		return fmt.Sprintf("glovebox: state made by a different runtime: its %s differ: %s", e.What, e.detail)
+	}
 	return fmt.Sprintf("glovebox: state made by a different runtime: its %s is %s, this runtime's is %s", e.What, e.State, e.Runtime)
 }
 
@@ -186,9 +196,16 @@ type Answer struct {
 
 // StateStore records which states were continued, so a front end can
 // continue each at most once: set Config.StateStore, and ResumeSession
-// and Continue claim a state's id before running it, failing with
-// [ErrStateUsed] when it was claimed before. Implementations must be safe
-// for concurrent use; see [DirStateStore].
+// claims an idle session's state before restoring it, and Continue (and
+// Session.Continue) claims a paused eval's state when its replay reaches
+// the paused call, before the answer goes in; both fail with
+// [ErrStateUsed] when the id was claimed before. A continuation that
+// never reached its call — refused, [ErrStateDiverged], or canceled or
+// timed out during the replay — claimed nothing, and the state can be
+// continued again; two continuations of one state at the same time both
+// replay, and the second to reach the call gets ErrStateUsed before
+// anything after the pause runs. Implementations must be safe for
+// concurrent use; see [DirStateStore].
 type StateStore interface {
 	// Claim records id as continued. It returns an error wrapping
 	// ErrStateUsed when id was claimed before, or another error when it
@@ -210,7 +227,7 @@ type StateStore interface {
 // with [ErrSessionPaused] on a session paused in a tool call, whose state
 // the eval that paused it gave; with [ErrSessionClosed] after Close.
 func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
-	state, err := s.Checkpoint(ctx)
+	state, err := s.checkpoint(false)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +241,18 @@ func (s *Session) Suspend(ctx context.Context) ([]byte, error) {
 // (a database shared by several processes) resumes from the bytes only
 // where the live session is not. Each call makes a state with an id of
 // its own. It fails as Suspend does, and the session stays usable.
+//
+// The frames of the state whose bytes did not change since the state
+// the session was resumed from, or its last Checkpoint, are not
+// encrypted again: their sealed bytes are reused, so the cost of a
+// suspension follows what the evals since changed (see seal.go).
 func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
+	return s.checkpoint(true)
+}
+
+// checkpoint seals the session's state; keep keeps its frames for the
+// next checkpoint to reuse (Suspend, which closes the session, does not).
+func (s *Session) checkpoint(keep bool) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
 	}
@@ -240,6 +268,7 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 	e := &benc{b: make([]byte, 0, 1024)}
 	s.r.manifest(s.sh).put(e)
 	putFlow(e, s.flow)
+	prefix := len(e.b)
 	var err error
 	body, err := s.engine().Capture(e.b, func(dst []byte, n int) []byte {
 		return append(getBuf(len(dst)+n), dst...)
@@ -251,9 +280,31 @@ func (s *Session) Checkpoint(ctx context.Context) ([]byte, error) {
 		}
 		return nil, err
 	}
-	defer putBuf(body)
-	state, _, err := sealState(s.r.keys, stateIdle, body)
+	s.mu.Lock()
+	reuse := s.seals
+	s.seals = nil // this checkpoint's; another at the same time reuses nothing
+	s.mu.Unlock()
+	state, _, next, err := sealFrames(s.r.keys, stateIdle, body, bodySegments(body, prefix), reuse, keep)
+	reuse.release()
+	if next == nil {
+		putBuf(body)
+	}
+	s.setSeals(next)
 	return state, err
+}
+
+// setSeals makes c the frames the session's next checkpoint reuses,
+// letting go of those before; a closed session keeps none.
+func (s *Session) setSeals(c *frameCache) {
+	s.mu.Lock()
+	old, gone := s.seals, (*frameCache)(nil)
+	s.seals = c
+	if s.closed.Load() {
+		s.seals, gone = nil, c
+	}
+	s.mu.Unlock()
+	old.release()
+	gone.release()
 }
 
 // ResumeSession makes a session of a state from [Session.Suspend], or of
@@ -268,11 +319,13 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	o, err := r.open(sh, state, stateIdle, stateSessionPaused)
+	o, err := r.openKeep(sh, state, true, stateIdle, stateSessionPaused)
 	if err != nil {
 		return nil, err
 	}
 	if o.hdr.kind == stateSessionPaused {
+		o.seals.release()
+		o.seals = nil
 		p, err := decodePaused(o.body)
 		if err != nil {
 			return nil, err
@@ -300,9 +353,15 @@ func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, er
 	// The session's history starts at this state: it keeps the opened
 	// body (not a copy: copying 1.7 MB cost as much as decrypting it),
 	// whose buffer goes back to the pool once the session and every eval
-	// that may read it let go (see heldBuf).
+	// that may read it let go (see heldBuf). So do the frames its next
+	// Checkpoint may reuse.
 	hist := &sessionHistory{base: o.body.b, held: newHeldBuf(o.buf), capCost: time.Millisecond}
-	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow}, nil
+	seals := cacheFrames(o.seals, o.buf, bodySegments(o.buf, len(o.buf)-len(o.body.b)))
+	if seals != nil {
+		hist.held.hold()
+		seals.body = hist.held
+	}
+	return &Session{r: r, sh: sh, s: es, hist: hist, flow: o.flow, seals: seals}, nil
 }
 
 // restoreError reports the engine's refusal of a session's state.
@@ -362,9 +421,13 @@ func (s *Session) report(res *Result, reset bool) *Result {
 // It fails with ErrSessionPaused when the session is not paused (or
 // another Continue is answering its call at the same time),
 // [ErrStateUsed] when Config.StateStore says the pause was continued
-// before, and [ErrStateDiverged] when the eval cannot be continued (the
-// session is then no longer paused, and its next eval starts from a
-// fresh VM), and [ErrSessionClosed] after Close.
+// before, [ErrStateDiverged] when the eval cannot be continued, and
+// [ErrSessionClosed] after Close. The session stays paused in the same
+// call when the continuation answered nothing: it diverged, the
+// StateStore refused it, or it was canceled or timed out before its
+// replay reached the call (the Result then has that status); nothing
+// after the pause ran, and a diverged or stopped one can be continued
+// again.
 func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*Result, error) {
 	if s.closed.Load() {
 		return nil, ErrSessionClosed
@@ -383,16 +446,13 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if busy {
 		return nil, fmt.Errorf("%w: another Continue is answering its call", ErrSessionPaused)
 	}
-	swapped := false
 	defer func() {
-		if !swapped { // refused before it ran: still paused, continuable
-			s.mu.Lock()
-			s.continuing = false
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.continuing = false
+		s.mu.Unlock()
 	}()
 	r := s.r
-	o, p, req, st, err := r.openPaused(ctx, s.sh, state, stateSessionPaused, opts)
+	o, p, req, st, err := r.openPaused(s.sh, state, stateSessionPaused, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -406,9 +466,11 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 		es.Close()
 		return nil, ErrSessionClosed
 	}
+	// The session runs on es from now on (Close waits for its eval); while
+	// paused, what its engine session holds is never used: a Continue
+	// starts from the state.
 	old := s.s
-	s.s, s.paused, s.pending, s.continuing = es, nil, nil, false
-	swapped = true
+	s.s = es
 	s.mu.Unlock()
 	old.Close()
 	st.flow = s.flow // the session's labels, as the state holds them
@@ -420,11 +482,18 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 	if err != nil {
 		return nil, err
 	}
-	s.record(st, req, out, reset)
 	res, err := st.continued(s.sh, out, req, stateSessionPaused)
 	if err != nil {
 		return nil, err
 	}
+	if !st.sus.reached { // stopped before the call: still paused in it
+		res.SessionReset = false
+		return res, nil
+	}
+	s.mu.Lock()
+	s.paused, s.pending = nil, nil // report pauses it again at a later call
+	s.mu.Unlock()
+	s.record(st, req, out, reset)
 	return s.report(res, reset), nil
 }
 
@@ -435,13 +504,16 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 // which receives only output made after the pause; input options fail
 // with ErrInvalidInput (the eval keeps its own). It fails as
 // ResumeSession does (a session's state is a StateMismatchError of
-// "kind"), and with [ErrStateDiverged].
+// "kind"; ErrStateUsed once the replay reaches the call, see
+// [StateStore]), and with [ErrStateDiverged], which leaves the state
+// continuable: nothing after the pause ran. A Result canceled or timed
+// out before the replay reached the call claimed nothing either.
 func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
 	sh, err := r.target(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
-	o, p, req, st, err := r.openPaused(ctx, sh, state, statePaused, opts)
+	o, p, req, st, err := r.openPaused(sh, state, statePaused, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -480,10 +552,11 @@ func (r *Runtime) CheckState(ctx context.Context, state []byte) error {
 }
 
 // openPaused opens a paused state of the given kind and makes the request
-// that replays it, with opts (output writers only) applied; the state's id
-// is claimed in the StateStore last, so a state refused for any other
-// reason stays continuable.
-func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind byte, opts []EvalOption) (*opened, *paused, *engine.Request, *evalState, error) {
+// that replays it, with opts (output writers only) applied. Nothing is
+// claimed here: the state's id is claimed in the StateStore when the
+// replay reaches the paused call (answerPending), so a state refused, a
+// replay that diverges or one stopped on the way leaves it continuable.
+func (r *Runtime) openPaused(sh *shared, state []byte, kind byte, opts []EvalOption) (*opened, *paused, *engine.Request, *evalState, error) {
 	o, err := r.open(sh, state, kind)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -495,9 +568,6 @@ func (r *Runtime) openPaused(ctx context.Context, sh *shared, state []byte, kind
 	req, st := r.request(p.code)
 	st.flow = o.flow
 	if err := outputOnly(req, r.limits, opts); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if err := r.claim(ctx, o.hdr.id); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	return o, p, req, st, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,10 +27,13 @@ type pause struct {
 	pendingDigest uint64
 	pendingElided bool
 	toolDur       time.Duration // time the suspended call's tool ran
-	// Set on a continuation.
+	// Set on a continuation. reached: the replay got to the paused call;
+	// claimErr: Config.StateStore refused (or could not record) the
+	// claim taken there, and the call was not answered.
 	answer   *Answer
 	reached  bool
 	diverged string
+	claimErr error
 	// For a session's eval: the session's history before it, unless the
 	// eval captures a new base (journal.CaptureBase); ffwd marks an
 	// earlier eval replayed to its end, which may call no tool live.
@@ -236,7 +240,22 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 	p.answer, p.reached = nil, true
 	if c.Digest != p.pendingDigest {
 		p.diverged = fmt.Sprintf("it called %s where it had called %s", c.Name, p.pending.Name)
+		if c.Name == p.pending.Name {
+			p.diverged = fmt.Sprintf("it called %s with other arguments than when it paused", c.Name)
+		}
 		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: "the paused eval did not replay the same way: " + p.diverged}
+	}
+	if _, ok := st.r.tools[c.Name]; a.Approved && !ok {
+		p.diverged = fmt.Sprintf("the approved tool %s is not in this Runtime", c.Name)
+		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: p.diverged}
+	}
+	// The point of no return: from here the answer goes in and the calls
+	// after the pause run. Config.StateStore records the continuation
+	// now, not before the replay, so a continuation that could not replay
+	// (or was stopped on the way) leaves the state continuable.
+	if err := st.claimPending(ctx, c); err != nil {
+		p.claimErr = err
+		return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: err.Error()}
 	}
 	entry.Args, entry.Elided, entry.Duration = p.pending.Args, p.pendingElided, p.toolDur
 	if p.pendingElided {
@@ -257,25 +276,31 @@ func (st *evalState) answerPending(ctx context.Context, c *engine.Call, entry *T
 		entry.Approval = "approved"
 	}
 	if a.Approved {
-		fn, ok := st.r.tools[c.Name]
-		if !ok {
-			p.diverged = fmt.Sprintf("the approved tool %s is not in this Runtime", c.Name)
-			return nil, &engine.Abort{Status: engine.StatusSandboxError, Message: p.diverged}
-		}
 		entry.Duration = 0
-		return st.run(ctx, c, entry, fn, p.pending.Args)
+		return st.run(ctx, c, entry, st.r.tools[c.Name], p.pending.Args)
 	}
 	return st.reply(ctx, c, entry, a.Value, a.Err)
+}
+
+// claimPending claims the paused state's id in Config.StateStore, if
+// there is one, with the eval's clock stopped: the store's round trip is
+// not the program's running time.
+func (st *evalState) claimPending(ctx context.Context, c *engine.Call) error {
+	if st.r.store == nil {
+		return nil
+	}
+	if c.Hold != nil {
+		resume := c.Hold()
+		defer func() { c.Deadline = resume() }()
+	}
+	return st.r.claim(ctx, st.sus.pending.ID)
 }
 
 // manifest is what a state needs of the Runtime that continues it.
 type manifest struct{ image, tools, mounts, snapshot, limits string }
 
 func (r *Runtime) manifest(sh *shared) manifest {
-	m := manifest{image: sh.eng.Load().Identity(), snapshot: sh.pool.SnapshotID(), limits: fmt.Sprintf("%+v", r.limits)}
-	docs, _ := json.Marshal(r.docs)
-	h := sha256.Sum256(docs)
-	m.tools = fmt.Sprintf("%d tools, schemas %s", len(r.docs), hex.EncodeToString(h[:8]))
+	m := manifest{image: sh.eng.Load().Identity(), snapshot: sh.pool.SnapshotID(), limits: fmt.Sprintf("%+v", r.limits), tools: r.toolIDs}
 	var ms []string
 	for _, mt := range r.mounts {
 		acc := "ro"
@@ -308,13 +333,87 @@ func (r *Runtime) check(sh *shared, d *bdec) error {
 		{"mounts", got.mounts, want.mounts}, {"snapshot", got.snapshot, want.snapshot}, {"limits", got.limits, want.limits},
 	} {
 		if f.state != f.here {
-			if f.what == "limits" {
+			switch f.what {
+			case "limits":
 				f.state, f.here = fieldsDiff(f.state, f.here)
+			case "tools":
+				return toolsDiff(f.state, f.here)
 			}
 			return &StateMismatchError{What: f.what, State: f.state, Runtime: f.here}
 		}
 	}
 	return nil
+}
+
+// toolsManifest names docs (sorted by name) for a state's manifest: each
+// tool's name and the first 48 bits of the SHA-256 of its documentation
+// as JSON (schema, description, approval, labels), separated by spaces:
+// "lookup:1a2b3c4d5e6f send:0f1e2d3c4b5a".
+func toolsManifest(docs []ToolDoc) string {
+	var b strings.Builder
+	for i, d := range docs {
+		j, _ := json.Marshal(d)
+		h := sha256.Sum256(j)
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(d.Name)
+		b.WriteByte(':')
+		b.WriteString(hex.EncodeToString(h[:6]))
+	}
+	return b.String()
+}
+
+// toolsDiff is the refusal of a state whose tools (toolsManifest's form)
+// differ from a Runtime's: it names the tools the Runtime lacks, those it
+// has beyond the state's, and those whose documentation changed. State
+// and Runtime list each side's differing tools with their hashes.
+func toolsDiff(state, here string) *StateMismatchError {
+	parse := func(s string) (map[string]string, bool) {
+		m := map[string]string{}
+		for _, f := range strings.Fields(s) {
+			name, h, ok := strings.Cut(f, ":")
+			if !ok {
+				return nil, false
+			}
+			m[name] = h
+		}
+		return m, true
+	}
+	sm, ok1 := parse(state)
+	hm, ok2 := parse(here)
+	if !ok1 || !ok2 { // not toolsManifest's form
+		return &StateMismatchError{What: "tools", State: state, Runtime: here}
+	}
+	var lacks, adds, changed, stateSide, hereSide []string
+	for _, n := range slices.Sorted(maps.Keys(sm)) {
+		switch h, ok := hm[n]; {
+		case !ok:
+			lacks = append(lacks, n)
+			stateSide = append(stateSide, n+":"+sm[n])
+		case h != sm[n]:
+			changed = append(changed, n)
+			stateSide = append(stateSide, n+":"+sm[n])
+			hereSide = append(hereSide, n+":"+h)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(hm)) {
+		if _, ok := sm[n]; !ok {
+			adds = append(adds, n)
+			hereSide = append(hereSide, n+":"+hm[n])
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		what  string
+		names []string
+	}{{"this runtime lacks ", lacks}, {"this runtime also has ", adds}, {"the documentation (schema, description or approval) differs for ", changed}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.what+strings.Join(p.names, ", "))
+		}
+	}
+	return &StateMismatchError{What: "tools", State: "[" + strings.Join(stateSide, " ") + "]", Runtime: "[" + strings.Join(hereSide, " ") + "]",
+		detail: strings.Join(parts, "; ")}
 }
 
 // fieldsDiff keeps, of two "{Name:value Name:value ...}" renderings of
@@ -339,20 +438,29 @@ func fieldsDiff(a, b string) (string, string) {
 
 // opened is a state, opened and checked against a Runtime.
 type opened struct {
-	hdr  stateHeader
-	body *bdec
-	buf  []byte     // the body's buffer, for release
-	flow *flowState // the labels and tokens it holds (nil without labels)
+	hdr   stateHeader
+	body  *bdec
+	buf   []byte      // the body's buffer, for release
+	flow  *flowState  // the labels and tokens it holds (nil without labels)
+	seals *frameCache // its frames, when asked for (without a body yet)
 }
 
 // release gives the body's buffer back for reuse; nothing may use the
 // body afterwards.
-func (o *opened) release() { putBuf(o.buf) }
+func (o *opened) release() {
+	putBuf(o.buf)
+	o.seals.release()
+}
 
 // open authenticates state, checks that it is of one of kinds and that r
 // can continue it, before anything runs.
 func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error) {
-	h, body, err := openState(r.keys, state)
+	return r.openKeep(sh, state, false, kinds...)
+}
+
+// openKeep is open; with keep, opened.seals holds the state's frames.
+func (r *Runtime) openKeep(sh *shared, state []byte, keep bool, kinds ...byte) (*opened, error) {
+	h, body, seals, err := openFrames(r.keys, state, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +485,7 @@ func (r *Runtime) open(sh *shared, state []byte, kinds ...byte) (*opened, error)
 		putBuf(body)
 		return nil, err
 	}
-	return &opened{hdr: h, body: d, buf: body, flow: flow}, nil
+	return &opened{hdr: h, body: d, buf: body, flow: flow, seals: seals}, nil
 }
 
 // claim records a state's id in Config.StateStore, if there is one.
@@ -609,6 +717,9 @@ func (st *evalState) resume(req *engine.Request, p *paused, a Answer, id string)
 // suspended again, or ErrStateDiverged when it did not replay to its call.
 func (st *evalState) continued(sh *shared, out *engine.Outcome, req *engine.Request, kind byte) (*Result, error) {
 	p := st.sus
+	if p.claimErr != nil {
+		return nil, p.claimErr
+	}
 	if p.journal.Diverged != "" {
 		return nil, fmt.Errorf("%w: %s", ErrStateDiverged, p.journal.Diverged)
 	}

@@ -120,3 +120,38 @@ func TestSuspendToolTime(t *testing.T) {
 		t.Fatalf("%+v %+v", res.Error, res.ToolCalls)
 	}
 }
+
+// TestSuspendManyPausesSmallTimeout: only running time counts against the
+// wall-clock limit. A program that pauses 20 times, each pause continued
+// in a new Runtime (as a new process would: the first trap in an engine
+// used to cost tens of milliseconds of backtrace formatting, charged to
+// the eval), ends ok under a 400 ms limit although its continuations took
+// far longer than that in all; and its Duration counts what ran before
+// the first pause, which no input preceded.
+func TestSuspendManyPausesSmallTimeout(t *testing.T) {
+	ctx := context.Background()
+	cfg := glovebox.Config{Limits: glovebox.Limits{Fuel: 1 << 40, Timeout: 400 * time.Millisecond}}
+	r := newCorpusRuntime(t, true, cfg)
+	res := eval(t, r, `x = 0; 20_000.times { x += 1 }; [x, 20.times.map { |i| double(i) }.sum]`)
+	r.Close()
+	wantStatus(t, res, glovebox.StatusSuspended)
+	before := res.Duration
+	start := time.Now()
+	pauses := 0
+	for ; res.Status == glovebox.StatusSuspended; pauses++ {
+		r := newCorpusRuntime(t, true, cfg)
+		var err error
+		res, err = r.Continue(ctx, res.State, answerFor(res.Pending))
+		r.Close()
+		if err != nil {
+			t.Fatalf("pause %d: %v", pauses+1, err)
+		}
+		if res.Duration < before {
+			t.Fatalf("pause %d: Duration %v, less than the %v run before it", pauses+1, res.Duration, before)
+		}
+	}
+	if res.Status != glovebox.StatusOK || pauses != 20 {
+		t.Fatalf("after %d pauses (%v of continuing): %s %+v", pauses, time.Since(start), res.Status, res.Error)
+	}
+	t.Logf("%d pauses: Duration %v, %v to continue them", pauses, res.Duration, time.Since(start))
+}

@@ -287,3 +287,43 @@ func TestStateStoreAtMostOnce(t *testing.T) {
 		t.Fatal("a claim escaped the store")
 	}
 }
+
+// TestStateToolsMismatchNamesTools: a state refused for another tool set
+// names the tools that differ: those the Runtime lacks, those it has
+// beyond the state's, and those documented otherwise (here an approval
+// added), not counts and a hash of all of them.
+func TestStateToolsMismatchNamesTools(t *testing.T) {
+	ctx := context.Background()
+	r := newCorpusRuntime(t, true, glovebox.Config{})
+	defer r.Close()
+	paused := pausedState(t, r, `double(2)`)
+	var ts glovebox.Toolset
+	for _, n := range []string{"double", "echo", "extra", "lookup", "rows", "shout"} { // no "boom"
+		fn := corpusTools[n]
+		if fn == nil {
+			fn = corpusTools["echo"]
+		}
+		ts.Add(n, fn)
+	}
+	ts.RequireApproval("double")
+	other, err := glovebox.New(ctx, glovebox.Config{Tools: &ts, PoolSize: -1, StateKeys: testKeyring(t), Limits: corpusLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for _, err := range []error{other.CheckState(ctx, paused), func() error { _, err := other.Continue(ctx, paused, glovebox.Answer{}); return err }()} {
+		var sm *glovebox.StateMismatchError
+		if !errors.As(err, &sm) || sm.What != "tools" {
+			t.Fatalf("%v", err)
+		}
+		for _, want := range []string{"lacks boom", "also has extra", "differs for double"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal %q does not say %q", err, want)
+			}
+		}
+		if !strings.HasPrefix(sm.State, "[boom:") || !strings.Contains(sm.State, " double:") || strings.Contains(sm.State, "echo") ||
+			!strings.HasPrefix(sm.Runtime, "[double:") || !strings.Contains(sm.Runtime, " extra:") || strings.Contains(sm.Runtime, "echo") {
+			t.Errorf("State %s, Runtime %s: want only the differing tools of each side", sm.State, sm.Runtime)
+		}
+	}
+}

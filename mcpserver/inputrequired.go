@@ -69,6 +69,21 @@ type retry struct {
 	// fwd are the answers to a bound server's questions, in order, for
 	// a call paused in one (ForwardElicit); nil otherwise.
 	fwd []forwarded
+	// diverged: the program could not be replayed to its call
+	// (glovebox.ErrStateDiverged); nothing after the pause ran, so the
+	// claim is given back and the request state may be retried.
+	diverged bool
+}
+
+// continueWith continues r's program with f (a Continue of a Runtime,
+// or of a codemode Tool), noting a continuation that never reached its
+// call.
+func continueWith[O any](ctx context.Context, r *retry, f func(context.Context, []byte, glovebox.Answer) (O, error)) (O, error) {
+	o, err := f(r.in(ctx), r.st, r.a)
+	if errors.Is(err, glovebox.ErrStateDiverged) {
+		r.diverged = true
+	}
+	return o, err
 }
 
 // openRetry checks a retry's request state and input responses. It
@@ -215,8 +230,13 @@ func resume[T any](s *Server, req mcp.Request, name, state string, resp mcp.Inpu
 		return again(asks), nil
 	}
 	res, err := cont(rt)
-	if err != nil {
-		return nil, err
+	if rt.diverged {
+		// Not recorded: the state was not used up, and a retry of the
+		// same request state (once what changed is back) continues it.
+		s.book.unclaim(rt.e.ID)
+	}
+	if err != nil || rt.diverged {
+		return res, err
 	}
 	if b, merr := json.Marshal(res); merr == nil {
 		if rerr := s.book.record(rt.e, b); rerr != nil {

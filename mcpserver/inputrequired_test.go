@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -169,6 +172,42 @@ func TestRequestStateOnce(t *testing.T) {
 	shortURL, _ := serveHTTP(t, short, "secret")
 	if _, e := rawCall(t, shortURL, mcpserver.ToolRun, retry+accept); e == nil || !strings.Contains(e["message"].(string), "expired") {
 		t.Fatalf("expired: %v", e)
+	}
+}
+
+// A program paused inside Timeout.timeout, after a loop and a mounted
+// file read, continues from its request state. A retry that cannot
+// replay it (the file changed meanwhile) is an error result that does
+// not use the state up: once the file is back the same retry continues
+// it, the tool running once, and a replay after that gets the outcome.
+func TestRequestStateRetryAfterDivergence(t *testing.T) {
+	s, dir := newServer(t, glovebox.Limits{}, mcpserver.Options{})
+	url, _ := serveHTTP(t, s, "secret")
+	file := filepath.Join(dir, "notes.txt")
+	orig, _ := os.ReadFile(file)
+	code := `require \"timeout\"; Timeout.timeout(5) { s = 0; 1000.times { |i| s += i }; transfer(File.read(\"/data/notes.txt\").size) + s }`
+	res, _ := rawCall(t, url, mcpserver.ToolRun, `"arguments":{"code":"`+code+`"}`)
+	state, _ := res["requestState"].(string)
+	if res["resultType"] != "input_required" || state == "" {
+		t.Fatalf("first call: %v", res)
+	}
+	stateJSON, _ := json.Marshal(state)
+	retry := `"arguments":{"code":"` + code + `"},"requestState":` + string(stateJSON) + `,"inputResponses":{"approval":{"action":"accept","content":{"approve":true}}}`
+	before := transfers.Load()
+	os.WriteFile(file, []byte("changed"), 0o644)
+	for range 2 {
+		got, e := rawCall(t, url, mcpserver.ToolRun, retry)
+		if e != nil || got["isError"] != true || !strings.Contains(mustJSON(got), "did not replay") || transfers.Load() != before {
+			t.Fatalf("file changed: %v %v (ran %d)", got, e, transfers.Load()-before)
+		}
+	}
+	os.WriteFile(file, orig, 0o644)
+	want := `"value":` + strconv.Itoa(len(orig)+499500)
+	for range 2 {
+		got, e := rawCall(t, url, mcpserver.ToolRun, retry)
+		if e != nil || got["resultType"] != "complete" || !strings.Contains(mustJSON(got), want) || transfers.Load() != before+1 {
+			t.Fatalf("file back: %v %v (ran %d)", got, e, transfers.Load()-before)
+		}
 	}
 }
 

@@ -134,7 +134,7 @@ func (s *Server) addPrograms() error {
 						return start()
 					}
 					return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
-						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(r.in(ctx), r.st, r.a) })
+						return s.programCall(ctx, req, p, func(ctx context.Context) (*glovebox.Result, error) { return continueWith(ctx, r, s.continueProgram) })
 					})
 				}))
 		case "prompt":
@@ -153,7 +153,7 @@ func (s *Server) addPrograms() error {
 					return resume(s, req, p.name, st, req.Params.InputResponses, func(asks mcp.InputRequestMap) *mcp.GetPromptResult {
 						return &mcp.GetPromptResult{InputRequests: asks, RequestState: st}
 					}, func(r *retry) (*mcp.GetPromptResult, error) {
-						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return s.rt.Continue(r.in(ctx), r.st, r.a) })
+						return s.promptCall(ctx, p, func(ctx context.Context) (*glovebox.Result, error) { return continueWith(ctx, r, s.continueProgram) })
 					})
 				})
 		case "resource":
@@ -382,4 +382,9 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: nothing to complete for %s %s%s; completion is offered for the named programs' prompts and resource templates", ref.Type, ref.Name, ref.URI)}
 	}
 	return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: "invalid params: completion/complete needs a ref"}
+}
+
+// continueProgram continues a named program's paused run.
+func (s *Server) continueProgram(ctx context.Context, state []byte, a glovebox.Answer) (*glovebox.Result, error) {
+	return s.rt.Continue(ctx, state, a)
 }

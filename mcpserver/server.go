@@ -370,7 +370,7 @@ func (s *Server) runFresh(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return start()
 	}
 	return s.retryCall(ctx, req, start, func(r *retry) (*mcp.CallToolResult, error) {
-		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return s.fresh.Continue(r.in(ctx), r.st, r.a) })
+		res, _, err := s.runDo(ctx, req, "", func(ctx context.Context) (*codemode.Outcome, error) { return continueWith(ctx, r, s.fresh.Continue) })
 		return res, err
 	})
 }
@@ -420,7 +420,7 @@ func (s *Server) runSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			if pc := v.gs.Pending(); pc == nil || pc.ID != r.e.ID {
 				return errorResult("sandbox_error", "Glovebox::SandboxError", "this session is no longer paused in that call (a later call, a reset or idleness replaced it); run the program again"), nil
 			}
-			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return v.tool.Continue(r.in(ctx), nil, r.a) })
+			res, _, err := s.runDo(ctx, req, lost, func(ctx context.Context) (*codemode.Outcome, error) { return continueWith(ctx, r, v.tool.Continue) })
 			return res, err
 		})
 	}

@@ -77,7 +77,7 @@ func (s *Server) runHandled(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 				return errorResult("sandbox_error", "Glovebox::SandboxError", err.Error()), nil
 			}
 			return s.handledRun(ctx, req, gs, func(ctx context.Context, t *codemode.Tool) (*codemode.Outcome, error) {
-				return t.Continue(r.in(ctx), nil, r.a)
+				return continueWith(ctx, r, t.Continue)
 			})
 		})
 	}

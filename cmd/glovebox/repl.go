@@ -73,7 +73,7 @@ keeps a file open cannot be saved: close it first.`,
 					return usageError{fmt.Errorf("%s holds an eval paused at a tool call, not a REPL session: continue it with glovebox resume %s", load, load)}
 				}
 				if s, err = rt.ResumeSession(context.Background(), state); err != nil {
-					return stateError(load, h, rt, err)
+					return stateError(load, err)
 				}
 			} else if s, err = rt.NewSession(); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -54,7 +55,9 @@ truncated, or sealed with another key (see --state-key): nothing runs.
 Each file continues at most once: glovebox records the files it continued
 in the cache directory and refuses a second resume of one, since the tool
 calls after the pause would run again (a copy under another name is a new
-file).`,
+file). The record is taken when the continuation reaches the paused call:
+a resume that could not replay the eval to it (a mounted file it read
+changed meanwhile) or was stopped on the way leaves FILE to resume again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
@@ -117,10 +120,12 @@ file).`,
 			run := func(opts ...glovebox.EvalOption) (*glovebox.Result, error) {
 				res, err := rt.Continue(ctx, state, a, opts...)
 				if err != nil {
-					return nil, stateError(path, h, rt, err)
+					return nil, stateError(path, err)
 				}
-				if res.Status == glovebox.StatusCanceled {
-					fmt.Fprintf(os.Stderr, "glovebox: %s is spent: a paused eval continues once, and this continuation was stopped\n", path)
+				if stopped := res.Status == glovebox.StatusCanceled || res.Status == glovebox.StatusTimeout; stopped && claims.claimed.Load() {
+					fmt.Fprintf(os.Stderr, "glovebox: %s is spent: a paused eval continues once, and this continuation was stopped after its paused call was answered\n", path)
+				} else if stopped {
+					fmt.Fprintf(os.Stderr, "glovebox: this continuation was stopped before it reached its paused call; nothing after the pause ran, and %s can be resumed again\n", path)
 				}
 				return res, nil
 			}
@@ -289,15 +294,19 @@ type fileClaims struct {
 	store     glovebox.StateStore
 	dir       string
 	path, abs string
+	claimed   atomic.Bool // the continuation reached its call and claimed the file
 }
 
-// Claim implements glovebox.StateStore; the Runtime calls it after the
-// state is opened and checked, before anything runs.
+// Claim implements glovebox.StateStore; the Runtime calls it when the
+// continuation's replay reaches the paused call, before it is answered.
 func (c *fileClaims) Claim(ctx context.Context, id string) error {
 	sum := sha256.Sum256(bytes.Join([][]byte{[]byte(id), []byte(c.abs)}, []byte{0}))
 	err := c.store.Claim(ctx, hex.EncodeToString(sum[:16]))
 	if errors.Is(err, glovebox.ErrStateUsed) {
 		return fmt.Errorf("%w: %s was continued before (state %s): a paused eval continues at most once, since the tool calls after the pause would run again (the record is in %s)", glovebox.ErrStateUsed, c.path, id, c.dir)
+	}
+	if err == nil {
+		c.claimed.Store(true)
 	}
 	return err
 }

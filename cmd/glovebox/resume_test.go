@@ -76,6 +76,83 @@ r`
 	}
 }
 
+// TestResumeRetryAfterDivergence: an eval paused inside Timeout.timeout,
+// after loops and a mounted file read, resumes; a resume that cannot
+// replay it (the file changed meanwhile) says so and leaves the file to
+// resume again, which works once the file is back, and only once.
+func TestResumeRetryAfterDivergence(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	t.Setenv(envStateKey, strings.Repeat("ab", 32))
+	file := filepath.Join(data, "n.txt")
+	os.WriteFile(file, []byte("41"), 0o644)
+	flags := []string{"--http-allow", "example.com", "--mount", data + ":/data"}
+	p := filepath.Join(dir, "t.state")
+	code := `require "timeout"
+Timeout.timeout(5) do
+  s = 0
+  1000.times { |i| s += i }
+  n = File.read("/data/n.txt").to_i
+  r = begin
+    http_get("https://example.com/#{n}")
+  rescue Glovebox::ToolDenied => e
+    e.message
+  end
+  [n, s, r]
+end`
+	if out, errOut, rc := run(t, "", append([]string{"eval", "--approve", "http_get", "--suspend-to", p, "-e", code}, flags...)...); rc != exitSuspended {
+		t.Fatalf("rc %d out %s err %s", rc, out, errOut)
+	}
+	os.WriteFile(file, []byte("7"), 0o644)
+	for range 2 {
+		out, errOut, rc := run(t, "", append([]string{"resume", p, "--deny", "no"}, flags...)...)
+		if rc == 0 || !strings.Contains(errOut, "did not replay") || !strings.Contains(errOut, "resume it again") || out != "" {
+			t.Fatalf("changed file: rc %d out %q err %s", rc, out, errOut)
+		}
+	}
+	os.WriteFile(file, []byte("41"), 0o644)
+	if out, errOut, rc := run(t, "", append([]string{"resume", p, "--deny", "no"}, flags...)...); rc != 0 || out != "=> [41,499500,\"no\"]\n" {
+		t.Fatalf("file back: rc %d out %q err %s", rc, out, errOut)
+	}
+	if _, errOut, rc := run(t, "", append([]string{"resume", p, "--deny", "again"}, flags...)...); rc != exitUsage || !strings.Contains(errOut, "continued before") {
+		t.Fatalf("a second resume: rc %d err %s", rc, errOut)
+	}
+}
+
+// TestResumeManyPausesSmallTimeout: pauses are not running time. An eval
+// that asks for approval 12 times, each pause continued by glovebox
+// resume in a new process, ends ok under --timeout 500ms: each process
+// used to charge the eval 45-700 ms (wasmtime formatting the backtrace
+// of the trap that stopped the guest, the first time in a process).
+func TestResumeManyPausesSmallTimeout(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(envStateKey, strings.Repeat("ab", 32))
+	flags := []string{"--http-allow", "example.com", "--timeout", "500ms"}
+	p := filepath.Join(dir, "t.state")
+	code := `12.times.sum { |i| http_get("https://example.com/#{i}") }`
+	if out, errOut, rc := run(t, "", append([]string{"eval", "--approve", "http_get", "--suspend-to", p, "-e", code}, flags...)...); rc != exitSuspended {
+		t.Fatalf("rc %d out %s err %s", rc, out, errOut)
+	}
+	for i := 1; ; i++ {
+		out, errOut, rc := run(t, "", append([]string{"resume", p, "--json", "--answer", "1"}, flags...)...)
+		var res struct {
+			Status     string
+			Value      any
+			DurationMS float64 `json:"duration_ms"`
+		}
+		if json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("resume %d: rc %d out %s err %s", i, rc, out, errOut)
+		}
+		if res.Status == "suspended" && i < 12 {
+			continue
+		}
+		if rc != 0 || res.Status != "ok" || res.Value != 12.0 || i != 12 {
+			t.Fatalf("resume %d: rc %d %+v err %s", i, rc, res, errOut)
+		}
+		t.Logf("12 pauses: %.1f ms of running time", res.DurationMS)
+		return
+	}
+}
+
 // TestDefaultStateKey: the CLI's key is made once, readable by its user
 // alone, and the same key on every later use; one others may read is
 // refused.

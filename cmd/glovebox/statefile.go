@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -225,24 +224,22 @@ func writeStateFile(path, kind string, rt *glovebox.Runtime, approve []string, s
 }
 
 // stateError explains a refused state, exit 2: a mismatch names the
-// difference (and, for tools, the names the header gives), a damaged
-// state or another key says so.
-func stateError(path string, h *stateHeader, rt *glovebox.Runtime, err error) error {
+// difference (for tools, the tools that differ) and the flags to give, a
+// damaged state or another key says so.
+func stateError(path string, err error) error {
 	var sm *glovebox.StateMismatchError
 	msg := strings.TrimPrefix(err.Error(), "glovebox: ")
 	switch {
-	case errors.As(err, &sm) && sm.What == "tools" && h != nil:
-		have := rt.Tools()
-		if !slices.Equal(h.Tools, have) {
-			return fmt.Errorf("%s: %s\nthe state was made with the tools [%s]; this command has [%s]: give the same --mcp-server, --mcp-url, --http-allow and --profile as the command that wrote it", path, msg, strings.Join(h.Tools, " "), strings.Join(have, " "))
-		}
-		return fmt.Errorf("%s: %s\nthe tool names agree, so a schema or an approval differs: give the same servers and --profile as the command that wrote it", path, msg)
+	case errors.As(err, &sm) && sm.What == "tools":
+		return fmt.Errorf("%s: %s\ngive the same --mcp-server, --mcp-url, --http-allow, --approve and --profile as the command that wrote it", path, msg)
 	case errors.As(err, &sm):
 		return fmt.Errorf("%s: %s\ngive the same --mount, limit flags and --profile as the command that wrote it", path, msg)
 	case errors.Is(err, glovebox.ErrStateInvalid):
 		return fmt.Errorf("%s: %s (nothing ran)", path, msg)
 	case errors.Is(err, glovebox.ErrStateKey):
 		return fmt.Errorf("%s: %s: it was written with another state key (see --state-key and %s); nothing ran", path, msg, envStateKey)
+	case errors.Is(err, glovebox.ErrStateDiverged):
+		return fmt.Errorf("%s: %s\nnothing after the pause ran and %s is not used up: resume it again once what changed is back (a mounted file the program read before its call, say)", path, msg, path)
 	}
 	return err
 }

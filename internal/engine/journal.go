@@ -74,11 +74,10 @@ func NewJournal() *Journal { return &Journal{} }
 // Replay returns a journal that gives back the entries of log (Log's
 // form) before recording on.
 func Replay(log []byte, spent time.Duration) *Journal {
+	// An empty log goes live at the first input all the same (the paused
+	// call asks for one), so that the eval's time left is set from Spent.
 	j := &Journal{log: append([]byte(nil), log...), Spent: spent}
 	j.replay = j.log[:len(j.log):len(j.log)]
-	if len(log) == 0 {
-		j.Replayed = true
-	}
 	return j
 }
 
@@ -164,9 +163,15 @@ func Digest(name string, args []byte) uint64 {
 // true, or false when the input must be taken live. A divergence stops
 // the guest (the returned error). At the end of the replay the eval goes
 // live (see goLive).
+//
+// The flush after a trap (flushAfterTrap) is outside the eval: what it
+// reads is neither recorded nor given back. A program paused inside
+// Timeout.timeout left its trace hook on, and the flush's own events read
+// the clock once more: recorded after the paused call, that reading made
+// every replay diverge at the call.
 func (v *VM) jGive(kind byte) ([]byte, bool, error) {
 	j := v.req.journal()
-	if j == nil || j.Replayed {
+	if j == nil || j.Replayed || v.flushing {
 		return nil, false, nil
 	}
 	if d, ok := j.next(kind); ok {
@@ -207,7 +212,7 @@ func (r *Request) journal() *Journal {
 
 // jRecord records an input the host gave live.
 func (v *VM) jRecord(kind byte, data ...[]byte) {
-	if j := v.req.journal(); j != nil {
+	if j := v.req.journal(); j != nil && !v.flushing {
 		j.record(kind, data...)
 	}
 }

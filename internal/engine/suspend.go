@@ -278,6 +278,91 @@ func (p *Pool) SnapshotID() string {
 	return fmt.Sprintf("%s@%d", filepath.Base(p.snap.dir), p.snap.mono)
 }
 
+// A Segment is a part of a state (Capture's bytes) that changes apart
+// from the others: [Start, End) and a Key naming it from one state to
+// the next — the header, the pages of one range of SegmentPages guest
+// pages, or the page list. The sealer cuts its frames there, so that the
+// frames of pages a later eval did not touch stay byte for byte the same.
+type Segment struct {
+	Start, End int
+	Key        uint64
+}
+
+// SegmentPages is the guest pages a page segment covers (256 KiB).
+const SegmentPages = 64
+
+// Segment keys besides a page range's (the range's number, below
+// 1 GiB / SegmentPages / 4 KiB).
+const (
+	SegmentHeader = 1<<32 + iota
+	SegmentList
+)
+
+// Segments cuts state (Capture's bytes) into its segments, in order,
+// covering it; nil when it is malformed (the sealer then cuts it as it
+// would any bytes).
+func Segments(state []byte) []Segment {
+	if len(state) < 2 || state[0] != stateVersion {
+		return nil
+	}
+	if state[1]&flagVM == 0 {
+		return []Segment{{0, len(state), SegmentHeader}}
+	}
+	at := 10
+	bad := false
+	uv := func() uint64 {
+		if at > len(state) {
+			bad = true
+			return 0
+		}
+		x, n := binary.Uvarint(state[at:])
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		at += n
+		return x
+	}
+	uv() // memory size
+	if ng := uv(); ng > uint64(len(state)) {
+		return nil
+	} else {
+		at += int(ng) * 8
+	}
+	uv() // monotonic clock
+	uv() // next host handle
+	if bad || at+4 > len(state) {
+		return nil
+	}
+	np := int(binary.LittleEndian.Uint32(state[at:]))
+	at += 4
+	data := at
+	if np > (len(state)-data)/wt.PageSize {
+		return nil
+	}
+	segs := []Segment{{0, data, SegmentHeader}}
+	at = data + np*wt.PageSize
+	list := at
+	prev, start, key := uint64(0), data, uint64(0)
+	for i := range np {
+		p := prev + uv()
+		if bad {
+			return nil
+		}
+		if k := p / SegmentPages; i == 0 || k != key {
+			if i > 0 {
+				segs = append(segs, Segment{start, data + i*wt.PageSize, key})
+			}
+			start, key = data+i*wt.PageSize, k
+		}
+		prev = p
+	}
+	if np > 0 {
+		segs = append(segs, Segment{start, list, key})
+	}
+	return append(segs, Segment{list, len(state), SegmentList})
+}
+
 // errBadState is wrapped by RestoreSession's refusals of malformed bytes.
 var errBadState = errors.New("malformed session state")
 

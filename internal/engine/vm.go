@@ -170,6 +170,8 @@ type VM struct {
 	started  time.Time
 	stopped  Status // why the host stopped the guest, if it did
 	stopMsg  string
+	// stopAt is when it did: the eval's running time ends there.
+	stopAt   time.Time
 	flushing bool // flushAfterTrap runs: the guest may not message the host
 	stdout   capBuffer
 	stderr   capBuffer
@@ -203,8 +205,9 @@ var _ wt.StoreHooks = (*VM)(nil)
 // host function trap.
 func (v *VM) stop(s Status, msg string) error {
 	if v.stopped == "" {
-		v.stopped, v.stopMsg = s, msg
+		v.stopped, v.stopMsg, v.stopAt = s, msg, time.Now()
 	}
+	v.store.Stopping() // the stop's status and message are v's
 	return abortError
 }
 
@@ -534,9 +537,15 @@ func (v *VM) run(ctx context.Context, req *Request) *Outcome {
 		raw, err = v.readString(c, h, req.Limits.Value+resultOverhead)
 	}
 	v.e.ticker.stop()
-	out.Duration = time.Since(v.started)
+	// A guest the host stopped (a suspended call, a limit) ran until
+	// then: unwinding the trap is not its time.
+	end := time.Now()
+	if v.stopped != "" && v.stopAt.After(v.started) {
+		end = v.stopAt
+	}
+	out.Duration = end.Sub(v.started)
 	if j := req.Journal; j != nil && j.Spent > 0 && j.Replayed && !j.LiveAt.IsZero() {
-		out.Duration = j.Spent + time.Since(j.LiveAt) // the replay is not the eval's time
+		out.Duration = j.Spent + max(end.Sub(j.LiveAt), 0) // the replay is not the eval's time
 	}
 	memHit := v.store.GrowRefused()
 	v.store.SetMemoryLimit(maxMemory)
