@@ -233,7 +233,7 @@ func resume[T any](s *Server, req mcp.Request, name, state string, resp mcp.Inpu
 	if rt.diverged {
 		// Not recorded: the state was not used up, and a retry of the
 		// same request state (once what changed is back) continues it.
-		s.book.unclaim(rt.e.ID)
+		s.book.unclaim(rt.e)
 	}
 	if err != nil || rt.diverged {
 		return res, err
