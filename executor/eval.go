@@ -156,7 +156,7 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 		basePool = -1
 	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log, StateKeys: cfg.StateKeys, Hooks: pauseHooks(cfg)})
+		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log, StateKeys: cfg.StateKeys, StateStore: claimStore(cfg), Hooks: pauseHooks(cfg)})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
@@ -298,7 +298,7 @@ func (e *evals) toolSet(ctx context.Context, tenant string, names []string) (*gl
 	}
 	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
 		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log,
-		StateKeys: e.cfg.StateKeys, Hooks: pauseHooks(e.cfg)})
+		StateKeys: e.cfg.StateKeys, StateStore: claimStore(e.cfg), Hooks: pauseHooks(e.cfg)})
 	if err != nil {
 		return nil, nil, err
 	}
