@@ -133,9 +133,10 @@ class EmbeddedTest < Minitest::Test
   end
 
   def test_refusals_are_api_errors_named_by_code
-    e = assert_raises(Glovebox::APIError) { sandbox(Class.new { def dig(x) = x }.new).eval("1") }
+    e = assert_raises(Glovebox::ConfigError) { sandbox(Class.new { def dig(x) = x }.new) }
+    assert_match(/dig is a conversion or protocol method/, e.message)
+    e = assert_raises(Glovebox::APIError) { sandbox.embedded_request({ "op" => "no_such_op" }) }
     assert_equal "bad_request", e.code
-    assert_match(/dig/, e.message)
     assert_match(/\Aglovebox: bad_request/, e.message)
     e = assert_raises(Glovebox::APIError) { sandbox(DeskTools.new, suspend: [:change_plan]).eval("1") }
     assert_match(/state key/, e.message) unless Glovebox.state_key
@@ -177,11 +178,12 @@ class EmbeddedTest < Minitest::Test
     assert_equal 3, r.exit_status
     assert_equal "from stdin\nfast\nunset\n", r.stdout
     assert_equal r.stdout, seen.select { |s, _| s == :stdout }.map(&:last).join
-    assert_equal "host", box.trust
+    assert_equal :host, box.trust
     refute box.off_host?
     assert_includes %w[namespaces gvisor], r.isolation
     assert box.run(shell: "sleep 5", timeout: 0.5).timed_out
-    e = assert_raises(Glovebox::APIError) { box.run }
+    assert_raises(Glovebox::ConfigError) { box.run }
+    e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "../escape" => "x" }) }
     assert_equal "invalid_command", e.code
     assert_raises(Glovebox::ConfigError) { box.lookup("r-x") }
   end

@@ -175,10 +175,16 @@ module Glovebox
   class Box
     private
 
-    # Box#run on the child: this host's bubblewrap or gVisor.
+    # Box#run on the child: this host's bubblewrap or gVisor, or E2B's
+    # service (its key resolved now, for this run only).
     def embedded_run(cmd, req, &on_output)
-      q = { "op" => "run", "key" => req["idempotency_key"],
-            "run" => { "command" => cmd, "backend" => @backend, "credentials" => req["credentials"] }.compact }
+      run = { "command" => cmd, "backend" => @requested&.to_s, "credentials" => req["credentials"] }
+      if @backend == :e2b
+        k = @hosted[:api_key]
+        run["e2b"] = { "api_url" => @hosted[:api_url], "api_key" => (k.respond_to?(:call) ? k.call : k).to_s,
+                       "template" => @hosted[:template], "envd_url" => @hosted[:envd_url] }.compact
+      end
+      q = { "op" => "run", "key" => req["idempotency_key"], "run" => run.compact }
       q["stream"] = true if on_output
       child = Child.current
       rec = child.with_channel do |ch|
