@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "helper"
+require_relative "local_http"
 require "json"
 
 # hermetic's spelling of Glovebox::Box (seed 004): a String runs via
@@ -197,54 +198,31 @@ class HermeticTest < Minitest::Test
     attr_reader :keys, :files, :lifecycle
 
     def initialize
-      @server = TCPServer.new("127.0.0.1", 0)
       @keys = []
       @files = {}
       @lifecycle = []
-      @thread = Thread.new do
-        loop do
-          conn = @server.accept
-          begin
-            serve(conn)
-          ensure
-            conn.close
-          end
-        end
-      rescue IOError, Errno::EBADF
-        nil
-      end
+      @web = LocalHTTP.new { |conn, method, path, headers, body| serve(conn, method, path, headers, body) }
     end
 
-    def url = "http://127.0.0.1:#{@server.addr[1]}"
+    def url = @web.url("")
 
-    def stop
-      @server.close
-      @thread.join(1)
-    end
+    def stop = @web.stop
 
     private
 
-    def serve(conn)
-      line = conn.gets or return
-      method, path, = line.split
-      headers = {}
-      while (h = conn.gets) && h != "\r\n"
-        k, v = h.split(":", 2)
-        headers[k.downcase] = v.strip
-      end
-      body = conn.read(headers["content-length"].to_i)
+    def serve(conn, method, path, headers, body)
       @keys << headers["x-api-key"]
       case [method, path.split("?").first]
       when ["POST", "/sandboxes"]
         @lifecycle << "created"
-        reply(conn, 201, JSON.generate("sandboxID" => "sb1"))
+        [201, {}, JSON.generate("sandboxID" => "sb1")]
       when ["DELETE", "/sandboxes/sb1"]
         @lifecycle << "deleted"
-        reply(conn, 204, "")
+        [204, {}, ""]
       when ["POST", "/files"]
         name = URI.decode_www_form(path.split("?", 2)[1]).to_h["path"]
         @files[name] = body[/\r\n\r\n(.*)\r\n--/m, 1]
-        reply(conn, 200, "[]")
+        [200, {}, "[]"]
       when ["POST", "/process.Process/Start"]
         req = JSON.parse(body.byteslice(5..))["process"]
         out = "ran #{req["cmd"]} #{req["args"].join(" ")} #{req["envs"].map { |k, v| "#{k}=#{v}" }.join(" ")}\n"
@@ -252,18 +230,15 @@ class HermeticTest < Minitest::Test
         [{ "event" => { "start" => { "pid" => 1 } } }, { "event" => { "data" => { "stdout" => [out].pack("m0") } } },
          { "event" => { "end" => { "exitCode" => 0, "status" => "exited" } } }].each { |m| conn.write(envelope(0, m)) }
         conn.write(envelope(2, {}))
+        nil
       else
-        reply(conn, 404, "")
+        [404, {}, ""]
       end
     end
 
     def envelope(flags, msg)
       j = JSON.generate(msg)
       [flags, j.bytesize].pack("CN") + j
-    end
-
-    def reply(conn, status, body)
-      conn.write("HTTP/1.1 #{status} X\r\nContent-Length: #{body.bytesize}\r\nConnection: close\r\n\r\n#{body}")
     end
   end
 end

@@ -48,13 +48,7 @@ module Glovebox
     end
 
     # @private One request on a channel of the child, and its answer.
-    def embedded_request(req)
-      child = Child.current
-      child.with_channel do |ch|
-        child.send_request(ch, JSON.generate(req))
-        child.read_answer(ch)
-      end
-    end
+    def embedded_request(req) = Child.current.request(req)
 
     # @private Opens a session in the child: {"id", "idle_timeout_ms"}.
     def embedded_session_open
