@@ -62,7 +62,7 @@ module Glovebox
       opts["call_timeout_ms"] = HttpTool.millis(call_timeout, "mcp: call_timeout") if call_timeout
       body["mcp_options"] = opts unless opts.empty?
       @server_names = specs.map { _1["name"] }
-      super(body, "mcp:")
+      super(body, "mcp")
       bind! if Glovebox.config.executor.to_s.empty?
     end
 

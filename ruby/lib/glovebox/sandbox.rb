@@ -205,7 +205,11 @@ module Glovebox
       planned.each do |name, g|
         @functions[name] = HostFunction.new(servers, g)
         @sources[name] = "MCP server #{servers.origin(g).to_s.split("/").first}"
-        @host_docs[name] = servers.docs[g]
+        doc = servers.docs[g]
+        if doc && name.to_s != g && doc["example"].to_s.start_with?("#{g}(") # bound under its prefixed name
+          doc = doc.merge("example" => "#{name}#{doc["example"].delete_prefix(g)}")
+        end
+        @host_docs[name] = doc
       end
       rename = planned.to_h { |name, g| [g, name.to_s] }
       @servers += servers.servers.map { |n| n.merge("tools" => n["tools"].map { rename.fetch(_1, _1) }.sort) }
