@@ -1,12 +1,15 @@
 package embed
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestHTTPToolBindAndCall: an HTTP tool bound by the parent answers its
@@ -84,5 +87,54 @@ func TestHTTPToolBindAndCall(t *testing.T) {
 	}
 	if typ, body := ask(`{"op":"bind","bind":{}}`); typ != 'X' || !strings.Contains(body, "exactly one of http and mcp") {
 		t.Fatalf("an empty bind: %c %s", typ, body)
+	}
+}
+
+// TestMCPBindAndCall: MCP servers bound by the parent (here one over
+// Streamable HTTP, its header held by the child) answer their tools'
+// calls; the answer names each tool's server; the binding is shared by
+// the same spec and dropped by unbind.
+func TestMCPBindAndCall(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http", Version: "1"}, &mcp.ServerOptions{Instructions: "Ask whoami."})
+	s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user-7"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-7" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p := startChild(t, Protocol)
+	p.hello()
+	ch := p.channel()
+	ask := func(req string) (byte, string) {
+		t.Helper()
+		writeFrame(t, ch, 'Q', req)
+		return readFrame(t, ch)
+	}
+	spec := `{"op":"bind","bind":{"mcp":[{"name":"remote","url":"` + srv.URL + `","headers":{"Authorization":"Bearer secret-7"}}]}}`
+	typ, body := ask(spec)
+	var bound bindAnswer
+	if typ != 'R' || json.Unmarshal([]byte(body), &bound) != nil || len(bound.Tools) != 1 || bound.Names["whoami"] != "remote/whoami" ||
+		len(bound.Servers) != 1 || bound.Servers[0].Instructions != "Ask whoami." || strings.Contains(body, "secret-7") {
+		t.Fatalf("bind answered %c %s", typ, body)
+	}
+	if typ, again := ask(spec); typ != 'R' || !strings.Contains(again, `"handle":"`+bound.Handle+`"`) {
+		t.Fatalf("the same servers bound again: %c %s", typ, again)
+	}
+	typ, body = ask(`{"op":"call","call":{"handle":"` + bound.Handle + `","name":"whoami","args":"[[],{}]","timeout_us":5000000}}`)
+	if typ != 'R' || !strings.Contains(body, `user-7`) || strings.Contains(body, "secret-7") {
+		t.Fatalf("call answered %c %s", typ, body)
+	}
+	if typ, body := ask(`{"op":"unbind","handle":"` + bound.Handle + `"}`); typ != 'R' {
+		t.Fatalf("unbind answered %c %s", typ, body)
+	}
+	if typ, body := ask(`{"op":"bind","bind":{"mcp":[{"name":"remote","url":"` + srv.URL + `"}]}}`); typ != 'X' || !strings.Contains(body, "bad_request") {
+		t.Fatalf("a server refusing us: %c %s", typ, body)
 	}
 }
