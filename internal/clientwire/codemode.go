@@ -39,6 +39,20 @@ type CodeModeRequest struct {
 	// Servers are the tool servers (bound MCP servers) whose functions
 	// are among Tools, with their notes (codemode.Server).
 	Servers []CodeModeServer `json:"servers,omitempty"`
+	// Profile names an executor's eval profile: its tools, mounts and
+	// server notes are described beside Tools, its limits applied
+	// (executor only; the embedded child refuses it).
+	Profile string `json:"profile,omitempty"`
+	// Mounts are the guest's directories, described under Files
+	// (filled in from the profile; a client's own are refused).
+	Mounts []CodeModeMount `json:"-"`
+}
+
+// CodeModeMount is a glovebox.Mount as code mode describes it.
+type CodeModeMount struct {
+	Guest       string
+	Writable    bool
+	Description string
 }
 
 // CodeModeServer is codemode.Server's wire form.
@@ -116,6 +130,9 @@ func CodeMode(req *CodeModeRequest, lim glovebox.Limits, floor int64) (*CodeMode
 		MemoryFloor: floor, Instructions: req.Instructions, MaxOutput: req.MaxOutput}
 	for _, sv := range req.Servers {
 		spec.Servers = append(spec.Servers, codemode.Server{Name: sv.Name, Tools: sv.Tools, Instructions: sv.Instructions})
+	}
+	for _, m := range req.Mounts {
+		spec.Mounts = append(spec.Mounts, glovebox.Mount{GuestPath: m.Guest, Writable: m.Writable, Description: m.Description})
 	}
 	name, desc, err := codemode.Describe(spec)
 	if err != nil {
