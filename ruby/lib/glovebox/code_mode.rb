@@ -48,7 +48,7 @@ module Glovebox
       @base = { "name" => name, "instructions" => instructions, "max_output" => max_output, "session" => @session,
                 "tools" => tools, "limits" => @sb.wire_limits, "tool_calls" => lim[:tool_calls],
                 "tool_time_ms" => lim[:tool_time] && (lim[:tool_time] * 1000).round,
-                "servers" => servers.empty? ? nil : servers }.compact
+                "servers" => servers.empty? ? nil : servers, "profile" => @sb.remote_profile }.compact
       info = @sb.code_mode_request(@base)
       @name = info["name"]
       @description = info["description"]

@@ -97,16 +97,25 @@ module Glovebox
     # took that name. Both run in the embedded child (host_tools.rb);
     # through an executor they are the operator's, and an executor's eval
     # profile gives them.
+    # profile: the name of an eval profile (String or Symbol): through an
+    # executor, one its operator declared (its mounts, HTTP tool, MCP
+    # servers and limits, run on the executor; EXECUTOR.md "Eval
+    # profiles"), checked with the executor when the Sandbox is made (once
+    # per process and profile); embedded, one of Glovebox.eval_profiles
+    # (the app's own: {mounts:, http:, mcp:}), so the same code names the
+    # same profile in development and in production.
     # Raises ConfigError, naming the option, for an unknown option, a
     # limit that is not a positive number (or a memory below the floor),
     # a hook of another shape, a tools object or name #expose refuses, a
     # needs_approval:/suspend: name that is not an exposed function, a
     # bad mount, http: that is not an HttpTool, an MCP server that cannot
-    # be started or whose tool names collide even prefixed, or http:/mcp:
-    # through an executor.
+    # be started or whose tool names collide even prefixed, http:/mcp:
+    # through an executor, or a profile: that the executor does not grant
+    # (its code unknown_profile in the message) or the app did not define.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], mounts: [], http: nil, mcp: nil, **limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: [], http: nil, mcp: nil, profile: nil,
+                   **limits)
       @limits = check_limits(Glovebox.config.limits.merge(limits))
       @functions = {} # Symbol name => bound callable (Exposure.functions)
       @sources = {} # Symbol name => what exposed it, for errors
@@ -118,6 +127,7 @@ module Glovebox
       self.error_sanitizer = error_sanitizer
       @approver = Exposure.hook(:approver, approver)
       expose(tools, only: only, except: except) unless NilClass === tools
+      mounts, http, mcp = eval_profile(profile, mounts, http, mcp) if profile
       if http
         raise ConfigError, "http: give a Glovebox::HttpTool, not #{http.class}" unless http.is_a?(HttpTool)
 
@@ -339,6 +349,28 @@ module Glovebox
     # its signature (Exposure.params), for code mode's description.
     def tool_params(name) = Exposure.params(@functions.fetch(name.to_sym))
 
+    # @private The executor's eval profile this sandbox names (nil:
+    # none, or embedded).
+    attr_reader :remote_profile
+
+    # @private Checks profile with client's executor (once per process,
+    # executor, token and name): ConfigError for unknown_profile.
+    def self.check_remote_profile(client, name)
+      key = client.identity + [name]
+      @checked_profiles ||= {}
+      return if @checked_profiles[key]
+
+      begin
+        client.request(:post, "/v1/codemode", { "limits" => {}, "profile" => name })
+      rescue APIError => e
+        raise unless e.code == "unknown_profile"
+
+        raise ConfigError, "profile: #{name.inspect}: #{e.message}"
+      end
+      @checked_profiles.shift while @checked_profiles.size >= 256
+      @checked_profiles[key] = true
+    end
+
     # @private The child's doc of a host function (HttpTool, MCP) for
     # code mode ({"description", "params", "returns", "example"}), or nil.
     def host_doc(name) = @host_docs[name.to_sym]
@@ -368,6 +400,7 @@ module Glovebox
 
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
+      req["profile"] = @remote_profile if @remote_profile && !req["session"] && !req["continue"]
       req["stdin"] = [stdin.b].pack("m0") if stdin
       req["args"] = args if args
       state = (@inflight ||= {}).delete(key) || CallState.new
@@ -533,6 +566,36 @@ module Glovebox
       limits.compact
     end
 
+    # The profile: option. Through an executor: checked there (POST
+    # /v1/codemode names it; nothing runs), once per process, executor,
+    # token and name. Embedded: Glovebox.eval_profiles[name] gives more
+    # mounts and the http:/mcp: the Sandbox was not given. Returns the
+    # mounts, http and mcp to use.
+    def eval_profile(profile, mounts, http, mcp)
+      name = profile.to_s
+      raise ConfigError, "profile: #{profile.inspect} is not a profile name (a-z 0-9 _ -, starting with a letter)" unless name.match?(/\A[a-z][a-z0-9_-]{0,63}\z/)
+
+      if @client
+        Sandbox.check_remote_profile(@client, name)
+        @remote_profile = name
+        return [mounts, http, mcp]
+      end
+      spec = Glovebox.config.eval_profiles.transform_keys(&:to_s)[name]
+      unless spec
+        raise ConfigError, "profile: #{name.inspect}: embedded, the profiles are the app's own (Glovebox.eval_profiles: " \
+                           "#{Glovebox.config.eval_profiles.keys.map(&:to_s).sort.join(", ").then { _1.empty? ? "none" : _1 }}); " \
+                           "through an executor, its operator's"
+      end
+      spec = spec.transform_keys(&:to_sym)
+      bad = spec.keys - %i[mounts http mcp]
+      raise ConfigError, "profile: #{name}: unknown key(s) #{bad.join(", ")}; an embedded profile has mounts:, http:, mcp:" unless bad.empty?
+      raise ConfigError, "http: given, and the profile #{name} has one" if http && spec[:http]
+      raise ConfigError, "mcp: given, and the profile #{name} has servers" if mcp && spec[:mcp]
+
+      @remote_profile = nil
+      [Array(spec[:mounts]) + Array(mounts), http || spec[:http], mcp || spec[:mcp]]
+    end
+
     # Refuses a host tool (http:, mcp:, an HttpTool) through an
     # executor: the network and MCP servers there are the operator's.
     def host_only!(what)
@@ -629,7 +692,8 @@ module Glovebox
       info = if sandbox.embedded?
                sandbox.embedded_session_open
              else
-               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits,
+                                                               "profile" => sandbox.remote_profile }.compact)
              end
       @id = info["id"]
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
