@@ -145,6 +145,33 @@ class HttpToolTest < Minitest::Test
     assert_equal ["Glovebox::HTTPHostError", "get failed"], r.value
   end
 
+  # In a session and in a paused eval's continuation the functions are
+  # the same tool calls.
+  def test_sessions_and_pauses
+    u = "http://localhost:#{@web.port}/status"
+    Glovebox::Sandbox.new(http: local_tool).session do |s|
+      s.eval(%(@r = get("#{u}")))
+      assert_equal "up", s.eval(%(@r["body"]["status"])).value
+    end
+    dir = Dir.mktmpdir("glovebox-claims")
+    Glovebox::Child.stop
+    Glovebox.state_key = "6b" * 32
+    Glovebox.state_dir = dir
+    sb = Glovebox::Sandbox.new(http: local_tool, suspend: [:post])
+    r = sb.eval(%(post("#{u}", "x")["status"]))
+    assert r.suspended?
+    assert_equal "post", r.pending.name
+    assert_equal %w[GET], @web.seen.map(&:first), "nothing was posted while paused"
+    assert_equal 200, sb.continue(r.key, approve: true).value
+    assert_equal %w[GET POST], @web.seen.map(&:first)
+  ensure
+    if dir
+      Glovebox::Child.stop
+      Glovebox.state_key = Glovebox.state_dir = nil
+      FileUtils.rm_rf(dir)
+    end
+  end
+
   def test_on_request_sees_each_request
     Glovebox::Sandbox.new(http: local_tool).eval(%(get("http://localhost:#{@web.port}/status"); get("http://10.0.0.1/") rescue nil))
     ok, refused = @seen
