@@ -107,9 +107,30 @@ func (ch *channel) handle(b []byte) {
 		s.codeMode(ch, q)
 	case "run":
 		s.run(ch, q)
+	case "bind":
+		ch.answer(s.bind(ch.ctx, q.Bind))
+	case "call":
+		ch.answer(s.hostCall(ch.ctx, q.Call))
+	case "http_reset":
+		ch.answer(struct{}{}, s.httpReset(q.Handle))
+	case "unbind":
+		if !s.unbind(q.Handle) {
+			ch.k.refuse(refusef(codeUnknownHandle, "no host tools %q", q.Handle))
+			return
+		}
+		ch.k.reply(struct{}{})
 	default:
 		ch.k.refuse(refusef(codeBadRequest, "unknown op %q", q.Op))
 	}
+}
+
+// answer sends v as the answer, or rf's refusal when rf is set.
+func (ch *channel) answer(v any, rf *refusal) {
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	ch.k.reply(v)
 }
 
 // call sends one tool call to the parent and waits for its answer, on

@@ -394,6 +394,10 @@ func (s *server) codeMode(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "codemode: missing"))
 		return
 	}
+	if q.CodeMode.Profile != "" {
+		ch.k.refuse(refusef(codeBadRequest, "codemode.profile %q: eval profiles are an executor's; embedded, give the sandbox its mounts, HTTP tool and MCP servers", q.CodeMode.Profile))
+		return
+	}
 	base, rf := s.baseRuntime()
 	if rf != nil {
 		ch.k.refuse(rf)

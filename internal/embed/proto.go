@@ -316,6 +316,7 @@ const (
 	codeInvalidCommand   = "invalid_command"
 	codeUnsupported      = "unsupported"
 	codeBackend          = "backend_error"
+	codeUnknownHandle    = "unknown_handle"
 )
 
 // refusal is a request's refusal: nothing of it ran, except where the
@@ -367,6 +368,11 @@ type request struct {
 
 	// run
 	Run *runRequest `json:"run,omitempty"`
+
+	// bind, call; http_reset and unbind name a handle
+	Bind   *bindSpec `json:"bind,omitempty"`
+	Call   *callSpec `json:"call,omitempty"`
+	Handle string    `json:"handle,omitempty"`
 }
 
 // decodeRequest parses a request frame's payload strictly.

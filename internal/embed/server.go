@@ -74,6 +74,13 @@ type server struct {
 	live     map[string]context.CancelFunc // eval or run key → cancel
 	unkeyed  uint64                        // jobs run without a key so far
 
+	// handles are the host tools bound (hosttools.go), by handle id,
+	// by the spec's fingerprint, and an HTTP tool's by its parent ID.
+	handles       map[string]*hostTools
+	byHandlePrint map[string]*hostTools
+	byHTTPID      map[string]*hostTools
+	nextHandle    uint64
+
 	boxes boxes
 	wg    sync.WaitGroup // channels being served
 }
@@ -326,6 +333,7 @@ func (s *server) janitor() {
 				s.log.Info("glovebox: session closed after idling", "session", ss.id, "idle", s.opts.SessionIdle.String())
 				s.closeSession(ss)
 			}
+			s.idleHandles(now, s.opts.SessionIdle)
 		}
 	}
 }
@@ -345,6 +353,7 @@ func (s *server) closeAll() {
 	for _, e := range rts {
 		e.rt.Close()
 	}
+	s.closeHandles()
 	if base != nil {
 		base.Close()
 	}

@@ -7,6 +7,8 @@
 #   guest's calls of exposed tool methods run here, in this process.
 # - Glovebox::CodeMode wraps a Sandbox as one tool for a model.
 # - Glovebox::Box runs commands (files, stdin, env, network, limits).
+# - Glovebox::HttpTool and Glovebox::MCPServers give the guest HTTP and
+#   MCP servers' tools, run by the child with Go's rules.
 #
 # Embedded by default: the gem starts a glovebox child process of its
 # own at the first eval (Glovebox::Child, over a socketpair). With
@@ -23,6 +25,9 @@ require_relative "glovebox/native"
 require_relative "glovebox/setup"
 require_relative "glovebox/value"
 require_relative "glovebox/exposure"
+require_relative "glovebox/host_tools"
+require_relative "glovebox/http_tool"
+require_relative "glovebox/mcp_servers"
 require_relative "glovebox/child"
 require_relative "glovebox/sandbox"
 require_relative "glovebox/embedded"

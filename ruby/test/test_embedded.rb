@@ -177,11 +177,12 @@ class EmbeddedTest < Minitest::Test
     assert_equal 3, r.exit_status
     assert_equal "from stdin\nfast\nunset\n", r.stdout
     assert_equal r.stdout, seen.select { |s, _| s == :stdout }.map(&:last).join
-    assert_equal "host", box.trust
+    assert_equal :host, box.trust
     refute box.off_host?
     assert_includes %w[namespaces gvisor], r.isolation
     assert box.run(shell: "sleep 5", timeout: 0.5).timed_out
-    e = assert_raises(Glovebox::APIError) { box.run }
+    assert_raises(Glovebox::ConfigError) { box.run }
+    e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "../escape" => "x" }) }
     assert_equal "invalid_command", e.code
     assert_raises(Glovebox::ConfigError) { box.lookup("r-x") }
   end

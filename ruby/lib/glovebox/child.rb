@@ -178,6 +178,15 @@ module Glovebox
       end
     end
 
+    # Sends one request (a Hash) on a channel and returns its answer (a
+    # Hash); raises as #read_answer does.
+    def request(req)
+      with_channel do |ch|
+        send_request(ch, JSON.generate(req))
+        read_answer(ch)
+      end
+    end
+
     # The sid of a sandbox config (its JSON text) in this child,
     # registering it on ch the first time. Raises APIError for a config
     # the child refuses.

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "digest"
 require "json"
 require "net/http"
 require "openssl"
@@ -33,6 +34,10 @@ module Glovebox
       @open_timeout = open_timeout
       @conns = {}
     end
+
+    # @private Who this client is to the executor (its URL and a digest
+    # of its token), for what is checked once per process.
+    def identity = @identity ||= [@url.to_s, Digest::SHA256.hexdigest(@token)]
 
     # Closes the keep-alive connections.
     def close

@@ -22,7 +22,10 @@ module Glovebox
     # functions for the model; a function without params: is described
     # by its Ruby signature (required and optional positional
     # parameters, a rest parameter, keyword parameters as keywords), so
-    # the example call for def notes(note:) is notes(note: ...). Raises
+    # the example call for def notes(note:) is notes(note: ...); the HTTP
+    # tool's and MCP servers' functions are described as the child
+    # documents them (an MCP tool's inputSchema, its server's notes).
+    # Raises
     # APIError (bad_request for a bad name or doc; evals_disabled).
     def initialize(sandbox, name: nil, instructions: nil, max_output: nil, docs: {})
       @target = sandbox
@@ -30,15 +33,22 @@ module Glovebox
       @session = sandbox.is_a?(Session)
       gated = @sb.instance_variable_get(:@gated)
       tools = @sb.exposed_functions.map do |n|
-        d = docs[n] || docs[n.to_s] || {}
+        d = docs[n] || docs[n.to_s]
+        if d.nil? && (host = @sb.host_doc(n)) # the HTTP tool's or an MCP server's, as the child documents it
+          next host.merge("name" => n.to_s, "needs_approval" => gated.include?(n))
+        end
+
+        d ||= {}
         { "name" => n.to_s, "description" => d[:description].to_s, "returns" => d[:returns].to_s,
           "example" => d[:example].to_s, "needs_approval" => gated.include?(n),
           "params" => d[:params] ? Array(d[:params]).map { |p| p.transform_keys(&:to_s) } : @sb.tool_params(n) }
       end
       lim = @sb.limits
+      servers = @sb.mcp_servers
       @base = { "name" => name, "instructions" => instructions, "max_output" => max_output, "session" => @session,
                 "tools" => tools, "limits" => @sb.wire_limits, "tool_calls" => lim[:tool_calls],
-                "tool_time_ms" => lim[:tool_time] && (lim[:tool_time] * 1000).round }.compact
+                "tool_time_ms" => lim[:tool_time] && (lim[:tool_time] * 1000).round,
+                "servers" => servers.empty? ? nil : servers, "profile" => @sb.remote_profile }.compact
       info = @sb.code_mode_request(@base)
       @name = info["name"]
       @description = info["description"]

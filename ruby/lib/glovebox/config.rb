@@ -41,11 +41,18 @@ module Glovebox
     # e.g. a proxy for npm): it gets nothing else of ENV but
     # Child::ENV_PASSED.
     attr_accessor :child_env
+    # The app's eval profiles for embedded sandboxes, by name:
+    # {"analytics" => {mounts: [...], http: HttpTool, mcp: [...]}}, so
+    # Sandbox.new(profile: "analytics") runs the same code embedded (with
+    # these) and through an executor (with its operator's profile of that
+    # name). Default: none.
+    attr_accessor :eval_profiles
     attr_writer :logger
 
     def initialize
       @state_key = ENV.fetch("GLOVEBOX_STATE_KEY", nil)
       @child_env = {}
+      @eval_profiles = {}
     end
 
     # Where the gem's own lines and the child's go (a Logger, e.g.
@@ -72,7 +79,7 @@ module Glovebox
       config
     end
 
-    (Configuration::LIMIT_KEYS + %i[executor token ca_file state_key state_dir cache_dir child_env logger]).each do |k|
+    (Configuration::LIMIT_KEYS + %i[executor token ca_file state_key state_dir cache_dir child_env eval_profiles logger]).each do |k|
       define_method(k) { config.public_send(k) }
       define_method(:"#{k}=") { |v| config.public_send(:"#{k}=", v) }
     end

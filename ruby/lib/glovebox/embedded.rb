@@ -48,13 +48,7 @@ module Glovebox
     end
 
     # @private One request on a channel of the child, and its answer.
-    def embedded_request(req)
-      child = Child.current
-      child.with_channel do |ch|
-        child.send_request(ch, JSON.generate(req))
-        child.read_answer(ch)
-      end
-    end
+    def embedded_request(req) = Child.current.request(req)
 
     # @private Opens a session in the child: {"id", "idle_timeout_ms"}.
     def embedded_session_open
@@ -175,10 +169,16 @@ module Glovebox
   class Box
     private
 
-    # Box#run on the child: this host's bubblewrap or gVisor.
+    # Box#run on the child: this host's bubblewrap or gVisor, or E2B's
+    # service (its key resolved now, for this run only).
     def embedded_run(cmd, req, &on_output)
-      q = { "op" => "run", "key" => req["idempotency_key"],
-            "run" => { "command" => cmd, "backend" => @backend, "credentials" => req["credentials"] }.compact }
+      run = { "command" => cmd, "backend" => @requested&.to_s, "credentials" => req["credentials"] }
+      if @backend == :e2b
+        k = @hosted[:api_key]
+        run["e2b"] = { "api_url" => @hosted[:api_url], "api_key" => (k.respond_to?(:call) ? k.call : k).to_s,
+                       "template" => @hosted[:template], "envd_url" => @hosted[:envd_url] }.compact
+      end
+      q = { "op" => "run", "key" => req["idempotency_key"], "run" => run.compact }
       q["stream"] = true if on_output
       child = Child.current
       rec = child.with_channel do |ch|

@@ -107,7 +107,11 @@ module Glovebox
     def functions(obj, only: nil, except: nil)
       raise ConfigError, "pass only: or except:, not both" if only && except
 
-      fns = Hash === obj ? hash_functions(obj) : object_functions(obj)
+      fns = case obj
+            when HostTools then obj.functions # run in the child (host_tools.rb)
+            when Hash then hash_functions(obj)
+            else object_functions(obj)
+            end
       what = describe(obj)
       [[only, "only:"], [except, "except:"]].each do |list, opt|
         next unless list
@@ -341,6 +345,8 @@ module Glovebox
     def describe(obj)
       case obj
       when Hash then "the tools Hash"
+      when HttpTool then "Glovebox::HttpTool"
+      when HostTools then "the MCP servers (mcp:)"
       when Module then "#{obj.class.name.downcase} #{MODULE_NAME.bind_call(obj) || obj.inspect}"
       else "#{CLASS_OF.bind_call(obj)} instance"
       end

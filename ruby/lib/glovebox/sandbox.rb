@@ -90,25 +90,52 @@ module Glovebox
     # suspend: tool names (Array of Symbol) whose calls pause the eval
     # instead of running (see #continue); needs a state key
     # (Glovebox.state_key embedded, --state-key on an executor).
+    # http: a Glovebox::HttpTool whose functions the guest gets (as
+    # #expose(http)); mcp: MCP servers whose tools the guest gets (a
+    # Glovebox::MCPServers, or the Array of server Hashes it takes),
+    # each tool under its own name, or "<server>_<name>" when your tools
+    # took that name. Both run in the embedded child (host_tools.rb);
+    # through an executor they are the operator's, and an executor's eval
+    # profile gives them.
+    # profile: the name of an eval profile (String or Symbol): through an
+    # executor, one its operator declared (its mounts, HTTP tool, MCP
+    # servers and limits, run on the executor; EXECUTOR.md "Eval
+    # profiles"), checked with the executor when the Sandbox is made (once
+    # per process and profile); embedded, one of Glovebox.eval_profiles
+    # (the app's own: {mounts:, http:, mcp:}), so the same code names the
+    # same profile in development and in production.
     # Raises ConfigError, naming the option, for an unknown option, a
     # limit that is not a positive number (or a memory below the floor),
     # a hook of another shape, a tools object or name #expose refuses, a
-    # needs_approval:/suspend: name that is not an exposed function, or a
-    # bad mount.
+    # needs_approval:/suspend: name that is not an exposed function, a
+    # bad mount, http: that is not an HttpTool, an MCP server that cannot
+    # be started or whose tool names collide even prefixed, http:/mcp:
+    # through an executor, or a profile: that the executor does not grant
+    # (its code unknown_profile in the message) or the app did not define.
     def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], mounts: [], **limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: [], http: nil, mcp: nil, profile: nil,
+                   **limits)
       @limits = check_limits(Glovebox.config.limits.merge(limits))
       @functions = {} # Symbol name => bound callable (Exposure.functions)
       @sources = {} # Symbol name => what exposed it, for errors
+      @host_docs = {} # Symbol name => the child's doc of a host function (code mode)
+      @servers = [] # the bound MCP servers' notes (code mode)
+      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
       self.before_tool_call = before_tool_call
       self.after_tool_call = after_tool_call
       self.error_sanitizer = error_sanitizer
       @approver = Exposure.hook(:approver, approver)
       expose(tools, only: only, except: except) unless NilClass === tools
+      mounts, http, mcp = eval_profile(profile, mounts, http, mcp) if profile
+      if http
+        raise ConfigError, "http: give a Glovebox::HttpTool, not #{http.class}" unless http.is_a?(HttpTool)
+
+        expose(http)
+      end
+      expose_mcp(mcp) if mcp
       @gated = Exposure.exposed_names("needs_approval", needs_approval, exposed_functions)
       @suspend = Exposure.exposed_names("suspend", suspend, exposed_functions)
-      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
       @mounts = Sandbox.mounts_for(mounts, @client)
     end
 
@@ -148,6 +175,7 @@ module Glovebox
     # it), for a name exposed twice, and for an object exposing nothing.
     # Returns self.
     def expose(obj, only: nil, except: nil)
+      host_only!(obj.is_a?(HttpTool) ? "http" : "mcp") if obj.is_a?(HostTools)
       fns = Exposure.functions(obj, only: only, except: except)
       twice = fns.keys & @functions.keys
       raise ConfigError, "#{twice.join(", ")}: exposed already (by #{@sources[twice.first]})" unless twice.empty?
@@ -156,7 +184,45 @@ module Glovebox
       fns.each do |n, fn|
         @functions[n] = fn
         @sources[n] = src
+        @host_docs[n] = obj.docs[n.to_s] if obj.is_a?(HostTools) && obj.docs
       end
+      self
+    end
+
+    # Binds the tools of MCP servers (a Glovebox::MCPServers, or the
+    # Array of server Hashes it takes) as guest functions: each under its
+    # own name, or "<server>_<name>" when that is exposed already.
+    # Raises ConfigError when a prefixed name is taken too, or through an
+    # executor. Returns self.
+    def expose_mcp(servers)
+      host_only!("mcp")
+      servers = MCPServers.new(servers) unless servers.is_a?(MCPServers)
+      servers.bind!
+      planned = {}
+      servers.names.each do |g|
+        server = servers.origin(g).to_s.split("/").first
+        name = g.to_sym
+        if @functions.key?(name) || planned.key?(name)
+          alt = :"#{server}_#{g}"
+          if @functions.key?(alt) || planned.key?(alt)
+            raise ConfigError, "mcp: #{servers.origin(g)}: both #{g} and #{alt} are exposed already " \
+                               "(by #{@sources[name] || @sources[alt] || "another server"}); rename your tool or leave it out"
+          end
+          name = alt
+        end
+        planned[name] = g
+      end
+      planned.each do |name, g|
+        @functions[name] = HostFunction.new(servers, g)
+        @sources[name] = "MCP server #{servers.origin(g).to_s.split("/").first}"
+        doc = servers.docs[g]
+        if doc && name.to_s != g && doc["example"].to_s.start_with?("#{g}(") # bound under its prefixed name
+          doc = doc.merge("example" => "#{name}#{doc["example"].delete_prefix(g)}")
+        end
+        @host_docs[name] = doc
+      end
+      rename = planned.to_h { |name, g| [g, name.to_s] }
+      @servers += servers.servers.map { |n| n.merge("tools" => n["tools"].map { rename.fetch(_1, _1) }.sort) }
       self
     end
 
@@ -283,6 +349,36 @@ module Glovebox
     # its signature (Exposure.params), for code mode's description.
     def tool_params(name) = Exposure.params(@functions.fetch(name.to_sym))
 
+    # @private The executor's eval profile this sandbox names (nil:
+    # none, or embedded).
+    attr_reader :remote_profile
+
+    # @private Checks profile with client's executor (once per process,
+    # executor, token and name): ConfigError for unknown_profile.
+    def self.check_remote_profile(client, name)
+      key = client.identity + [name]
+      @checked_profiles ||= {}
+      return if @checked_profiles[key]
+
+      begin
+        client.request(:post, "/v1/codemode", { "limits" => {}, "profile" => name })
+      rescue APIError => e
+        raise unless e.code == "unknown_profile"
+
+        raise ConfigError, "profile: #{name.inspect}: #{e.message}"
+      end
+      @checked_profiles.shift while @checked_profiles.size >= 256
+      @checked_profiles[key] = true
+    end
+
+    # @private The child's doc of a host function (HttpTool, MCP) for
+    # code mode ({"description", "params", "returns", "example"}), or nil.
+    def host_doc(name) = @host_docs[name.to_sym]
+
+    # @private The bound MCP servers' notes for code mode: [{"name",
+    # "tools", "instructions"}].
+    def mcp_servers = @servers
+
     # @private The tool names (Strings) pausing one eval: names (checked
     # against the exposed functions) or else the Sandbox's suspend:.
     def suspend_for(names)
@@ -304,6 +400,7 @@ module Glovebox
 
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
+      req["profile"] = @remote_profile if @remote_profile && !req["session"] && !req["continue"]
       req["stdin"] = [stdin.b].pack("m0") if stdin
       req["args"] = args if args
       state = (@inflight ||= {}).delete(key) || CallState.new
@@ -391,10 +488,18 @@ module Glovebox
       return too_late(st, tc) if due && clock >= due # a person's approval came after the eval's end
       t0 = clock
       begin
-        kwsym = kw.transform_keys(&:to_sym)
-        value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
+        if fn.is_a?(HostFunction)
+          value = fn.call_until(due, pos, kw) # in the child, by its deadline
+        else
+          kwsym = kw.transform_keys(&:to_sym)
+          value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
+        end
         frame = reply_frame(value)
         tc.result = value
+      rescue HostToolAbort => e # its time ran out in the child: the eval's has
+        tc.outcome = e.status == "timeout" ? "timeout" : "budget_exceeded"
+        tc.error = e.message
+        return st.aborted = "abort\n#{e.status}\n#{e.message}"
       rescue ValueError => e
         return refuse(tc, "error", "TypeError", "#{name} returned a value that cannot cross to the sandbox: #{e.message}")
       rescue StandardError => e
@@ -459,6 +564,45 @@ module Glovebox
                            "(#{(Exposure::MEMORY_FLOOR / 1048576.0).round(1)} MiB, what the booted guest occupies)"
       end
       limits.compact
+    end
+
+    # The profile: option. Through an executor: checked there (POST
+    # /v1/codemode names it; nothing runs), once per process, executor,
+    # token and name. Embedded: Glovebox.eval_profiles[name] gives more
+    # mounts and the http:/mcp: the Sandbox was not given. Returns the
+    # mounts, http and mcp to use.
+    def eval_profile(profile, mounts, http, mcp)
+      name = profile.to_s
+      raise ConfigError, "profile: #{profile.inspect} is not a profile name (a-z 0-9 _ -, starting with a letter)" unless name.match?(/\A[a-z][a-z0-9_-]{0,63}\z/)
+
+      if @client
+        Sandbox.check_remote_profile(@client, name)
+        @remote_profile = name
+        return [mounts, http, mcp]
+      end
+      spec = Glovebox.config.eval_profiles.transform_keys(&:to_s)[name]
+      unless spec
+        raise ConfigError, "profile: #{name.inspect}: embedded, the profiles are the app's own (Glovebox.eval_profiles: " \
+                           "#{Glovebox.config.eval_profiles.keys.map(&:to_s).sort.join(", ").then { _1.empty? ? "none" : _1 }}); " \
+                           "through an executor, its operator's"
+      end
+      spec = spec.transform_keys(&:to_sym)
+      bad = spec.keys - %i[mounts http mcp]
+      raise ConfigError, "profile: #{name}: unknown key(s) #{bad.join(", ")}; an embedded profile has mounts:, http:, mcp:" unless bad.empty?
+      raise ConfigError, "http: given, and the profile #{name} has one" if http && spec[:http]
+      raise ConfigError, "mcp: given, and the profile #{name} has servers" if mcp && spec[:mcp]
+
+      @remote_profile = nil
+      [Array(spec[:mounts]) + Array(mounts), http || spec[:http], mcp || spec[:mcp]]
+    end
+
+    # Refuses a host tool (http:, mcp:, an HttpTool) through an
+    # executor: the network and MCP servers there are the operator's.
+    def host_only!(what)
+      return unless @client
+
+      raise ConfigError, "#{what}: the HTTP tool and MCP servers run in the embedded child; through an executor they " \
+                         "are its operator's: name one of its eval profiles (profile:)"
     end
 
     def refuse(tc, outcome, klass, msg)
@@ -548,7 +692,8 @@ module Glovebox
       info = if sandbox.embedded?
                sandbox.embedded_session_open
              else
-               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits,
+                                                               "profile" => sandbox.remote_profile }.compact)
              end
       @id = info["id"]
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
