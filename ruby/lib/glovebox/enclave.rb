@@ -129,21 +129,15 @@ class Enclave
   # glovebox's ->(name, args, kwargs)); raising in it vetoes the call
   # (the guest gets the message). nil removes it.
   def before_tool_call=(fn)
-    Glovebox::Exposure.hook(:before_tool_call, fn)
-    @before_tool_call = fn
+    @before_tool_call = hook(:before_tool_call, fn)
     @sandbox&.before_tool_call = fn
-  rescue Glovebox::ConfigError => e
-    raise ArgumentError, e.message
   end
 
   # Sets the hook run after each tool call that returned, ->(name, args,
   # result); nil removes it.
   def after_tool_call=(fn)
-    Glovebox::Exposure.hook(:after_tool_call, fn)
-    @after_tool_call = fn
+    @after_tool_call = hook(:after_tool_call, fn)
     @sandbox&.after_tool_call = fn
-  rescue Glovebox::ConfigError => e
-    raise ArgumentError, e.message
   end
 
   # Sets the sanitizer of tool errors, ->(name, exception) { String }:
@@ -151,10 +145,7 @@ class Enclave
   # sees is then Glovebox::ToolError); nil or a raise: "tool call failed".
   # A before_tool_call veto is not sanitized.
   def error_sanitizer=(fn)
-    Glovebox::Exposure.hook(:error_sanitizer, fn)
-    @error_sanitizer = fn
-  rescue Glovebox::ConfigError => e
-    raise ArgumentError, e.message
+    @error_sanitizer = hook(:error_sanitizer, fn)
   end
 
   # Makes obj's public methods functions in the enclave: an object's (its
@@ -283,6 +274,14 @@ class Enclave
   end
 
   private
+
+  # fn, once glovebox accepts its shape for kind (ArgumentError if not).
+  def hook(kind, fn)
+    Glovebox::Exposure.hook(kind, fn)
+    fn
+  rescue Glovebox::ConfigError => e
+    raise ArgumentError, e.message
+  end
 
   # The Sandbox for the exposed functions and limits (remade when
   # they change) and its open session.
