@@ -176,8 +176,9 @@ class Enclave
     raise ArgumentError, e.message
   end
 
-  # The function names the code can call, sorted (Array of Symbol).
-  def exposed_functions = @functions.keys.sort
+  # The function names the code can call (Array of Symbol), in the order
+  # they were exposed: an only: list's order, else sorted per object.
+  def exposed_functions = @functions.keys
 
   # Runs code and returns a Result (value: the last expression's
   # inspect; output: what it printed; error: "Class: message" for an

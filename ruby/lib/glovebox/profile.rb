@@ -461,6 +461,11 @@ module Glovebox
       Pool.new(overrides.empty? ? base : base.with(**overrides), size)
     end
 
+    # security_box's RactorPool, which it needs to run wasm in parallel
+    # inside one process: glovebox's evals already run in parallel in the
+    # child (each thread on a socket of its own), so this is #pool.
+    alias ractor_pool pool
+
     private
 
     def profile_name(name)
