@@ -287,6 +287,27 @@ class EnclaveTest < Minitest::Test
     assert_equal before, Glovebox::Child.current.info["sessions"]
   end
 
+  # Enclave's HTTP tool, where this gem has glovebox's (Glovebox::HttpTool):
+  # the SSRF floor holds from an Enclave too.
+  def test_http_tool
+    skip "this glovebox has no Glovebox::HttpTool" unless defined?(Glovebox::HttpTool)
+
+    require "glovebox/enclave/http_tool"
+    seen = []
+    http = Enclave::HttpTool.new(allow: :any, on_request: ->(r) { seen << r })
+    e = enclave
+    e.expose(http)
+    assert_equal %i[request get head delete post put patch].sort, e.exposed_functions.sort
+    r = e.eval('begin; get("http://169.254.169.254/latest/meta-data/"); rescue Glovebox::ToolError => x; x.class.name; end')
+    assert_match(/\A"Glovebox::HTTP\w+Error"\z/, r.value)
+    r = e.eval('begin; get("http://localhost:8080/"); rescue Glovebox::ToolError => x; x.class.name; end')
+    assert_match(/\A"Glovebox::HTTP\w+Error"\z/, r.value)
+    assert_equal 2, seen.size
+    refute seen.any?(&:ok?)
+    assert_operator Enclave::HttpTool::DeniedError, :<, Enclave::Error
+    assert_raises(ArgumentError, Glovebox::ConfigError) { Enclave::HttpTool.new(allow: 42) }
+  end
+
   def test_through_an_executor
     Glovebox.configure do |c|
       c.executor = executor.url
