@@ -7,7 +7,7 @@ require "glovebox/enclave"
 # API and behaviour, embedded and through an executor, against the real
 # binary.
 class EnclaveTest < Minitest::Test
-  include ExecutorHarness
+  include ThroughExecutor
 
   module TestTools
     def double(n) = n * 2
@@ -309,20 +309,13 @@ class EnclaveTest < Minitest::Test
   end
 
   def test_through_an_executor
-    Glovebox.configure do |c|
-      c.executor = executor.url
-      c.token = executor.token
-      c.ca_file = executor.ca_file
-    end
-    e = enclave(tools: TestTools, timeout: 5)
-    e.eval("x = double(21)")
-    assert_equal "42", e.eval("x").value
-    e.eval("7")
-    assert_equal "8", e.eval("_ + 1").value
-    assert_raises(Enclave::TimeoutError) { e.eval("loop {}") }
-  ensure
-    Glovebox.configure do |c|
-      c.executor = c.token = c.ca_file = nil
+    through_executor do
+      e = enclave(tools: TestTools, timeout: 5)
+      e.eval("x = double(21)")
+      assert_equal "42", e.eval("x").value
+      e.eval("7")
+      assert_equal "8", e.eval("_ + 1").value
+      assert_raises(Enclave::TimeoutError) { e.eval("loop {}") }
     end
   end
 end

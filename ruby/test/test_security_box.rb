@@ -6,6 +6,8 @@ require "tmpdir"
 # security_box's spelling (Glovebox.eval, profiles, SB.call rpcs, pools),
 # embedded, against the real binary.
 class SecurityBoxTest < Minitest::Test
+  include ThroughExecutor
+
   def teardown = Glovebox.reset_profiles!
 
   def test_one_liner
@@ -239,5 +241,27 @@ class SecurityBoxTest < Minitest::Test
   def test_warmup
     assert_equal true, Glovebox.warmup
     assert_equal true, Glovebox.warmup(timeout_ms: 5_000)
+  end
+
+  # The same spelling through an executor (Glovebox.executor set): rpcs
+  # through SB.call, env (per eval and in a session), limits, errors.
+  def test_through_an_executor
+    through_executor do
+      r = Glovebox.eval('[SB.call("add", a: 1, b: 2), ENV.to_h]', env: { "MODE" => "remote" },
+                        rpcs: { "add" => ->(args) { args["a"] + args["b"] } })
+      assert r.status.ok?, r.error.to_s
+      assert_equal [3, { "MODE" => "remote" }], r.value
+      assert_equal "add", r.rpcs.first["name"]
+      assert Glovebox.eval("loop {}", timeout_ms: 500).status == :timeout
+      assert_equal ["sandbox:1:in 'Object#boom'", "sandbox:1:in '<main>'"],
+                   Glovebox.eval("def boom = raise('x'); boom").error["backtrace"]
+      sb = Glovebox::Sandbox.new(env: { "A" => "1" })
+      refute sb.embedded?
+      sb.session do |s|
+        s.eval('ENV["B"] = "2"')
+        assert_equal({ "A" => "1" }, s.eval("ENV.to_h").value, "each eval of the session gets the sandbox's env")
+      end
+      assert_raises(Glovebox::ConfigError) { Glovebox.eval("1", mounts: [{ host: "/", guest: "/d" }]) }
+    end
   end
 end

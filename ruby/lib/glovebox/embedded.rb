@@ -91,10 +91,9 @@ module Glovebox
     # lies under it.
     def self.nested?(a, b) = a == b || a.start_with?("#{b}/") || b.start_with?("#{a}/")
 
-    # @private env: as the child takes it ({String => String}), checked by
-    # glovebox.WithEnv's rules; remote mode refuses variables (an
-    # executor does not take a guest environment yet).
-    def self.env_for(env, client, setting: "env:")
+    # @private env: as the child and an executor take it ({String =>
+    # String}), checked by glovebox.WithEnv's rules.
+    def self.env_for(env, _client = nil, setting: "env:")
       return {} if env.nil?
       raise ConfigError, "#{setting} a Hash of NAME => value, not #{env.class}" unless env.is_a?(Hash)
 
@@ -107,8 +106,6 @@ module Glovebox
 
         h[k] = v
       end
-      raise ConfigError, "#{setting} an executor does not take a guest environment yet; run embedded to give the guest variables" if client && !out.empty?
-
       out
     end
 

@@ -121,9 +121,9 @@ module Glovebox
     # needs_approval:/suspend: name that is not an exposed function, or a
     # bad mount.
     # env: the guest's whole ENV ({"NAME" => "value"}; default empty:
-    # nothing of this process's environment reaches it); a name that is
-    # empty or holds "=" or NUL, or a value holding NUL, raises
-    # ConfigError. Embedded only for now.
+    # nothing of this process's environment reaches it), embedded or
+    # through an executor; a name that is empty or holds "=" or NUL, or
+    # a value holding NUL, raises ConfigError.
     # rpcs: {"name" => ->(args) { ... }}: security_box's host RPC
     # handlers, called from the guest as SB.call("name", key: value)
     # (Glovebox::GuestCode): args is a Hash with String keys, the answer
@@ -418,6 +418,7 @@ module Glovebox
       req = req.merge("idempotency_key" => key)
       req["stdin"] = [stdin.b].pack("m0") if stdin
       req["args"] = args if args
+      req["env"] = @env unless @env.to_h.empty? || req["continue"]
       state = (@inflight ||= {}).delete(key) || CallState.new
       holder = 0
       record = nil
