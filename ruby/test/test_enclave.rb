@@ -90,6 +90,7 @@ class EnclaveTest < Minitest::Test
     assert_equal "50", e.eval("_").value
     e.eval("raise 'no'")
     assert_equal "50", e.eval("_").value, "a failed eval leaves _ as it was"
+    assert_equal "[:_, :x]", e.eval("local_variables.sort").value, "the wrapper adds no local but _"
     e.reset!
     assert e.eval("x").error?
     assert e.eval("greet('a')").error?

@@ -12,29 +12,10 @@ module Glovebox
   #
   # The code runs as it would without the wrapper: in the top-level
   # binding, as file "sandbox" from line 1 (so __LINE__, backtraces and
-  # syntax errors are the code's own), its locals kept in a session. The
-  # wrapper's own Ruby is evaluated as "<glovebox>", whose frames the
-  # guest leaves out of backtraces, and the frames below the code are
-  # dropped.
+  # syntax errors are the code's own), its locals kept in a session. SB
+  # is evaluated as "<glovebox>", whose frames the guest leaves out of
+  # backtraces, and the frames below the code are dropped.
   module GuestCode
-    # Defines Glovebox::Seeds (the runner) and, with SB_SOURCE, SB.
-    RUNNER_SOURCE = <<~'RUBY'
-      module Glovebox
-        module Seeds
-          # Evaluates code as the eval's own, dropping from a failure's
-          # backtrace the frames that are this runner's caller's.
-          def self.run(code)
-            below = caller(0).size
-            TOPLEVEL_BINDING.eval(code, "sandbox", 1)
-          rescue Exception => e
-            bt = e.backtrace
-            e.set_backtrace(bt[0, bt.size - below]) if bt.is_a?(Array) && bt.size > below
-            raise
-          end
-        end
-      end
-    RUBY
-
     # SB: security_box's guest module. SB.call(name, args = {}, **kw)
     # calls the host tool (or rpc) bound under name with the arguments
     # as keywords and returns its answer with Hash keys as Symbols, each
@@ -47,19 +28,12 @@ module Glovebox
         class ToolError < StandardError; end
         class UnknownTool < ToolError; end
 
-        # A Hash from the host: Symbol keys, Strings accepted too, and
-        # each key a reader method.
+        # A Hash from the host: Symbol keys ([] takes Strings too), each
+        # key a reader method.
         class Record < ::Hash
-          def [](key) = super(key.is_a?(String) ? key.to_sym : key)
-          def fetch(key, *rest, &block) = super(key.is_a?(String) ? key.to_sym : key, *rest, &block)
-          def dig(key, *rest) = super(key.is_a?(String) ? key.to_sym : key, *rest)
-          def key?(key) = super(key.is_a?(String) ? key.to_sym : key)
-
-          def method_missing(name, *args)
-            args.empty? && key?(name) ? self[name] : super
-          end
-
-          def respond_to_missing?(name, include_private = false) = key?(name) || super
+          def [](key) = super(::String === key ? key.to_sym : key)
+          def method_missing(name, *args) = args.empty? && key?(name) ? self[name] : super
+          def respond_to_missing?(name, priv = false) = key?(name) || super
         end
 
         @names = {}
@@ -104,18 +78,30 @@ module Glovebox
     module_function
 
     # code, wrapped. sb: nil for no SB, or the Hash of names SB.call
-    # takes (String => the guest function it calls); capture: the
-    # value is kept in `_` (a local that lasts in a session) and the
-    # eval's value is its inspect (Enclave's Result#value).
+    # takes (String => the guest function it calls): SB is defined for a
+    # program whose text names it (compiling SB costs a fresh VM about
+    # 2.7e6 fuel, 1.2 ms measured: an eval calling SB.call once took
+    # 1.8-2.0 ms p50 against 0.64-0.71 ms for the same call as a plain
+    # function). capture: the value is kept
+    # in `_` (a local that lasts in a session) and the eval's value is its
+    # inspect (Enclave's Result#value).
+    #
+    # The code is evaluated by Binding#eval in TOPLEVEL_BINDING, as file
+    # "sandbox" from line 1; a failure's backtrace loses the frames of the
+    # wrapper around it (the eval's own caller and Binding#eval itself).
+    # The wrapper defines no local but `_` with capture.
     def wrap(code, sb: nil, capture: false)
-      source = RUNNER_SOURCE
-      source += SB_SOURCE if sb
+      head = +""
+      if sb && code.include?("SB")
+        src_end = "GLOVEBOX_SETUP_#{SecureRandom.hex(8)}"
+        head << "eval(<<'#{src_end}', TOPLEVEL_BINDING, \"<glovebox>\", 1) unless defined?(::SB); ::SB.__names = #{sb.inspect}.freeze; "
+      end
       code_end = "GLOVEBOX_CODE_#{SecureRandom.hex(8)}"
-      src_end = "GLOVEBOX_SETUP_#{SecureRandom.hex(8)}"
-      head = +"eval(<<'#{src_end}', TOPLEVEL_BINDING, \"<glovebox>\", 1) unless defined?(::Glovebox::Seeds#{sb ? ") && defined?(::SB" : ""})"
-      head << "; ::SB.__names = #{sb.inspect}.freeze" if sb
-      head << "; #{capture ? "_ = " : ""}::Glovebox::Seeds.run(<<'#{code_end}')\n"
-      "#{head}#{source}#{src_end}\n#{code}\n#{code_end}\n#{capture ? "_.inspect\n" : ""}"
+      head << "#{capture ? "_ = " : ""}begin; ::TOPLEVEL_BINDING.eval(<<'#{code_end}', \"sandbox\", 1); " \
+              "rescue ::Exception; $!.set_backtrace($!.backtrace[0, $!.backtrace.size - ::Kernel.caller(0).size - 1]) if " \
+              "$!.backtrace.is_a?(::Array) && $!.backtrace.size > ::Kernel.caller(0).size; ::Kernel.raise; end\n"
+      head << "#{SB_SOURCE}#{src_end}\n" if src_end
+      "#{head}#{code}\n#{code_end}\n#{capture ? "_.inspect\n" : ""}"
     end
 
     # Raised by the gem's own adapters (rpcs, bound RubyLLM tools,
