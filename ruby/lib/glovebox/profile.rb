@@ -418,9 +418,11 @@ module Glovebox
 
     # A Sandbox from a profile: a registered name, a Profile
     # (Configuration.build), or nil for the default settings; overrides
-    # (either spelling) derive from it without changing it. Its guest has
-    # SB (SB.call reaches the profile's rpcs; with none, a rescuable
-    # SB::UnknownTool). Raises ConfigError as Profile and Sandbox do.
+    # (either spelling) derive from it without changing it. A program
+    # that names SB has it (SB.call reaches the profile's rpcs; with none,
+    # a rescuable SB::UnknownTool), and its Result's stdout and stderr
+    # stop at their limits (no truncation marker; the *_truncated flags
+    # say so). Raises ConfigError as Profile and Sandbox do.
     def spawn(from = nil, **overrides)
       base = case from
              when nil then Profile.new
