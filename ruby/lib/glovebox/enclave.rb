@@ -112,6 +112,7 @@ class Enclave
     end
     @functions = {}
     @sources = {}
+    @host_tools = [] # [tools, only, except] run by the glovebox child (Enclave::HttpTool)
     @holder = [] # the open session, shared with the finalizer
     @closed = false
     self.before_tool_call = before_tool_call
@@ -160,6 +161,7 @@ class Enclave
   # enclave's state afresh (its session has the tools it was opened
   # with). Returns self.
   def expose(obj, only: nil, except: nil)
+    host = defined?(Glovebox::HostTools) && obj.is_a?(Glovebox::HostTools)
     target = obj.is_a?(Module) && !obj.is_a?(Class) && !obj.public_instance_methods(false).empty? ? Object.new.extend(obj) : obj
     fns = Glovebox::Exposure.functions(target, only: only, except: except)
     twice = fns.keys & @functions.keys
@@ -167,9 +169,10 @@ class Enclave
 
     what = Glovebox::Exposure.describe(obj)
     fns.each do |name, fn|
-      @functions[name] = wrap(name, fn)
+      @functions[name] = host ? nil : wrap(name, fn) # a host tool's run by the Sandbox, as it runs them
       @sources[name] = what
     end
+    @host_tools << [obj, only, except] if host
     drop_session
     self
   rescue Glovebox::ConfigError => e
@@ -289,9 +292,13 @@ class Enclave
   def session
     return @holder.first if @holder.first
 
-    @sandbox ||= Glovebox::Sandbox.new(tools: @functions.empty? ? nil : @functions.dup, **glovebox_limits,
-                                       before_tool_call: @before_tool_call, after_tool_call: @after_tool_call)
-                                  .guest_code!(capture: true)
+    @sandbox ||= begin
+      own = @functions.compact
+      sb = Glovebox::Sandbox.new(tools: own.empty? ? nil : own, **glovebox_limits,
+                                 before_tool_call: @before_tool_call, after_tool_call: @after_tool_call)
+      @host_tools.each { |tools, only, except| sb.expose(tools, only: only, except: except) }
+      sb.guest_code!(capture: true)
+    end
     s = begin
       @sandbox.session
     rescue Glovebox::APIError => e
