@@ -478,6 +478,9 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	if len(req.Args) > 0 {
 		opts = append(opts, glovebox.WithArgs(req.Args...))
 	}
+	if len(req.Env) > 0 {
+		opts = append(opts, glovebox.WithEnv(req.Env))
+	}
 	var res *glovebox.Result
 	var err error
 	run.suspend = setOf(req.SuspendTools)

@@ -130,9 +130,11 @@ type EvalOptions struct {
 	// retry it.
 	Key string
 	// Stdin and Args are the guest's standard input and ARGV, as
-	// glovebox.WithStdin and WithArgs give them.
+	// glovebox.WithStdin and WithArgs give them; Env, when not empty,
+	// its whole ENV, as glovebox.WithEnv gives it.
 	Stdin []byte
 	Args  []string
+	Env   map[string]string
 	// Stdout and Stderr, if set, receive the guest's output as it is
 	// written on the executor, in order.
 	Stdout, Stderr io.Writer
@@ -155,7 +157,7 @@ func (e *Evaluator) Eval(ctx context.Context, code string) (*glovebox.Result, er
 
 // EvalWith is Eval with options.
 func (e *Evaluator) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args,
+	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, Env: o.Env,
 		SuspendTools: o.Suspend, Profile: e.profile}
 	return e.eval(ctx, &req, o, nil)
 }
@@ -368,7 +370,7 @@ func (s *Session) Eval(ctx context.Context, code string) (*glovebox.Result, erro
 
 // EvalWith is Eval with options.
 func (s *Session) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
+	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, Env: o.Env, SuspendTools: o.Suspend}
 	return s.e.eval(ctx, &req, o, s)
 }
 

@@ -250,6 +250,42 @@ func channelGone(t *testing.T, code, first string) {
 	}
 }
 
+// TestConfigEnv: a config's env is the guest's whole ENV on each of its
+// evals, a session's included (what the guest set in an earlier eval of
+// the session is replaced); a config without env leaves ENV empty.
+func TestConfigEnv(t *testing.T) {
+	p := startChild(t, Protocol)
+	p.hello()
+	ch := p.channel()
+	eval := func(req string) string {
+		t.Helper()
+		writeFrame(t, ch, 'Q', req)
+		typ, body := readFrame(t, ch)
+		if typ != 'R' {
+			t.Fatalf("%s: %c %s", req, typ, body)
+		}
+		return body
+	}
+	sid := register(t, ch, `{"tools":[],"limits":{},"env":{"MODE":"batch","LANG":"C"}}`)
+	if body := eval(`{"op":"eval","sid":` + sid + `,"code":"ENV.to_h.sort.inspect"}`); !strings.Contains(body, `"value":"\"[[\\\"LANG\\\", \\\"C\\\"], [\\\"MODE\\\", \\\"batch\\\"]]\""`) {
+		t.Fatalf("ENV: %s", body)
+	}
+	writeFrame(t, ch, 'Q', `{"op":"session_open","sid":`+sid+`}`)
+	typ, body := readFrame(t, ch)
+	var s struct{ ID string }
+	if typ != 'R' || json.Unmarshal([]byte(body), &s) != nil {
+		t.Fatalf("session_open: %c %s", typ, body)
+	}
+	eval(`{"op":"eval","session":"` + s.ID + `","code":"ENV['EXTRA'] = '1'; ENV['MODE'] = 'x'"}`)
+	if body := eval(`{"op":"eval","session":"` + s.ID + `","code":"ENV.to_h.keys.sort.join(' ') + ENV['MODE']"}`); !strings.Contains(body, `"value":"\"LANG MODEbatch\""`) {
+		t.Fatalf("session ENV: %s", body)
+	}
+	plain := register(t, ch, `{"tools":[],"limits":{}}`)
+	if body := eval(`{"op":"eval","sid":` + plain + `,"code":"ENV.size"}`); !strings.Contains(body, `"value":"0"`) {
+		t.Fatalf("ENV without env: %s", body)
+	}
+}
+
 // TestStrictRequests: an unknown field, a missing code, an unknown op
 // and an unregistered config are refused with their codes; nothing runs.
 func TestStrictRequests(t *testing.T) {
@@ -261,7 +297,7 @@ func TestStrictRequests(t *testing.T) {
 		`{"op":"eval","sid":99,"code":"1"}`:                                "unknown_config",
 		`{"op":"launch"}`:                                                  "bad_request",
 		`{"op":"config","config":{"tools":["puts"],"limits":{}}}`:          "bad_request",
-		`{"op":"config","config":{"tools":[],"env":{"A":"b"}}}`:            "bad_request",
+		`{"op":"config","config":{"tools":[],"env":{"A=":"b"}}}`:           "bad_request",
 		`{"op":"continue","from":"gbp1.x","approve":true}`:                 "bad_request",
 		`{"op":"session_close","id":"s-00000000000000000000000000000000"}`: "not_found",
 	} {

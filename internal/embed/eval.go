@@ -62,6 +62,9 @@ func (s *server) eval(ch *channel, q *request) {
 	if len(q.Args) > 0 {
 		opts = append(opts, glovebox.WithArgs(q.Args...))
 	}
+	if len(c.spec.Env) > 0 {
+		opts = append(opts, glovebox.WithEnv(c.spec.Env))
+	}
 	var res *glovebox.Result
 	var err error
 	if ss != nil {

@@ -372,9 +372,10 @@ type sandboxConfig struct {
 	// Mounts are host directories the guest sees, read-only unless
 	// writable (glovebox.Mount's rules).
 	Mounts []mountSpec `json:"mounts,omitempty"`
-	// Env is the guest's environment: empty by default (nothing of the
-	// parent's or the child's reaches the guest). Only the empty
-	// environment is served yet: a variable is refused, naming it.
+	// Env is the guest's environment (glovebox.WithEnv on every eval of
+	// the config, its sessions' included): empty by default, and nothing
+	// of the parent's or the child's reaches the guest. A variable
+	// WithEnv refuses is refused here, naming it.
 	Env map[string]string `json:"env,omitempty"`
 	// Profile names an operator's profile; none are served yet.
 	Profile string `json:"profile,omitempty"`
@@ -440,13 +441,8 @@ func (s *server) register(ctx context.Context, spec *sandboxConfig) (uint64, *re
 	if spec.Profile != "" {
 		return 0, refusef(codeBadRequest, "config.profile %q: named profiles are not served by the embedded child yet", spec.Profile)
 	}
-	if len(spec.Env) > 0 {
-		names := make([]string, 0, len(spec.Env))
-		for k := range spec.Env {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		return 0, refusef(codeBadRequest, "env %s: the guest's environment is empty and glovebox cannot give it variables yet; pass values with args: or stdin:", strings.Join(names, ", "))
+	if err := glovebox.CheckEnv(spec.Env); err != nil {
+		return 0, refusef(codeBadRequest, "env: %v", err)
 	}
 	if spec.Limits.Negative() || spec.Limits.ToolCalls < 0 {
 		return 0, refusef(codeBadRequest, "limits: a limit is negative")

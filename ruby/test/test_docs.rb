@@ -1,6 +1,9 @@
 # frozen_string_literal: true
 
 require_relative "helper"
+require_relative "ruby_llm_standin" # before Glovebox::CodeMode is first used
+require "tmpdir"
+require "fileutils"
 
 # docs/ruby.md's Rails snippets run embedded, with small stand-ins for
 # Rails; the README's first example is examples/first.rb.
@@ -39,6 +42,49 @@ class DocsTest < Minitest::Test
       cfg.timeout = nil
       cfg.logger = nil
     end
+  end
+
+  # A block's "code  #=> literal" lines, each checked when it runs.
+  def checked(block)
+    block.gsub(/^(?<code>\S.*?)\s+#=> (?<exp>"(?:[^"\\]|\\.)*"|\[.*?\]|-?\d+)(?=[\s,]|$).*$/) do
+      "__doc_check((#{$~[:code]}), #{$~[:exp]}, #{$~[:code].dump})"
+    end
+  end
+
+  # A module to run a doc block in, with __doc_check.
+  def doc_module
+    Module.new do
+      def self.__doc_check(got, want, src)
+        raise Minitest::Assertion, "docs/ruby.md: #{src} gave #{got.inspect}, the doc says #{want.inspect}" unless got == want
+      end
+    end
+  end
+
+  # The "Coming from ..." sections' examples run as written, each
+  # "#=>" holding (RubyLLM is the test's stand-in, its MCP server one
+  # registered here).
+  def test_seed_sections
+    enclave, security_box, code_mode = %w[glovebox/enclave Glovebox.eval class\ Analytics].map do |mark|
+      blocks.find { _1.include?(mark) } or flunk "no docs/ruby.md block with #{mark}"
+    end
+    require "glovebox/enclave"
+    doc_module.module_eval(checked(enclave), DOC)
+    doc_module.module_eval(checked(security_box), DOC)
+    RubyLLM::MCP.register("https://learn.example/api/mcp", name: "docs", tools: {
+      "search" => { description: "Searches", input_schema: {}, handler: ->(a) { a } },
+    })
+    Dir.mktmpdir do |dir|
+      %w[data/input workspace].each { FileUtils.mkdir_p(File.join(dir, _1)) }
+      mod = doc_module
+      Dir.chdir(dir) { mod.module_eval(checked(code_mode.sub('require "ruby_llm"', "")), DOC) }
+      tool = mod::Analytics.new
+      assert_equal %w[notes search], tool.bindings.keys
+      RubyLLM::Chat.script << [{ name: "analytics", arguments: { "code" => 'SB.call("notes", note: "x")[:recorded]' } }]
+      assert_equal "x", JSON.parse(mod.module_eval { RubyLLM.chat.with_tools(mod::Analytics) }.ask("?").content)["value"]
+    end
+  ensure
+    Glovebox.reset_profiles!
+    Enclave.timeout = nil if defined?(Enclave)
   end
 
   def test_readme_first_example_is_examples_first

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
@@ -99,6 +100,10 @@ type EvalRequest struct {
 	Limits EvalLimits `json:"limits"`
 	Stdin  []byte     `json:"stdin,omitempty"`
 	Args   []string   `json:"args,omitempty"`
+	// Env is the guest's whole ENV for this eval (glovebox.WithEnv);
+	// absent or empty leaves it as the VM has it (empty in a fresh one).
+	// Not allowed with Continue (a paused eval keeps its own).
+	Env map[string]string `json:"env,omitempty"`
 	// Session, when set, runs the code in that session's VM.
 	Session string `json:"session,omitempty"`
 	// SuspendTools names tools (of Tools) whose calls pause the eval
@@ -232,6 +237,14 @@ func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
 	}
 	if len(r.Args) > MaxArgs {
 		return nil, Errorf(CodeBadRequest, "args: %d, over %d", len(r.Args), MaxArgs)
+	}
+	if len(r.Env) > 0 {
+		if r.Continue != nil {
+			return nil, Errorf(CodeBadRequest, "env: a continued eval keeps the environment it was paused with; send none with continue")
+		}
+		if err := glovebox.CheckEnv(r.Env); err != nil {
+			return nil, Errorf(CodeBadRequest, "env: %s", strings.TrimPrefix(err.Error(), glovebox.ErrInvalidInput.Error()+": "))
+		}
 	}
 	return &r, nil
 }

@@ -15,7 +15,7 @@ module Glovebox
   class Configuration
     # The limit defaults, as Sandbox.new takes them (seconds, units,
     # bytes, counts); nil takes glovebox's own default.
-    LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
+    LIMIT_KEYS = %i[timeout fuel memory output stderr tool_calls tool_time].freeze
 
     attr_accessor(*LIMIT_KEYS)
     # executor:, token:, ca_file: for every Sandbox and Box made without

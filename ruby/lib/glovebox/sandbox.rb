@@ -16,23 +16,45 @@ module Glovebox
 
   # The guest's exception: +class_name+ ("ZeroDivisionError",
   # "Glovebox::ToolError", ...), +message+, +backtrace+ (Array of String).
-  GuestError = Struct.new(:class_name, :message, :backtrace, keyword_init: true)
+  # security_box's spelling reads the same fields by String key:
+  # error["class"], error["message"], error["backtrace"].
+  GuestError = Struct.new(:class_name, :message, :backtrace, keyword_init: true) do
+    def [](key)
+      key = :class_name if key.to_s == "class"
+      super(key.to_sym)
+    end
 
-  # What one eval did. +status+ is a String: "ok", "error" (a guest
-  # exception: see +error+), "timeout", "fuel_exhausted", "memory_limit",
-  # "canceled", "tool_budget_exceeded", "sandbox_error". +value+ is the
+    # {"class", "message", "backtrace"}, as security_box and code mode
+    # write an error.
+    def to_h = { "class" => class_name, "message" => message, "backtrace" => backtrace }
+
+    # "ZeroDivisionError: divided by 0", as Enclave shows an error.
+    def to_s = "#{class_name}: #{message}"
+  end
+
+  # What one eval did. +status+ is a Status (a String that also equals
+  # its Symbol: r.status == "ok" and r.status == :ok): "ok", "error" (a
+  # guest exception: see +error+), "timeout", "fuel_exhausted",
+  # "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error",
+  # "suspended". +value+ is the
   # last expression's value as Ruby data (nil unless ok); +stdout+ and
   # +stderr+ Strings; +tool_calls+ this process's transcript (Array of
   # ToolCall); +fuel_used+ Integer; +duration+ seconds; +session_reset+
   # true when a session's VM was discarded by this eval; +key+ the
   # eval's idempotency key (the key to #continue a suspended one);
   # +pending+ the paused call (a Pending) when status is "suspended",
-  # else nil.
+  # else nil; +rpcs+ the calls of rpcs: handlers (security_box's
+  # transcript: frozen Hashes {"name", "args", "ok", "result" or
+  # "error"}; [] without rpcs).
   Result = Struct.new(:status, :value, :stdout, :stderr, :stdout_truncated, :stderr_truncated,
-                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw, :pending,
+                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw, :pending, :rpcs,
                       keyword_init: true) do
     def ok? = status == "ok"
     def suspended? = status == "suspended"
+
+    # The wall-clock time of the eval in milliseconds (Float), as
+    # security_box reports it.
+    def duration_ms = duration.to_f * 1000
   end
 
   # The tool call a suspended eval paused in (Sandbox.new(suspend: ...)):
@@ -57,12 +79,15 @@ module Glovebox
   # embedded child serves many threads' sandboxes at once.
   class Sandbox
     # Seconds, bytes and counts; nil takes the executor's default
-    # (timeout 10 s, memory 512 MiB, stdout 1 MiB, 1000 tool calls, tool
-    # time = timeout). fuel: nil or 0 is unmetered.
-    LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
+    # (timeout 10 s, memory 512 MiB, stdout 1 MiB, stderr 64 KiB, 1000
+    # tool calls, tool time = timeout). fuel: nil or 0 is unmetered.
+    LIMIT_KEYS = %i[timeout fuel memory output stderr tool_calls tool_time].freeze
 
-    attr_reader :client, :limits, :before_tool_call, :after_tool_call, :error_sanitizer
+    attr_reader :client, :limits, :before_tool_call, :after_tool_call, :error_sanitizer, :env, :mounts
 
+    # config: a Profile (Glovebox::Configuration.build, or a registered
+    # profile: security_box's Sandbox.new(config)) whose settings are the
+    # defaults of every keyword below; nil: none.
     # tools: an object whose own public methods become guest functions,
     # or a Hash of name => lambda (or nil; see #expose). only:/except:
     # narrow it (Arrays of Symbols).
@@ -112,10 +137,33 @@ module Glovebox
     # be started or whose tool names collide even prefixed, http:/mcp:
     # through an executor, or a profile: that the executor does not grant
     # (its code unknown_profile in the message) or the app did not define.
-    def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
+    # env: the guest's whole ENV ({"NAME" => "value"}; default empty:
+    # nothing of this process's environment reaches it), embedded or
+    # through an executor; a name that is empty or holds "=" or NUL, or
+    # a value holding NUL, raises ConfigError.
+    # rpcs: {"name" => ->(args) { ... }}: security_box's host RPC
+    # handlers, called from the guest as SB.call("name", key: value)
+    # (Glovebox::GuestCode): args is a Hash with String keys, the answer
+    # is JSON-round-tripped (anything else becomes its inspect), and a
+    # raise is SB::ToolError in the guest.
+    # config: a Glovebox::Profile (security_box's named configurations:
+    # Glovebox.register / Glovebox.spawn), whose limits, mounts, env and
+    # rpcs the keywords given here override; #profile returns it. (The
+    # profile: keyword is another thing: an executor's named eval
+    # profile, or one of Glovebox.eval_profiles embedded.)
+    def initialize(config = nil, tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], mounts: [], http: nil, mcp: nil, profile: nil,
-                   **limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: nil, env: nil, rpcs: nil,
+                   http: nil, mcp: nil, profile: nil, **limits)
+      if config
+        raise ConfigError, "Sandbox.new(config): #{config.class} is not a Glovebox::Profile" unless config.is_a?(Profile)
+
+        limits = config.limits.merge(limits)
+        mounts = config.mounts if mounts.nil?
+        env = config.env if env.nil?
+        rpcs = config.rpcs if rpcs.nil?
+        @profile = config
+      end
       @limits = check_limits(Glovebox.config.limits.merge(limits))
       @functions = {} # Symbol name => bound callable (Exposure.functions)
       @sources = {} # Symbol name => what exposed it, for errors
@@ -136,8 +184,17 @@ module Glovebox
       expose_mcp(mcp) if mcp
       @gated = Exposure.exposed_names("needs_approval", needs_approval, exposed_functions)
       @suspend = Exposure.exposed_names("suspend", suspend, exposed_functions)
-      @mounts = Sandbox.mounts_for(mounts, @client)
+      @mounts = Sandbox.mounts_for(mounts || [], @client)
+      @env = Sandbox.env_for(env, @client)
+      return unless rpcs
+
+      bind_rpcs(rpcs)
+      guest_code!(sb: true)
     end
+
+    # The Profile this Sandbox was made from (Sandbox.new(config),
+    # Glovebox.spawn), or nil.
+    attr_reader :profile
 
     # Sets the hook run before each tool call: ->(name, args, kwargs) or
     # Enclave's ->(name, args); nil removes it. Raises ConfigError for
@@ -229,6 +286,20 @@ module Glovebox
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
 
+    # A Sandbox like this one (tools, hooks, approvals) with settings
+    # changed, in either spelling (Profile: timeout:/timeout_ms:,
+    # memory:/memory_size:, output:/stdout_limit:, stderr:/stderr_limit:,
+    # fuel:/fuel_ms:, tool_calls:, tool_time:, mounts:, env:, rpcs:
+    # (replacing the rpcs)); this one unchanged. Raises ConfigError as
+    # Sandbox.new does.
+    def with(**settings)
+      s = Profile.normalize(settings, "eval")
+      s[:fuel] = Profile.new(s).effective_fuel if s.key?(:fuel_ms)
+      copy = dup
+      copy.send(:derive!, s)
+      copy
+    end
+
     # Marks tools whose every call asks the approver first; with a block,
     # the block is the approver: ->(name, args, kwargs) { true/false }. A
     # denied call raises Glovebox::ToolDenied in the guest (rescuable).
@@ -258,7 +329,15 @@ module Glovebox
     # "bad_request". Raises TypeError for code that is not a String (nil
     # included) and ConfigError for a suspend: name that is not an
     # exposed function; nothing is sent then.
-    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
+    #
+    # Any other keyword is a per-call setting (security_box's spelling:
+    # timeout_ms:, fuel:, memory_size:, stdout_limit:, mounts:, env:,
+    # rpcs:, ...; or glovebox's: timeout:, memory:, output:, ...): this
+    # eval runs in a Sandbox derived with them (#with), this one
+    # unchanged.
+    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, **per_call, &on_output)
+      return with(**per_call).eval(code, stdin: stdin, args: args, key: key, suspend: suspend, &on_output) unless per_call.empty?
+
       req = { "code" => source(code), "tools" => tool_names, "limits" => wire_limits }
       names = suspend_for(suspend)
       req["suspend_tools"] = names unless names.empty?
@@ -339,6 +418,7 @@ module Glovebox
       l["fuel"] = @limits[:fuel] if @limits[:fuel]
       l["memory"] = @limits[:memory] if @limits[:memory]
       l["stdout"] = @limits[:output] if @limits[:output]
+      l["stderr"] = @limits[:stderr] if @limits[:stderr]
       l
     end
 
@@ -385,13 +465,50 @@ module Glovebox
       (names.nil? ? @suspend : Exposure.exposed_names("suspend", names, exposed_functions)).map(&:to_s)
     end
 
-    # @private code as the String an eval sends; raises TypeError for
-    # anything else (nil is not an empty program).
+    # @private code as the String an eval sends (wrapped by GuestCode
+    # when the sandbox serves SB.call or Enclave's `_`); raises TypeError
+    # for anything else (nil is not an empty program).
     def source(code)
-      return code if code.is_a?(String)
-      return code.to_str if code.respond_to?(:to_str) && code.to_str.is_a?(String)
+      code = code.to_str if !code.is_a?(String) && code.respond_to?(:to_str)
+      raise TypeError, "eval needs the program's source as a String, got #{code.nil? ? "nil" : code.class}" unless code.is_a?(String)
+      return code unless @guest_code
 
-      raise TypeError, "eval needs the program's source as a String, got #{code.nil? ? "nil" : code.class}"
+      GuestCode.wrap(code, **@guest_code)
+    end
+
+    # @private Has every eval's code wrapped (GuestCode.wrap): sb: true
+    # defines SB (with the rpcs' names), capture: true keeps the value in
+    # `_` and answers its inspect. bare_output: true leaves glovebox's
+    # truncation marker out of Result#stdout and #stderr (security_box's
+    # and Enclave's output is at most its limit; the *_truncated flags
+    # still say so).
+    def guest_code!(sb: false, capture: false, bare_output: false)
+      @guest_code = { sb: sb ? (@sb_names || {}) : nil, capture: capture }
+      @bare_output = bare_output
+      self
+    end
+
+    # @private SB.call's names (String => guest function name) of the
+    # rpcs and bound tools, or nil.
+    attr_reader :sb_names
+
+    # @private Binds fns ({name String => callable taking keywords}) as
+    # SB.call targets, each under a guest function name of its own;
+    # setting says which option gave them, for errors.
+    def bind_sb(fns, setting)
+      @sb_names ||= {}
+      fns.each do |name, fn|
+        name = name.to_s
+        raise ConfigError, "#{setting}: #{name.inspect} is bound twice" if @sb_names.key?(name)
+        raise ConfigError, "#{setting}: a name is a non-empty String, not #{name.inspect}" if name.empty?
+
+        fname = GuestCode.function_name(name, @functions)
+        @functions[fname] = fn
+        @sources[fname] = setting
+        @sb_names[name] = fname.to_s
+      end
+      @guest_code[:sb] = @sb_names if @guest_code&.dig(:sb)
+      self
     end
 
     # @private Posts an eval request and serves its tool calls.
@@ -403,6 +520,7 @@ module Glovebox
       req["profile"] = @remote_profile if @remote_profile && !req["session"] && !req["continue"]
       req["stdin"] = [stdin.b].pack("m0") if stdin
       req["args"] = args if args
+      req["env"] = @env unless @env.to_h.empty? || req["continue"]
       state = (@inflight ||= {}).delete(key) || CallState.new
       holder = 0
       record = nil
@@ -444,6 +562,44 @@ module Glovebox
     end
 
     private
+
+    # Changes a copy's settings (with): settings are Profile.normalize's.
+    def derive!(s)
+      @functions = @functions.dup
+      @sources = @sources.dup
+      @sb_names = @sb_names&.dup
+      @guest_code = @guest_code&.dup
+      @guest_code[:sb] = @sb_names || {} if @guest_code && @guest_code[:sb]
+      @inflight = nil
+      @config_shape = @config_json = nil
+      @limits = check_limits(@limits.merge(s.slice(*LIMIT_KEYS)).compact)
+      @mounts = Sandbox.mounts_for(s[:mounts] || [], @client) if s.key?(:mounts)
+      @env = Sandbox.env_for(s[:env], @client) if s.key?(:env)
+      return unless s.key?(:rpcs)
+
+      (@rpc_names || []).each do |name|
+        @functions.delete(@sb_names.delete(name).to_sym)
+      end
+      @rpc_names = []
+      bind_rpcs(s[:rpcs]) if s[:rpcs]
+      @guest_code ? @guest_code[:sb] = @sb_names : guest_code!(sb: true)
+    end
+
+    # Binds security_box's rpcs ({"name" => ->(args) { ... }}) as SB.call
+    # targets: each handler gets the call's keywords as a Hash with
+    # String keys and its answer goes back JSON-round-tripped; a raise is
+    # SB::ToolError (class and message) in the guest.
+    def bind_rpcs(rpcs)
+      rpcs = Profile.check_rpcs(rpcs, "rpcs:")
+      @rpc_names = (@rpc_names || []) + rpcs.keys
+      bind_sb(rpcs.transform_values do |fn|
+        lambda do |**kw|
+          GuestCode.json_safe(fn.call(GuestCode.json_safe(kw)))
+        rescue StandardError => e
+          raise GuestCode::Raised.new(e.message, GuestCode.class_leaf(e))
+        end
+      end, "rpcs:")
+    end
 
     # The reply frame for one tool call (EXECUTOR.md, tool-results). A
     # call whose eval has ended by the time its hooks and approval are
@@ -554,7 +710,7 @@ module Glovebox
       limits.each do |k, v|
         next if v.nil?
 
-        int = %i[fuel memory output tool_calls].include?(k)
+        int = %i[fuel memory output stderr tool_calls].include?(k)
         ok = int ? v.is_a?(Integer) : v.is_a?(Numeric) && v.finite?
         ok &&= %i[fuel tool_calls].include?(k) ? v >= 0 : v.positive?
         raise ConfigError, "#{k}: #{v.inspect} is not a #{int ? "positive Integer" : "positive number"}" unless ok
@@ -650,10 +806,34 @@ module Glovebox
         end
       end
       value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])
-      Result.new(status: ev["status"], value: value, stdout: ev["stdout"].to_s, stderr: ev["stderr"].to_s,
+      Result.new(status: Status[ev["status"]], value: value, rpcs: rpc_transcript(calls),
+                 stdout: output(ev, "stdout"), stderr: output(ev, "stderr"),
                  stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
                  error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
                  session_reset: ev["session_reset"] || false, key: key, raw: ev, pending: pending(ev["pending"]))
+    end
+
+    # ev's stream (stdout or stderr), without glovebox's truncation
+    # marker when bare_output was asked for.
+    def output(ev, stream)
+      text = ev[stream].to_s
+      return text unless @bare_output && ev["#{stream}_truncated"]
+
+      text.sub(/\n\[glovebox: #{stream} truncated at \d+ bytes\]\n\z/, "")
+    end
+
+    # The calls of SB.call targets as security_box's Result#rpcs shows
+    # them: {"name", "args", "ok", "result" or "error"}, frozen.
+    def rpc_transcript(calls)
+      return [].freeze unless @sb_names
+
+      by_fn = @sb_names.invert
+      calls.filter_map do |c|
+        name = by_fn[c.name.to_s] or next
+        e = { "name" => name, "args" => GuestCode.json_safe(c.kwargs), "ok" => c.outcome == "ok" }
+        c.outcome == "ok" ? e["result"] = GuestCode.json_safe(c.result) : e["error"] = c.error
+        e.freeze
+      end.freeze
     end
 
     def pending(p)
