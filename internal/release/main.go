@@ -41,6 +41,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"io"
 	"io/fs"
 	"os"
@@ -232,7 +233,7 @@ func build(root string, t target, version, out string) error {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+t.goarch, "CC="+cc)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Run(); err != nil {
+	if err := spawn.Run(cmd); err != nil {
 		return fmt.Errorf("go build for linux/%s: %v\n%s", t.goarch, err, log.String())
 	}
 	// The static glibc link warns about getpwuid_r, getaddrinfo and
@@ -305,7 +306,7 @@ func gem(root, stage, pkg, platform string, extra map[string]string) (string, er
 	cmd := exec.Command("gem", "build", "glovebox.gemspec")
 	cmd.Dir = stage
 	cmd.Env = append(os.Environ(), "GLOVEBOX_GEM_PLATFORM="+platform)
-	out, err := cmd.CombinedOutput()
+	out, err := spawn.CombinedOutput(cmd)
 	if err != nil {
 		return "", fmt.Errorf("gem build (platform %q): %v\n%s", platform, err, out)
 	}
