@@ -57,6 +57,10 @@ module Glovebox
     CALL = "C".ord
     STDOUT = "O".ord
     STDERR = "E".ord
+    # The largest frame either side sends or takes (its length field:
+    # the type byte and the payload), 64 MiB: embed's maxFrame. The child
+    # closes a channel that sends a larger one.
+    MAX_FRAME = 64 << 20
 
     @mutex = Mutex.new
     @current = nil
@@ -171,7 +175,11 @@ module Glovebox
         clean = true # a refusal is a whole answer: the channel is in step
         raise
       ensure
-        if clean && !@dead
+        # A channel with something to read between requests is out of
+        # step or closed by the child (which closes one that broke the
+        # protocol): never reused, or its next request would find the
+        # child "dead" and end every thread's eval.
+        if clean && !@dead && ch.idle?
           ch = @pool_mutex.synchronize { @pool.size < MAX_IDLE ? @pool.push(ch) && nil : ch }
         end
         ch&.close
@@ -453,12 +461,31 @@ module Glovebox
         [payload.bytesize + 1, type].pack("NC") << payload.b
       end
 
-      # Sends a request (a JSON String).
-      def send_request(json) = @io.write([json.bytesize + 1, REQUEST].pack("NC"), json)
+      # Sends a request (a JSON String). Raises APIError
+      # "request_too_large", sending nothing, for one over MAX_FRAME (the
+      # child would close the channel).
+      def send_request(json)
+        n = json.bytesize + 1
+        if n > MAX_FRAME
+          raise APIError.new("request_too_large", "the request is #{n} bytes, over the embedded child's " \
+                                                  "#{MAX_FRAME}-byte frame (code, stdin and a reply: travel in one)", from: "glovebox")
+        end
+        @io.write([n, REQUEST].pack("NC"), json)
+      end
 
       # Sends a tool call's answer (a reply frame: EXECUTOR.md's
-      # tool-results).
-      def send_answer(id, reply) = @io.write([id.bytesize + reply.bytesize + 2, ANSWER].pack("NC"), id, "\n", reply)
+      # tool-results). Raises ArgumentError, sending nothing, for one
+      # over MAX_FRAME (Sandbox answers a larger result with an error).
+      def send_answer(id, reply)
+        n = id.bytesize + reply.bytesize + 2
+        raise ArgumentError, "a tool answer of #{n} bytes, over #{MAX_FRAME}" if n > MAX_FRAME
+
+        @io.write([n, ANSWER].pack("NC"), id, "\n", reply)
+      end
+
+      # True when nothing waits to be read (no frame, no end): a channel
+      # between requests, in step with the child.
+      def idle? = !@io.closed? && IO.select([@io], nil, nil, 0).nil?
 
       # The next frame: [type (Integer), payload (binary String)].
       # Raises EOFError at the socket's end.
@@ -467,7 +494,7 @@ module Glovebox
         raise EOFError, "the child closed the channel" if head.nil? || head.bytesize < 4
 
         n = head.unpack1("N")
-        raise IOError, "a frame of #{n} bytes" if n.zero? || n > (64 << 20)
+        raise IOError, "a frame of #{n} bytes" if n.zero? || n > MAX_FRAME
 
         body = @io.read(n)
         raise EOFError, "a cut frame" if body.nil? || body.bytesize < n

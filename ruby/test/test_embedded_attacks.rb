@@ -1,0 +1,106 @@
+# frozen_string_literal: true
+
+require_relative "helper"
+require_relative "desk_tools"
+require "tmpdir"
+
+# A guest (or whoever holds a paused eval's key) attacking this process
+# through the embedded child: each test is an attack that worked once,
+# kept so it cannot come back.
+class EmbeddedAttackTest < Minitest::Test
+  class BigTools
+    def big(bytes) = "x" * bytes
+    def take(value) = value.size
+    def slow = sleep(0.05) && 1
+  end
+
+  def setup = Glovebox::Child.stop
+
+  def teardown = Glovebox::Child.stop
+
+  # A tool answer over the protocol's 64 MiB frame once made the child
+  # close the channel; the channel went back to the pool, and the next
+  # request on it found the child "dead": the gem killed the child, and
+  # every other thread's eval ended canceled. Now the guest gets
+  # Glovebox::ToolPayloadError (rescuable), the transcript says
+  # "oversized", and the other thread's eval and the next one are
+  # unharmed.
+  def test_an_oversized_tool_answer_fails_alone
+    other = Thread.new do
+      sb = Glovebox::Sandbox.new(tools: BigTools.new, timeout: 60)
+      sb.eval("slow")
+      sb.eval("30.times { slow }; :other_done")
+    end
+    sleep 0.5
+    sb = Glovebox::Sandbox.new(tools: BigTools.new, timeout: 60)
+    r = sb.eval("begin; big(#{(64 << 20) + 10}).size; rescue Glovebox::ToolPayloadError => e; e.class.name; end")
+    assert_equal ["ok", "Glovebox::ToolPayloadError"], [r.status, r.value], r.error.inspect
+    assert_equal "oversized", r.tool_calls.first.outcome
+    assert_nil r.tool_calls.first.result
+    o = other.value
+    assert_equal ["ok", "other_done"], [o.status, o.value], o.error.inspect
+    assert_equal 2, sb.eval("1 + 1").value
+  end
+
+  # A request over the frame (a 70 MB program or stdin) is refused here,
+  # nothing sent; the channel and the child go on.
+  def test_an_oversized_request_is_refused_before_it_is_sent
+    sb = Glovebox::Sandbox.new(tools: BigTools.new)
+    pid = (sb.eval("1").ok? && Glovebox::Child.running.pid)
+    e = assert_raises(Glovebox::APIError) { sb.eval("1", stdin: "x" * (64 << 20)) }
+    assert_equal "request_too_large", e.code
+    assert_equal 3, sb.eval("1 + 2").value
+    assert_equal pid, Glovebox::Child.running.pid
+  end
+
+  # A guest calling a tool with large arguments over and over once made
+  # this process keep every call's arguments in Result#tool_calls (a
+  # 1 MB String 1,000 times: RSS near 1 GB per eval). The transcript
+  # keeps MAX_TRANSCRIPT_DATA bytes; later entries are elided, and the
+  # tool still gets every argument whole.
+  def test_the_transcript_keeps_at_most_a_mebibyte
+    sb = Glovebox::Sandbox.new(tools: BigTools.new, timeout: 60)
+    r = sb.eval('s = "y" * 200_000; 12.times.map { take(s) }.sum')
+    assert_equal ["ok", 12 * 200_000], [r.status, r.value], r.error.inspect
+    kept, elided = r.tool_calls.partition { !(_1.respond_to?(:elided) && _1.elided) }
+    assert_equal 12, r.tool_calls.size
+    assert_operator kept.size, :>=, 4
+    assert_operator elided.size, :>=, 6
+    assert(elided.all? { _1.args == [] && _1.kwargs == {} && _1.result.nil? && _1.ok? })
+    assert_operator kept.sum { _1.args.first.bytesize }, :<=, Glovebox::MAX_TRANSCRIPT_DATA
+  end
+
+  # A paused eval's key carries the suspend list in the clear: emptied,
+  # it once let the eval's later calls of the paused tool run without
+  # pausing (one approval, two plan changes). The key is now MAC'd: an
+  # edited, cut or swapped key is refused state_refused, nothing runs,
+  # and the key as made still continues.
+  def test_an_edited_pause_key_is_refused
+    dir = Dir.mktmpdir("glovebox-claims")
+    Glovebox.state_key = "5a" * 32
+    Glovebox.state_dir = dir
+    tools = DeskTools.new
+    sb = Glovebox::Sandbox.new(tools: tools, suspend: [:change_plan])
+    r = sb.eval('[change_plan("pro"), change_plan("enterprise")]')
+    assert_equal "suspended", r.status, r.error.inspect
+    raw = r.key.delete_prefix("gbp1.").tr("-_", "+/")
+    raw = (raw + ("=" * ((4 - (raw.size % 4)) % 4))).unpack1("m0")
+    n = raw.unpack1("N")
+    meta = JSON.parse(raw.byteslice(4, n))
+    assert_equal ["change_plan"], meta["suspend"]
+    edited = JSON.generate(meta.merge("suspend" => []))
+    forged = "gbp1.#{[[edited.bytesize].pack("N") + edited + raw.byteslice(4 + n..)].pack("m0").tr("+/", "-_").delete("=")}"
+    [forged, r.key[0...-8]].each do |bad|
+      e = assert_raises(Glovebox::RunError) { sb.continue(bad, approve: true) }
+      assert_equal "state_refused", e.code
+    end
+    assert_empty tools.changed
+    r2 = sb.continue(r.key, approve: true)
+    assert_equal "suspended", r2.status, "the second change_plan pauses too"
+    assert_equal ["pro"], tools.changed
+  ensure
+    Glovebox.state_key = nil
+    Glovebox.state_dir = nil
+    FileUtils.rm_rf(dir) if dir
+  end
+end
