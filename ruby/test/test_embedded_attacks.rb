@@ -103,4 +103,13 @@ class EmbeddedAttackTest < Minitest::Test
     Glovebox.state_dir = nil
     FileUtils.rm_rf(dir) if dir
   end
+
+  # Glovebox never encodes deeper than 128 levels; deeper text (a child
+  # that broke the protocol) is refused by the parser's own bound before
+  # Ruby's C parser recurses on the stack (a million levels spun for
+  # minutes).
+  def test_deep_wire_text_is_refused_quickly
+    assert_equal [[[1]]], Glovebox::Value.load("[[[1]]]")
+    assert_raises(JSON::NestingError) { Glovebox::Value.load(("[" * 1_000_000) + ("]" * 1_000_000)) }
+  end
 end

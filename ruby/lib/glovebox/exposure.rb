@@ -135,7 +135,8 @@ module Glovebox
       end
       if fns.empty? && !only
         raise ConfigError, "#{what} exposes no functions (a public method its own code defines, not Ruby's " \
-                           "or an installed gem's; a Module's functions need extend self or module_function)"
+                           "or an installed gem's; a Module's functions need extend self or module_function; " \
+                           "hand a library's method over by name in a Hash: { name: obj.method(:name) })"
       end
       fns
     end
