@@ -3,6 +3,8 @@
 require_relative "helper"
 require_relative "desk_tools"
 require "tmpdir"
+require "fileutils"
+require "rbconfig"
 
 # A guest (or whoever holds a paused eval's key) attacking this process
 # through the embedded child: each test is an attack that worked once,
@@ -111,5 +113,24 @@ class EmbeddedAttackTest < Minitest::Test
   def test_deep_wire_text_is_refused_quickly
     assert_equal [[[1]]], Glovebox::Value.load("[[[1]]]")
     assert_raises(JSON::NestingError) { Glovebox::Value.load(("[" * 1_000_000) + ("]" * 1_000_000)) }
+  end
+
+  # A platform gem's image sits beside its binary, which checks it
+  # against the SHA-256 it pins; the gem once also named it in
+  # GLOVEBOX_IMAGE, which the binary takes unchecked, so a damaged or
+  # tampered file got past the check. A copy of lib/ with a binary and a
+  # wrong image packed under glovebox/native stands in for the gem.
+  def test_a_tampered_packed_image_is_refused_by_its_hash
+    Dir.mktmpdir("glovebox-gem") do |dir|
+      FileUtils.cp_r(File.expand_path("../lib", __dir__), dir)
+      native = File.join(dir, "lib", "glovebox", "native")
+      FileUtils.mkdir_p(native)
+      FileUtils.cp(ENV.fetch("GLOVEBOX_BIN"), File.join(native, "glovebox"))
+      File.binwrite(File.join(native, "ruby+stdlib.wasm"), "\0asm\1\0\0\0 not the pinned image")
+      env = { "GLOVEBOX_BIN" => nil, "GLOVEBOX_IMAGE" => nil, "GLOVEBOX_CACHE_DIR" => File.join(dir, "cache") }
+      script = 'require "glovebox"; begin; Glovebox::Sandbox.new.eval("1"); rescue Glovebox::Error => e; print e.message; end'
+      out = IO.popen(env, [RbConfig.ruby, "-I", File.join(dir, "lib"), "-e", script], err: File::NULL, &:read)
+      assert_match(/ruby\+stdlib\.wasm \(the Ruby image beside the glovebox executable\) has SHA-256 \h+, want \h+/, out)
+    end
   end
 end

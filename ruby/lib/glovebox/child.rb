@@ -139,13 +139,15 @@ module Glovebox
     # The environment the child is started with, whole: ENV_PASSED as
     # set, GLOVEBOX_CACHE_DIR (Glovebox.cache_dir, else
     # $GLOVEBOX_CACHE_DIR, else $XDG_CACHE_HOME/glovebox, else
-    # ~/.cache/glovebox), GLOVEBOX_IMAGE (Native.image, when there is
-    # one) and Glovebox.child_env.
-    def self.env
+    # ~/.cache/glovebox), GLOVEBOX_IMAGE (Native.image_for(bin), when
+    # there is one: never the image packed beside the packed binary,
+    # which the binary checks itself) and Glovebox.child_env. bin: the
+    # binary to start (default Native.binary).
+    def self.env(bin = Native.binary)
       env = ENV_PASSED.to_h { [_1, ENV.fetch(_1, nil)] }.compact
       env["LANG"] ||= "C.UTF-8"
       env["GLOVEBOX_CACHE_DIR"] = cache_dir
-      image = Native.image
+      image = Native.image_for(bin)
       env["GLOVEBOX_IMAGE"] = image if image
       env.merge(Glovebox.config.child_env.to_h { |k, v| [k.to_s, v&.to_s] }).compact
     end
@@ -316,7 +318,7 @@ module Glovebox
       ctl, theirs = UNIXSocket.pair(:STREAM)
       err_r, err_w = IO.pipe
       begin
-        @pid = Process.spawn(Child.env, bin, "embedded", 3 => theirs, in: File::NULL, out: File::NULL, err: err_w,
+        @pid = Process.spawn(Child.env(bin), bin, "embedded", 3 => theirs, in: File::NULL, out: File::NULL, err: err_w,
                                                            unsetenv_others: true, close_others: true, pgroup: true)
       rescue SystemCallError => e
         [ctl, theirs, err_r, err_w].each(&:close)
