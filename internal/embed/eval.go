@@ -57,7 +57,8 @@ func (s *server) eval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	if len(q.Stdin) > 0 {
 		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
 	}
@@ -71,6 +72,7 @@ func (s *server) eval(ch *channel, q *request) {
 	} else {
 		res, err = c.view.EvalWith(ctx, *q.Code, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(evalRefusal(err))
@@ -95,13 +97,19 @@ func (s *server) begin(ctx context.Context, ch *channel, key string, cancel cont
 	}
 }
 
-// options are the eval's output options: streaming when asked for
-// (a channel gone while it streams ends the eval, cancel).
-func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.EvalOption {
+// options are the eval's output options: streaming when asked for,
+// through an outputSink (a channel gone while it streams ends the eval,
+// cancel); the function returned sends what output waits and stops the
+// sink, once the eval has returned (before its answer).
+func (ch *channel) options(q *request, cancel context.CancelFunc) ([]glovebox.EvalOption, func()) {
 	if !q.Stream {
-		return nil
+		return nil, func() {}
 	}
-	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout, cancel}, outputWriter{ch.k, frameStderr, cancel})}
+	ch.out = &outputSink{k: ch.k, cancel: cancel}
+	return []glovebox.EvalOption{glovebox.WithOutput(ch.out.writer(frameStdout), ch.out.writer(frameStderr))}, func() {
+		ch.out.close()
+		ch.out = nil
+	}
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
@@ -281,7 +289,8 @@ func (s *server) continueEval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	var res *glovebox.Result
 	var err error
 	var c *config
@@ -305,6 +314,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 		}
 		res, err = c.view.Continue(ctx, state, a, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(continueRefusal(q.From, err))
