@@ -303,19 +303,12 @@ func (o *outputSink) write(t byte, p []byte) {
 }
 
 // flush sends what waits.
-func (o *outputSink) flush() {
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.closed {
-		o.sendLocked()
-	}
-}
+func (o *outputSink) flush() { o.send(false) }
 
 // close sends what waits; nothing is sent after it.
-func (o *outputSink) close() {
+func (o *outputSink) close() { o.send(true) }
+
+func (o *outputSink) send(last bool) {
 	if o == nil {
 		return
 	}
@@ -323,7 +316,7 @@ func (o *outputSink) close() {
 	defer o.mu.Unlock()
 	if !o.closed {
 		o.sendLocked()
-		o.closed = true
+		o.closed = last
 	}
 }
 
