@@ -133,4 +133,23 @@ class EmbeddedAttackTest < Minitest::Test
       assert_match(/ruby\+stdlib\.wasm \(the Ruby image beside the glovebox executable\) has SHA-256 \h+, want \h+/, out)
     end
   end
+
+  # A command's outputs/ is read by the child, on the host: a link there
+  # to a host file is not followed, a file over the limits is left out,
+  # and RunResult#outputs_truncated says something was (the flag was
+  # only in #record).
+  def test_box_outputs_follow_no_link_and_say_what_was_left_out
+    box = Glovebox::Box.new
+    skip "no OS sandbox here: #{box.info["error"]}" if box.info["error"]
+    secret = File.join(Dir.mktmpdir("glovebox-host"), "secret.txt")
+    File.write(secret, "host secret")
+    r = box.run(shell: "mkdir -p outputs; echo hi > outputs/a; ln -s #{secret} outputs/link; " \
+                       "ln -s / outputs/root; head -c 20000000 /dev/zero > outputs/big")
+    assert_equal({ "a" => "hi\n" }, r.outputs)
+    assert r.outputs_truncated
+    refute_match(/host secret/, r.record.to_s)
+    refute box.run(shell: "mkdir -p outputs; echo hi > outputs/a").outputs_truncated
+  ensure
+    FileUtils.rm_rf(File.dirname(secret)) if secret
+  end
 end
