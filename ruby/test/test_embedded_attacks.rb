@@ -152,4 +152,32 @@ class EmbeddedAttackTest < Minitest::Test
   ensure
     FileUtils.rm_rf(File.dirname(secret)) if secret
   end
+
+  # A process forked while another thread's eval was under way kept that
+  # thread's channel to the parent's child open for good (only idle
+  # channels were closed): a descriptor leaked per eval in flight, and
+  # the parent's child never saw the channel end. Every channel is closed
+  # in the forked process now.
+  def test_a_fork_keeps_no_channel_of_the_parents_child
+    sockets = -> { Dir["/proc/self/fd/*"].filter_map { File.readlink(_1) rescue nil }.grep(/\Asocket:/) }
+    before = sockets.call
+    sb = Glovebox::Sandbox.new(tools: { slow: -> { sleep 1.5 } })
+    sb.eval("1")
+    t = Thread.new { sb.eval("slow; :done") }
+    sleep 0.5
+    held = sockets.call - before # the control socket and the eval's channel
+    assert_operator held.size, :>=, 2
+    r, w = IO.pipe
+    pid = fork do
+      r.close
+      w.write(JSON.generate(sockets.call & held))
+      w.close
+      exit!(0)
+    end
+    w.close
+    kept = JSON.parse(r.read)
+    Process.wait(pid)
+    assert_empty kept, "sockets of the parent's channels in the forked process"
+    assert_equal "done", t.value.value
+  end
 end

@@ -111,6 +111,7 @@ module Glovebox
     def initialize
       @owner = Process.pid
       @pool = []
+      @open = {}.compare_by_identity # every channel not closed: pooled, or held by a thread
       @pool_mutex = Mutex.new
       @ctl_mutex = Mutex.new
       @sids = {}
@@ -184,7 +185,10 @@ module Glovebox
         if clean && !@dead && ch.idle?
           ch = @pool_mutex.synchronize { @pool.size < MAX_IDLE ? @pool.push(ch) && nil : ch }
         end
-        ch&.close
+        if ch
+          @pool_mutex.synchronize { @open.delete(ch) }
+          ch.close
+        end
       end
     end
 
@@ -295,6 +299,10 @@ module Glovebox
     def abandon
       @dead = true
       close_all
+      # The channels the parent's other threads held when it forked: no
+      # thread here will close them, and each copy would keep a socket
+      # of the parent's child open in this process.
+      @pool_mutex.synchronize { @open.keys.tap { @open.clear } }.each(&:close)
       close_log
     end
 
@@ -413,7 +421,9 @@ module Glovebox
       mine, theirs = UNIXSocket.pair(:STREAM)
       frame = Channel.frame(REQUEST, '{"op":"channel"}')
       @ctl_mutex.synchronize { @ctl.io.sendmsg(frame, 0, nil, Socket::AncillaryData.unix_rights(theirs)) }
-      Channel.new(mine)
+      ch = Channel.new(mine)
+      @pool_mutex.synchronize { @open[ch] = true }
+      ch
     rescue IOError, SystemCallError => e
       mine&.close
       died(e)
