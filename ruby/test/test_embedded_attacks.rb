@@ -180,4 +180,22 @@ class EmbeddedAttackTest < Minitest::Test
     assert_empty kept, "sockets of the parent's channels in the forked process"
     assert_equal "done", t.value.value
   end
+
+  # A guest choosing arguments that make a tool recurse too deep, or a
+  # tool raising NotImplementedError or LoadError, once raised that
+  # exception out of Sandbox#eval into the app (a Rails request's 500);
+  # now the guest gets Glovebox::ToolError and the eval goes on.
+  class FragileTools
+    def deep(n) = n.zero? ? 0 : 1 + deep(n - 1)
+    def todo = raise(NotImplementedError, "later")
+    def plugin = require("glovebox_no_such_library")
+  end
+
+  def test_a_tool_failing_outside_standard_error_is_the_guests_error
+    sb = Glovebox::Sandbox.new(tools: FragileTools.new)
+    r = sb.eval("%w[deep todo plugin].map { |n| begin; n == 'deep' ? deep(10_000_000) : Glovebox.call(n); rescue Glovebox::ToolError => e; e.class.name; end }")
+    assert_equal ["ok", ["Glovebox::ToolError"] * 3], [r.status, r.value], r.error.inspect
+    assert_equal %w[error error error], r.tool_calls.map(&:outcome)
+    assert_match(/stack level too deep/, r.tool_calls.first.error)
+  end
 end

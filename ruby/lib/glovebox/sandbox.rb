@@ -426,7 +426,7 @@ module Glovebox
         tc.result = value unless keep(st, tc, frame.bytesize)
       rescue ValueError => e
         return refuse(tc, "error", "TypeError", "#{name} returned a value that cannot cross to the sandbox: #{e.message}")
-      rescue StandardError => e
+      rescue *TOOL_FAILURES => e
         klass = case e
                 when ToolError then e.guest_class
                 when ArgumentError then "ArgumentError"
@@ -448,6 +448,15 @@ module Glovebox
       end
       frame
     end
+
+    # What a tool may raise and the guest gets as its error, the eval
+    # going on (Go's glovebox recovers a tool's panic the same way): any
+    # StandardError, and the failures a guest's arguments can provoke in
+    # a tool that are not StandardErrors: a recursion too deep
+    # (SystemStackError), an allocation refused (NoMemoryError), and
+    # ScriptError (NotImplementedError, LoadError). Interrupt, SystemExit
+    # and other signals still end this process's work as they would.
+    TOOL_FAILURES = [StandardError, ScriptError, SystemStackError, NoMemoryError].freeze
 
     def clock = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
