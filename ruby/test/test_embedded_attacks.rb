@@ -198,4 +198,23 @@ class EmbeddedAttackTest < Minitest::Test
     assert_equal %w[error error error], r.tool_calls.map(&:outcome)
     assert_match(/stack level too deep/, r.tool_calls.first.error)
   end
+
+  # What a guest can do to itself ends its eval with a status; the child
+  # serving every thread of the app goes on (same pid).
+  def test_guest_attacks_end_the_eval_never_the_child
+    sb = Glovebox::Sandbox.new(timeout: 5)
+    sb.eval("1")
+    pid = Glovebox::Child.running.pid
+    {
+      "def f(n) = f(n + 1); f(0)" => %w[error SystemStackError],
+      "a = []; loop { a << 'x' * 10_000_000 }" => %w[memory_limit NoMemoryError],
+      "Process.kill(:KILL, Process.ppid)" => %w[error NotImplementedError],
+      "exit!(3)" => %w[error SystemExit],
+      "$stdout.write('x' * 50_000_000); :written" => ["ok", nil]
+    }.each do |code, (status, klass)|
+      r = sb.eval(code)
+      assert_equal [status, klass], [r.status, r.error&.class_name], code
+      assert_equal pid, Glovebox::Child.running&.pid, "the child after #{code}"
+    end
+  end
 end
