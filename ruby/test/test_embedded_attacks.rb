@@ -5,6 +5,7 @@ require_relative "desk_tools"
 require "tmpdir"
 require "fileutils"
 require "rbconfig"
+require "fcntl"
 
 # A guest (or whoever holds a paused eval's key) attacking this process
 # through the embedded child: each test is an attack that worked once,
@@ -216,5 +217,35 @@ class EmbeddedAttackTest < Minitest::Test
       assert_equal [status, klass], [r.status, r.error&.class_name], code
       assert_equal pid, Glovebox::Child.running&.pid, "the child after #{code}"
     end
+  end
+
+  # A box's command gets only its own files, the variables it is given
+  # (and PATH, HOME, TMPDIR, LANG) and no descriptor of the app's or the
+  # child's: not the app's ENV, not Glovebox.child_env, not a descriptor
+  # the app opened without close-on-exec after the child started, not
+  # the channels of other threads' evals; a file name cannot leave its
+  # directory.
+  def test_a_box_command_gets_nothing_of_the_app
+    box = Glovebox::Box.new
+    skip "no OS sandbox here: #{box.info["error"]}" if box.info["error"]
+    ENV["GLOVEBOX_APP_SECRET"] = "s3cret-app"
+    Glovebox.child_env = { "HTTPS_PROXY" => "http://user:pw@proxy.example:3128" }
+    Glovebox::Child.stop
+    busy = Thread.new { Glovebox::Sandbox.new(tools: { slow: -> { sleep 1 } }).eval("slow") }
+    sleep 0.3
+    leaky = File.open(__FILE__)
+    leaky.fcntl(Fcntl::F_SETFD, 0)
+    r = box.run(shell: "ls /proc/self/fd; echo ---; env | sort", env: { "MODE" => "x" })
+    fds, env = r.stdout.split("---\n")
+    assert_equal %w[0 1 2 3], fds.split.sort, "the shell's descriptors (3: ls's own directory)"
+    assert_empty env.lines.map { _1[/\A[^=]+/] } - %w[HOME LANG MODE PATH PWD SHLVL TMPDIR _ OLDPWD], "the command's variables"
+    refute_match(/s3cret|proxy\.example/, r.stdout)
+    e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "../escape" => "x" }) }
+    assert_equal "invalid_command", e.code
+    assert busy.value.ok?
+  ensure
+    ENV.delete("GLOVEBOX_APP_SECRET")
+    Glovebox.child_env = {}
+    leaky&.close
   end
 end
