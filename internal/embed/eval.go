@@ -3,7 +3,9 @@ package embed
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -55,7 +57,8 @@ func (s *server) eval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	if len(q.Stdin) > 0 {
 		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
 	}
@@ -72,6 +75,7 @@ func (s *server) eval(ch *channel, q *request) {
 	} else {
 		res, err = c.view.EvalWith(ctx, *q.Code, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(evalRefusal(err))
@@ -96,13 +100,19 @@ func (s *server) begin(ctx context.Context, ch *channel, key string, cancel cont
 	}
 }
 
-// options are the eval's output options: streaming when asked for
-// (a channel gone while it streams ends the eval, cancel).
-func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.EvalOption {
+// options are the eval's output options: streaming when asked for,
+// through an outputSink (a channel gone while it streams ends the eval,
+// cancel); the function returned sends what output waits and stops the
+// sink, once the eval has returned (before its answer).
+func (ch *channel) options(q *request, cancel context.CancelFunc) ([]glovebox.EvalOption, func()) {
 	if !q.Stream {
-		return nil
+		return nil, func() {}
 	}
-	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout, cancel}, outputWriter{ch.k, frameStderr, cancel})}
+	ch.out = &outputSink{k: ch.k, cancel: cancel}
+	return []glovebox.EvalOption{glovebox.WithOutput(ch.out.writer(frameStdout), ch.out.writer(frameStderr))}, func() {
+		ch.out.close()
+		ch.out = nil
+	}
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
@@ -157,14 +167,16 @@ func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *s
 		// token names it, and carries none of its (large) state.
 		meta.Session, state = ss.id, nil
 	}
-	out.State = pauseToken(&meta, state)
+	out.State = pauseToken(s.tokenKey, &meta, state)
 	return out
 }
 
 // pauseMeta is what a token says of the paused eval in the clear: the
 // sandbox config to continue it with (the sealed state names the same
 // tools, mounts and limits, and refuses any other), the tools whose calls
-// pause it, or the session it paused.
+// pause it, or the session it paused. The token's MAC covers it: the
+// suspend list and the session are in no sealed state, so an edited one
+// would change which calls pause (or which session goes on).
 type pauseMeta struct {
 	Config  sandboxConfig `json:"config"`
 	Suspend []string      `json:"suspend,omitempty"`
@@ -174,23 +186,50 @@ type pauseMeta struct {
 // tokenPrefix starts every token: the token format's version.
 const tokenPrefix = "gbp1."
 
+// tokenMACSize is the length of a token's MAC: HMAC-SHA-256 (RFC 2104,
+// FIPS 198-1), whole.
+const tokenMACSize = sha256.Size
+
+// tokenMACKey derives the key of tokens' MACs from the state key (an
+// HMAC-SHA-256 of a fixed label under it), so the state key itself
+// seals states only.
+func tokenMACKey(secret []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("glovebox embedded pause token MAC v1"))
+	return h.Sum(nil)
+}
+
+// tokenMAC is the MAC of a token's length field, meta and sealed state.
+func tokenMAC(key, head, meta, state []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(tokenPrefix))
+	h.Write(head)
+	h.Write(meta)
+	h.Write(state)
+	return h.Sum(nil)
+}
+
 // pauseToken is the String the parent holds for a paused eval:
 // tokenPrefix, then URL-safe base64 (no padding) of the meta's JSON
-// length (4 bytes, big-endian), the JSON, and the sealed state. It is
-// opaque to the parent; any child holding the same state key continues
-// it.
-func pauseToken(meta *pauseMeta, state []byte) string {
+// length (4 bytes, big-endian), the JSON, the MAC of all that and the
+// state under key (tokenMAC), and the sealed state. It is opaque to the
+// parent; any child holding the same state key continues it.
+func pauseToken(key []byte, meta *pauseMeta, state []byte) string {
 	mb, _ := json.Marshal(meta)
-	b := make([]byte, 4, 4+len(mb)+len(state))
+	b := make([]byte, 4, 4+len(mb)+tokenMACSize+len(state))
 	binary.BigEndian.PutUint32(b, uint32(len(mb)))
+	mac := tokenMAC(key, b[:4], mb, state)
 	b = append(b, mb...)
+	b = append(b, mac...)
 	b = append(b, state...)
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// parseToken reads a token back; a String that is not one is
-// not_found, as an executor answers a key it never paused.
-func parseToken(tok string) (*pauseMeta, []byte, *refusal) {
+// parseToken reads a token back, checking its MAC under key. A String
+// that is not a token is not_found, as an executor answers a key it
+// never paused; a token whose MAC does not match (edited, cut, or made
+// under another state key) is state_refused, and nothing of it is used.
+func parseToken(key []byte, tok string) (*pauseMeta, []byte, *refusal) {
 	bad := refusef(codeNotFound, "%.40q is not a paused eval's key (Result#key of a suspended eval in embedded mode)", tok)
 	rest, ok := strings.CutPrefix(tok, tokenPrefix)
 	if !ok {
@@ -201,14 +240,21 @@ func parseToken(tok string) (*pauseMeta, []byte, *refusal) {
 		return nil, nil, bad
 	}
 	n := binary.BigEndian.Uint32(b)
-	if uint64(n) > uint64(len(b)-4) {
+	if uint64(n)+tokenMACSize > uint64(len(b)-4) {
 		return nil, nil, bad
+	}
+	mb := b[4 : 4+n]
+	mac := b[4+n : 4+n+tokenMACSize]
+	state := b[4+n+tokenMACSize:]
+	if !hmac.Equal(mac, tokenMAC(key, b[:4], mb, state)) {
+		return nil, nil, refusef(codeStateRefused, "the paused eval's key was altered (or cut), or made under another state key: "+
+			"continue it with the Result#key exactly as the eval returned it, in a process with the same Glovebox.state_key")
 	}
 	var meta pauseMeta
-	if err := strictJSON(b[4:4+n], &meta); err != nil {
+	if err := strictJSON(mb, &meta); err != nil {
 		return nil, nil, bad
 	}
-	return &meta, b[4+n:], nil
+	return &meta, state, nil
 }
 
 // continueEval answers a paused eval's call and runs it on.
@@ -227,7 +273,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "continue: needs the state key the eval was paused with: set Glovebox.state_key or GLOVEBOX_STATE_KEY"))
 		return
 	}
-	meta, state, rf := parseToken(q.From)
+	meta, state, rf := parseToken(s.tokenKey, q.From)
 	if rf != nil {
 		ch.k.refuse(rf)
 		return
@@ -246,7 +292,8 @@ func (s *server) continueEval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	var res *glovebox.Result
 	var err error
 	var c *config
@@ -270,6 +317,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 		}
 		res, err = c.view.Continue(ctx, state, a, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(continueRefusal(q.From, err))

@@ -139,20 +139,24 @@ func (s *server) run(ch *channel, q *request) {
 			cmd.Credentials[k] = func(context.Context) (string, error) { return v, nil }
 		}
 	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	defer cancel()
+	var out *outputSink // the command's output, coalesced (outputDelay)
 	if q.Stream {
+		out = &outputSink{k: ch.k, cancel: cancel}
+		defer out.close()
 		cmd.Stream = func(stream int, p []byte) {
 			t := byte(frameStdout)
 			if stream == 2 {
 				t = frameStderr
 			}
-			ch.k.write(t, p)
+			out.write(t, p)
 		}
 	}
-	ctx, cancel := context.WithCancel(ch.ctx)
-	defer cancel()
 	untrack := s.track(q.Key, cancel)
 	res, err := b.Run(ctx, cmd)
-	untrack() // before the answer: a cancel that follows it finds nothing
+	out.close() // before the answer: every O and E frame precedes it
+	untrack()   // before the answer: a cancel that follows it finds nothing
 	if err != nil {
 		code := codeBackend
 		switch {

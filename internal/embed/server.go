@@ -62,8 +62,11 @@ type server struct {
 	ctl  *conn
 	base *glovebox.Runtime // no tools: the engine warmed at start, code mode's limits
 
-	keys  *glovebox.Keyring   // hello's state key; nil: nothing suspends
-	store glovebox.StateStore // claims of continued states (state_dir)
+	keys *glovebox.Keyring // hello's state key; nil: nothing suspends
+	// tokenKey is the key of pause tokens' MACs (tokenMACKey of the
+	// state key); nil with keys.
+	tokenKey []byte
+	store    glovebox.StateStore // claims of continued states (state_dir)
 
 	mu       sync.Mutex
 	configs  map[uint64]*config // by sid
@@ -258,7 +261,7 @@ func (s *server) hello(q *request) error {
 			s.ctl.refuse(refusef(codeBadRequest, "state_dir: %v", err))
 			return err
 		}
-		s.keys, s.store = keys, store
+		s.keys, s.store, s.tokenKey = keys, store, tokenMACKey(secret)
 	}
 	s.log.Info("glovebox: embedded child ready", "pid", os.Getpid(), "version", s.opts.Version, "gem", q.Gem, "suspend", s.keys != nil)
 	return s.ctl.reply(map[string]any{"protocol": Protocol, "version": s.opts.Version, "pid": os.Getpid()})

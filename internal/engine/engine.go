@@ -146,6 +146,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = func(string) func() { return func() {} }
 	}
+	// The cache root and its engine directory, before anything is read
+	// from them or written (the per-image directory: load).
+	for _, d := range []string{filepath.Dir(cfg.CacheDir), cfg.CacheDir} {
+		if err := checkCacheDir(d); err != nil {
+			return nil, err
+		}
+	}
 	raw, unmap, err := mapFile(cfg.ImagePath)
 	if err != nil {
 		return nil, fmt.Errorf("glovebox: reading the guest image: %w", err)

@@ -11,15 +11,17 @@ module Glovebox
   # +killed_for_memory+, +canceled+, +stdout_truncated+,
   # +stderr_truncated+ booleans, +duration+ seconds, +isolation+
   # ("namespaces", "gvisor", "vendor_vm", ...), +outputs+ Hash of path =>
-  # binary String (files left in ./outputs), +key+ the idempotency key,
-  # +attached+ true when this answer came from an earlier request under
-  # the key (a retry), +backend+ the backend that ran it, +trust+ the
-  # trust domain it ran in (a Symbol, Box#trust's).
+  # binary String (files left in ./outputs), +outputs_truncated+ true when
+  # files of ./outputs were left out (over the output_files or size
+  # limits, or not regular files: links, FIFOs), +key+ the idempotency
+  # key, +attached+ true when this answer came from an earlier request
+  # under the key (a retry), +backend+ the backend that ran it, +trust+
+  # the trust domain it ran in (a Symbol, Box#trust's).
   #
   # A superset of hermetic's and Silas's result: stdout, stderr,
   # exit_status, success?, timed_out?, trust.
   RunResult = Struct.new(:key, :exit_status, :stdout, :stderr, :timed_out, :killed_for_memory, :canceled,
-                         :stdout_truncated, :stderr_truncated, :duration, :isolation, :outputs, :attached,
+                         :stdout_truncated, :stderr_truncated, :duration, :isolation, :outputs, :outputs_truncated, :attached,
                          :backend, :record, :trust, keyword_init: true) do
     # Exit status 0 and no timeout.
     def success? = exit_status.zero? && !timed_out
@@ -455,6 +457,7 @@ module Glovebox
                     canceled: r["canceled"] || false, stdout_truncated: r["stdout_truncated"] || false,
                     stderr_truncated: r["stderr_truncated"] || false, duration: r["duration_ms"].to_f / 1000,
                     isolation: r["isolation"], outputs: (r["outputs"] || {}).transform_values { |v| b.(v) },
+                    outputs_truncated: r["outputs_truncated"] || false,
                     attached: attached, backend: record["backend"], record: record, trust: trust)
     end
   end

@@ -689,7 +689,7 @@ module Glovebox
     def transcript_entry(c)
       { "name" => c.name, "args" => Value.to_wire(c.args, 0), "kwargs" => Value.to_wire(c.kwargs, 0),
         "result" => safe(c.result), "error" => c.error, "outcome" => c.outcome, "approval" => c.approval,
-        "duration_ms" => c.duration.to_f * 1000 }.compact
+        "duration_ms" => c.duration.to_f * 1000, "elided" => c.elided || nil }.compact
     end
 
     def safe(v)

@@ -5,14 +5,37 @@ module Glovebox
   # transcript). +outcome+ is one of "ok", "error", "vetoed", "denied",
   # "unknown_tool", "budget_exceeded" (tool_calls or tool_time spent),
   # "timeout" (the eval's time ran out before the call could start: its
-  # hooks or approval took too long, and the method did not run)
-  # (glovebox.ToolCall's outcomes); +error+ is the message the guest saw
+  # hooks or approval took too long, and the method did not run),
+  # "oversized" (its answer was over MAX_ANSWER_BYTES: the method ran,
+  # the guest got Glovebox::ToolPayloadError) (glovebox.ToolCall's
+  # outcomes); +error+ is the message the guest saw
   # ("" on success);
   # +approval+ is "approved"/"denied" for a gated tool, else nil;
-  # +duration+ is seconds (Float) spent in the tool method.
-  ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, keyword_init: true) do
+  # +duration+ is seconds (Float) spent in the tool method; +elided+ is
+  # true when +args+, +kwargs+ and +result+ were dropped ([], {} and nil)
+  # because the eval's transcript already held MAX_TRANSCRIPT_DATA bytes
+  # of them (the tool itself got its arguments whole).
+  ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, :elided,
+                        keyword_init: true) do
     def ok? = outcome == "ok"
   end
+
+  # How many bytes of tool arguments and results, as they crossed from
+  # the guest (JSON text) and back (reply frames), one eval's transcript
+  # (Result#tool_calls) keeps: 1 MiB, glovebox.MaxTranscriptData. Later
+  # entries keep the name, outcome, error and duration and are marked
+  # elided, so a guest calling tools with large arguments cannot make
+  # this process hold more than that per eval (1,000 calls of 1 MiB
+  # otherwise stay reachable from the Result).
+  MAX_TRANSCRIPT_DATA = 1 << 20
+
+  # The most bytes a tool's answer may take on its way to the embedded
+  # child (the protocol's largest frame, 64 MiB, less room for the
+  # frame's head). A larger answer is not sent: the guest gets
+  # Glovebox::ToolPayloadError, the transcript "oversized". (The child
+  # then refuses anything over Limits.ToolPayload, 1 MiB by default, the
+  # same way.)
+  MAX_ANSWER_BYTES = (64 << 20) - 4096
 
   # The guest's exception: +class_name+ ("ZeroDivisionError",
   # "Glovebox::ToolError", ...), +message+, +backtrace+ (Array of String).
@@ -557,8 +580,8 @@ module Glovebox
       raise unless e.code == "not_found"
     end
 
-    CallState = Struct.new(:answers, :calls, :tool_time, :aborted) do
-      def initialize = super({}, [], 0.0, nil)
+    CallState = Struct.new(:answers, :calls, :tool_time, :aborted, :kept) do
+      def initialize = super({}, [], 0.0, nil, 0)
     end
 
     private
@@ -615,8 +638,10 @@ module Glovebox
       pos, kw = Value.load(call["args"])
       pos ||= []
       kw ||= {}
-      tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
+      tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0,
+                        elided: false)
       st.calls << tc
+      keep(st, tc, call["args"].to_s.bytesize)
       return too_late(st, tc) if due && clock >= due # the eval ended before the call reached us
       fn = @functions[name.to_sym]
       return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless fn
@@ -651,14 +676,18 @@ module Glovebox
           value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
         end
         frame = reply_frame(value)
-        tc.result = value
+        if frame.bytesize > MAX_ANSWER_BYTES
+          return refuse(tc, "oversized", "ToolPayloadError",
+                        "#{name} returned #{frame.bytesize} bytes, more than a tool's answer may carry")
+        end
+        tc.result = value unless keep(st, tc, frame.bytesize)
       rescue HostToolAbort => e # its time ran out in the child: the eval's has
         tc.outcome = e.status == "timeout" ? "timeout" : "budget_exceeded"
         tc.error = e.message
         return st.aborted = "abort\n#{e.status}\n#{e.message}"
       rescue ValueError => e
         return refuse(tc, "error", "TypeError", "#{name} returned a value that cannot cross to the sandbox: #{e.message}")
-      rescue StandardError => e
+      rescue *TOOL_FAILURES => e
         klass = case e
                 when ToolError then e.guest_class
                 when ArgumentError then "ArgumentError"
@@ -681,7 +710,28 @@ module Glovebox
       frame
     end
 
+    # What a tool may raise and the guest gets as its error, the eval
+    # going on (Go's glovebox recovers a tool's panic the same way): any
+    # StandardError, and the failures a guest's arguments can provoke in
+    # a tool that are not StandardErrors: a recursion too deep
+    # (SystemStackError), an allocation refused (NoMemoryError), and
+    # ScriptError (NotImplementedError, LoadError). Interrupt, SystemExit
+    # and other signals still end this process's work as they would.
+    TOOL_FAILURES = [StandardError, ScriptError, SystemStackError, NoMemoryError].freeze
+
     def clock = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+    # Counts bytes of tc's data against MAX_TRANSCRIPT_DATA; past it, tc
+    # drops its arguments and result (elided) and this returns true.
+    def keep(st, tc, bytes)
+      st.kept += bytes
+      return false if st.kept <= MAX_TRANSCRIPT_DATA
+
+      tc.args = []
+      tc.kwargs = {}
+      tc.result = nil
+      tc.elided = true
+    end
 
     # Ends the eval for a spent budget (tool_calls or tool_time), as Go's
     # glovebox does: status "tool_budget_exceeded", the call's outcome
@@ -802,7 +852,7 @@ module Glovebox
         calls = ev["tool_calls"].map do |c|
           ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]), kwargs: Value.from_wire(c["kwargs"]),
                        result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
-                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000)
+                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000, elided: c["elided"] || false)
         end
       end
       value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])

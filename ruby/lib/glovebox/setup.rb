@@ -26,8 +26,8 @@ module Glovebox
     log ||= (respond_to?(:logger) && logger) || $stderr
     bin = Native.binary
     env = {}
-    img = Native.image
-    env["GLOVEBOX_IMAGE"] = img if img && File.dirname(img) != File.dirname(bin)
+    img = Native.image_for(bin)
+    env["GLOVEBOX_IMAGE"] = img if img
     tail = []
     ready = nil
     IO.popen(env, [bin, "setup"], err: %i[child out]) do |io|
