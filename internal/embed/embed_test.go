@@ -215,12 +215,15 @@ func TestUnansweredCallEndsAtTheDeadline(t *testing.T) {
 }
 
 // TestChannelGoneCancelsTheEval: a channel closed while its eval waits
-// in a tool call, or while it streams output, ends the eval instead of
-// leaving it to its deadline.
+// in a tool call, while it streams output, or while it computes and
+// sends nothing (a parent thread killed mid-eval: watchHangup) ends the
+// eval instead of leaving it to its deadline.
 func TestChannelGoneCancelsTheEval(t *testing.T) {
 	for name, c := range map[string]struct{ code, first string }{
 		"in a call": {`loop { begin; wait; rescue => e; sleep 0.001; end }`, "C"},
 		"streaming": {`loop { puts 'x' * 1000; sleep 0.001 }`, "O"},
+		"computing": {`loop {}`, ""},
+		"sleeping":  {`sleep 60`, ""},
 	} {
 		t.Run(name, func(t *testing.T) { channelGone(t, c.code, c.first) })
 	}
@@ -232,19 +235,29 @@ func channelGone(t *testing.T, code, first string) {
 	ch := p.channel()
 	sid := register(t, ch, `{"tools":["wait"],"limits":{"timeout_ms":60000,"tool_calls":1000000}}`)
 	writeFrame(t, ch, 'Q', `{"op":"eval","sid":`+sid+`,"stream":true,"code":"`+code+`"}`)
-	if typ, _ := readFrame(t, ch); string(rune(typ)) != first {
+	if first == "" { // nothing comes: wait until it runs
+		waitRunning(t, p, 1)
+		time.Sleep(100 * time.Millisecond)
+	} else if typ, _ := readFrame(t, ch); string(rune(typ)) != first {
 		t.Fatalf("want a %s frame, got %c", first, typ)
 	}
 	ch.Close()
+	waitRunning(t, p, 0)
+}
+
+// waitRunning waits up to 10 s for info's running count to be n.
+func waitRunning(t *testing.T, p *parent, n int) {
+	t.Helper()
+	want := `"running":` + strconv.Itoa(n) + `,`
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		writeFrame(t, p.ctl, 'Q', `{"op":"info"}`)
 		typ, body := readFrame(t, p.ctl)
-		if typ == 'R' && strings.Contains(body, `"running":0`) {
+		if typ == 'R' && strings.Contains(body, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the eval still runs 10 s after its channel closed: %c %s", typ, body)
+			t.Fatalf("running is not %d 10 s on: %c %s", n, typ, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

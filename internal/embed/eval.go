@@ -80,16 +80,19 @@ func (s *server) eval(ch *channel, q *request) {
 	ch.k.reply(s.answer(res, c, q.Suspend, ss))
 }
 
-// begin tracks an eval under key (for the cancel op) and makes its
-// end interrupt a tool call waiting on ch; the function returned undoes
-// both, before the eval's answer goes out (a cancel that follows the
-// answer finds nothing running), and is idempotent.
+// begin tracks an eval under key (for the cancel op), makes its end
+// interrupt a tool call waiting on ch, and ends it if the parent closes
+// ch meanwhile (watchHangup); the function returned undoes all three,
+// before the eval's answer goes out (a cancel that follows the answer
+// finds nothing running), and is idempotent.
 func (s *server) begin(ctx context.Context, ch *channel, key string, cancel context.CancelFunc) func() {
 	untrack := s.track(key, cancel)
 	unwatch := ch.watch(ctx)
+	unhang := ch.watchHangup(cancel)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			unhang()
 			untrack()
 			unwatch()
 		})

@@ -151,7 +151,9 @@ func (s *server) run(ch *channel, q *request) {
 	ctx, cancel := context.WithCancel(ch.ctx)
 	defer cancel()
 	untrack := s.track(q.Key, cancel)
+	unhang := ch.watchHangup(cancel) // a parent thread gone mid-run kills the command
 	res, err := b.Run(ctx, cmd)
+	unhang()
 	untrack() // before the answer: a cancel that follows it finds nothing
 	if err != nil {
 		code := codeBackend
