@@ -342,3 +342,49 @@ func TestFirstRequestMustBeHello(t *testing.T) {
 		t.Fatalf("got %c %s", typ, body)
 	}
 }
+
+// TestStateKeyAfterHello: a state key sent after the hello (the app set
+// Glovebox.state_key once the child ran) reaches the running child:
+// configs registered before it are dropped (unknown_config: the parent
+// registers again), and evals of the new ones pause; a session opened
+// before it says it cannot pause; a bad key is refused and changes
+// nothing.
+func TestStateKeyAfterHello(t *testing.T) {
+	p := startChild(t, Protocol)
+	p.hello()
+	ch := p.channel()
+	ask := func(c *net.UnixConn, req string) (byte, string) {
+		t.Helper()
+		writeFrame(t, c, 'Q', req)
+		return readFrame(t, c)
+	}
+	sid := register(t, ch, `{"tools":["plan"],"limits":{}}`)
+	_, body := ask(ch, `{"op":"session_open","sid":`+sid+`}`)
+	var ss struct{ ID string }
+	json.Unmarshal([]byte(body), &ss)
+	pause := `,"code":"plan","suspend":["plan"]}`
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'X' || !strings.Contains(body, "needs a state key") {
+		t.Fatalf("before the key: %c %s", typ, body)
+	}
+	if typ, body := ask(p.ctl, `{"op":"state_key","state_key":"12"}`); typ != 'X' || !strings.Contains(body, "64 hex digits") {
+		t.Fatalf("a bad key: %c %s", typ, body)
+	}
+	dir := t.TempDir()
+	if typ, body := ask(p.ctl, `{"op":"state_key","state_key":"`+strings.Repeat("7c", 32)+`","state_dir":"`+dir+`"}`); typ != 'R' {
+		t.Fatalf("state_key: %c %s", typ, body)
+	}
+	if typ, body := ask(p.ctl, `{"op":"info"}`); typ != 'R' || !strings.Contains(body, `"suspend":true`) {
+		t.Fatalf("info: %c %s", typ, body)
+	}
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'X' || !strings.Contains(body, `"unknown_config"`) {
+		t.Fatalf("an old config: %c %s", typ, body)
+	}
+	sid = register(t, ch, `{"tools":["plan"],"limits":{}}`)
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'R' || !strings.Contains(body, `"status":"suspended"`) ||
+		!strings.Contains(body, `"state":"gbp1.`) {
+		t.Fatalf("after the key: %c %s", typ, body)
+	}
+	if typ, body := ask(ch, `{"op":"eval","session":"`+ss.ID+`"`+pause); typ != 'X' || !strings.Contains(body, "opened before Glovebox.state_key was set") {
+		t.Fatalf("a session opened before the key: %c %s", typ, body)
+	}
+}

@@ -46,7 +46,7 @@ func (s *server) eval(ch *channel, q *request) {
 		ch.k.refuse(rf)
 		return
 	}
-	if rf := s.checkSuspend(c, q.Suspend); rf != nil {
+	if rf := s.checkSuspend(c, q.Suspend, ss != nil); rf != nil {
 		ch.k.refuse(rf)
 		return
 	}
@@ -109,12 +109,17 @@ func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.Eva
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
-// and a state key to seal the pause with.
-func (s *server) checkSuspend(c *config, names []string) *refusal {
+// and a state key to seal the pause with in the config's Runtime (a
+// session's: the one it opened with).
+func (s *server) checkSuspend(c *config, names []string, inSession bool) *refusal {
 	if len(names) == 0 {
 		return nil
 	}
-	if s.keys == nil {
+	if !c.rt.keyed {
+		if inSession && s.hasKeys() {
+			return refusef(codeBadRequest, "suspend: this session was opened before Glovebox.state_key was set, "+
+				"so it cannot pause: open a new session")
+		}
 		return refusef(codeBadRequest, "suspend: needs a state key to seal the paused eval with: set Glovebox.state_key "+
 			"(64 hex digits; every process that continues the eval needs the same key) or GLOVEBOX_STATE_KEY")
 	}
@@ -226,7 +231,7 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "continue: give exactly one of approve, deny and reply"))
 		return
 	}
-	if s.keys == nil {
+	if !s.hasKeys() {
 		ch.k.refuse(refusef(codeBadRequest, "continue: needs the state key the eval was paused with: set Glovebox.state_key or GLOVEBOX_STATE_KEY"))
 		return
 	}

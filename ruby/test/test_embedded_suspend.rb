@@ -49,6 +49,38 @@ class EmbeddedSuspendTest < Minitest::Test
     assert_equal "not_found", e.code
   end
 
+  # A state key set after the child started (the app's first eval came
+  # before its initializer set it) reaches the running child: the same
+  # sandbox's next eval pauses. A bad key is refused, naming the rule.
+  def test_state_key_set_after_the_child_started
+    Glovebox.state_key = nil
+    assert_equal 2, Glovebox::Sandbox.new.eval("1 + 1").value
+    pid = Glovebox::Child.running.pid
+    sb = paused_sandbox
+    e = assert_raises(Glovebox::APIError) { sb.eval('change_plan("pro")') }
+    assert_match(/needs a state key/, e.message)
+    Glovebox.state_key = KEY
+    r = sb.eval('change_plan("pro")')
+    assert_equal "suspended", r.status, r.error.inspect
+    assert_equal "plan is pro", sb.continue(r.key, approve: true).value
+    assert_equal pid, Glovebox::Child.running.pid
+    assert Glovebox::Child.running.info["suspend"]
+    Glovebox.state_key = "not hex"
+    e = assert_raises(Glovebox::APIError) { sb.eval('change_plan("pro")') }
+    assert_match(/state_key: want 64 hex digits/, e.message)
+    Glovebox.state_key = KEY
+    assert_equal "suspended", sb.eval('change_plan("pro")').status
+  end
+
+  # Glovebox.state_dir says where claims go when none was set: the
+  # cache directory's embedded-continued.
+  def test_state_dir_defaults_to_the_cache_directory
+    Glovebox.state_dir = nil
+    assert_equal File.join(Glovebox::Child.cache_dir, "embedded-continued"), Glovebox.state_dir
+    Glovebox.state_dir = @dir
+    assert_equal @dir, Glovebox.state_dir
+  end
+
   # The key is the whole paused state: another process with the same
   # state key continues it, with its own tools.
   def test_continued_by_another_process
