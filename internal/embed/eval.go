@@ -24,6 +24,13 @@ type evalAnswer struct {
 	// State is the suspended eval's token (see pauseToken); "" unless
 	// the status is "suspended".
 	State string `json:"state,omitempty"`
+	// Answered is a continuation's entry for the paused call when the
+	// answer was deny or reply (glovebox.ToolCall's JSON: outcome
+	// "denied" with the reason, or the reply as its result or error):
+	// the parent never saw that call run, and lists it first in its
+	// transcript. Absent otherwise (approve runs the call through the
+	// parent, which records it).
+	Answered json.RawMessage `json:"answered,omitempty"`
 }
 
 // eval runs one eval (of a config, or in a session) on ch.
@@ -77,7 +84,7 @@ func (s *server) eval(ch *channel, q *request) {
 		ch.k.refuse(evalRefusal(err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, q.Suspend, ss))
+	ch.k.reply(s.answer(res, c, q.Suspend, ss, -1))
 }
 
 // begin tracks an eval under key (for the cancel op), makes its end
@@ -145,11 +152,17 @@ func setOf(names []string) map[string]bool {
 // answer is res's answer frame. The transcript stays the parent's (it
 // has its own, with its hooks' verdicts); a suspended eval gets its
 // pending call and its token.
-func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session) evalAnswer {
+// answered >= 0 is the index in res's transcript of the paused call a
+// continuation answered without the parent (deny or reply), sent as
+// Answered.
+func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session, answered int) evalAnswer {
 	plain := *res
 	plain.ToolCalls = nil // not encoded at all: the parent keeps its own
 	er := clientwire.FromResult(&plain)
 	out := evalAnswer{EvalResult: er}
+	if answered >= 0 && answered < len(res.ToolCalls) {
+		out.Answered, _ = json.Marshal(res.ToolCalls[answered])
+	}
 	if res.Status != glovebox.StatusSuspended || res.Pending == nil {
 		return out
 	}
@@ -158,7 +171,7 @@ func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *s
 		args = []byte("[[],{}]")
 	}
 	er.Pending = &clientwire.Pending{ID: res.Pending.ID, Name: res.Pending.Name, Args: string(args), Reason: res.Pending.Reason}
-	meta := pauseMeta{Config: c.spec, Suspend: suspend}
+	meta := pauseMeta{Config: c.spec, Suspend: suspend, Calls: len(res.ToolCalls)}
 	state := res.State
 	if ss != nil {
 		// A session's pause stays in the session, in this child: the
@@ -177,6 +190,9 @@ type pauseMeta struct {
 	Config  sandboxConfig `json:"config"`
 	Suspend []string      `json:"suspend,omitempty"`
 	Session string        `json:"session,omitempty"`
+	// Calls is the length of the eval's transcript at the pause: the
+	// continuation's entry for the paused call comes at that index.
+	Calls int `json:"calls,omitempty"`
 }
 
 // tokenPrefix starts every token: the token format's version.
@@ -283,7 +299,11 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(continueRefusal(q.From, err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, meta.Suspend, ss))
+	answered := -1
+	if !q.Approve {
+		answered = meta.Calls
+	}
+	ch.k.reply(s.answer(res, c, meta.Suspend, ss, answered))
 }
 
 // evalRefusal is the refusal for a failed EvalWith.

@@ -9,6 +9,7 @@ require "tmpdir"
 # back to Ruby as the Result's key, and any process with the same state
 # key continues it, once.
 class EmbeddedSuspendTest < Minitest::Test
+  include ContinuationChecks
   KEY = "5a" * 32
 
   def setup
@@ -79,6 +80,20 @@ class EmbeddedSuspendTest < Minitest::Test
     assert_equal File.join(Glovebox::Child.cache_dir, "embedded-continued"), Glovebox.state_dir
     Glovebox.state_dir = @dir
     assert_equal @dir, Glovebox.state_dir
+  end
+
+  # A continuation's transcript lists the paused call however it was
+  # answered: run here (approve), denied with the reason, or answered
+  # with the reply; the calls after it follow. In a session too.
+  def test_continuation_transcript_lists_the_paused_call
+    sb = paused_sandbox
+    check_continuation_transcript(sb)
+    sb.session do |s|
+      s.eval("$n = 1")
+      r = s.eval('change_plan("basic")')
+      c = sb.continue(r.key, deny: "no").tool_calls
+      assert_equal [%w[change_plan denied]], c.map { [_1.name, _1.outcome] }
+    end
   end
 
   # The key is the whole paused state: another process with the same

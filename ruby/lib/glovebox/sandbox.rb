@@ -543,7 +543,8 @@ module Glovebox
         @inflight.shift while @inflight.size > 64
         raise
       end
-      to_result(record, state, key)
+      c = req["continue"]
+      to_result(record, state, key, answered_in_record: c && !c["approve"])
     end
 
     # @private Sends one tool answer. The eval is under way, so a broken
@@ -789,7 +790,10 @@ module Glovebox
       end
     end
 
-    def to_result(record, st, key)
+    # answered_in_record: a continuation an executor answered by deny:
+    # or reply:, whose record's transcript holds the paused call just
+    # before the calls this process served.
+    def to_result(record, st, key, answered_in_record: false)
       raise InDoubtError.new(key, "the stream ended without a record") unless record
 
       ev = record["eval"]
@@ -798,19 +802,30 @@ module Glovebox
       err = ev["error"] && GuestError.new(class_name: ev["error"]["class"], message: ev["error"]["message"],
                                           backtrace: ev["error"]["backtrace"] || [])
       calls = st.calls
-      if calls.empty? && ev["tool_calls"].is_a?(Array) # answered from the record: its transcript
-        calls = ev["tool_calls"].map do |c|
-          ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]), kwargs: Value.from_wire(c["kwargs"]),
-                       result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
-                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000)
-        end
+      rec = ev["tool_calls"].is_a?(Array) ? ev["tool_calls"] : nil
+      # A continuation answered by deny: or reply: (the paused call never
+      # came here): its entry first, as the child sends it or as the
+      # executor's record has it.
+      if answered_in_record && rec
+        i = rec.size - calls.size - 1
+        calls = [recorded_call(rec[i])] + calls if i >= 0
+      elsif calls.empty? && rec # answered from the record: its transcript
+        calls = rec.map { recorded_call(_1) }
       end
+      calls = [recorded_call(ev["answered"])] + calls if ev["answered"].is_a?(Hash)
       value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])
       Result.new(status: Status[ev["status"]], value: value, rpcs: rpc_transcript(calls),
                  stdout: output(ev, "stdout"), stderr: output(ev, "stderr"),
                  stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
                  error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
                  session_reset: ev["session_reset"] || false, key: key, raw: ev, pending: pending(ev["pending"]))
+    end
+
+    # A ToolCall from a transcript entry in glovebox.ToolCall's JSON.
+    def recorded_call(c)
+      ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]) || [], kwargs: Value.from_wire(c["kwargs"]) || {},
+                   result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
+                   approval: c["approval"], duration: c["duration_ms"].to_f / 1000)
     end
 
     # ev's stream (stdout or stderr), without glovebox's truncation
