@@ -292,6 +292,25 @@ class ChildTest < Minitest::Test
     assert gone?(child), "the child #{child} outlived its parent's SIGKILL"
   end
 
+  # With no logger set, a process that evaluates writes nothing (the
+  # default logger keeps warnings and errors only); a warning is one line
+  # with one "glovebox:" prefix; Glovebox.configure replaces the logger.
+  def test_default_logger_is_quiet
+    out = ruby(<<~RUBY)
+      require "glovebox"
+      require "stringio"
+      Glovebox::Sandbox.new.eval("1")
+      Glovebox::Child.stop
+      Glovebox.logger.warn("glovebox: image 1 of 2")
+      io = StringIO.new
+      Glovebox.configure { |c| c.logger = Logger.new(io) }
+      Glovebox::Sandbox.new.eval("1")
+      50.times { break if io.string.include?("ready"); sleep 0.1 }
+      print "custom: ", io.string[/embedded child ready/]
+    RUBY
+    assert_equal "glovebox: warning: image 1 of 2\ncustom: embedded child ready", out
+  end
+
   def test_child_log_lines_reach_the_logger
     require "logger"
     require "stringio"

@@ -9,6 +9,34 @@ require "tmpdir"
 class EmbeddedTest < Minitest::Test
   def sandbox(tools = nil, **opts) = Glovebox::Sandbox.new(tools: tools, **opts)
 
+  # p sandbox (and a session, box, child, client, code-mode tool) is one
+  # short line: no bound methods, tool objects, tokens, keys or
+  # credentials.
+  def test_inspect_is_short_and_keeps_secrets
+    token = "gbx_#{"t" * 40}"
+    api_key = "e2b_#{"k" * 30}"
+    Glovebox.state_key = "5c" * 32
+    client = Glovebox::Client.new(url: "https://127.0.0.1:1", token: token)
+    sb = sandbox(DeskTools.new, timeout: 5, before_tool_call: ->(name, _args) { name })
+    assert_equal "#<Glovebox::Sandbox embedded functions: blob, change_plan, customer, echo, explode, handle, orders timeout=5>", sb.inspect
+    assert_equal 1, sb.eval("1").value
+    lines = [sb.inspect, sb.session.inspect, Glovebox::Child.current.inspect,
+             Glovebox::Sandbox.new(tools: DeskTools.new, client: client).inspect, client.inspect,
+             Glovebox::Box.new(credentials: { "API" => "s3cr3t-credential" }).inspect,
+             Glovebox::Box.new(executor: "https://user:pw@127.0.0.1:1", token: token).inspect,
+             Glovebox::Box.hosted(:e2b, api_key: api_key).inspect, Glovebox::CodeMode.new(sb).inspect]
+    lines.each do |line|
+      assert_operator line.size, :<, 160, line
+      [token, api_key, Glovebox.state_key, "s3cr3t", "pw@", "Method", "Proc", "DeskTools"].each do |secret|
+        refute_includes line, secret
+      end
+    end
+    assert_match(/\A#<Glovebox::Child pid=\d+ glovebox/, lines[2])
+    assert_equal "#<Glovebox::Box backend=:remote trust=:remote>", lines[6]
+  ensure
+    Glovebox.state_key = nil
+  end
+
   def test_eval_with_tools_output_and_value_rules
     live = []
     sb = sandbox(DeskTools.new)

@@ -330,6 +330,10 @@ module Glovebox
       @owner == Process.pid ? stop : abandon
     end
 
+    # A line for consoles and logs: pid, version, whether it serves this
+    # process.
+    def inspect = "#<#{self.class} pid=#{@pid} #{@version || "starting"}#{usable? ? "" : " stopped"}>"
+
     # The last lines the child wrote to stderr.
     def stderr_tail = @tail_mutex ? @tail_mutex.synchronize { @tail.join("\n") } : ""
 

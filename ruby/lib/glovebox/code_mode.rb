@@ -280,6 +280,10 @@ module Glovebox
       h["code"] || h[:code] || rest["code"]
     end
 
+    # A line for consoles and logs: the class and the tool's name (not
+    # the description, a page of Markdown, nor the sandbox's internals).
+    def inspect = "#<#{self.class} #{@name}>"
+
     # A Hash with the fields many LLM libraries take for a function tool.
     def to_h = { name: name, description: description, parameters: params_schema }
 

@@ -58,13 +58,29 @@ module Glovebox
     end
 
     # Where the gem's own lines and the child's go (a Logger, e.g.
-    # Rails.logger). Default: a Logger on $stderr at INFO, made when the
-    # first line comes.
-    def logger
-      @logger ||= begin
-        require "logger"
-        Logger.new($stderr, level: Logger::INFO, progname: "glovebox")
-      end
+    # Rails.logger; nil restores the default). Default: a quiet Logger
+    # on $stderr, made when the first line comes, that writes warnings
+    # and errors only ("glovebox: warning: ..."), so an app that sets
+    # none sees nothing while all is well: set one (or raise the
+    # default's level, Glovebox.logger.level = :info) to see the child
+    # start, a session idle out, an image being compiled.
+    def logger = @logger || (@default_logger ||= Configuration.default_logger)
+
+    # True when a logger was set (#logger is not the quiet default).
+    def logger_set? = !@logger.nil?
+
+    # @private The default logger (see #logger).
+    def self.default_logger
+      require "logger"
+      Logger.new($stderr, level: Logger::WARN, progname: "glovebox", formatter: DEFAULT_FORMAT)
+    end
+
+    # The default logger's lines: "glovebox: warning: MESSAGE" (a
+    # message that names glovebox already is not prefixed twice).
+    DEFAULT_FORMAT = lambda do |severity, _time, progname, msg|
+      text = msg.is_a?(Exception) ? "#{msg.message} (#{msg.class})" : msg.to_s
+      label = { "WARN" => "warning", "ANY" => nil }.fetch(severity, severity.downcase)
+      "#{[progname, label].compact.join(": ")}: #{text.delete_prefix("#{progname}: ")}\n"
     end
 
     # The claims directory in use: the one set, else

@@ -286,6 +286,20 @@ module Glovebox
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
 
+    # A line for consoles and logs: where it runs, its functions (the
+    # first 8) and the limits set, e.g. "#<Glovebox::Sandbox embedded
+    # functions: order, orders timeout=5>"; never a bound method, a
+    # tool object, a token or a key.
+    def inspect
+      names = exposed_functions
+      fns = names.empty? ? "none" : names.first(8).join(", ")
+      fns += ", ... (#{names.size})" if names.size > 8
+      where = embedded? ? "embedded" : "executor #{Client.safe_url(@client.url)}"
+      where += " profile #{@remote_profile}" if @remote_profile
+      lim = @limits.map { |k, v| " #{k}=#{v}" }.join
+      "#<#{self.class} #{where} functions: #{fns}#{lim}>"
+    end
+
     # A Sandbox like this one (tools, hooks, approvals) with settings
     # changed, in either spelling (Profile: timeout:/timeout_ms:,
     # memory:/memory_size:, output:/stdout_limit:, stderr:/stderr_limit:,
@@ -902,6 +916,10 @@ module Glovebox
       req["suspend_tools"] = names unless names.empty?
       @sb.run_eval(req, stdin, args, key, &on_output)
     end
+
+    # A line for consoles and logs: the session id's start, where it
+    # lives, whether it is closed.
+    def inspect = "#<#{self.class} #{@id.to_s[0, 10]}... #{embedded? ? "embedded" : "executor"}#{@closed ? " closed" : ""}>"
 
     # Ends the session (waits for a running eval of it). Idempotent.
     def close
