@@ -88,6 +88,31 @@ class EmbeddedTest < Minitest::Test
     assert_equal [:change_plan, "plan is pro"], after.first
   end
 
+  # What the README says hooks get: the tool's name as a Symbol, the
+  # positional arguments as an Array, the keywords with String keys.
+  def test_hook_arguments_as_documented
+    seen = []
+    sb = sandbox(DeskTools.new, before_tool_call: ->(n, a, k) { seen << [:before, n, a, k] },
+                                after_tool_call: ->(n, a, k, _r) { seen << [:after, n, a, k] },
+                                error_sanitizer: ->(n, _e) { seen << [:sanitizer, n] && "no" })
+    sb.require_approval(:orders) { |n, a, k| seen << [:approval, n, a, k] }
+    assert_equal "ok", sb.eval('orders(status: "shipped"); customer(42); explode rescue nil').status
+    kw = { "status" => "shipped" }
+    assert_equal [[:before, :orders, [], kw], [:approval, :orders, [], kw], [:after, :orders, [], kw],
+                  [:before, :customer, [42], {}], [:after, :customer, [42], {}], [:before, :explode, [], {}], [:sanitizer, :explode]], seen
+  end
+
+  # Output past its limit is cut and marked; it has no status of its
+  # own, and the guest runs on (the README's "Limits").
+  def test_output_past_its_limit_is_cut_and_the_status_stays
+    r = sandbox(output: 1024).eval('print "x" * 5000; $stdout.flush; 7')
+    assert_equal ["ok", 7, true], [r.status, r.value, r.stdout_truncated]
+    assert_equal "#{"x" * 1024}\n[glovebox: stdout truncated at 1024 bytes]\n", r.stdout
+    r = sandbox(output: 1024, timeout: 1).eval('10_000_000.times { |i| puts i }; "done"')
+    assert_equal ["timeout", true], [r.status, r.stdout_truncated]
+    assert_match(/\A0\n1\n2\n.*\[glovebox: stdout truncated at 1024 bytes\]\n\z/m, r.stdout)
+  end
+
   # Issue 33: once an eval has ended, no call of it starts here. An
   # approval decided after the deadline runs nothing.
   def test_a_call_decided_after_the_deadline_does_not_run
