@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/clientwire"
 	"github.com/gloveboxhq/glovebox/internal/engine"
@@ -205,6 +207,47 @@ func (ch *channel) watch(ctx context.Context) func() {
 		if !stop() {
 			<-fired
 			ch.k.drainInterrupt()
+		}
+	}
+}
+
+// watchHangup calls cancel if the parent closes the channel while a job
+// (an eval or a run) is under way on it: a Ruby thread killed or
+// interrupted in the middle of an eval (Thread#kill, Thread#raise,
+// Rack::Timeout) closes its channel, and the job stops now instead of
+// running on to its deadline with nobody to answer. It waits through
+// Go's network poller (no thread is held): each wakeup, the arrival of
+// data or the peer's end, checks for the end with a poll(2) that does
+// not wait, so a late tool answer queued on the socket is neither read
+// nor mistaken for the end. The function returned stops watching; it
+// must be called before the channel is read again.
+func (ch *channel) watchHangup(cancel context.CancelFunc) func() {
+	rc := ch.k.rc
+	if rc == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := rc.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			for {
+				_, err := unix.Poll(fds, 0)
+				if err == unix.EINTR {
+					continue
+				}
+				return err == nil && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			}
+		})
+		if err == nil { // the parent's end
+			cancel()
+		}
+	}()
+	return func() {
+		ch.k.c.SetReadDeadline(time.Unix(1, 0)) // ends the wait
+		<-done
+		if ch.ctx.Err() == nil { // the child stopping keeps its deadline (serveChannel)
+			ch.k.c.SetReadDeadline(time.Time{})
 		}
 	}
 }

@@ -26,6 +26,13 @@ type evalAnswer struct {
 	// State is the suspended eval's token (see pauseToken); "" unless
 	// the status is "suspended".
 	State string `json:"state,omitempty"`
+	// Answered is a continuation's entry for the paused call when the
+	// answer was deny or reply (glovebox.ToolCall's JSON: outcome
+	// "denied" with the reason, or the reply as its result or error):
+	// the parent never saw that call run, and lists it first in its
+	// transcript. Absent otherwise (approve runs the call through the
+	// parent, which records it).
+	Answered json.RawMessage `json:"answered,omitempty"`
 }
 
 // eval runs one eval (of a config, or in a session) on ch.
@@ -48,7 +55,7 @@ func (s *server) eval(ch *channel, q *request) {
 		ch.k.refuse(rf)
 		return
 	}
-	if rf := s.checkSuspend(c, q.Suspend); rf != nil {
+	if rf := s.checkSuspend(c, q.Suspend, ss != nil); rf != nil {
 		ch.k.refuse(rf)
 		return
 	}
@@ -81,19 +88,22 @@ func (s *server) eval(ch *channel, q *request) {
 		ch.k.refuse(evalRefusal(err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, q.Suspend, ss))
+	ch.k.reply(s.answer(res, c, q.Suspend, ss, -1))
 }
 
-// begin tracks an eval under key (for the cancel op) and makes its
-// end interrupt a tool call waiting on ch; the function returned undoes
-// both, before the eval's answer goes out (a cancel that follows the
-// answer finds nothing running), and is idempotent.
+// begin tracks an eval under key (for the cancel op), makes its end
+// interrupt a tool call waiting on ch, and ends it if the parent closes
+// ch meanwhile (watchHangup); the function returned undoes all three,
+// before the eval's answer goes out (a cancel that follows the answer
+// finds nothing running), and is idempotent.
 func (s *server) begin(ctx context.Context, ch *channel, key string, cancel context.CancelFunc) func() {
 	untrack := s.track(key, cancel)
 	unwatch := ch.watch(ctx)
+	unhang := ch.watchHangup(cancel)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			unhang()
 			untrack()
 			unwatch()
 		})
@@ -116,12 +126,17 @@ func (ch *channel) options(q *request, cancel context.CancelFunc) ([]glovebox.Ev
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
-// and a state key to seal the pause with.
-func (s *server) checkSuspend(c *config, names []string) *refusal {
+// and a state key to seal the pause with in the config's Runtime (a
+// session's: the one it opened with).
+func (s *server) checkSuspend(c *config, names []string, inSession bool) *refusal {
 	if len(names) == 0 {
 		return nil
 	}
-	if s.keys == nil {
+	if !c.rt.keyed {
+		if inSession && s.hasKeys() {
+			return refusef(codeBadRequest, "suspend: this session was opened before Glovebox.state_key was set, "+
+				"so it cannot pause: open a new session")
+		}
 		return refusef(codeBadRequest, "suspend: needs a state key to seal the paused eval with: set Glovebox.state_key "+
 			"(64 hex digits; every process that continues the eval needs the same key) or GLOVEBOX_STATE_KEY")
 	}
@@ -147,11 +162,17 @@ func setOf(names []string) map[string]bool {
 // answer is res's answer frame. The transcript stays the parent's (it
 // has its own, with its hooks' verdicts); a suspended eval gets its
 // pending call and its token.
-func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session) evalAnswer {
+// answered >= 0 is the index in res's transcript of the paused call a
+// continuation answered without the parent (deny or reply), sent as
+// Answered.
+func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session, answered int) evalAnswer {
 	plain := *res
 	plain.ToolCalls = nil // not encoded at all: the parent keeps its own
 	er := clientwire.FromResult(&plain)
 	out := evalAnswer{EvalResult: er}
+	if answered >= 0 && answered < len(res.ToolCalls) {
+		out.Answered, _ = json.Marshal(res.ToolCalls[answered])
+	}
 	if res.Status != glovebox.StatusSuspended || res.Pending == nil {
 		return out
 	}
@@ -160,14 +181,14 @@ func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *s
 		args = []byte("[[],{}]")
 	}
 	er.Pending = &clientwire.Pending{ID: res.Pending.ID, Name: res.Pending.Name, Args: string(args), Reason: res.Pending.Reason}
-	meta := pauseMeta{Config: c.spec, Suspend: suspend}
+	meta := pauseMeta{Config: c.spec, Suspend: suspend, Calls: len(res.ToolCalls)}
 	state := res.State
 	if ss != nil {
 		// A session's pause stays in the session, in this child: the
 		// token names it, and carries none of its (large) state.
 		meta.Session, state = ss.id, nil
 	}
-	out.State = pauseToken(s.tokenKey, &meta, state)
+	out.State = pauseToken(s.macKey(), &meta, state)
 	return out
 }
 
@@ -181,6 +202,9 @@ type pauseMeta struct {
 	Config  sandboxConfig `json:"config"`
 	Suspend []string      `json:"suspend,omitempty"`
 	Session string        `json:"session,omitempty"`
+	// Calls is the length of the eval's transcript at the pause: the
+	// continuation's entry for the paused call comes at that index.
+	Calls int `json:"calls,omitempty"`
 }
 
 // tokenPrefix starts every token: the token format's version.
@@ -269,11 +293,11 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "continue: give exactly one of approve, deny and reply"))
 		return
 	}
-	if s.keys == nil {
+	if !s.hasKeys() {
 		ch.k.refuse(refusef(codeBadRequest, "continue: needs the state key the eval was paused with: set Glovebox.state_key or GLOVEBOX_STATE_KEY"))
 		return
 	}
-	meta, state, rf := parseToken(s.tokenKey, q.From)
+	meta, state, rf := parseToken(s.macKey(), q.From)
 	if rf != nil {
 		ch.k.refuse(rf)
 		return
@@ -323,7 +347,11 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(continueRefusal(q.From, err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, meta.Suspend, ss))
+	answered := -1
+	if !q.Approve {
+		answered = meta.Calls
+	}
+	ch.k.reply(s.answer(res, c, meta.Suspend, ss, answered))
 }
 
 // evalRefusal is the refusal for a failed EvalWith.

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,6 +64,8 @@ type conn struct {
 	raw int       // the socket's descriptor, for readDirect; -1 without
 	// wake is an eventfd a write to which ends a readDirect (interrupt).
 	wake int
+	// rc is the socket for watchHangup; nil without.
+	rc syscall.RawConn
 
 	buf  []byte // buf[r:w] is read and not yet taken
 	r, w int
@@ -82,6 +85,7 @@ func newConn(c *net.UnixConn, passFDs bool) *conn {
 	}
 	if sc, err := c.SyscallConn(); err == nil {
 		sc.Control(func(fd uintptr) { k.raw = int(fd) })
+		k.rc = sc
 	}
 	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		k.wake = fd

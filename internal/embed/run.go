@@ -154,7 +154,9 @@ func (s *server) run(ch *channel, q *request) {
 		}
 	}
 	untrack := s.track(q.Key, cancel)
+	unhang := ch.watchHangup(cancel) // a parent thread gone mid-run kills the command
 	res, err := b.Run(ctx, cmd)
+	unhang()
 	out.close() // before the answer: every O and E frame precedes it
 	untrack()   // before the answer: a cancel that follows it finds nothing
 	if err != nil {

@@ -87,6 +87,61 @@ class DocsTest < Minitest::Test
     Enclave.timeout = nil if defined?(Enclave)
   end
 
+  REPO = "https://github.com/gloveboxhq/glovebox/blob/main/"
+  ROOT = File.expand_path("../..", __dir__)
+
+  def gemspec = Dir.chdir(File.expand_path("..", __dir__)) { Gem::Specification.load("glovebox.gemspec") }
+
+  # GitHub's anchor for a heading.
+  def anchor(heading) = heading.downcase.gsub(/[^\w\- ]/, "").tr(" ", "-")
+
+  # The README is read from an installed gem too, where nothing of the
+  # repository is beside it: every link is the repository's absolute URL
+  # (the gemspec's homepage) to a file (and heading) that exists, or an
+  # anchor of the README's own; no repository file is named without one;
+  # the examples it names ship in the gem.
+  def test_readme_links_work_from_an_installed_gem
+    spec = gemspec
+    assert_equal REPO, "#{spec.homepage}/blob/main/"
+    text = File.read(README)
+    own = text.scan(/^#+ (.+)$/).flatten.map { anchor(_1) }
+    text.scan(/\]\(([^)\s]+)\)/).flatten.each do |link|
+      if link.start_with?("#")
+        assert_includes own, link[1..], "README links #{link}: no such heading"
+        next
+      end
+      next if link == "https://github.com/gloveboxhq/glovebox"
+
+      assert link.start_with?(REPO), "README links #{link}: from an installed gem only the repository's URL works"
+      path, frag = link.delete_prefix(REPO).split("#", 2)
+      file = File.join(ROOT, path)
+      assert File.file?(file), "README links #{link}: the repository has no #{path}"
+      next unless frag && path.end_with?(".md")
+
+      assert_includes File.read(file).scan(/^#+ (.+)$/).flatten.map { anchor(_1) }, frag, "README links #{link}: #{path} has no such heading"
+    end
+    bare = text.gsub(/\[[^\]]*\]\([^)]*\)/, "")
+    refute_match(%r{(?<![\w/])(docs/[\w.-]+\.md|EXECUTOR\.md|RATIONALE\.md)}, bare, "a repository file named without a link")
+    named = text.scan(%r{\bexamples/\w+\.rb}).uniq
+    refute_empty named
+    named.each { assert_includes spec.files, _1, "the README names #{_1}: the gem must ship it" }
+  end
+
+  # The statuses the README lists are every status there is.
+  def test_readme_lists_every_status
+    line = File.read(README)[/^r\.status\s+#.*$/] or flunk "no r.status line in the README"
+    assert_equal Glovebox::Status::ALL.keys.sort, line.scan(/"(\w+)"/).flatten.sort
+  end
+
+  # Child.current.info has the shape the README gives.
+  def test_readme_child_info_shape
+    doc = File.read(README)[/`Glovebox::Child\.current\.info`[^`]*`(\{.*?\}\})`/m, 1] or flunk "no info shape in the README"
+    info = Glovebox::Child.current.info
+    assert_equal info.keys.sort, doc.sub(/\{[^{}]*\}(?=\}\z)/, "").scan(/"(\w+)"/).flatten.sort
+    skip "no OS sandbox here: #{info["box"]["error"]}" if info["box"]["error"]
+    assert_equal info["box"].keys.sort, doc[/=> \{([^{}]*)\}/, 1].scan(/"(\w+)"/).flatten.sort
+  end
+
   def test_readme_first_example_is_examples_first
     first = File.read(File.expand_path("../examples/first.rb", __dir__))
     code = blocks(README).first

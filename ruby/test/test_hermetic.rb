@@ -31,6 +31,27 @@ class HermeticTest < Minitest::Test
     assert_raises(Glovebox::ConfigError) { box.run(42) }
   end
 
+  # A command that cannot run says why on stderr, on each backend: the
+  # trial's `box.run(...)` exiting 127 with nothing said.
+  def test_exec_failure_says_why
+    backends = [Glovebox::Box.bwrap, Glovebox::Box.gvisor].select do |b|
+      b.run("true")
+    rescue Glovebox::APIError
+      false
+    end
+    skip "neither bubblewrap nor gVisor runs here" if backends.empty?
+    backends.each do |box|
+      assert_equal ["hi\n", 0], box.run("echo hi").then { [_1.stdout, _1.exit_status] }
+      r = box.run(["no-such-command"])
+      assert_equal [127, "glovebox: no-such-command: command not found\n"], [r.exit_status, r.stderr], box.inspect
+      r = box.run(["/etc/passwd"])
+      assert_equal [126, "glovebox: /etc/passwd: cannot execute: permission denied\n"], [r.exit_status, r.stderr], box.inspect
+      r = box.run("no-such-command")
+      assert_equal 127, r.exit_status
+      assert_match(/no-such-command: not found/, r.stderr)
+    end
+  end
+
   # hermetic's README example, as written there (the require and class
   # name changed; no E2B here, so this host's box).
   def test_the_seed_example

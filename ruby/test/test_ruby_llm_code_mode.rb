@@ -316,6 +316,22 @@ class RubyLLMCodeModeTest < Minitest::Test
     assert_equal 3, JSON.parse(chat.ask("total?").content)["value"]
   end
 
+  # LLM libraries pass the arguments every way: code:, a Hash with
+  # "code" or :code, "code" => as a keyword (String key); call and
+  # execute take them all, for a Sandbox's tool and a declared class's.
+  def test_arguments_as_llm_libraries_pass_them
+    tools = [Glovebox::CodeMode.new(Glovebox::Sandbox.new(tools: { orders: -> { [1, 2] } })), code_mode(:Args) {}.new]
+    tools.each do |tool|
+      %i[call execute].each do |m|
+        got = [tool.public_send(m, "code" => "1 + 1"), tool.public_send(m, { "code" => "1 + 1" }),
+               tool.public_send(m, { code: "1 + 1" }), tool.public_send(m, code: "1 + 1")]
+        assert_equal [2] * 4, got.map { JSON.parse(_1)["value"] }, "#{tool.class}##{m}"
+        assert_equal "invalid_input", JSON.parse(tool.public_send(m, { "code" => 5 }))["status"]
+        assert_equal "invalid_input", JSON.parse(tool.public_send(m))["status"]
+      end
+    end
+  end
+
   # Without RubyLLM the gem loads and the same class works on its own;
   # RubyLLM loaded after CodeMode's first use is named as the mistake.
   def test_without_ruby_llm_in_a_process_of_its_own

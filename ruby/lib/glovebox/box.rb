@@ -303,6 +303,8 @@ module Glovebox
       nil
     end
 
+    # A line for consoles and logs: the backend and the trust; never a
+    # credential, token or API key.
     def inspect = "#<#{self.class.name} backend=#{(@backend || :auto).inspect} trust=#{trust.inspect}>"
 
     class << self

@@ -116,6 +116,7 @@ module Glovebox
       @ctl_mutex = Mutex.new
       @sids = {}
       @sid_mutex = Mutex.new
+      @key_mutex = Mutex.new
       @tail = []
       @dead = false
       start
@@ -281,6 +282,33 @@ module Glovebox
       died(e)
     end
 
+    # Sends Glovebox.state_key (and state_dir) to the child when they
+    # changed since it started or since the last call: a key set after
+    # the first eval reaches the running child (which then registers
+    # every sandbox config again, so the next evals can pause; a session
+    # opened before keeps the key it opened with). Called before each
+    # eval; an unchanged setting costs two identity checks. Raises
+    # APIError "bad_request" for a key that is not 64 hex digits (the
+    # child keeps the one it had).
+    def sync_state_key
+      cfg = Glovebox.config
+      key = cfg.state_key
+      dir = cfg.state_dir_setting
+      return if key.equal?(@sent_key) && dir.equal?(@sent_dir)
+
+      @key_mutex.synchronize do
+        if key.to_s != @sent_key.to_s || dir.to_s != @sent_dir.to_s
+          req = { "op" => "state_key" }
+          req["state_key"] = key.to_s unless key.to_s.empty?
+          req["state_dir"] = dir.to_s unless dir.to_s.empty? || key.to_s.empty?
+          control(req)
+          @sids.clear # the child dropped every config
+        end
+        @sent_key = key
+        @sent_dir = dir
+      end
+    end
+
     # The child's info: its version, protocol, pid and the OS sandbox
     # boxes run in here ("box": {"backend", "isolation", "trust"}, or
     # {"error"} saying what is missing).
@@ -320,6 +348,10 @@ module Glovebox
       @owner == Process.pid ? stop : abandon
     end
 
+    # A line for consoles and logs: pid, version, whether it serves this
+    # process.
+    def inspect = "#<#{self.class} pid=#{@pid} #{@version || "starting"}#{usable? ? "" : " stopped"}>"
+
     # The last lines the child wrote to stderr.
     def stderr_tail = @tail_mutex ? @tail_mutex.synchronize { @tail.join("\n") } : ""
 
@@ -354,9 +386,11 @@ module Glovebox
 
     def hello
       cfg = Glovebox.config
+      @sent_key = key = cfg.state_key
+      @sent_dir = dir = cfg.state_dir_setting
       req = { "op" => "hello", "protocol" => PROTOCOL, "gem" => VERSION }
-      req["state_key"] = cfg.state_key.to_s unless cfg.state_key.to_s.empty?
-      req["state_dir"] = cfg.state_dir.to_s unless cfg.state_dir.to_s.empty?
+      req["state_key"] = key.to_s unless key.to_s.empty?
+      req["state_dir"] = dir.to_s unless dir.to_s.empty?
       @ctl.send_request(JSON.generate(req))
       unless @ctl.wait_readable(HELLO_TIMEOUT)
         Process.kill(:KILL, @pid)

@@ -249,22 +249,40 @@ module Glovebox
     end
 
     # Runs the model's program and returns the JSON String the model
-    # reads. #last_result keeps glovebox's Result.
-    def execute(code:)
+    # reads. #last_result keeps glovebox's Result. Takes the program as
+    # LLM libraries pass their arguments: execute(code: "..."), a Hash
+    # with "code" or :code (execute({"code" => "..."})), or a String
+    # key given as a keyword (execute("code" => "...")). Without a
+    # String program it runs nothing and answers status "invalid_input".
+    def execute(args = nil, code: nil, **rest)
+      code = CodeMode.code_argument(args, code, rest)
+      return JSON.generate(INVALID_INPUT) unless code.is_a?(String)
       return call_glovebox(code) if @sandbox_given
 
-      @last_result = sandbox_for_execution.eval(code.to_s)
+      @last_result = sandbox_for_execution.eval(code)
       JSON.generate(CodeMode.output_for(@last_result))
     end
 
-    # The call an LLM library makes: call(code: "...") or RubyLLM's
-    # call({"code" => "..."}); returns execute's JSON String.
-    def call(args = nil, code: nil)
-      code ||= args && (args["code"] || args[:code])
-      return JSON.generate({ "status" => "invalid_input", "error" => "the tool's input is {\"code\": \"<Ruby program>\"}" }) unless code.is_a?(String)
+    # The call an LLM library makes (call(code: "..."), RubyLLM's
+    # call({"code" => "..."}), call("code" => "...")): as #execute.
+    def call(args = nil, code: nil, **rest) = execute(args, code: code, **rest)
 
-      execute(code: code)
+    # What #execute answers for input without a String program.
+    INVALID_INPUT = { "status" => "invalid_input", "error" => "the tool's input is {\"code\": \"<Ruby program>\"}" }.freeze
+
+    # @private The program among an LLM library's arguments: code:, else
+    # args' "code" or :code (args a Hash), else the keyword "code" given
+    # with a String key; nil when none is there.
+    def self.code_argument(args, code, rest)
+      return code unless code.nil?
+
+      h = args.respond_to?(:to_hash) ? args.to_hash : rest
+      h["code"] || h[:code] || rest["code"]
     end
+
+    # A line for consoles and logs: the class and the tool's name (not
+    # the description, a page of Markdown, nor the sandbox's internals).
+    def inspect = "#<#{self.class} #{@name}>"
 
     # A Hash with the fields many LLM libraries take for a function tool.
     def to_h = { name: name, description: description, parameters: params_schema }

@@ -126,6 +126,7 @@ module Glovebox
     # @private Opens a session in the child: {"id", "idle_timeout_ms"}.
     def embedded_session_open
       child = Child.current
+      child.sync_state_key
       config = embedded_config
       child.with_channel do |ch|
         retrying_config(child, config) do
@@ -183,6 +184,7 @@ module Glovebox
     # guest's tool calls come back on it and run here, in this thread.
     def embedded_run(req, stdin, args, key, &on_output)
       child = Child.current
+      child.sync_state_key
       q = if (c = req["continue"])
             { "op" => "continue", "from" => c["from"].to_s }.merge(c.slice("approve", "deny", "reply"))
           else

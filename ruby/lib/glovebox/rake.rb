@@ -19,7 +19,9 @@ module Glovebox
       namespace :glovebox do
         desc "Compile glovebox's Ruby images (plain and fuel-metered) and their snapshots, so no eval waits for one"
         task :setup do
-          Glovebox.setup
+          # Progress to the app's logger if it set one, else the terminal
+          # (the quiet default logger would hide it).
+          Glovebox.setup(log: Glovebox.config.logger_set? ? Glovebox.logger : $stderr)
         end
       end
     end

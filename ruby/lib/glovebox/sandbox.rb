@@ -309,6 +309,20 @@ module Glovebox
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
 
+    # A line for consoles and logs: where it runs, its functions (the
+    # first 8) and the limits set, e.g. "#<Glovebox::Sandbox embedded
+    # functions: order, orders timeout=5>"; never a bound method, a
+    # tool object, a token or a key.
+    def inspect
+      names = exposed_functions
+      fns = names.empty? ? "none" : names.first(8).join(", ")
+      fns += ", ... (#{names.size})" if names.size > 8
+      where = embedded? ? "embedded" : "executor #{Client.safe_url(@client.url)}"
+      where += " profile #{@remote_profile}" if @remote_profile
+      lim = @limits.map { |k, v| " #{k}=#{v}" }.join
+      "#<#{self.class} #{where} functions: #{fns}#{lim}>"
+    end
+
     # A Sandbox like this one (tools, hooks, approvals) with settings
     # changed, in either spelling (Profile: timeout:/timeout_ms:,
     # memory:/memory_size:, output:/stdout_limit:, stderr:/stderr_limit:,
@@ -566,7 +580,8 @@ module Glovebox
         @inflight.shift while @inflight.size > 64
         raise
       end
-      to_result(record, state, key)
+      c = req["continue"]
+      to_result(record, state, key, answered_in_record: c && !c["approve"])
     end
 
     # @private Sends one tool answer. The eval is under way, so a broken
@@ -839,7 +854,10 @@ module Glovebox
       end
     end
 
-    def to_result(record, st, key)
+    # answered_in_record: a continuation an executor answered by deny:
+    # or reply:, whose record's transcript holds the paused call just
+    # before the calls this process served.
+    def to_result(record, st, key, answered_in_record: false)
       raise InDoubtError.new(key, "the stream ended without a record") unless record
 
       ev = record["eval"]
@@ -848,19 +866,30 @@ module Glovebox
       err = ev["error"] && GuestError.new(class_name: ev["error"]["class"], message: ev["error"]["message"],
                                           backtrace: ev["error"]["backtrace"] || [])
       calls = st.calls
-      if calls.empty? && ev["tool_calls"].is_a?(Array) # answered from the record: its transcript
-        calls = ev["tool_calls"].map do |c|
-          ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]), kwargs: Value.from_wire(c["kwargs"]),
-                       result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
-                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000, elided: c["elided"] || false)
-        end
+      rec = ev["tool_calls"].is_a?(Array) ? ev["tool_calls"] : nil
+      # A continuation answered by deny: or reply: (the paused call never
+      # came here): its entry first, as the child sends it or as the
+      # executor's record has it.
+      if answered_in_record && rec
+        i = rec.size - calls.size - 1
+        calls = [recorded_call(rec[i])] + calls if i >= 0
+      elsif calls.empty? && rec # answered from the record: its transcript
+        calls = rec.map { recorded_call(_1) }
       end
+      calls = [recorded_call(ev["answered"])] + calls if ev["answered"].is_a?(Hash)
       value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])
       Result.new(status: Status[ev["status"]], value: value, rpcs: rpc_transcript(calls),
                  stdout: output(ev, "stdout"), stderr: output(ev, "stderr"),
                  stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
                  error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
                  session_reset: ev["session_reset"] || false, key: key, raw: ev, pending: pending(ev["pending"]))
+    end
+
+    # A ToolCall from a transcript entry in glovebox.ToolCall's JSON.
+    def recorded_call(c)
+      ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]) || [], kwargs: Value.from_wire(c["kwargs"]) || {},
+                   result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
+                   approval: c["approval"], duration: c["duration_ms"].to_f / 1000, elided: c["elided"] || false)
     end
 
     # ev's stream (stdout or stderr), without glovebox's truncation
@@ -937,6 +966,10 @@ module Glovebox
       req["suspend_tools"] = names unless names.empty?
       @sb.run_eval(req, stdin, args, key, &on_output)
     end
+
+    # A line for consoles and logs: the session id's start, where it
+    # lives, whether it is closed.
+    def inspect = "#<#{self.class} #{@id.to_s[0, 10]}... #{embedded? ? "embedded" : "executor"}#{@closed ? " closed" : ""}>"
 
     # Ends the session (waits for a running eval of it). Idempotent.
     def close

@@ -23,7 +23,7 @@ module Glovebox
   # (ruby 4.0.0 ...) in 61.2s; cache: ..."). Raises Native::NotFound when
   # there is no binary and SetupError when setup fails.
   def self.setup(log: nil)
-    log ||= (respond_to?(:logger) && logger) || $stderr
+    log ||= config.logger_set? ? logger : $stderr
     bin = Native.binary
     env = {}
     img = Native.image_for(bin)
