@@ -283,12 +283,12 @@ func platformGem(root, work, pkg string, t target, bin, img string) (string, err
 	})
 }
 
-// gem stages the gem's files in stage (the gemspec, lib, exe, README)
+// gem stages the gem's files in stage (the gemspec, lib, exe, examples, README)
 // plus extra (path in the gem: file on disk), runs `gem build` there with
 // GLOVEBOX_GEM_PLATFORM=platform, and moves the gem into pkg.
 func gem(root, stage, pkg, platform string, extra map[string]string) (string, error) {
 	src := filepath.Join(root, "ruby")
-	for _, p := range []string{"glovebox.gemspec", "README.md", "lib", "exe"} {
+	for _, p := range []string{"glovebox.gemspec", "README.md", "lib", "exe", "examples"} {
 		if err := copyTree(filepath.Join(src, p), filepath.Join(stage, p)); err != nil {
 			return "", err
 		}
