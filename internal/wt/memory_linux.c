@@ -528,6 +528,7 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
 #define GB_TRACK_RENEW 64
 #define GB_TRACK_SLACK 64
 
+static unsigned gb_track_renew = GB_TRACK_RENEW; // gb_set_track_renewal
 static int gb_uffd = -1;       // the process's userfaultfd, once gb_track_state is 1
 static int gb_track_state;     // 0: not tried, 1: works, -1: unavailable
 static int gb_track_off;       // set by gb_set_write_tracking(0)
@@ -639,6 +640,10 @@ static int gb_track_on(void) {
 
 void gb_set_write_tracking(int on) { __atomic_store_n(&gb_track_off, !on, __ATOMIC_RELAXED); }
 
+unsigned gb_set_track_renewal(unsigned n) {
+  return __atomic_exchange_n(&gb_track_renew, n > 0 ? n : GB_TRACK_RENEW, __ATOMIC_RELAXED);
+}
+
 int gb_write_tracking(void) { return gb_track_on(); }
 
 // gb_slot_protect write-protects the slot's unprotected copied pages in
@@ -700,7 +705,14 @@ static void gb_slot_track_next(gb_slot *s, long n, int scanned) {
     s->observed = (size_t)n;
     s->observing = 0;
   }
-  if (++s->since_observed < GB_TRACK_RENEW && (size_t)n <= 2 * s->observed + GB_TRACK_SLACK) return;
+  // A large hot set costs a copy of each of its pages at every rewind,
+  // and may be one large eval's: relearn it sooner.
+  unsigned every = __atomic_load_n(&gb_track_renew, __ATOMIC_RELAXED);
+  if (s->observed > 2 * GB_TRACK_SLACK) {
+    size_t sooner = (size_t)every * 2 * GB_TRACK_SLACK / s->observed;
+    every = sooner < 4 ? 4 : (unsigned)sooner;
+  }
+  if (++s->since_observed < every && (size_t)n <= 2 * s->observed + GB_TRACK_SLACK) return;
   if (s->seen_len > 0 && gb_slot_protect(s, s->seen[0], s->seen[s->seen_len - 2] + s->seen[s->seen_len - 1]) != 0) {
     gb_slot_untrack(s);
     return;

@@ -257,6 +257,7 @@ void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
 void gb_set_write_tracking(int on);
 int gb_write_tracking(void);
+unsigned gb_set_track_renewal(unsigned n);
 long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared);
 gb_ckdata *gb_slot_ckdata(gb_slot *s);
 void gb_ckdata_release(gb_ckdata *d);

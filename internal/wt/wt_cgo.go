@@ -635,6 +635,13 @@ func SetWriteTracking(on bool) {
 // The first call opens the process's userfaultfd and runs the self-test.
 func WriteTracking() bool { return C.gb_write_tracking() != 0 }
 
+// SetTrackRenewal sets how many rewinds a tracked memory keeps its hot
+// set (the pages it leaves unprotected and restores at every rewind)
+// before protecting them again to learn it anew (see "Write tracking" in
+// memory_linux.c; 0 restores the default, 64), and returns the previous
+// setting. For tests.
+func SetTrackRenewal(n int) int { return int(C.gb_set_track_renewal(C.uint(max(n, 0)))) }
+
 // Len is the image size in bytes.
 func (img *Image) Len() int { return int(img.c.len) }
 
