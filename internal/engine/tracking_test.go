@@ -335,16 +335,7 @@ func TestTrackedRewindAfterPageoutAndCold(t *testing.T) {
 func TestTrackedRewindAfterResume(t *testing.T) {
 	ctx := context.Background()
 	_, want, _ := checkpointedVM(t, nil)
-	pa, err := testEngine.NewPool(ctx, 0, nil, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pa.Close()
-	pb, err := testEngine.NewPool(ctx, 0, nil, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Close()
+	pa, pb := plainPool(t), plainPool(t)
 	for range 3 { // pb's VM: rewound, with a hot set
 		if out, err := pb.Eval(ctx, &Request{Code: "1+1", Limits: testLimits}); err != nil || out.Status != StatusOK {
 			t.Fatal(err, out)
@@ -380,6 +371,18 @@ func TestTrackedRewindAfterResume(t *testing.T) {
 	if n, _ := diffPages(v.mem.Data(v.store.Context()), want, 0); n > 0 {
 		t.Fatalf("%d pages differ from the checkpoint after the resumed session's VM was rewound", n)
 	}
+}
+
+// plainPool is a pool of the test engine without tools, mounts or a
+// ready VM, closed when t ends.
+func plainPool(t *testing.T) *Pool {
+	t.Helper()
+	p, err := testEngine.NewPool(context.Background(), 0, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
 
 // TestTrackedSlotResetForTheNextVM: a tracked VM's memory, freed with
