@@ -324,7 +324,7 @@ func (s *Session) Eval(ctx context.Context, req *Request) (out *Outcome, reset b
 		if !kept(out) {
 			return false
 		}
-		err := wipeDir(v.scratch)
+		err := v.fs.wipeScratch(v.scratch)
 		if err == nil {
 			err = v.fs.emptyScratchFiles()
 		}
