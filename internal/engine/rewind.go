@@ -428,11 +428,16 @@ func (v *VM) rewindable() bool {
 	return v.ck != nil && v.cleanEnd && !v.abandoned.Load() && v.store != nil
 }
 
-// renew gives a rewound VM a new WASI context and, unless rewind kept
-// its guard (a VM without mounts whose guest left only the preopened
-// directories open: see fsGuard.unchanged), a new file-system guard, made now so
-// that a mount's host directory replaced while the VM waited is the one
-// it opens, as a new VM would.
+// renew gives a rewound VM a new file-system guard and WASI context,
+// made now so that a mount's host directory replaced while the VM waited
+// is the one it opens, as a new VM would; unless rewind kept them (a VM
+// without mounts whose guest left only the preopened directories open
+// and stdout and stderr its own: see fsGuard.unchanged). The WASI
+// context then holds what a new one would: its descriptors are the
+// standard streams (custom writers that keep nothing) and the preopened
+// scratch directory, wiped if anything was named in it; the guest has no
+// stdin through WASI (Request.Stdin goes through the driver), and
+// glovebox answers clock_time_get, random_get and poll_oneoff itself.
 func (v *VM) renew() error {
 	if v.fs == nil {
 		fs, err := newFSGuard(v.scratch, v.mounts)
@@ -441,9 +446,9 @@ func (v *VM) renew() error {
 		}
 		fs.orig = v.orig
 		v.fs = fs
-	}
-	if err := v.store.SetWASI(v.wasiConfig()); err != nil {
-		return err
+		if err := v.store.SetWASI(v.wasiConfig()); err != nil {
+			return err
+		}
 	}
 	v.monoBase, v.born, v.nextJS = v.ck.mono, time.Time{}, v.ck.nextJS
 	return nil

@@ -456,3 +456,53 @@ func TestRewoundVMScratchEmptyWhateverMadeTheName(t *testing.T) {
 		t.Fatalf("an eval in a VM whose guard was kept could not make its 20 names: %v %+v", out.Value, out.Error)
 	}
 }
+
+// TestRewoundVMDescriptorsAsNew: a rewind keeps the VM's WASI context
+// and guard when its guest left only the preopened directory open and
+// the standard streams its own; whatever an eval did with descriptors —
+// opened and closed files and directories, closed or reopened the
+// standard streams or the preopened directory, left a file open, set a
+// descriptor non-blocking — the next eval in the rewound VM sees the
+// descriptors a new VM's eval sees: the same open ones, the same number
+// for its next file, working output.
+func TestRewoundVMDescriptorsAsNew(t *testing.T) {
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 50}
+	fresh := plainPool(t)
+	fresh.DisableReuse()
+	const probe = `open = (0..12).select { |fd| (IO.for_fd(fd, autoclose: false).stat; true) rescue false }
+$stdout.write("out"); $stderr.write("err")
+f = File.open("/tmp/probe", "w"); n = f.fileno; f.close
+[open, n, Dir.children("/tmp")]`
+	want, err := fresh.Eval(context.Background(), &Request{Code: probe, Limits: lim})
+	if err != nil || want.Status != StatusOK {
+		t.Fatal(err, want)
+	}
+	run := func(code string) *Outcome {
+		t.Helper()
+		out, err := testEngine.Eval(context.Background(), &Request{Code: code, Limits: lim})
+		if err != nil || out.Trapped {
+			t.Fatalf("%q: %v %+v", code, err, out)
+		}
+		return out
+	}
+	for _, code := range []string{
+		"1+1",
+		`10.times { |i| File.write("/tmp/f#{i}", "x") }; fs = 10.times.map { |i| File.open("/tmp/f#{i}") }; fs.each(&:close); 1`,
+		`a = File.open("/tmp/a", "w"); b = File.open("/tmp/b", "w"); a.close; 1`,
+		`d = Dir.open("/tmp"); d.close; e = Dir.open("/tmp"); 1`,
+		`IO.for_fd(3).close; 1`,
+		`$stdin.close; 1`,
+		`$stderr.close; 1`,
+		`$stdout.reopen(File.open("/tmp/o", "w")); 1`,
+		`File.open("/tmp/nb", "w") { |f| f.nonblock = true rescue nil }; $stdout.nonblock = true rescue nil; 1`,
+		`IO.for_fd(3, autoclose: false).stat; 1`,
+	} {
+		run("1+1")
+		run(code)
+		got := run(probe)
+		if got.Status != StatusOK || !sameValue(got.Value, want.Value) || string(got.Stdout) != "out" || string(got.Stderr) != "err" {
+			t.Fatalf("after %q the next eval saw %v %q %q %+v; a new VM's eval %v", code, got.Value, got.Stdout, got.Stderr, got.Error, want.Value)
+		}
+	}
+}
