@@ -21,11 +21,15 @@ import (
 //
 // What a rewind restores, and why that is everything the guest can see:
 //
-//   - Linear memory: every page written since the memory was mapped gets
-//     the bytes it had at the checkpoint (wt.Instance.Rewind), found by
-//     the same page scan that resets reused memories. A memory that grew
-//     is never rewound (wasm memories cannot shrink, and its size is
-//     visible): the VM is freed.
+//   - Linear memory: every page written since the checkpoint gets the
+//     bytes it had at the checkpoint (wt.Instance.Rewind). The pages are
+//     found by write tracking where the kernel has it (Linux 6.7+: the
+//     memory is write-protected through a userfaultfd in async mode, and
+//     a write clears a page's protection; see "Write tracking" in
+//     internal/wt/memory_linux.c), else by the page scan that resets
+//     reused memories, which finds every page written since the memory
+//     was mapped. A memory that grew is never rewound (wasm memories
+//     cannot shrink, and its size is visible): the VM is freed.
 //   - Globals: all of the module's mutable globals are exported (see
 //     wasmbin.ExportGlobals) and set back to their values at the
 //     checkpoint.
@@ -34,7 +38,12 @@ import (
 //     built: see stateWriter), so they are the same in every instance.
 //   - The WASI context (open files, directory cursors), the file-system
 //     guard and the scratch directory are made anew, exactly as for a new
-//     VM, when the VM is taken.
+//     VM, when the VM is taken; except that a VM without mounts whose
+//     guest left only the preopened directory open and the standard
+//     streams its own keeps its context and guard, which then hold what
+//     new ones would (see renew), and the scratch directory is wiped only
+//     if the guest called one of the calls that make a name (see
+//     fsGuard.named).
 //   - Randomness: Ruby seeds its default generator from the host's
 //     entropy (WASI random_get) the first time a program uses it, and in
 //     the snapshot — so at every checkpoint — it is not seeded yet
