@@ -107,7 +107,9 @@ struct gb_slot {
   // full at the last rewind, so the next scan finds exactly what was
   // written since; observed is what the last such scan found, and
   // since_observed counts rewinds since the protection was renewed.
-  int wp, prot, tracked, observing;
+  // first: a checkpoint was taken and not yet rewound to (the first
+  // rewind arms tracking, see gb_slot_rewind).
+  int wp, prot, tracked, observing, first;
   // fresh: the image range was mapped anew for this slot's instance, not
   // reset from an earlier one's (see gb_slot_drop_equal).
   int fresh;
@@ -172,7 +174,7 @@ static void gb_slot_drop_checkpoint(gb_slot *s) {
   s->ck_n = s->ck_cap = s->ck_at = 0;
   s->seen_len = s->seen_cap = 0;
   s->ck_taken = s->seen_ok = 0;
-  s->tracked = s->observing = 0; // pages may stay protected: see prot
+  s->tracked = s->observing = s->first = 0; // pages may stay protected: see prot
 }
 
 // The slot the last memory made on this thread went to (see
@@ -485,10 +487,12 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
 // since the checkpoint. gb_copied finds every page written since the
 // slot was mapped, this eval's or not (about 700 pages for 1+1 in a slot
 // that has run larger evals before, or was populated for writing ahead),
-// so a rewind copied all of those each time. Instead, once a checkpoint
-// is taken, the slot's image range is registered with a userfaultfd for
-// write-protection in async mode (UFFD_FEATURE_WP_ASYNC) and every copied
-// page is write-protected (PAGEMAP_SCAN with PM_SCAN_WP_MATCHING). In
+// so a rewind copied all of those each time. Instead, at the first
+// rewind after a checkpoint (which restores every copied page; a VM that
+// runs a single eval never pays for tracking), the slot's image range is
+// registered with a userfaultfd for write-protection in async mode
+// (UFFD_FEATURE_WP_ASYNC) and every copied page is write-protected
+// (PAGEMAP_SCAN with PM_SCAN_WP_MATCHING). In
 // async mode nothing waits on the userfaultfd: the kernel resolves a
 // write to a protected page itself, in its fault handler, by clearing
 // the page's protection, whoever writes it — wasm code, the host, or the
@@ -509,7 +513,7 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
 //
 // Protecting a page again after each rewind would make the next eval
 // take a page fault on every page it writes (the same few dozen each
-// time for a small eval, about 1 µs each here) and the rewind scan for
+// time for a small eval, 1.5-2 µs each here under load) and the rewind scan for
 // them. So the pages the last scan found unprotected are left so, in
 // seen, and restored at every rewind whether written or not: the hot set
 // of this slot's evals. A write to any other page still takes a fault,
@@ -951,7 +955,9 @@ void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
 
 // gb_slot_drop_equal gives back, in a slot mapped anew for its instance
 // (fresh), the copies of the pages that held the image's bytes when the
-// checkpoint was taken (eq), and forgets the list: each becomes the image
+// checkpoint was taken (eq), and forgets the list; the first rewind after
+// the checkpoint calls it, once every page holds its checkpoint bytes
+// again (and before tracking protects any). Each becomes the image
 // file's page again, holding the same bytes, so that an idle VM keeps
 // private only the pages that differ from the image. A VM made in fresh
 // memory copies about 200 pages (the hot ranges its evals are expected to
@@ -1040,8 +1046,7 @@ long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
   s->ck_n = s->ck_share->n;
   s->ck_cap = s->ck_n;
   s->ck_taken = 1;
-  gb_slot_drop_equal(s);
-  gb_slot_arm(s);
+  s->first = 1;
   return (long)s->ck_n;
 }
 
@@ -1097,6 +1102,16 @@ long gb_slot_rewind(gb_slot *s) {
     }
   }
   if (tracked) gb_slot_track_next(s, n, scanned);
+  if (s->first) {
+    // The first rewind after the checkpoint restores every copied page
+    // (nothing is tracked yet) and then gives back the copies that hold
+    // the image's bytes and arms tracking: a VM that runs one eval and
+    // is freed (a process that evaluates once) pays for neither.
+    s->first = 0;
+    if (s->fresh && s->eq_len > 0) s->seen_ok = 0; // the copies seen lists are gone
+    gb_slot_drop_equal(s);
+    gb_slot_arm(s);
+  }
   pthread_mutex_lock(s->img->mu);
   s->img->restored += (uint64_t)n;
   s->img->rewound++;
