@@ -955,9 +955,10 @@ void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
 
 // gb_slot_drop_equal gives back, in a slot mapped anew for its instance
 // (fresh), the copies of the pages that held the image's bytes when the
-// checkpoint was taken (eq), and forgets the list; the first rewind after
-// the checkpoint calls it, once every page holds its checkpoint bytes
-// again (and before tracking protects any). Each becomes the image
+// checkpoint was taken (eq), while every page holds its checkpoint bytes:
+// right after the checkpoint, and again (then forgetting the list) at
+// the first rewind after it, before tracking protects any page, for the
+// pages the first eval copied again. Each becomes the image
 // file's page again, holding the same bytes, so that an idle VM keeps
 // private only the pages that differ from the image. A VM made in fresh
 // memory copies about 200 pages (the hot ranges its evals are expected to
@@ -968,7 +969,7 @@ void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
 // VM's writes to them take no fault). One process_madvise call drops
 // every run (Linux 6.13+ takes any advice for the calling process), else
 // one madvise per run.
-static void gb_slot_drop_equal(gb_slot *s) {
+static void gb_slot_drop_equal(gb_slot *s, int forget) {
   size_t runs = s->fresh ? s->eq_len / 2 : 0, done = 0;
 #if defined(SYS_process_madvise) && defined(SYS_pidfd_open)
   int pidfd = runs > 1 ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
@@ -986,6 +987,7 @@ static void gb_slot_drop_equal(gb_slot *s) {
   if (pidfd >= 0) close(pidfd);
 #endif
   for (; done < runs; done++) madvise(s->base + s->eq[2 * done] * PAGE, s->eq[2 * done + 1] * PAGE, MADV_DONTNEED);
+  if (!forget) return;
   free(s->eq);
   s->eq = NULL;
   s->eq_len = s->eq_cap = 0;
@@ -1047,6 +1049,7 @@ long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
   s->ck_cap = s->ck_n;
   s->ck_taken = 1;
   s->first = 1;
+  gb_slot_drop_equal(s, 0);
   return (long)s->ck_n;
 }
 
@@ -1104,12 +1107,12 @@ long gb_slot_rewind(gb_slot *s) {
   if (tracked) gb_slot_track_next(s, n, scanned);
   if (s->first) {
     // The first rewind after the checkpoint restores every copied page
-    // (nothing is tracked yet) and then gives back the copies that hold
-    // the image's bytes and arms tracking: a VM that runs one eval and
-    // is freed (a process that evaluates once) pays for neither.
+    // (nothing is tracked yet), then gives back the copies that hold the
+    // image's bytes and arms tracking: a VM that runs one eval and is
+    // freed (a process that evaluates once) does not pay for tracking.
     s->first = 0;
     if (s->fresh && s->eq_len > 0) s->seen_ok = 0; // the copies seen lists are gone
-    gb_slot_drop_equal(s);
+    gb_slot_drop_equal(s, 1);
     gb_slot_arm(s);
   }
   pthread_mutex_lock(s->img->mu);
