@@ -522,6 +522,7 @@ func (e *Engine) MemoryStats() wt.ImageStats {
 		t.Dropped += st.Dropped
 		t.Restored += st.Restored
 		t.Rewound += st.Rewound
+		t.Tracked += st.Tracked
 		t.Live += st.Live
 	}
 	return t
