@@ -688,19 +688,17 @@ func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64
 
 // gcEnv is the environment Ruby boots with, read by ruby-init (CRuby's
 // ruby_gc_set_params) and deleted from ENV right after, so the guest's
-// environment stays empty. It lets the first 300,000 objects of the
-// 24-byte heap (Floats: wasm32 has no flonums, so every Float is a heap
-// object) and 100,000 of the 48-byte heap (short Strings and Arrays) be
-// allocated into new heap pages instead of starting a GC: an eval that
-// allocates fewer runs no GC at all, and a longer one collects a bigger
+// environment stays empty. It lets the 24-byte heap (Floats: wasm32 has
+// no flonums, so every Float is a heap object; also short Strings and
+// Arrays) grow to 100,000 objects into new heap pages before it collects,
+// where Ruby's default is 10,000: an eval that allocates fewer than about
+// 90,000 small objects runs no GC, and a longer one collects a bigger
 // heap, less often. The snapshot does not grow (Ruby allocates the pages
-// when the eval needs them: 7.2 MB and 4.8 MB at most, taken from the
-// free heap the snapshot leaves, heapHeadroom); an eval that allocates
-// that much writes those pages instead of reusing the few the GC frees.
-// Measured in fuel (load-independent) on 2,000 steps of n-body: 689
-// million before, 550 million after, with 1 GC instead of 83 (see
-// RATIONALE.md, "Why does glovebox boot Ruby with a bigger GC
-// allowance?").
+// when an eval needs them, 2.4 MB at most, from the free heap the snapshot
+// leaves, heapHeadroom), but an eval that allocates that much writes those
+// pages instead of reusing the few the GC would free, and the rewind must
+// restore them. The measurements behind the figure are in RATIONALE.md,
+// "Why does glovebox boot Ruby with a bigger GC allowance?".
 func gcEnv() []string {
-	return []string{"RUBY_GC_HEAP_0_INIT_SLOTS=300000", "RUBY_GC_HEAP_1_INIT_SLOTS=100000"}
+	return []string{"RUBY_GC_HEAP_0_INIT_SLOTS=100000"}
 }
