@@ -13,45 +13,58 @@ import (
 	"github.com/gloveboxhq/glovebox/internal/spawn"
 )
 
-// sjljLoop times n comparisons inside the guest, called from a method
-// `depth` Ruby-and-C frames deep (each level a block yielded from C, so
-// the frames are on the wasm stack), and returns the seconds as a Float.
-// cmp is the comparison: Array#<=> goes through rb_exec_recursive_paired,
-// one setjmp per call; Integer#<=> none.
-func sjljLoop(cmp string, depth, n int) string {
-	return fmt.Sprintf(`def gb_cmp(a, b)
+// sjljProgram times the setjmp rows' loops inside the guest and returns
+// their seconds as an Array of Floats, in the order of sjljLoops: n
+// iterations of each, run in interleaved chunks of chunk iterations (a
+// chunk of each loop in turn, n/chunk times), so that load coming and
+// going on a shared machine hits every loop alike and their ratios hold.
+// Array#<=> goes through rb_exec_recursive_paired, one setjmp per call;
+// Integer#<=> none. The deep loop runs its chunks in a method 200
+// Ruby-and-C frames deep (each level a block yielded from C, so the
+// frames are on the wasm stack); reaching that depth is not timed.
+func sjljProgram(n, chunk int) string {
+	var defs, calls strings.Builder
+	for k, l := range sjljLoops {
+		fmt.Fprintf(&defs, `def gb_loop%d(a, b, n)
   t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   i = 0
-  while i < %d; a <=> b; i += 1; end
+  while i < n; %s; i += 1; end
   Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
 end
-def gb_deep(d, &blk) = d == 0 ? blk.call : [1].each { return gb_deep(d - 1, &blk) }
-gb_deep(%d) { %s }`, n, depth, cmp)
+`, k, l.stmt)
+		call := fmt.Sprintf("gb_loop%d(%s, %d)", k, l.args, chunk)
+		if l.depth > 0 {
+			call = fmt.Sprintf("gb_deep(%d) { %s }", l.depth, call)
+		}
+		fmt.Fprintf(&calls, "  gb_t[%d] += %s\n", k, call)
+	}
+	return defs.String() + `def gb_deep(d, &blk) = d == 0 ? blk.call : [1].each { return gb_deep(d - 1, &blk) }
+gb_t = [0.0] * ` + strconv.Itoa(len(sjljLoops)) + `
+` + strconv.Itoa(n/chunk) + `.times do
+` + calls.String() + `end
+gb_t
+`
 }
 
-// loopCode times n runs of stmt inside the guest, in a method called
-// `depth` Ruby-and-C frames deep like sjljLoop, and returns the seconds
-// as a Float.
-func loopCode(stmt string, depth, n int) string {
-	return fmt.Sprintf(`def gb_loop
-  t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  i = 0
-  while i < %d; %s; i += 1; end
-  Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
-end
-def gb_deep(d, &blk) = d == 0 ? blk.call : [1].each { return gb_deep(d - 1, &blk) }
-gb_deep(%d) { gb_loop }`, n, stmt, depth)
+// sjljLoops are the loops sjljProgram times, in the order of its result.
+var sjljLoops = []struct {
+	stmt, args string
+	depth      int
+}{
+	{"a <=> b", "[1, 2, 3], [1, 2, 4]", 0},   // Array#<=>: a setjmp each
+	{"a <=> b", "1, 2", 0},                   // Integer#<=>: none
+	{"a <=> b", "[1, 2, 3], [1, 2, 4]", 200}, // Array#<=>, 200 levels deep
+	// raise/rescue unwinds with a longjmp to the rescuing frame's tag
+	// (and builds an exception and its backtrace, as native Ruby does);
+	// throw/catch pushes a tag (a setjmp) and throws to it (a longjmp);
+	// the plain loop is their baseline.
+	{"begin; raise StandardError; rescue StandardError; end", "nil, nil", 0},
+	{"catch(:gb) { throw :gb }", "nil, nil", 0},
+	{"nil", "nil, nil", 0},
 }
 
-// The statements of the exception rows: raise/rescue unwinds with a
-// longjmp to the rescuing frame's tag (and builds an exception and its
-// backtrace, as native Ruby does); throw/catch pushes a tag (a setjmp)
-// and throws to it (a longjmp); the plain loop is their baseline.
-const (
-	stmtRaise = "begin; raise StandardError; rescue StandardError; end"
-	stmtThrow = "catch(:gb) { throw :gb }"
-	stmtPlain = "nil"
-)
+// sjljChunk is how many iterations a chunk of sjljProgram runs.
+const sjljChunk = 1000
 
 // benchSjlj adds the setjmp rows: 100k Array#<=> (a setjmp each) against
 // the same loop over Integer#<=> (no setjmp) from the same run, and the
@@ -68,38 +81,33 @@ func benchSjlj(ctx context.Context, eng *engine.Engine, row func(met string, col
 // benchSjljN is benchSjlj with n comparisons per loop and the median of
 // rounds interleaved runs.
 func benchSjljN(ctx context.Context, eng *engine.Engine, row func(met string, cols ...string), n, rounds int) error {
-	run := func(code string) (time.Duration, error) {
+	code := sjljProgram(n, min(n, sjljChunk))
+	times := make([][]time.Duration, len(sjljLoops))
+	for range rounds {
 		out, err := eng.Eval(ctx, &engine.Request{Code: code, Limits: benchLimits})
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if out.Status != engine.StatusOK {
-			return 0, fmt.Errorf("setjmp bench ended %s: %+v", out.Status, out.Error)
+			return fmt.Errorf("setjmp bench ended %s: %+v", out.Status, out.Error)
 		}
-		f, _ := out.Value.(float64)
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	arr, num := `gb_cmp([1, 2, 3], [1, 2, 4])`, `gb_cmp(1, 2)`
-	loops := []string{sjljLoop(arr, 0, n), sjljLoop(num, 0, n), sjljLoop(arr, 200, n),
-		loopCode(stmtRaise, 0, n), loopCode(stmtThrow, 0, n), loopCode(stmtPlain, 0, n)}
-	times := make([][]time.Duration, len(loops))
-	for range rounds { // interleaved
-		for k, code := range loops {
-			t, err := run(code)
-			if err != nil {
-				return err
-			}
-			times[k] = append(times[k], t)
+		v, _ := out.Value.([]any)
+		if len(v) != len(sjljLoops) {
+			return fmt.Errorf("setjmp bench returned %v", out.Value)
+		}
+		for k, x := range v {
+			f, _ := x.(float64)
+			times[k] = append(times[k], time.Duration(f*float64(time.Second)))
 		}
 	}
-	med := make([]time.Duration, len(loops))
+	med := make([]time.Duration, len(sjljLoops))
 	for k := range times {
 		med[k] = summarize(times[k]).p50
 	}
 	a, i, d, rs, th, pl := med[0], med[1], med[2], med[3], med[4], med[5]
 	// Native ruby after the guest's rounds, not between them (see
 	// benchLoop).
-	nat, ver, natErr := nativeLoops(ctx, loops, rounds/2+1)
+	nat, ver, natErr := nativeLoops(ctx, code, rounds/2+1)
 	vsNative := func(k int) string {
 		if natErr != nil {
 			return "-"
@@ -130,34 +138,37 @@ func benchSjljN(ctx context.Context, eng *engine.Engine, row func(met string, co
 	return nil
 }
 
-// nativeLoops runs each guest loop in native ruby, rounds times in one
-// process, and returns the medians and ruby's version. Errors: ruby is
-// not on PATH, or a loop fails.
-func nativeLoops(ctx context.Context, loops []string, rounds int) ([]time.Duration, string, error) {
+// nativeLoops runs sjljProgram's code in native ruby, rounds times in one
+// process, and returns each loop's median and ruby's version. Errors:
+// ruby is not on PATH, or the program fails.
+func nativeLoops(ctx context.Context, code string, rounds int) ([]time.Duration, string, error) {
 	ruby, err := exec.LookPath("ruby")
 	if err != nil {
 		return nil, "", errors.New("ruby is not on PATH")
 	}
 	ver, _ := spawn.Output(exec.CommandContext(ctx, ruby, "-e", "print RUBY_VERSION"))
-	out := make([]time.Duration, len(loops))
-	for k, code := range loops {
-		b, err := spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e",
-			fmt.Sprintf("gb_t = -> { %s }\n%d.times { p gb_t.call }", code, rounds)))
-		if err != nil {
-			return nil, "", fmt.Errorf("native ruby: %w", err)
+	b, err := spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e",
+		fmt.Sprintf("gb_run = -> { %s }\n%d.times { puts gb_run.call.join(\" \") }", code, rounds)))
+	if err != nil {
+		return nil, "", fmt.Errorf("native ruby: %w", err)
+	}
+	times := make([][]time.Duration, len(sjljLoops))
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != len(sjljLoops) {
+			return nil, "", fmt.Errorf("native ruby printed %q", l)
 		}
-		var ds []time.Duration
-		for _, l := range strings.Fields(string(b)) {
-			f, err := strconv.ParseFloat(l, 64)
+		for k, x := range f {
+			secs, err := strconv.ParseFloat(x, 64)
 			if err != nil {
 				return nil, "", fmt.Errorf("native ruby printed %q", l)
 			}
-			ds = append(ds, time.Duration(f*float64(time.Second)))
+			times[k] = append(times[k], time.Duration(secs*float64(time.Second)))
 		}
-		if len(ds) == 0 {
-			return nil, "", errors.New("native ruby printed nothing")
-		}
-		out[k] = summarize(ds).p50
+	}
+	out := make([]time.Duration, len(sjljLoops))
+	for k := range times {
+		out[k] = summarize(times[k]).p50
 	}
 	return out, string(ver), nil
 }
