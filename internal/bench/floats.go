@@ -87,7 +87,9 @@ func medianGC(runs []gcTiming) gcTiming {
 }
 
 // benchFloats adds the Float rows. rt is a Runtime with no fuel budget;
-// each glovebox run is a fresh VM.
+// each glovebox run is a fresh VM, and native ruby's runs (a process
+// each) take turns with them, so that load coming and going falls on
+// both alike.
 func benchFloats(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 	ruby, rubyErr := exec.LookPath("ruby")
 	for _, fr := range floatRows {
@@ -95,10 +97,10 @@ func benchFloats(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 		if err != nil {
 			return err
 		}
-		code := string(src) + floatTimer
-		var gb []gcTiming
+		code := string(src) + floatTimer + fmt.Sprintf("gb_float_time(%d)\n", fr.n)
+		var gb, nat []gcTiming
 		for range floatReps {
-			s, err := evalValue(ctx, rt, fr.file, code+fmt.Sprintf("gb_float_time(%d)\n", fr.n))
+			s, err := evalValue(ctx, rt, fr.file, code)
 			if err != nil {
 				return err
 			}
@@ -107,6 +109,16 @@ func benchFloats(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 				return fmt.Errorf("%s: %w", fr.file, err)
 			}
 			gb = append(gb, t)
+			if rubyErr == nil {
+				out, err := spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e", "puts begin\n"+code+"end\n"))
+				if err != nil {
+					return fmt.Errorf("native ruby, %s: %w", fr.file, err)
+				}
+				if t, err = parseGCTiming(string(out)); err != nil {
+					return fmt.Errorf("native ruby, %s: %w", fr.file, err)
+				}
+				nat = append(nat, t)
+			}
 		}
 		g := medianGC(gb)
 		per := func(d time.Duration) string { return us(d / time.Duration(fr.iters)) }
@@ -116,20 +128,6 @@ func benchFloats(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 		if rubyErr != nil {
 			row("-", title, result, "native ruby: not on PATH", "-", "-")
 			continue
-		}
-		// Native runs after the guest's, in one process (see benchLoop).
-		out, err := spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e",
-			code+fmt.Sprintf("%d.times { puts gb_float_time(%d) }\n", floatReps, fr.n)))
-		if err != nil {
-			return fmt.Errorf("native ruby, %s: %w", fr.file, err)
-		}
-		var nat []gcTiming
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			t, err := parseGCTiming(l)
-			if err != nil {
-				return fmt.Errorf("native ruby, %s: %w", fr.file, err)
-			}
-			nat = append(nat, t)
 		}
 		n := medianGC(nat)
 		if n.check != g.check {

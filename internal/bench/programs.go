@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -93,21 +95,30 @@ func parseTiming(s string) (timing, error) {
 
 // benchPrograms adds a row per program (glovebox's median beside native
 // ruby's and Node's, with both ratios) and a row of the geometric means
-// of the ratios to native ruby. rt is a Runtime with no fuel budget.
+// of the ratios to native ruby. rt is a Runtime with no fuel budget. The
+// three places take turns, run by run, so that load coming and going on
+// a shared machine falls on each alike.
 func benchPrograms(ctx context.Context, rt *glovebox.Runtime, row Row) error {
-	srcs := make([]string, len(programSuite))
-	for i, p := range programSuite {
-		s, err := programSource(p)
+	ruby, nativeErr := exec.LookPath("ruby")
+	var nativeVer []byte
+	if nativeErr == nil {
+		nativeVer, _ = spawn.Output(exec.CommandContext(ctx, ruby, "-e", "print RUBY_VERSION"))
+	}
+	node, nodeErr := startNodePeer(ctx)
+	if node != nil {
+		defer node.close()
+	}
+	var rn, rj []float64 // ratios to native ruby: glovebox's, Node's
+	for _, p := range programSuite {
+		src, err := programSource(p)
 		if err != nil {
 			return err
 		}
-		srcs[i] = s
-	}
-	// glovebox: a fresh VM per run.
-	gb := make([][]timing, len(programSuite))
-	for i, p := range programSuite {
-		for range programReps {
-			s, err := evalValue(ctx, rt, p.file, srcs[i]+fmt.Sprintf("bench(%d)\ngb_program_time(%d)\n", p.warm, p.n))
+		run := src + fmt.Sprintf("bench(%d)\ngb_program_time(%d)\n", p.warm, p.n)
+		var gb, native, js []timing
+		for k := range programReps {
+			// glovebox: a fresh VM per run.
+			s, err := evalValue(ctx, rt, p.file, run)
 			if err != nil {
 				return err
 			}
@@ -115,19 +126,31 @@ func benchPrograms(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 			if err != nil {
 				return fmt.Errorf("program %s: %w", p.file, err)
 			}
-			gb[i] = append(gb[i], t)
+			gb = append(gb, t)
+			if nativeErr == nil {
+				var out []byte
+				if out, nativeErr = spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e", "puts begin\n"+run+"end\n")); nativeErr == nil {
+					t, nativeErr = parseTiming(string(out))
+					native = append(native, t)
+				}
+			}
+			if nodeErr == nil && k == 0 {
+				// Node's VM serves the whole suite: define the program,
+				// and give V8 one whole run to compile the hot functions
+				// with its optimizing tier, untimed.
+				_, nodeErr = node.eval(run)
+			}
+			if nodeErr == nil {
+				if s, nodeErr = node.eval(fmt.Sprintf("gb_program_time(%d)", p.n)); nodeErr == nil {
+					t, nodeErr = parseTiming(s)
+					js = append(js, t)
+				}
+			}
 		}
-	}
-	native, nativeVer, nativeErr := nativePrograms(ctx, srcs)
-	node, nodeErr := nodePrograms(ctx, srcs)
-
-	var rn, rj []float64 // ratios to native ruby: glovebox's, Node's
-	for i, p := range programSuite {
-		g := medianTiming(gb[i])
-		base := []string{}
-		ratio := []string{}
+		g := medianTiming(gb)
+		var base, ratio []string
 		if nativeErr == nil {
-			n := medianTiming(native[i])
+			n := medianTiming(native)
 			if n.check != g.check {
 				return fmt.Errorf("program %s: glovebox answered %q, native ruby %q", p.file, g.check, n.check)
 			}
@@ -135,17 +158,17 @@ func benchPrograms(ctx context.Context, rt *glovebox.Runtime, row Row) error {
 			r := float64(g.d) / float64(n.d)
 			rn = append(rn, r)
 			ratio = append(ratio, fmt.Sprintf("%.1fx native", r))
+			if nodeErr == nil {
+				rj = append(rj, float64(medianTiming(js).d)/float64(n.d))
+			}
 		}
 		if nodeErr == nil {
-			j := medianTiming(node[i])
+			j := medianTiming(js)
 			if j.check != g.check {
 				return fmt.Errorf("program %s: glovebox answered %q, Node %q", p.file, g.check, j.check)
 			}
 			base = append(base, "Node "+ms(j.d))
 			ratio = append(ratio, fmt.Sprintf("%.2fx Node", float64(g.d)/float64(j.d)))
-			if nativeErr == nil {
-				rj = append(rj, float64(j.d)/float64(medianTiming(native[i]).d))
-			}
 		}
 		if len(base) == 0 {
 			base, ratio = []string{"-"}, []string{"-"}
@@ -197,51 +220,33 @@ func geomean(x []float64) float64 {
 	return math.Exp(s / float64(len(x)))
 }
 
-// nativePrograms times each program programReps times in one native ruby
-// process per program, after its warm-up run, and returns the runs and
-// ruby's version. Errors: ruby is not on PATH, or a program fails.
-func nativePrograms(ctx context.Context, srcs []string) ([][]timing, string, error) {
-	ruby, err := exec.LookPath("ruby")
-	if err != nil {
-		return nil, "", errors.New("not on PATH")
-	}
-	ver, _ := spawn.Output(exec.CommandContext(ctx, ruby, "-e", "print RUBY_VERSION"))
-	out := make([][]timing, len(srcs))
-	for i, p := range programSuite {
-		code := srcs[i] + fmt.Sprintf("bench(%d)\n%d.times { puts gb_program_time(%d) }\n", p.warm, programReps, p.n)
-		b, err := spawn.Output(exec.CommandContext(ctx, ruby, "--disable-gems", "-e", code))
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", p.file, err)
-		}
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			t, err := parseTiming(l)
-			if err != nil {
-				return nil, "", fmt.Errorf("%s: %w", p.file, err)
-			}
-			out[i] = append(out[i], t)
-		}
-		if len(out[i]) != programReps {
-			return nil, "", fmt.Errorf("%s: %d timings, want %d", p.file, len(out[i]), programReps)
-		}
-	}
-	return out, string(ver), nil
-}
-
-// nodeRunner runs a list of {code} jobs, in order, in one ruby.wasm VM
-// made by @ruby/wasm-wasi's Node entry point from the image named by its
-// argument, and prints each job's result on a line of its own.
+// nodeRunner reads Ruby programs, one JSON string a line, and runs each
+// in one ruby.wasm VM made by @ruby/wasm-wasi's Node entry point from the
+// image named by its argument, printing each result (or the error) as a
+// JSON string on a line of its own, after a first line when it is ready.
 const nodeRunner = `import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { DefaultRubyVM } from "@ruby/wasm-wasi/dist/node";
-const jobs = JSON.parse(readFileSync(0, "utf8"));
 const { vm } = await DefaultRubyVM(await WebAssembly.compile(readFileSync(process.argv[1])));
-for (const j of jobs) console.log(vm.eval(j).toString());
+console.log(JSON.stringify("ready"));
+for await (const line of createInterface({ input: process.stdin })) {
+  let out;
+  try { out = vm.eval(JSON.parse(line)).toString(); } catch (e) { out = "error: " + e; }
+  console.log(JSON.stringify(out));
+}
 `
 
-// nodePrograms times each program programReps times in one Node process
-// running the pinned image with ruby.wasm's own host (the program's first
-// job also defines it and runs its warm-up). Errors: node, the package or
-// the image is not to be had, or a program fails.
-func nodePrograms(ctx context.Context, srcs []string) ([][]timing, error) {
+// nodePeer is a Node process running nodeRunner on the pinned image.
+type nodePeer struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	in     io.WriteCloser
+	out    *bufio.Scanner
+}
+
+// startNodePeer starts a nodePeer and waits for its VM. Errors: node, the
+// package or the image is not to be had, or the runner does not start.
+func startNodePeer(ctx context.Context) (*nodePeer, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		return nil, errors.New("not installed")
@@ -258,42 +263,58 @@ func nodePrograms(ctx context.Context, srcs []string) ([][]timing, error) {
 	if err != nil {
 		return nil, err
 	}
-	var jobs []string
-	for i, p := range programSuite {
-		for k := range programReps {
-			job := fmt.Sprintf("gb_program_time(%d)", p.n)
-			if k == 0 {
-				job = srcs[i] + fmt.Sprintf("bench(%d)\n", p.warm) + job
-			}
-			jobs = append(jobs, job)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	p := &nodePeer{cmd: exec.CommandContext(cctx, node, "--no-warnings", "--input-type=module", "-e", nodeRunner, img), cancel: cancel}
+	p.cmd.Dir = dir
+	if p.in, err = p.cmd.StdinPipe(); err == nil {
+		var out io.ReadCloser
+		if out, err = p.cmd.StdoutPipe(); err == nil {
+			p.out = bufio.NewScanner(out)
+			p.out.Buffer(nil, 1<<20)
+			err = spawn.Start(p.cmd)
 		}
 	}
-	in, err := json.Marshal(jobs)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, node, "--no-warnings", "--input-type=module", "-e", nodeRunner, img)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(string(in))
-	b, err := spawn.Output(cmd)
+	if s, err := p.read(); err != nil || s != "ready" {
+		p.close()
+		return nil, fmt.Errorf("it does not run here: %q %v", s, err)
+	}
+	return p, nil
+}
+
+// eval runs code in the peer's VM and returns its result as a String.
+func (p *nodePeer) eval(code string) (string, error) {
+	b, err := json.Marshal(code)
 	if err != nil {
-		return nil, fmt.Errorf("it does not run here: %v", err)
+		return "", err
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != len(jobs) {
-		return nil, fmt.Errorf("%d results for %d runs", len(lines), len(jobs))
+	if _, err := p.in.Write(append(b, '\n')); err != nil {
+		return "", err
 	}
-	out := make([][]timing, len(srcs))
-	for k, l := range lines {
-		t, err := parseTiming(l)
-		if err != nil {
-			return nil, err
+	return p.read()
+}
+
+func (p *nodePeer) read() (string, error) {
+	if !p.out.Scan() {
+		if err := p.out.Err(); err != nil {
+			return "", err
 		}
-		out[k/programReps] = append(out[k/programReps], t)
+		return "", io.ErrUnexpectedEOF
 	}
-	return out, nil
+	var s string
+	if err := json.Unmarshal(p.out.Bytes(), &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func (p *nodePeer) close() {
+	p.in.Close()
+	p.cancel()
+	p.cmd.Wait()
 }
 
 // rubyWasmVersion is the @ruby/wasm-wasi release the Node rows install
