@@ -4,7 +4,9 @@
 //
 // Where rows live: one file per group of rows (vm.go: fresh VMs, the
 // pool, workers and process start; call.go: host calls, fuel and code
-// mode; sjlj.go: setjmp/longjmp; mcp.go: MCP round trips; box.go: the
+// mode; sjlj.go: setjmp/longjmp; floats.go: Float-heavy programs and
+// their GC; programs.go: benchmark programs beside native ruby and Node;
+// mcp.go: MCP round trips; box.go: the
 // OS boxes; executor.go: the executor under load), each a function taking a [Row] that Run calls in
 // turn. To add a row, write a function func(ctx, row Row) error in a file
 // of its own here and call it from Run.
@@ -123,6 +125,24 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 			return err
 		}
 	}
+	if want("floats") || want("programs") {
+		// A Runtime of its own: no fuel budget, as `glovebox eval` runs by
+		// default, and a timeout that a loaded machine does not reach.
+		prt, err := glovebox.New(ctx, glovebox.Config{PoolSize: -1, Limits: glovebox.Limits{Timeout: 5 * time.Minute}})
+		if err != nil {
+			return err
+		}
+		if want("floats") {
+			err = benchFloats(ctx, prt, row) // Float-heavy programs and their GC (floats.go)
+		}
+		if err == nil && want("programs") {
+			err = benchPrograms(ctx, prt, row) // benchmark programs beside native ruby and Node (programs.go)
+		}
+		prt.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if want("mcp") {
 		if err := benchMCP(ctx, cfg.Samples, row); err != nil { // run_ruby and approval round trips over MCP (mcp.go)
 			return err
@@ -140,7 +160,7 @@ func Run(ctx context.Context, cfg Config, row Row) error {
 }
 
 // Groups are the names of the groups of rows Config.Only selects.
-var Groups = []string{"suspend", "vm", "calls", "dataflow", "memory", "sjlj", "mcp", "boxes", "executor"}
+var Groups = []string{"suspend", "vm", "calls", "dataflow", "memory", "sjlj", "floats", "programs", "mcp", "boxes", "executor"}
 
 // benchMemory measures the private memory per idle VM and per idle
 // session.

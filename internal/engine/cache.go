@@ -503,7 +503,7 @@ func (e *Engine) bootVM(mounts []Mount) (*VM, error) {
 	}
 	// The booted guest's clock starts at one second; a snapshot records
 	// where it got to.
-	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: uint64(time.Second), born: time.Now()}
+	v := &VM{e: e, jsvals: map[uint32][]byte{}, monoBase: uint64(time.Second), born: time.Now(), env: gcEnv()}
 	if err := v.setup(mounts); err != nil {
 		return nil, err
 	}
@@ -556,6 +556,16 @@ func (v *VM) boot() error {
 	}
 	if err := rinit.Call(c, []uint64{uint64(list), uint64(len(rubyArgs))}); err != nil {
 		return err
+	}
+	if len(v.env) > 0 { // read by ruby-init; the guest's environment stays empty
+		var del strings.Builder
+		for _, kv := range v.env {
+			k, _, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(&del, "ENV.delete(%q)\n", k)
+		}
+		if _, err := v.evalString(c, del.String()+"nil"); err != nil {
+			return fmt.Errorf("clearing the boot environment: %w", err)
+		}
 	}
 	if err := v.alignClock(c); err != nil {
 		return err
@@ -626,7 +636,7 @@ func (v *VM) alignClock(c wt.Context) error {
 
 // bootVersion names the boot procedure (what boot runs before the
 // snapshot is taken); it keys the snapshot with Version and the prelude.
-const bootVersion = "boot-6"
+const bootVersion = "boot-7"
 
 const (
 	bootFuel    = 1 << 40
@@ -711,4 +721,21 @@ func (e *Engine) learnHot(s *snapshot, mounts []Mount, snap []byte) ([][3]uint64
 		}
 	}
 	return out, nil
+}
+
+// gcEnv is the environment Ruby boots with, read by ruby-init (CRuby's
+// ruby_gc_set_params) and deleted from ENV right after, so the guest's
+// environment stays empty. It lets the 24-byte heap (Floats: wasm32 has
+// no flonums, so every Float is a heap object; also short Strings and
+// Arrays) grow to 100,000 objects into new heap pages before it collects,
+// where Ruby's default is 10,000: an eval that allocates fewer than about
+// 90,000 small objects runs no GC, and a longer one collects a bigger
+// heap, less often. The snapshot does not grow (Ruby allocates the pages
+// when an eval needs them, 2.4 MB at most, from the free heap the snapshot
+// leaves, heapHeadroom), but an eval that allocates that much writes those
+// pages instead of reusing the few the GC would free, and the rewind must
+// restore them. The measurements behind the figure are in RATIONALE.md,
+// "Why does glovebox boot Ruby with a bigger GC allowance?".
+func gcEnv() []string {
+	return []string{"RUBY_GC_HEAP_0_INIT_SLOTS=100000"}
 }

@@ -10,7 +10,7 @@ import (
 
 // sjljVersion names the setjmp rewrite (wasmbin.PatchSjlj) in the module's
 // cache key; change it whenever the rewrite changes.
-const sjljVersion = "sjlj-2"
+const sjljVersion = "sjlj-3"
 
 // sjljImage prepares a parsed image for the setjmp rewrite. For the image
 // wasmbin.RubyWasm4010 describes (recognised by its SHA-256, sum) it

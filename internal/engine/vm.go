@@ -146,7 +146,8 @@ type VM struct {
 	handles
 	prepared bool
 	mounts   []Mount
-	scratch  string // the host directory behind ScratchGuest
+	env      []string // the WASI environment: gcEnv while booting, else none
+	scratch  string   // the host directory behind ScratchGuest
 	scr      *scratchDirs
 	fs       *fsGuard // the guest's file descriptors in scratch and mounts
 	// abandoned is set when Eval gave up waiting for the VM: it must be
@@ -364,7 +365,7 @@ func (v *VM) setup(mounts []Mount) error {
 // wasiConfig is the VM's WASI context: the scratch directory at fd 3,
 // then the mounts in order.
 func (v *VM) wasiConfig() wt.WASI {
-	w := wt.WASI{Preopens: []wt.Preopen{{Host: v.scratch, Guest: ScratchGuest, Write: true}}}
+	w := wt.WASI{Env: v.env, Preopens: []wt.Preopen{{Host: v.scratch, Guest: ScratchGuest, Write: true}}}
 	for _, m := range v.mounts {
 		w.Preopens = append(w.Preopens, wt.Preopen{Host: m.Host, Guest: m.Guest, Write: m.Write})
 	}

@@ -37,6 +37,13 @@ import (
 //     outer frame) pass through; the wrapper then saves its own state (the
 //     shadow-stack pointer it entered with) on the Asyncify stack like any
 //     instrumented function, and restores it when rewound.
+//   - every EC_PUSH_TAG's jmp_buf (24,600 bytes, which ruby.wasm mallocs
+//     per tag and frees at EC_POP_TAG: a malloc and a free of a large
+//     chunk for every rescue, ensure, catch, recursion guard and block
+//     called from C) comes from a cache of slots in the reserved region
+//     instead (a free list, then slots never handed out, then
+//     ruby_xmalloc when all are in use), and ruby_xfree puts a slot back
+//     on the free list (see patchJmpBufAlloc and SlotReserve).
 //   - the GC scan buffer and the longjmp scratch buffer (never rewound) are
 //     moved to a region of ReserveBytes appended to the initial memory, past
 //     everything the image places there and below the first page the
@@ -95,6 +102,16 @@ type SjljLayout struct {
 	// internal/engine) and the wrappers run the same check, since the
 	// recursions in core methods (inspect, hash, ==) reach no call site
 	// that checks.
+	// Every EC_PUSH_TAG mallocs its jmp_buf (rb_vm_tag_jmpbuf_init:
+	// ruby_xmalloc(sizeof(rb_jmpbuf_t)), an i32.const of JmpBufSize
+	// right before the call) and EC_POP_TAG frees it with ruby_xfree; the
+	// rewrite serves these from a cache of slots (see JmpBufSlots).
+	Xmalloc      uint32 // ruby_xmalloc
+	Xfree        uint32 // ruby_xfree
+	XfreeBody    []byte // the body ruby_xfree must start with
+	JmpBufSize   uint32 // sizeof(rb_jmpbuf_t)
+	JmpBufAllocs int    // how many call sites allocate a tag's jmp_buf
+
 	CurrentEC        uint32 // static rb_execution_context_t *ruby_current_ec
 	ECStackStart     uint32 // offset of ec->machine.stack_start
 	ECStackMaxSize   uint32 // offset of ec->machine.stack_maxsize
@@ -140,6 +157,15 @@ var RubyWasm4010 = SjljLayout{
 	// (func (result i32) (i32.load (i32.const 21148140)))
 	ScanUnwindBody: []byte{0x00, 0x41, 0xec, 0xe3, 0x8a, 0x0a, 0x28, 0x02, 0x00, 0x0b},
 
+	Xmalloc: 4106,
+	Xfree:   4109,
+	// (if (local.get 0) (then (if (local.tee 1 (i32.load (i32.const 21122156)))
+	//   (then (call 4108 (i32.load offset=440 (local.get 1)) (local.get 0) (i32.const 0)) return))
+	//   (call 17618 (local.get 0))))
+	XfreeBody:    []byte{0x01, 0x01, 0x7f, 0x20, 0x00, 0x04, 0x40, 0x41, 0xec, 0x98, 0x89, 0x0a, 0x28, 0x02, 0x00, 0x22, 0x01, 0x04, 0x40, 0x20, 0x01, 0x28, 0x02, 0xb8, 0x03, 0x20, 0x00, 0x41, 0x00, 0x10, 0x8c, 0x20, 0x0f, 0x0b, 0x20, 0x00, 0x10, 0xd2, 0x89, 0x01, 0x0b, 0x0b},
+	JmpBufSize:   24600,
+	JmpBufAllocs: 29,
+
 	CurrentEC:        21122160,
 	ECStackStart:     100,
 	ECStackMaxSize:   108,
@@ -149,13 +175,36 @@ var RubyWasm4010 = SjljLayout{
 	StackOverflowMsg: 17050159,
 }
 
-// ReserveBytes is the size of the region PatchSjlj adds for the GC scan
-// and longjmp buffers: the Asyncify-saved locals of the whole wasm stack
-// must fit, and Asyncify checks no bound while it saves. 16 MiB held a GC
-// scan with the 6 MiB wasm stack nearly full (Marshal.dump of 12,000
-// nested arrays under GC.stress, 12,663 being the most the stack allows);
-// the zero pages cost nothing until a deep stack is scanned.
-const ReserveBytes = 16 << 20
+// ReserveBytes is the size of the region PatchSjlj adds: ScanReserve
+// bytes for the GC scan and longjmp buffers, then the tag jmp_buf slots
+// (SlotReserve).
+const ReserveBytes = ScanReserve + SlotReserve
+
+// ScanReserve is the part of the region for the GC scan and longjmp
+// buffers: the Asyncify-saved locals of the whole wasm stack must fit, and
+// Asyncify checks no bound while it saves. 16 MiB held a GC scan with the
+// 6 MiB wasm stack nearly full (Marshal.dump of 12,000 nested arrays
+// under GC.stress, 12,663 being the most the stack allows); the zero
+// pages cost nothing until a deep stack is scanned.
+const ScanReserve = 16 << 20
+
+// SlotReserve is the part of the region for the tag jmp_buf cache: two
+// words (the free list's head and how many slots were ever handed out),
+// padding to 16 bytes, then slots of the layout's JmpBufSize rounded up to
+// 16 bytes (42 slots of 24,608 bytes for RubyWasm4010). A tag pushed
+// while all slots are in use gets its jmp_buf from ruby_xmalloc as
+// before. Ruby code nests tags once per C frame that runs Ruby code
+// (a block yielded from C, rb_protect, rb_ensure, catch, the recursion
+// guard of inspect and <=>), so 42 covers all but deep recursion.
+const SlotReserve = 1 << 20
+
+// slotHeader is the bytes before the first slot.
+const slotHeader = 16
+
+// JmpBufSlots is how many jmp_bufs of size bytes the slot cache holds.
+func JmpBufSlots(size uint32) uint32 { return (SlotReserve - slotHeader) / jmpBufStride(size) }
+
+func jmpBufStride(size uint32) uint32 { return (size + 15) &^ 15 }
 
 // sjljMagic mixes the owner tag's check word, so stale bytes in a jmp_buf
 // that was never captured cannot pass for a tag.
@@ -250,7 +299,7 @@ func (m *Module) PatchSjlj(l SjljLayout) (*Module, int, error) {
 		return nil, 0, err
 	}
 	out.Sections = hdr.Sections
-	start, end := int32(region), int32(region+ReserveBytes)
+	start, end := int32(region), int32(region+ScanReserve)
 	// Point the longjmp scratch buffer and the scan buffer at the region
 	// (they are never in use at the same time: the scan runs inside the
 	// GC, a longjmp's unwind only in the frames it leaves).
@@ -308,6 +357,11 @@ func (m *Module) PatchSjlj(l SjljLayout) (*Module, int, error) {
 	}
 	clear := (&asm{}).get(1).i32(0).store(l.JmpBufOwner).b
 	bodies[int(l.TryCatchRun)-nimp] = append(append(append([]byte(nil), prologue...), clear...), b[len(prologue):]...)
+
+	// Serve the tags' jmp_bufs from the slot cache.
+	if bodies, ftypes, err = patchJmpBufAlloc(l, bodies, ftypes, nimp, uint32(region+ScanReserve)); err != nil {
+		return nil, 0, err
+	}
 
 	// Wrap every caller of _rb_wasm_setjmp. A byte search for the call
 	// instruction can only over-approximate (an immediate that happens to
@@ -414,6 +468,7 @@ const (
 	opI32Eqz  = 0x45
 	opI32LtU  = 0x49
 	opI32ShrU = 0x76
+	opI32Mul  = 0x6C
 )
 
 func scanUnwindBody(l SjljLayout) []byte {
@@ -537,4 +592,104 @@ func wrapperBody(l SjljLayout, ft FuncType, inner, depthG uint32) []byte {
 	}
 	a.op(opEnd)
 	return a.b
+}
+
+// patchJmpBufAlloc makes every tag's jmp_buf allocation call a new
+// function that hands out a slot of the cache at base (see SlotReserve),
+// and makes ruby_xfree put a slot back on the cache's free list. The
+// new function is appended to bodies and its type to ftypes, which are
+// returned.
+//
+// Its fallback calls ruby_xmalloc, which can start an Asyncify unwind
+// (the GC's scan of wasm locals). The new function is not instrumented:
+// it returns whatever ruby_xmalloc left, which the instrumented caller
+// ignores while unwinding, and when the caller is rewound it calls the
+// new function again, which finds the cache as full as before (nothing
+// runs between the scan's unwind and its rewind but the scan) and calls
+// ruby_xmalloc again, which rewinds. So the function needs no state of
+// its own on the Asyncify stack.
+func patchJmpBufAlloc(l SjljLayout, bodies [][]byte, ftypes []uint32, nimp int, base uint32) ([][]byte, []uint32, error) {
+	idx := func(fn uint32) (int, error) {
+		if fn < uint32(nimp) || int(fn)-nimp >= len(bodies) {
+			return 0, fmt.Errorf("%w: function %d is not defined by the module", ErrSjljLayout, fn)
+		}
+		return int(fn) - nimp, nil
+	}
+	xm, err := idx(l.Xmalloc)
+	if err != nil {
+		return nil, nil, err
+	}
+	xf, err := idx(l.Xfree)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !bytes.Equal(bodies[xf], l.XfreeBody) {
+		return nil, nil, fmt.Errorf("%w: function %d is not ruby_xfree", ErrSjljLayout, l.Xfree)
+	}
+	alloc := uint32(nimp + len(bodies))
+	head, count, slot0 := base, base+4, base+slotHeader
+	n, stride := JmpBufSlots(l.JmpBufSize), jmpBufStride(l.JmpBufSize)
+
+	// Redirect `i32.const JmpBufSize; call ruby_xmalloc` (whole
+	// instructions) to the allocator.
+	sites := 0
+	var in Instr
+	for i, b := range bodies {
+		if !bytes.Contains(b, ins(0x10, l.Xmalloc)) {
+			continue
+		}
+		hdr, err := DecodeLocals(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		var out []byte
+		d := NewDecoder(b[hdr.Code:])
+		prevSize := false
+		last := 0
+		for d.More() {
+			if err := d.Next(&in); err != nil {
+				return nil, nil, fmt.Errorf("function %d: %w", nimp+i, err)
+			}
+			if prevSize && in.Op == 0x10 && uint32(in.Imm[0]) == l.Xmalloc {
+				if out == nil {
+					out = append([]byte(nil), b[:hdr.Code]...)
+				}
+				out = append(out, b[hdr.Code+last:hdr.Code+in.Off]...)
+				out = append(out, ins(0x10, alloc)...)
+				last = in.End
+				sites++
+			}
+			prevSize = in.Op == 0x41 && in.Imm[0] == int64(l.JmpBufSize)
+		}
+		if out != nil {
+			bodies[i] = append(out, b[hdr.Code+last:]...)
+		}
+	}
+	if sites != l.JmpBufAllocs {
+		return nil, nil, fmt.Errorf("%w: %d jmp_buf allocations, want %d", ErrSjljLayout, sites, l.JmpBufAllocs)
+	}
+
+	// The allocator: pop the free list, else take the next slot never
+	// handed out, else ruby_xmalloc.
+	a := &asm{}
+	a.op(1, 1, ValI32) // local 1: a slot
+	a.i32(int32(head)).load(0).tee(1).op(opIf, opEmpty)
+	a.i32(int32(head)).get(1).load(0).store(0)
+	a.get(1).op(0x0F, opEnd)
+	a.i32(int32(count)).load(0).tee(1).i32(int32(n)).op(opI32LtU, opIf, opEmpty)
+	a.i32(int32(count)).get(1).i32(1).op(opI32Add).store(0)
+	a.get(1).i32(int32(stride)).op(opI32Mul).i32(int32(slot0)).op(opI32Add, 0x0F, opEnd)
+	a.get(0).call(l.Xmalloc).op(opEnd)
+	ftypes = append(ftypes, ftypes[xm])
+	bodies = append(bodies, a.b)
+
+	// ruby_xfree: a pointer into the slots goes back on the free list.
+	f := &asm{}
+	f.b = append(f.b, l.XfreeBody[:3]...) // its locals
+	f.get(0).i32(int32(slot0)).op(opI32Sub).i32(int32(n*stride)).op(opI32LtU, opIf, opEmpty)
+	f.get(0).i32(int32(head)).load(0).store(0)
+	f.i32(int32(head)).get(0).store(0)
+	f.op(0x0F, opEnd)
+	bodies[xf] = append(f.b, l.XfreeBody[3:]...)
+	return bodies, ftypes, nil
 }

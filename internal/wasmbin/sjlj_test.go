@@ -153,3 +153,54 @@ func TestPatchSjljTryCatchClearsOwnerTag(t *testing.T) {
 		t.Fatalf("rb_wasm_try_catch_loop_run was rewritten as % x", neu[:min(len(neu), 32)])
 	}
 }
+
+// Every tag's jmp_buf allocation (i32.const JmpBufSize; call ruby_xmalloc)
+// calls the slot allocator instead, and ruby_xfree starts with the check
+// that puts a slot back, then runs its original body.
+func TestPatchSjljJmpBufSlots(t *testing.T) {
+	m, err := wasmbin.Parse(pinnedImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := m.PatchSjlj(wasmbin.RubyWasm4010)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := wasmbin.RubyWasm4010
+	imps, _ := m.Imports()
+	nimp := 0
+	for _, im := range imps {
+		if im.Kind == wasmbin.KindFunc {
+			nimp++
+		}
+	}
+	before, _ := m.Bodies()
+	after, _ := out.Bodies()
+	alloc := uint32(nimp + len(before)) // the first function the rewrite adds
+	count := func(bodies [][]byte, fn uint32) int {
+		site := wasmbin.AppendU32(append(wasmbin.AppendS32([]byte{0x41}, int32(l.JmpBufSize)), 0x10), fn)
+		n := 0
+		for _, b := range bodies {
+			n += bytes.Count(b, site)
+		}
+		return n
+	}
+	// The wrapped functions' bodies are copied to new indices, so a site
+	// in one of them counts in the copy, not in the wrapper.
+	if got := count(before, l.Xmalloc); got < l.JmpBufAllocs {
+		t.Fatalf("the image has %d jmp_buf allocations, the layout says %d", got, l.JmpBufAllocs)
+	}
+	if got := count(after, l.Xmalloc); got != 0 {
+		t.Errorf("%d jmp_buf allocations still call ruby_xmalloc", got)
+	}
+	if got := count(after, alloc); got != l.JmpBufAllocs {
+		t.Errorf("%d jmp_buf allocations call the slot allocator, want %d", got, l.JmpBufAllocs)
+	}
+	xfree := after[int(l.Xfree)-nimp]
+	if !bytes.HasPrefix(xfree, l.XfreeBody[:3]) || !bytes.HasSuffix(xfree, l.XfreeBody[3:]) || len(xfree) <= len(l.XfreeBody) {
+		t.Errorf("ruby_xfree was rewritten as % x", xfree)
+	}
+	if n := wasmbin.JmpBufSlots(l.JmpBufSize); n != 42 {
+		t.Errorf("%d slots, want 42 (1 MiB of 24,608-byte slots)", n)
+	}
+}

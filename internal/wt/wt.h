@@ -172,6 +172,7 @@ void wasmtime_store_epoch_deadline_callback(
 // WASI
 wasi_config_t *wasi_config_new(void);
 bool wasi_config_set_argv(wasi_config_t *, size_t, const char *argv[]);
+bool wasi_config_set_env(wasi_config_t *, size_t, const char *names[], const char *values[]);
 void wasi_config_set_stdout_custom(wasi_config_t *, ptrdiff_t (*)(void *, const unsigned char *, size_t), void *, void (*)(void *));
 void wasi_config_set_stderr_custom(wasi_config_t *, ptrdiff_t (*)(void *, const unsigned char *, size_t), void *, void (*)(void *));
 bool wasi_config_preopen_dir(wasi_config_t *, const char *host, const char *guest, size_t dir_perms, size_t file_perms);

@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/cgo"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -386,6 +387,8 @@ func (s *Store) Close() {
 // WASI describes a guest's WASI context. It is consumed by SetWASI.
 type WASI struct {
 	Args []string
+	// Env is the environment, as NAME=value strings (empty when nil).
+	Env []string
 	// Preopens are host directories the guest may open.
 	Preopens []Preopen
 }
@@ -396,8 +399,9 @@ type Preopen struct {
 	Write       bool
 }
 
-// SetWASI gives the store a WASI context: Args as argv, an empty
+// SetWASI gives the store a WASI context: Args as argv, Env as the
 // environment, no stdin, and stdout/stderr delivered to the store's hooks.
+// It fails for a variable without a name and "=", or with a NUL byte.
 func (s *Store) SetWASI(w WASI) error {
 	c := C.wasi_config_new()
 	if len(w.Args) > 0 {
@@ -412,6 +416,29 @@ func (s *Store) SetWASI(w WASI) error {
 		if !ok {
 			C.wasi_config_delete(c)
 			return errors.New("wt: invalid argv")
+		}
+	}
+	if len(w.Env) > 0 {
+		for _, kv := range w.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+				C.wasi_config_delete(c)
+				return fmt.Errorf("wt: invalid environment variable %q", kv)
+			}
+		}
+		names := make([]*C.char, len(w.Env))
+		values := make([]*C.char, len(w.Env))
+		for i, kv := range w.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			names[i], values[i] = C.CString(k), C.CString(v)
+		}
+		ok := C.wasi_config_set_env(c, C.size_t(len(w.Env)), (**C.char)(unsafe.Pointer(&names[0])), (**C.char)(unsafe.Pointer(&values[0])))
+		for i := range names {
+			C.free(unsafe.Pointer(names[i]))
+			C.free(unsafe.Pointer(values[i]))
+		}
+		if !ok {
+			C.wasi_config_delete(c)
+			return errors.New("wt: invalid environment")
 		}
 	}
 	C.gb_wasi_output(c, C.uintptr_t(s.handle))
