@@ -62,9 +62,9 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 			e.log.Warn("glovebox: rebuilding the compiled module", "path", modPath, "reason", err)
 		}
 		// Not in the cache: the module shipped beside the binary (a
-		// platform gem, a release archive), used where it lies, else a
-		// compile, cached.
-		if e.module = e.loadShipped(dir); e.module == nil {
+		// platform gem, a release archive), copied into the cache, else
+		// a compile, cached.
+		if e.module = e.installShipped(modPath); e.module == nil {
 			done := e.cfg.Progress(e.compileStep())
 			e.module, bootMem, err = e.compile()
 			done()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,14 +21,14 @@ import (
 // ships (Precompile), puts the files beside the binary (a platform gem's
 // lib/glovebox/native/, a release archive's directory) and stamps their
 // SHA-256 into that binary (shippedSums). At Open, a module missing from
-// the cache is taken from there instead of being compiled: its name
-// carries the cache key (image hash, wasmtime version, engine settings,
-// module derivation, target), its SHA-256 must be the one stamped into
-// the binary (checked once per file version, the stamp kept in the
-// cache), and wasmtime checks on deserializing that it was compiled by
-// the same wasmtime with compatible settings for this CPU. A module that
-// fails any check is compiled locally instead, with a log line saying
-// why. See RATIONALE.md, "Why ship the compiled modules?".
+// the cache is copied from there into the cache instead of being
+// compiled: its name must carry the engine's cache key (image hash,
+// wasmtime version, engine settings, module derivation, target), the
+// bytes copied must have the SHA-256 stamped into the binary, and
+// wasmtime checks on loading the copy that it was compiled by the same
+// wasmtime with compatible settings for this CPU. A module that fails any
+// check is compiled locally instead, with a log line saying why. See
+// RATIONALE.md, "Why ship the compiled modules?".
 
 // shippedSums is set by the release build (-ldflags -X, shipped.SumsVar):
 // the shipped modules in shipped.Format's form. Empty in a build from
@@ -101,12 +102,17 @@ func (e *Engine) shippedName() string {
 	return "ruby-" + e.variantName() + "-" + runtime.GOARCH + "-" + e.key[:24] + ".cwasm"
 }
 
-// loadShipped returns the shipped module for this engine, or nil when
-// none may be used, saying why on the log when there was one to use (or
-// the binary is a release build, which should have one). stampDir holds
-// the stamp of the hash check (the directory beside the binary may be
-// read-only).
-func (e *Engine) loadShipped(stampDir string) *wt.Module {
+// installShipped copies the shipped module for this engine into the
+// cache as path (module.cwasm, with its checksum file) and returns it
+// loaded; nil when none may be used, saying why on the log when there
+// was one to use (or the binary is a release build, which should have
+// one). The copy is what was hashed: its bytes are checked against the
+// binary's list while they are written, and wasmtime checks the copy
+// before it takes the cache's name. From then on the cache serves it as
+// it serves a module compiled here: every process of the machine
+// (an executor's eval workers, which see the cache but not the gem)
+// loads it from there.
+func (e *Engine) installShipped(path string) *wt.Module {
 	sh := e.cfg.Shipped
 	if sh == nil {
 		sh = releaseShipped()
@@ -115,7 +121,7 @@ func (e *Engine) loadShipped(stampDir string) *wt.Module {
 		return nil
 	}
 	name := e.shippedName()
-	path := filepath.Join(sh.Dir, name)
+	src := filepath.Join(sh.Dir, name)
 	want, listed := sh.Sums[name]
 	if !listed {
 		// A release binary with modules for another image, another
@@ -124,54 +130,68 @@ func (e *Engine) loadShipped(stampDir string) *wt.Module {
 			"want", name, "dir", sh.Dir)
 		return nil
 	}
-	m, err := openShipped(e.wt, path, want, filepath.Join(stampDir, "shipped-"+name+".ok"))
+	m, err := copyShipped(e.wt, src, want, path)
 	if err != nil {
 		e.log.Warn("glovebox: the compiled module shipped beside the binary cannot be used; compiling it here instead",
-			"path", path, "reason", err.Error())
+			"path", src, "reason", err.Error())
 		return nil
 	}
-	e.log.Debug("glovebox: using the compiled module shipped beside the binary", "path", path)
+	e.log.Info("glovebox: using the compiled module shipped beside the binary", "path", src)
 	return m
 }
 
-// errShippedSum is openShipped's error for a file whose SHA-256 is not
+// errShippedSum is copyShipped's error for a file whose SHA-256 is not
 // the one stamped into the binary.
 var errShippedSum = errors.New("its SHA-256 is not the one this glovebox binary was released with")
 
-// openShipped checks the file at path against want (its hex SHA-256),
-// once per version of the file: stamp records the identity (device,
-// inode, size, times) of the file that passed. It then has wasmtime
-// deserialize the very file it checked (through /proc/self/fd), so a
-// file renamed over it meanwhile is not the one loaded.
-func openShipped(eng *wt.Engine, path, want, stamp string) (*wt.Module, error) {
-	f, err := os.Open(path)
+// copyShipped copies the file at src to dst through a temporary file,
+// checking its SHA-256 against want (hex) as it goes and then having
+// wasmtime load the copy (its own check of version, settings and CPU
+// features), and only then renames it into place beside its checksum
+// file (saveModule's format).
+func copyShipped(eng *wt.Engine, src, want, dst string) (*wt.Module, error) {
+	in, err := os.Open(src)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	id, err := fileIdentity(f)
+	defer in.Close()
+	fullChecks.Add(1)
+	out, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return nil, err
 	}
-	if !hasStampAt(stamp, id, want) {
-		fullChecks.Add(1)
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return nil, err
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != want {
-			return nil, fmt.Errorf("%w (%s, want %s)", errShippedSum, got, want)
-		}
-		// Read whole: drop it from the page cache, so that the process
-		// maps only the code it runs (dropPageCache).
-		dropPageCache(f)
-		if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
-			writeStampAt(stamp, id, want)
-		}
+	tmp := out.Name()
+	defer os.Remove(tmp) // gone by then when renamed
+	h, crc := sha256.New(), crc32.New(castagnoli)
+	n, err := io.Copy(io.MultiWriter(out, h, crc), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	m, err := wt.DeserializeFile(eng, fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return nil, fmt.Errorf("%w (%s, want %s)", errShippedSum, got, want)
+	}
+	m, err := wt.DeserializeFile(eng, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("wasmtime refused it: %w", err)
+	}
+	sum := fmt.Sprintf("%08x %d", crc.Sum32(), n)
+	if err := writeAtomic(dst+".sum", []byte(sum+"\n")); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		m.Close()
+		return nil, err
+	}
+	// Written whole: dropped from the page cache so that the process
+	// maps only the code it runs (dropPageCache); and checked just now,
+	// so the next start need not read it back.
+	dropPageCachePath(dst)
+	if id, err := identity(dst); err == nil {
+		writeStamp(dst, id, sum)
 	}
 	return m, nil
 }

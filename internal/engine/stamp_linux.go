@@ -52,23 +52,16 @@ func statIdentity(st *unix.Stat_t) string {
 
 // hasStamp reports whether path's stamp records identity id and extra
 // (which names whatever else the file was checked against).
-func hasStamp(path, id, extra string) bool { return hasStampAt(path+".ok", id, extra) }
-
-// hasStampAt is hasStamp for a stamp kept at stamp rather than beside
-// the file (a file in a directory that may be read-only).
-func hasStampAt(stamp, id, extra string) bool {
-	b, err := os.ReadFile(stamp)
+func hasStamp(path, id, extra string) bool {
+	b, err := os.ReadFile(path + ".ok")
 	return err == nil && string(b) == id+"\n"+extra+"\n"
 }
 
 // writeStamp records that path, with identity id, passed its check. It is
 // best effort: without a stamp the next start checks again.
-func writeStamp(path, id, extra string) { writeStampAt(path+".ok", id, extra) }
-
-// writeStampAt is writeStamp for a stamp kept at stamp.
-func writeStampAt(stamp, id, extra string) {
+func writeStamp(path, id, extra string) {
 	if !strings.Contains(extra, "\n") {
-		writeAtomic(stamp, []byte(id+"\n"+extra+"\n"))
+		writeAtomic(path+".ok", []byte(id+"\n"+extra+"\n"))
 	}
 }
 
