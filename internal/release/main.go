@@ -3,13 +3,16 @@
 //
 //   - ruby/pkg/glovebox-VERSION-x86_64-linux.gem and
 //     glovebox-VERSION-aarch64-linux.gem: the Ruby gem with the glovebox
-//     binary for its platform and the pinned Ruby image packed under
-//     lib/glovebox/native/, so neither Go nor npm is needed at install or
-//     run time; and glovebox-VERSION.gem, the plain gem for every other
-//     platform (remote mode, or a glovebox from $GLOVEBOX_BIN or PATH);
+//     binary for its platform, the pinned Ruby image and that image
+//     compiled for the platform (plain and fuel-metered) packed under
+//     lib/glovebox/native/, so neither Go nor npm nor a compile is needed
+//     at install or run time; and glovebox-VERSION.gem, the plain gem for
+//     every other platform (remote mode, or a glovebox from $GLOVEBOX_BIN
+//     or PATH);
 //   - dist/glovebox-VERSION-linux-amd64.tar.gz and -linux-arm64.tar.gz:
-//     the binary and the image side by side, with a README and a licence
-//     note, for `glovebox mcp` and the CLI without Go or npm;
+//     the binary, the image and the compiled image side by side, with a
+//     README and a licence note, for `glovebox mcp` and the CLI without
+//     Go or npm;
 //   - a SHA256SUMS file in each of the two directories.
 //
 // The binaries are built with cgo (wasmtime's static library), the arm64
@@ -23,9 +26,18 @@
 // SHA-256, or fetched with npm (and checked against the package's pinned
 // integrity) when the cache lacks it.
 //
+// Each binary compiles its own architecture's modules (`glovebox
+// precompile`: wasmtime's library compiles for its own architecture only,
+// so the arm64 binary runs under qemu-aarch64-static, Debian's
+// qemu-user-static: about 13 minutes of CPU); then it is linked again
+// with their SHA-256 stamped in, so it uses those files and no others.
+// The modules are kept in the glovebox cache's release/ directory under
+// names carrying their cache key, and reused by later builds of the same
+// image, wasmtime and engine settings.
+//
 // Usage:
 //
-//	go run ./internal/release [-arch amd64,arm64] [-version V]
+//	go run ./internal/release [-arch amd64,arm64] [-version V] [-precompile amd64,arm64]
 //
 // VERSION defaults to the gem's (ruby/lib/glovebox/version.rb). The C
 // compiler for a cross build is $CC_<arch> (CC_arm64, CC_amd64) when set,
@@ -77,14 +89,16 @@ var targets = []target{
 func main() {
 	arches := flag.String("arch", "amd64,arm64", "the GOARCH values to build, comma-separated")
 	version := flag.String("version", "", "the version to stamp (default: the gem's)")
+	pre := flag.String("precompile", "amd64,arm64", "the GOARCH values whose gem and archive ship the compiled Ruby image "+
+		"(another architecture's is compiled under qemu-user: tens of minutes on 2 cores unless cached); the others compile it on first use")
 	flag.Parse()
-	if err := run(*arches, *version); err != nil {
+	if err := run(*arches, *version, strings.Split(*pre, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(arches, version string) error {
+func run(arches, version string, pre []string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -125,12 +139,16 @@ func run(arches, version string) error {
 		// The compiled modules, made by the binary itself (its wasmtime,
 		// its settings), then stamped into it: built again with their
 		// hashes, the binary trusts those files and no others.
-		compiled, err := precompile(t, bin, img)
-		if err != nil {
-			return err
-		}
-		if err := build(root, t, version, bin, compiled); err != nil {
-			return err
+		var compiled []module
+		if slices.Contains(pre, t.goarch) {
+			if compiled, err = precompile(t, bin, img); err != nil {
+				return err
+			}
+			if err := build(root, t, version, bin, compiled); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "release: linux/%s ships without the compiled Ruby image (-precompile): it compiles on first use\n", t.goarch)
 		}
 		g, err := platformGem(root, work, pkg, t, bin, img, compiled)
 		if err != nil {
