@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -70,6 +71,67 @@ func TestResultJSON(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("JSON lacks %s: %s", want, s)
 		}
+	}
+}
+
+// TestEvalWithEnv: WithEnv is the guest's whole ENV; nothing of the
+// host's is added; a session's ENV is replaced when an eval gives one
+// and kept when it does not; names and values C cannot hold, and
+// environments over the bounds, fail with ErrInvalidInput and run
+// nothing.
+func TestEvalWithEnv(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("GLOVEBOX_HOST_SECRET", "s3cret")
+	res, err := rt.EvalWith(ctx, `ENV.to_h`, glovebox.WithEnv(map[string]string{"MODE": "batch", "LANG": "C", "EMPTY": "", "UNI": "é"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, glovebox.StatusOK)
+	// The guest's locale is US-ASCII, so Ruby tags a non-ASCII value
+	// ASCII-8BIT: its bytes come back as bytes.
+	if got := res.Value.(map[string]any); len(got) != 4 || got["MODE"] != "batch" || got["EMPTY"] != "" || !bytes.Equal(got["UNI"].([]byte), []byte("é")) {
+		t.Fatalf("ENV %#v", got)
+	}
+	for _, opt := range []glovebox.EvalOption{nil, glovebox.WithEnv(nil), glovebox.WithEnv(map[string]string{})} {
+		res, err := rt.EvalWith(ctx, `ENV.size`, opt)
+		if err != nil || res.Value != int64(0) {
+			t.Fatalf("empty ENV: %v %#v", err, res)
+		}
+	}
+	for _, env := range []map[string]string{
+		{"": "x"}, {"A=B": "x"}, {"A\x00": "x"}, {"A": "x\x00y"},
+		{"BIG": strings.Repeat("x", glovebox.MaxArgBytes)},
+	} {
+		if res, err := rt.EvalWith(ctx, `1`, glovebox.WithEnv(env)); !errors.Is(err, glovebox.ErrInvalidInput) || res != nil {
+			t.Errorf("%q: got %v, %v; want ErrInvalidInput", env, res, err)
+		}
+		if err := glovebox.CheckEnv(env); !errors.Is(err, glovebox.ErrInvalidInput) {
+			t.Errorf("CheckEnv(%q) = %v", env, err)
+		}
+	}
+	many := map[string]string{}
+	for i := range glovebox.MaxArgs + 1 {
+		many[fmt.Sprint("V", i)] = ""
+	}
+	if err := glovebox.CheckEnv(many); !errors.Is(err, glovebox.ErrInvalidInput) {
+		t.Errorf("%d variables: %v", len(many), err)
+	}
+	s, err := rt.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err = s.EvalWith(ctx, `ENV["OWN"] = "1"; ENV.keys.sort.join(",")`, glovebox.WithEnv(map[string]string{"A": "1"}))
+	if err != nil || res.Value != "A,OWN" {
+		t.Fatalf("session eval 1: %v %#v", err, res)
+	}
+	res, err = s.Eval(ctx, `ENV.keys.sort.join(",")`)
+	if err != nil || res.Value != "A,OWN" {
+		t.Fatalf("session eval without WithEnv keeps ENV: %v %#v", err, res)
+	}
+	res, err = s.EvalWith(ctx, `ENV.keys.sort.join(",")`, glovebox.WithEnv(map[string]string{"B": "2"}))
+	if err != nil || res.Value != "B" {
+		t.Fatalf("session eval with WithEnv replaces ENV: %v %#v", err, res)
 	}
 }
 

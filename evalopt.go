@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/gloveboxhq/glovebox/internal/engine"
 )
 
 // ErrInvalidInput wraps every rejection of an eval's input given by
 // [EvalOption]s: standard input over Limits.Stdin, an error reading it,
-// or arguments over MaxArgs or MaxArgBytes. The eval does not run.
+// arguments over MaxArgs or MaxArgBytes, or an environment variable
+// [WithEnv] refuses. The eval does not run.
 var ErrInvalidInput = errors.New("glovebox: invalid eval input")
 
 // Bounds on the arguments [WithArgs] gives one eval: at most MaxArgs
@@ -24,14 +27,17 @@ const (
 )
 
 // EvalOption changes one eval of [Runtime.EvalWith] or [Session.EvalWith]: its
-// input ([WithStdin], [WithArgs]) or where its output also goes
-// ([WithOutput]). Without options an eval has empty standard input, an
-// empty ARGV and its output only in the Result.
+// input ([WithStdin], [WithArgs], [WithEnv]) or where its output also
+// goes ([WithOutput]). Without options an eval has empty standard input,
+// an empty ARGV, the ENV its VM has (empty in a fresh one) and its
+// output only in the Result.
 type EvalOption func(*evalOptions)
 
 type evalOptions struct {
 	stdin          io.Reader
 	args           []string
+	env            map[string]string
+	envSet         bool
 	stdout, stderr io.Writer
 }
 
@@ -54,6 +60,67 @@ func WithStdin(r io.Reader) EvalOption {
 // input only.
 func WithArgs(args ...string) EvalOption {
 	return func(o *evalOptions) { o.args = args }
+}
+
+// WithEnv sets the guest's ENV to exactly env when the eval starts:
+// ENV.to_h equals env, whatever the VM had (a session's earlier evals
+// included), and nothing of the host's environment is added. A nil or
+// empty env empties ENV. Without WithEnv a fresh VM's ENV is empty and a
+// session's keeps what its earlier evals set.
+//
+// A name must be non-empty and hold neither "=" nor a NUL byte; a value
+// must hold no NUL byte (the C environment could not represent them).
+// At most MaxArgs variables of MaxArgBytes bytes of names and values
+// together, the bounds of WithArgs. Anything else fails Eval with
+// [ErrInvalidInput], naming the variable, and runs nothing. Bytes that
+// are not UTF-8 become U+FFFD. The guest's locale is US-ASCII, so Ruby
+// reads a value that is not all ASCII as a binary (ASCII-8BIT) String:
+// force_encoding("UTF-8") gives it back as text. Setting TZ has no
+// effect in the guest (local time is always UTC).
+func WithEnv(env map[string]string) EvalOption {
+	return func(o *evalOptions) { o.env, o.envSet = env, true }
+}
+
+// CheckEnv reports whether [WithEnv] accepts env: nil, or an error
+// wrapping [ErrInvalidInput] that names the first variable refused (a
+// name empty or holding "=" or NUL, a value holding NUL, more than
+// MaxArgs variables or MaxArgBytes bytes). A program that takes an
+// environment from its own users checks it once, when it is given,
+// rather than at each eval.
+func CheckEnv(env map[string]string) error {
+	_, err := envList(env)
+	return err
+}
+
+// envList checks env (WithEnv's rules) and returns it as sorted
+// "NAME=value" entries, never nil.
+func envList(env map[string]string) ([]string, error) {
+	if len(env) > MaxArgs {
+		return nil, fmt.Errorf("%w: %d environment variables, over the limit of %d (MaxArgs)", ErrInvalidInput, len(env), MaxArgs)
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := make([]string, 0, len(env))
+	n := 0
+	for _, k := range names {
+		v := env[k]
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w: an environment variable has an empty name", ErrInvalidInput)
+		case strings.ContainsAny(k, "=\x00"):
+			return nil, fmt.Errorf("%w: environment variable name %q holds \"=\" or a NUL byte", ErrInvalidInput, k)
+		case strings.IndexByte(v, 0) >= 0:
+			return nil, fmt.Errorf("%w: the value of environment variable %q holds a NUL byte", ErrInvalidInput, k)
+		}
+		if n += len(k) + len(v); n > MaxArgBytes {
+			return nil, fmt.Errorf("%w: the environment is over %d bytes of names and values (MaxArgBytes)", ErrInvalidInput, MaxArgBytes)
+		}
+		out = append(out, k+"="+v)
+	}
+	return out, nil
 }
 
 // WithOutput makes the guest's stdout and stderr also go to the given
@@ -98,6 +165,13 @@ func applyOptions(req *engine.Request, l Limits, opts []EvalOption) error {
 		}
 	}
 	req.Args = o.args
+	if o.envSet {
+		env, err := envList(o.env)
+		if err != nil {
+			return err
+		}
+		req.Env = env
+	}
 	if o.stdout != nil {
 		req.StdoutTee = o.stdout
 	}

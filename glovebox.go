@@ -460,6 +460,13 @@ type Stats struct {
 	// back: divided by MemoriesReused + VMsRewound, the pages a typical
 	// eval writes.
 	PagesRestored uint64
+	// RewindsTracked counts the rewinds (of every Runtime on the engine)
+	// that restored only the pages written since the VM's checkpoint,
+	// found by write tracking (Linux 6.7+ with userfaultfd allowed; see
+	// RATIONALE.md, "Why rewind VMs instead of making new ones?"); the
+	// other rewinds restored every page written since the VM's memory
+	// was mapped. Zero where the kernel lacks it.
+	RewindsTracked uint64
 }
 
 // Stats reports the Runtime's pool counters and its engine's memory
@@ -474,7 +481,7 @@ func (r *Runtime) Stats() Stats {
 	ms := eng.MemoryStats()
 	rw, ru := eng.ReuseStats()
 	return Stats{PoolHits: h, PoolMisses: m, MemoriesMade: ms.Made, MemoriesReused: ms.Reused, MemoriesDropped: ms.Dropped,
-		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored, VMsLive: ms.Live}
+		VMsRewound: rw, VMsReused: ru, PagesRestored: ms.Restored, VMsLive: ms.Live, RewindsTracked: ms.Tracked}
 }
 
 // Mounts returns the directories the guest may use, as configured.

@@ -50,7 +50,8 @@ var rewindAttacks = []struct {
 	opts       []glovebox.EvalOption
 }{
 	{"input", `$in = $stdin.read; $stdin = StringIO.new("more"); ARGV << "x"; $in + ARGV.join`,
-		[]glovebox.EvalOption{glovebox.WithStdin(strings.NewReader("ATTACKMARK-stdin")), glovebox.WithArgs("ATTACKMARK-arg")}},
+		[]glovebox.EvalOption{glovebox.WithStdin(strings.NewReader("ATTACKMARK-stdin")), glovebox.WithArgs("ATTACKMARK-arg"),
+			glovebox.WithEnv(map[string]string{"ATTACKMARK_ENV": "ATTACKMARK-env"})}},
 	{"globals", `$g = 1; X_LEAK = 1; x_local = 1; $0 = "pwn"; ARGV << "pwn"; ENV["PWN"] = "1"; $LOAD_PATH.unshift("/tmp")
 $LOADED_FEATURES << "fake.rb"; Thread.current[:pwn] = 1; Fiber[:pwn] = 1; File.umask(0o777)
 class Integer; def to_s(*) = "patched"; end; class String; def leak? = true; end; module Kernel; def self.leak = 1; end

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,20 +33,11 @@ e = Glovebox::Exposure
 names = JSON.parse($stdin.read)
 print JSON.generate("keywords" => e::KEYWORDS, "core" => e::CORE_METHODS, "main" => e::MAIN_METHODS,
                     "protocol" => e::PROTOCOL_METHODS, "ok" => names.to_h { [_1, e.name_problem(_1).nil?] })`
-	cmd := exec.Command(rb, "-Iruby/lib", "-e", script)
-	in, _ := json.Marshal(names)
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("ruby: %v\n%s", err, out)
-	}
 	var got struct {
 		Keywords, Core, Main, Protocol []string
 		OK                             map[string]bool
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	rubyVerdicts(t, rb, script, names, &got)
 	same := func(what string, ruby, gov []string) {
 		r, g := slices.Sorted(slices.Values(ruby)), slices.Sorted(slices.Values(gov))
 		if !slices.Equal(r, g) {
@@ -60,5 +52,55 @@ print JSON.generate("keywords" => e::KEYWORDS, "core" => e::CORE_METHODS, "main"
 		if want := ValidToolName(n) == nil; got.OK[n] != want {
 			t.Errorf("%q: the gem says valid=%v, ValidToolName says %v", n, got.OK[n], want)
 		}
+	}
+}
+
+// TestRubyGemMountRules: the gem's guest-path check (Sandbox.
+// guest_path_problem, with RESERVED_GUEST_PATHS) gives validateMounts'
+// verdict for paths at the edges of its rules, so a Sandbox, a profile
+// or a code-mode class refuses at construction the mount glovebox.New
+// would refuse.
+func TestRubyGemMountRules(t *testing.T) {
+	rb, err := exec.LookPath("ruby")
+	if err != nil {
+		t.Skip("ruby is not installed")
+	}
+	paths := []string{"", "/", "data", "./data", "/data", "/data/", "/data//x", "/data/./x", "/data/../x", "/a\\b",
+		"/tmp", "/tmp/x", "/tmpx", "/usr", "/usr/lib", "/us", "/work", "/src", "/workspace", "/é",
+		"/" + strings.Repeat("x", 1024), "/" + strings.Repeat("x", 1023)}
+	const script = `require "json"
+require "glovebox"
+paths = JSON.parse($stdin.read)
+print JSON.generate("reserved" => Glovebox::Sandbox::RESERVED_GUEST_PATHS,
+                    "ok" => paths.to_h { [_1, Glovebox::Sandbox.guest_path_problem(_1).nil?] })`
+	var got struct {
+		Reserved []string
+		OK       map[string]bool
+	}
+	rubyVerdicts(t, rb, script, paths, &got)
+	if !slices.Equal(slices.Sorted(slices.Values(got.Reserved)), slices.Sorted(slices.Values(ReservedGuestPaths()))) {
+		t.Errorf("the gem reserves %v, glovebox %v", got.Reserved, ReservedGuestPaths())
+	}
+	for _, p := range paths {
+		want := validateMounts([]Mount{{HostPath: "/h", GuestPath: p}}) == nil
+		if got.OK[p] != want {
+			t.Errorf("%q: the gem says valid=%v, validateMounts says %v", p, got.OK[p], want)
+		}
+	}
+}
+
+// rubyVerdicts runs script with the gem's lib on the load path and in
+// (JSON) on its stdin, and decodes what it prints into out.
+func rubyVerdicts(t *testing.T, rb, script string, in, out any) {
+	t.Helper()
+	cmd := exec.Command(rb, "-Iruby/lib", "-e", script)
+	b, _ := json.Marshal(in)
+	cmd.Stdin = bytes.NewReader(b)
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruby: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal(got, out); err != nil {
+		t.Fatalf("%v: %s", err, got)
 	}
 }

@@ -18,7 +18,10 @@ type DirStateStore struct {
 }
 
 // NewDirStateStore uses dir, making it (mode 0700) if needed. It fails if
-// dir cannot be made or is not a directory.
+// dir cannot be made, is not a directory, or is writable by every user
+// (mode o+w, /tmp's sticky kind included): anyone on the host could then
+// delete a claim and continue a paused eval a second time, or claim one
+// first. A claim's name is never followed as a symbolic link.
 func NewDirStateStore(dir string) (*DirStateStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("glovebox: state store: %w", err)
@@ -29,6 +32,10 @@ func NewDirStateStore(dir string) (*DirStateStore, error) {
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("glovebox: state store: %s is not a directory", dir)
+	}
+	if perm := st.Mode().Perm(); perm&0o002 != 0 {
+		return nil, fmt.Errorf("glovebox: state store: %s is writable by every user (mode %#o): anyone on this host could "+
+			"delete a claim and continue a paused eval again; use a directory only the app's user can write (chmod o-w)", dir, perm)
 	}
 	return &DirStateStore{dir: dir}, nil
 }

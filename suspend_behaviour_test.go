@@ -502,3 +502,58 @@ func TestSessionContinueConcurrent(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestSuspendKeepsEnv: a paused eval's WithEnv environment is sealed with
+// it, so the continuation's replay reads the same ENV (and a session's
+// replayed history reads each earlier eval's own); a Continue given
+// WithEnv is refused.
+func TestSuspendKeepsEnv(t *testing.T) {
+	ctx := context.Background()
+	r := newCorpusRuntime(t, true, glovebox.Config{})
+	defer r.Close()
+	res, err := r.EvalWith(ctx, `a = ENV["A"]; d = double(1); [a, d, ENV.to_h]`, glovebox.WithEnv(map[string]string{"A": "one"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, glovebox.StatusSuspended)
+	if _, err := r.Continue(ctx, res.State, glovebox.Answer{Value: 2}, glovebox.WithEnv(nil)); !errors.Is(err, glovebox.ErrInvalidInput) {
+		t.Fatalf("Continue with WithEnv: %v", err)
+	}
+	res = mustContinue(t, r, res.State, glovebox.Answer{Value: 2})
+	if fmt.Sprint(res.Value) != fmt.Sprint([]any{"one", int64(2), map[string]any{"A": "one"}}) {
+		t.Fatalf("continued: %v %+v", res.Value, res.Error)
+	}
+
+	var suspendNow atomic.Bool
+	r2 := newCorpusRuntime(t, false, glovebox.Config{Hooks: glovebox.Hooks{BeforeCall: func(context.Context, string, glovebox.Args) error {
+		if suspendNow.Load() {
+			return glovebox.ErrSuspend
+		}
+		return nil
+	}}})
+	defer r2.Close()
+	s, _ := r2.NewSession()
+	if res, err := s.EvalWith(ctx, `$seen = [ENV["B"]]`, glovebox.WithEnv(map[string]string{"B": "first"})); err != nil || res.Status != glovebox.StatusOK {
+		t.Fatalf("session eval 1: %v %+v", err, res)
+	}
+	if res, err := s.EvalWith(ctx, `$seen << ENV["B"]`, glovebox.WithEnv(map[string]string{"B": "second"})); err != nil || res.Status != glovebox.StatusOK {
+		t.Fatalf("session eval 2: %v %+v", err, res)
+	}
+	suspendNow.Store(true)
+	res, _ = s.Eval(ctx, `x = double(1); $seen + [ENV["B"], x]`)
+	suspendNow.Store(false)
+	wantStatus(t, res, glovebox.StatusSuspended)
+	s.Close()
+	s2, err := r2.ResumeSession(ctx, res.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	res, err = s2.Continue(ctx, glovebox.Answer{Value: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Value) != fmt.Sprint([]any{"first", "second", "second", int64(2)}) {
+		t.Fatalf("session continued: %v %+v", res.Value, res.Error)
+	}
+}

@@ -63,6 +63,7 @@ type priorEval struct {
 	code  string
 	stdin []byte
 	args  []string
+	env   []string // WithEnv's entries; nil: none given
 	log   []byte
 	spent time.Duration
 }
@@ -149,7 +150,7 @@ func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome
 		if j.Overflow {
 			h.broken = true
 		} else {
-			h.evals = append(h.evals, priorEval{code: req.Code, stdin: req.Stdin, args: req.Args, log: j.Log(), spent: out.Duration})
+			h.evals = append(h.evals, priorEval{code: req.Code, stdin: req.Stdin, args: req.Args, env: req.Env, log: j.Log(), spent: out.Duration})
 			h.cost += out.Duration
 		}
 	}
@@ -160,7 +161,7 @@ func (s *Session) record(st *evalState, req *engine.Request, out *engine.Outcome
 func (r *Runtime) fastForward(ctx context.Context, es *engine.Session, evals []priorEval) error {
 	for i, pe := range evals {
 		req, st := r.request(pe.code)
-		req.Stdin, req.Args = pe.stdin, pe.args
+		req.Stdin, req.Args, req.Env = pe.stdin, pe.args, pe.env
 		j := engine.ReplayAll(pe.log, pe.spent)
 		st.sus = &pause{journal: j, ffwd: true}
 		req.Journal = j
@@ -501,6 +502,7 @@ type paused struct {
 	code           string
 	stdin          []byte
 	args           []string
+	env            []string
 	spent          time.Duration
 	fuel           uint64
 	stdout, stderr int
@@ -573,6 +575,12 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 		e.bytes(pe.log)
 		e.u64(uint64(pe.spent))
 	}
+	// The environments given with WithEnv, last: states sealed before
+	// they were kept end at the history and decode as none given.
+	putEnv(e, req.Env)
+	for _, pe := range priors {
+		putEnv(e, pe.env)
+	}
 	state, id, err := sealState(r.keys, kind, e.b)
 	if err != nil {
 		res.Status, res.Error = StatusSandboxError, &GuestError{Class: "Glovebox::SandboxError", Message: err.Error(), Backtrace: []string{}}
@@ -584,6 +592,38 @@ func (st *evalState) sealPaused(sh *shared, res *Result, out *engine.Outcome, re
 		pc.Args = st.flow.redactArgs(pc.Args)
 	}
 	res.Pending, res.State = &pc, state
+}
+
+// putEnv writes env: 0 for nil (none given), else 1 + its length and
+// its entries.
+func putEnv(e *benc, env []string) {
+	if env == nil {
+		e.u64(0)
+		return
+	}
+	e.u64(uint64(len(env)) + 1)
+	for _, kv := range env {
+		e.str(kv)
+	}
+}
+
+// getEnv reads what putEnv wrote; nothing left to read is none given.
+func getEnv(d *bdec) ([]string, error) {
+	if d.err != nil || len(d.b) == 0 {
+		return nil, nil
+	}
+	n := d.u64()
+	if n == 0 {
+		return nil, nil
+	}
+	if n-1 > MaxArgs {
+		return nil, fmt.Errorf("%w: %d environment variables", ErrStateInvalid, n-1)
+	}
+	env := make([]string, 0, n-1)
+	for range n - 1 {
+		env = append(env, d.str())
+	}
+	return env, nil
 }
 
 func b2u(b bool) uint64 {
@@ -632,10 +672,18 @@ func decodePaused(d *bdec) (*paused, error) {
 		pe.log, pe.spent = d.bytes(), time.Duration(d.u64())
 		p.priors = append(p.priors, pe)
 	}
+	var err error
+	if p.env, err = getEnv(d); err != nil {
+		return nil, err
+	}
+	for i := range p.priors {
+		if p.priors[i].env, err = getEnv(d); err != nil {
+			return nil, err
+		}
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateInvalid, d.err)
 	}
-	var err error
 	if p.calls, err = decodeCalls(calls); err != nil {
 		return nil, err
 	}
@@ -691,7 +739,7 @@ func decodeCalls(b []byte) ([]ToolCall, error) {
 
 // resume sets st and req up to continue the paused eval p with a.
 func (st *evalState) resume(req *engine.Request, p *paused, a Answer, id string) {
-	req.Stdin, req.Args = p.stdin, p.args
+	req.Stdin, req.Args, req.Env = p.stdin, p.args, p.env
 	st.calls, st.kept, st.toolTime = p.calls, p.kept, p.toolTime
 	j := engine.Replay(p.log, p.spent)
 	pc := p.pending
@@ -766,8 +814,8 @@ func outputOnly(req *engine.Request, l Limits, opts []EvalOption) error {
 	if err := applyOptions(req, l, opts); err != nil {
 		return err
 	}
-	if len(req.Stdin) > 0 || len(req.Args) > 0 {
-		return fmt.Errorf("%w: a continued eval keeps the input it was given (WithStdin and WithArgs are refused)", ErrInvalidInput)
+	if len(req.Stdin) > 0 || len(req.Args) > 0 || req.Env != nil {
+		return fmt.Errorf("%w: a continued eval keeps the input it was given (WithStdin, WithArgs and WithEnv are refused)", ErrInvalidInput)
 	}
 	return nil
 }

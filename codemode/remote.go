@@ -25,9 +25,13 @@ type Spec struct {
 	// ([glovebox.Runtime.MemoryFloor]); 0 states the memory limit with
 	// Ruby included.
 	MemoryFloor int64
-	// Instructions and MaxOutput are as in [Config].
+	// Instructions, MaxOutput and Servers are as in [Config].
 	Instructions string
 	MaxOutput    int
+	Servers      []Server
+	// Mounts are the guest's directories (only GuestPath, Writable and
+	// Description are read), described under "Files".
+	Mounts []glovebox.Mount
 }
 
 // Describe returns the tool's name and its model-facing description for
@@ -49,7 +53,7 @@ func Describe(s Spec) (name, description string, err error) {
 		}
 	}
 	sb := sandbox{name: name, session: s.Session, tools: s.Tools, limits: s.Limits, memoryFloor: s.MemoryFloor,
-		maxOutput: maxOut, instructions: s.Instructions}
+		maxOutput: maxOut, instructions: s.Instructions, servers: s.Servers, mounts: s.Mounts}
 	return name, describe(sb), nil
 }
 

@@ -22,6 +22,10 @@ func (e *evals) codeMode(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, err.(*wire.Error))
 		return
 	}
+	if werr := e.codeModeProfile(tenantOf(r).Name, req); werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
 	resp, cerr := clientwire.CodeMode(req, e.limits(req.Limits), e.base.MemoryFloor())
 	if cerr != nil {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "%v", cerr))

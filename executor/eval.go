@@ -83,6 +83,11 @@ type EvalConfig struct {
 	// live in this process's memory only, and SuspendTools and Continue
 	// are refused bad_request.
 	StateKeys *glovebox.Keyring
+	// Profiles are the eval profiles requests may name, by name
+	// (profile.go): the operator's mounts, tools run here and limits,
+	// each granted to the tenants it lists. Names are 1 to 64 of a-z
+	// 0-9 _ -, starting with a letter.
+	Profiles map[string]EvalProfile
 }
 
 // Eval defaults: our choices for a 2-core executor (a session holds a VM
@@ -111,6 +116,8 @@ type evals struct {
 	opening  map[string]int            // tenant → sessions being made (counted against MaxSessions)
 
 	fleet *fleetState // stored sessions and paused evals (StateKeys); nil: none
+
+	profiles map[string]*profileState // EvalConfig.Profiles, checked
 
 	waits relayWaits // calls waiting for an answer through the store (relay.go)
 }
@@ -156,11 +163,16 @@ func (s *Server) EnableEvals(ctx context.Context, cfg EvalConfig) error {
 		basePool = -1
 	}
 	base, err := glovebox.New(ctx, glovebox.Config{CacheDir: cfg.CacheDir, ImagePath: cfg.ImagePath, Limits: cfg.Limits,
-		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log, StateKeys: cfg.StateKeys, Hooks: pauseHooks(cfg)})
+		PoolSize: basePool, DisableVMReuse: cfg.DisableVMReuse, Logger: s.log, StateKeys: cfg.StateKeys, StateStore: claimStore(cfg), Hooks: pauseHooks(cfg)})
 	if err != nil {
 		return fmt.Errorf("executor: evals: %w", err)
 	}
-	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(),
+	profiles, err := checkProfiles(ctx, &cfg)
+	if err != nil {
+		base.Close()
+		return err
+	}
+	e := &evals{s: s, cfg: cfg, base: base, caps: base.Limits(), profiles: profiles,
 		sets: map[string]*toolSet{}, live: map[string]*evalRun{}, sessions: map[string]*remoteSession{}}
 	if cfg.Worker.Kind != "" {
 		if e.worker, err = newWorkerPool(cfg, e.caps, s.log); err != nil {
@@ -291,14 +303,19 @@ func (e *evals) toolSet(ctx context.Context, tenant string, names []string) (*gl
 	}
 	e.mu.Unlock()
 	var tools glovebox.Toolset
-	for _, n := range names {
+	rcfg := glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
+		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log,
+		StateKeys: e.cfg.StateKeys, StateStore: claimStore(e.cfg), Hooks: pauseHooks(e.cfg)}
+	relayed, err := e.profileRuntime(names, &tools, &rcfg) // a profile's tools and mounts (profile.go)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range relayed {
 		if err := tools.Add(n, relay(n)); err != nil {
 			return nil, nil, err
 		}
 	}
-	rt, err := glovebox.New(ctx, glovebox.Config{Tools: &tools, CacheDir: e.cfg.CacheDir, ImagePath: e.cfg.ImagePath,
-		Limits: e.cfg.Limits, PoolSize: e.cfg.PoolSize, DisableVMReuse: e.cfg.DisableVMReuse, ReuseGroup: group, Logger: e.s.log,
-		StateKeys: e.cfg.StateKeys, Hooks: pauseHooks(e.cfg)})
+	rt, err := glovebox.New(ctx, rcfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -405,6 +422,11 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 		e.s.refuse(w, r, werr)
 		return
 	}
+	hash := wire.EvalHash(req) // as the client sent it, before a profile's limits apply
+	if names, req.Limits, werr = e.resolveProfile(t.Name, req.Profile, names, req.Limits); werr != nil {
+		e.s.refuse(w, r, werr)
+		return
+	}
 	if (len(req.SuspendTools) > 0 || req.Continue != nil) && (e.fleet == nil || e.worker != nil) {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "suspend_tools and continue need an executor with a state key (--state-key) running evals in-process"))
 		return
@@ -416,7 +438,7 @@ func (e *evals) post(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	run := &evalRun{pending: map[uint64]*pendingCall{}, maxBytes: e.cfg.MaxToolBytes, pickup: e.pickupFor(t, key), wake: e.wakeFor(t, key)}
 	lim := e.limits(req.Limits)
 	e.s.serveJob(w, r, t, jobSpec{
-		kind: "eval", key: key, hash: wire.EvalHash(req), expires: req.ExpiresAt,
+		kind: "eval", key: key, hash: hash, expires: req.ExpiresAt,
 		// Output and the value, allowing for JSON escapes, and room for
 		// the rest; the tool-call transcript is kept when it fits (it
 		// is the first part cut: the client keeps its own).
@@ -455,6 +477,9 @@ func (e *evals) run(ctx context.Context, j *job, t *tenant, key string, run *eva
 	}
 	if len(req.Args) > 0 {
 		opts = append(opts, glovebox.WithArgs(req.Args...))
+	}
+	if len(req.Env) > 0 {
+		opts = append(opts, glovebox.WithEnv(req.Env))
 	}
 	var res *glovebox.Result
 	var err error
@@ -888,6 +913,10 @@ func (e *evals) newSession(w http.ResponseWriter, r *http.Request, _ *Tenant) {
 	}
 	if e.worker != nil {
 		e.s.refuse(w, r, wire.Errorf(wire.CodeBadRequest, "sessions are not served with an eval worker (each eval runs in a fresh sandboxed process)"))
+		return
+	}
+	if names, req.Limits, werr = e.resolveProfile(t.Name, req.Profile, names, req.Limits); werr != nil {
+		e.s.refuse(w, r, werr)
 		return
 	}
 	if e.s.draining.Load() {

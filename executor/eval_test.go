@@ -732,3 +732,47 @@ func TestEvalApprovalAfterDeadlineNotRun(t *testing.T) {
 		t.Fatalf("client transcript %+v", c)
 	}
 }
+
+// TestEvalEnv: an eval's env is the guest's whole ENV on the executor,
+// in-process, in a bwrap worker and in a session; nothing of the
+// executor's environment reaches it; a variable glovebox.WithEnv refuses,
+// and env with continue, are refused bad_request, naming env.
+func TestEvalEnv(t *testing.T) {
+	t.Setenv("GLOVEBOX_EXECUTOR_SECRET", "s3cret")
+	code := `ENV.to_h.sort.inspect`
+	want := `[["LANG", "C"], ["MODE", "batch"]]`
+	for name, p := range map[string]*inproc{"in-process": startEvals(t), "worker": startWorkerEvals(t, nil, 0)} {
+		a := newApp(t, gb.Limits{})
+		ev := p.client(t, p.toks.a).Evaluator(a.rt)
+		res, err := ev.EvalWith(context.Background(), code, client.EvalOptions{Env: map[string]string{"MODE": "batch", "LANG": "C"}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wantStatus(t, res, gb.StatusOK)
+		if res.Value != want {
+			t.Errorf("%s: ENV %v, want %s", name, res.Value, want)
+		}
+		if res, err := ev.Eval(context.Background(), `ENV.to_h.inspect`); err != nil || res.Value != "{}" {
+			t.Errorf("%s: ENV without env: %v %+v", name, err, res)
+		}
+	}
+	p := startEvals(t)
+	a := newApp(t, gb.Limits{})
+	s, err := p.client(t, p.toks.a).Evaluator(a.rt).NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.EvalWith(context.Background(), `ENV["MODE"]`, client.EvalOptions{Env: map[string]string{"MODE": "session"}}); err != nil || res.Value != "session" {
+		t.Errorf("session: %v %+v", err, res)
+	}
+	for body, msg := range map[string]string{
+		`{"code":"1","env":{"A=B":"1"}}`:                                    `env: environment variable name \"A=B\" holds`,
+		`{"code":"1","env":{"A":"x\u0000"}}`:                                `env: the value of environment variable \"A\" holds a NUL byte`,
+		`{"continue":{"from":"e-paused-1","approve":true},"env":{"A":"1"}}`: "env: a continued eval keeps the environment",
+	} {
+		code, got := rawDo(t, p, p.toks.a, "POST", "/v1/evals", body)
+		if code != http.StatusBadRequest || !strings.Contains(got, msg) {
+			t.Errorf("%s: %d %s, want 400 %q", body, code, got, msg)
+		}
+	}
+}

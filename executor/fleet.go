@@ -585,10 +585,14 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 	if rec := stateCheck(ctx, view, c.From, p.State); rec != nil {
 		return rec
 	}
-	if rec := claim(); rec != nil {
-		return rec
+	// The claim is taken when the replay reaches the paused call
+	// (claimAtCall): a continuation that diverged, or was stopped before
+	// the call, claimed nothing and the paused eval stays continuable.
+	ticket := &claimTicket{claim: claim}
+	res, err := view.Continue(context.WithValue(ctx, claimKey{}, ticket), p.State, a, opts...)
+	if ticket.rec != nil {
+		return ticket.rec
 	}
-	res, err := view.Continue(ctx, p.State, a, opts...)
 	if err != nil {
 		code := wire.CodeStateRefused
 		if errors.Is(err, glovebox.ErrClosed) || errors.Is(err, context.Canceled) {
@@ -600,6 +604,41 @@ func (e *evals) continueEval(ctx context.Context, t *tenant, key string, run *ev
 		return e.pausedRecord(ctx, t, key, meta.Tools, meta.Suspend, meta.Limits, res)
 	}
 	return &wire.Record{State: wire.StateCompleted, Eval: clientwire.FromResult(res)}
+}
+
+// claimAtCall is the tool sets' glovebox.StateStore (with StateKeys):
+// the library asks it to claim a paused eval's state when the
+// continuation's replay reaches the paused call, before the answer goes
+// in, and it runs the fleet-wide claim the continuing request put in the
+// context (claimTicket), so a continuation that diverged, or was
+// canceled or timed out on its way, claimed nothing and can be retried.
+// A state opened without a ticket (a stored session resumed between
+// evals, whose versions and leases guard it, or a session's paused call,
+// claimed by continueSession before it runs) is not claimed here.
+type claimAtCall struct{}
+
+type claimKey struct{}
+
+// claimTicket carries one continuation's claim: rec is its refusal
+// (already_continued, or the store's failure), nil while unclaimed or
+// when the claim was taken.
+type claimTicket struct {
+	claim func() *wire.Record
+	rec   *wire.Record
+}
+
+func (claimAtCall) Claim(ctx context.Context, _ string) error {
+	t, _ := ctx.Value(claimKey{}).(*claimTicket)
+	if t == nil {
+		return nil
+	}
+	if t.rec = t.claim(); t.rec == nil {
+		return nil
+	}
+	if t.rec.Error != nil && t.rec.Error.Code == wire.CodeAlreadyContinued {
+		return fmt.Errorf("%w: %s", glovebox.ErrStateUsed, t.rec.Error.Message)
+	}
+	return errors.New("the paused eval could not be claimed in the store")
 }
 
 // pausedRefusal is the record of a paused state under key from that
@@ -640,6 +679,15 @@ func setOf(names []string) map[string]bool {
 		m[n] = true
 	}
 	return m
+}
+
+// claimStore is the tool sets' glovebox.StateStore: claimAtCall with
+// StateKeys (paused evals are kept), nil without.
+func claimStore(cfg EvalConfig) glovebox.StateStore {
+	if cfg.StateKeys == nil {
+		return nil
+	}
+	return claimAtCall{}
 }
 
 // pauseHooks are the tool sets' hooks: pauseHook with StateKeys, none

@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gb "github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/executor"
@@ -295,5 +297,59 @@ func TestSessionCapAcrossFleet(t *testing.T) {
 	wg.Wait()
 	if made.Load() != 3 || full.Load() != 7 {
 		t.Errorf("%d sessions made, %d refused queue_full; want 3 and 7 (MaxSessions 3, fleet-wide)", made.Load(), full.Load())
+	}
+}
+
+// TestContinueStoppedBeforeTheCallStaysContinuable: a continuation
+// canceled while its replay was still on the way to the paused call
+// (DELETE of its eval) claimed nothing, so the next continuation of the
+// same pause answers it; the approved tool runs once (issue: a continue
+// that could not replay used up the one continuation and the paused
+// work was lost).
+func TestContinueStoppedBeforeTheCallStaysContinuable(t *testing.T) {
+	toks, tenants := mintTenants(t)
+	p := startInproc(t, 1, func(c *executor.Config) { c.Tenants = tenants })
+	p.toks = toks
+	if err := p.srv.EnableEvals(context.Background(), executor.EvalConfig{PoolSize: -1, StateKeys: fleetKeys(t),
+		Limits: gb.Limits{Timeout: 2 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, gb.Limits{Timeout: 2 * time.Minute})
+	e := p.client(t, toks.a).Evaluator(a.rt)
+	ctx := context.Background()
+	// The loop before the call makes the replay long enough to stop.
+	code := `i = 0; while i < 15_000_000; i += 1; end; add(i, 2)`
+	res, err := e.EvalWith(ctx, code, client.EvalOptions{Key: "e-long-paused", Suspend: []string{"add"}})
+	if err != nil || res.Status != gb.StatusSuspended {
+		t.Fatalf("first eval: %+v %v, want suspended", res, err)
+	}
+	done := make(chan *gb.Result, 1)
+	go func() {
+		res, err := e.Continue(ctx, "e-long-paused", client.Answer{Approve: true}, client.EvalOptions{Key: "e-cont-stopped"})
+		if err != nil {
+			t.Logf("the stopped continuation: %v", err)
+		}
+		done <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
+	req, _ := http.NewRequest(http.MethodDelete, p.hs.URL+"/v1/evals/e-cont-stopped", nil)
+	req.Header.Set("Authorization", "Bearer "+toks.a)
+	if resp, err := p.hs.Client().Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if res := <-done; res != nil && res.Status == gb.StatusOK {
+		t.Skipf("the replay reached the call before the cancel (a machine this fast needs a longer loop): %+v", res)
+	}
+	if n := a.hits.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times in a continuation stopped before its call", n)
+	}
+	res, err = e.Continue(ctx, "e-long-paused", client.Answer{Approve: true}, client.EvalOptions{Key: "e-cont-again"})
+	if err != nil || res.Status != gb.StatusOK || res.Value != int64(15_000_002) {
+		t.Fatalf("continuing again after the stopped one: %+v %v", res, err)
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", n)
 	}
 }

@@ -77,13 +77,14 @@ type workerMsg struct {
 }
 
 type workerEval struct {
-	Code      string          `json:"code"`
-	Tools     []string        `json:"tools,omitempty"`
-	Limits    glovebox.Limits `json:"limits"`
-	Stdin     []byte          `json:"stdin,omitempty"`
-	Args      []string        `json:"args,omitempty"`
-	CacheDir  string          `json:"cache_dir,omitempty"`
-	ImagePath string          `json:"image_path,omitempty"`
+	Code      string            `json:"code"`
+	Tools     []string          `json:"tools,omitempty"`
+	Limits    glovebox.Limits   `json:"limits"`
+	Stdin     []byte            `json:"stdin,omitempty"`
+	Args      []string          `json:"args,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	CacheDir  string            `json:"cache_dir,omitempty"`
+	ImagePath string            `json:"image_path,omitempty"`
 }
 
 // frameConn reads and writes frames; writes are serialized.
@@ -215,6 +216,9 @@ func ServeEvalWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	if len(ev.Args) > 0 {
 		opts = append(opts, glovebox.WithArgs(ev.Args...))
+	}
+	if len(ev.Env) > 0 {
+		opts = append(opts, glovebox.WithEnv(ev.Env))
 	}
 	res, err := rt.EvalWith(ctx, ev.Code, opts...)
 	if err != nil {
@@ -524,7 +528,7 @@ func (e *evals) workerAttempt(ctx context.Context, j *job, run *evalRun, req *wi
 	}()
 	w, stderr, exited := wk.w, wk.stderr, wk.exited
 	c := &frameConn{r: bufio.NewReader(w.Stdout), w: w.Stdin}
-	ev := &workerEval{Code: req.Code, Tools: names, Limits: lim, Stdin: req.Stdin, Args: req.Args,
+	ev := &workerEval{Code: req.Code, Tools: names, Limits: lim, Stdin: req.Stdin, Args: req.Args, Env: req.Env,
 		CacheDir: wp.cacheDir, ImagePath: wp.imagePath}
 	go c.send(&workerMsg{T: "eval", Eval: ev}) // a dead worker fails it; recv reports that
 	type got struct {

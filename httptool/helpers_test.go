@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,6 +147,15 @@ func newFixture(t *testing.T, h http.HandlerFunc, cfg Config) *fixture {
 // call calls the guest function fname with positional args.
 func (f *fixture) call(fname string, args ...any) (map[string]any, error) {
 	return callTool(f.tool, fname, glovebox.Args{Positional: args})
+}
+
+// funcMethod is the HTTP method of a guest function of Register's names
+// ("" for http_request, which takes the method as an argument).
+func funcMethod(name string) string {
+	if name == "http_request" {
+		return ""
+	}
+	return strings.ToUpper(strings.TrimPrefix(name, "http_"))
 }
 
 func callTool(tool *Tool, fname string, a glovebox.Args) (map[string]any, error) {

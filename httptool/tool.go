@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,8 +63,9 @@ func (t *Tool) Reset() {
 	t.mu.Unlock()
 }
 
-// functions are the names of the guest functions Register adds.
-var functions = []string{"http_request", "http_get", "http_head", "http_delete", "http_post", "http_put", "http_patch"}
+// verbs are the guest functions' names after their prefix: "request"
+// takes the method as an argument, the others are that method.
+var verbs = []string{"request", "get", "head", "delete", "post", "put", "patch"}
 
 // Register adds the guest functions to ts:
 //
@@ -87,25 +90,94 @@ var functions = []string{"http_request", "http_get", "http_head", "http_delete",
 // header, and never followed.
 //
 // Failures raise the Glovebox::HTTP...Error classes named by the Class
-// constants. Register fails if ts already has one of the names.
-func (t *Tool) Register(ts *glovebox.Toolset) error {
-	for _, name := range functions {
-		method := funcMethod(name)
+// constants. Each function is documented for a model ([glovebox.ToolDoc]:
+// its parameters, what it returns, the hosts it reaches). Register fails,
+// adding nothing, if ts already has one of the names.
+func (t *Tool) Register(ts *glovebox.Toolset) error { return t.RegisterAs(ts, "http_") }
+
+// RegisterAs is [Tool.Register] with the functions named prefix + verb:
+// prefix "http_" gives Register's names; "" gives request, get, head,
+// delete, post, put and patch (the names Enclave's HttpTool gives its
+// guest). The prefix must make valid tool names
+// ([glovebox.ValidToolName]). It fails, adding nothing, if ts already
+// has one of the names.
+func (t *Tool) RegisterAs(ts *glovebox.Toolset, prefix string) error {
+	var staged glovebox.Toolset
+	taken := ts.Names()
+	for _, verb := range verbs {
+		if slices.Contains(taken, prefix+verb) {
+			return fmt.Errorf("%w: %q is registered already", glovebox.ErrInvalidTool, prefix+verb)
+		}
+	}
+	for _, verb := range verbs {
+		name, method := prefix+verb, strings.ToUpper(verb)
+		if verb == "request" {
+			method = ""
+		}
 		fn := func(ctx context.Context, a glovebox.Args) (any, error) { return t.call(ctx, name, method, a) }
-		if err := ts.Add(name, fn); err != nil {
+		if err := staged.Add(name, fn); err != nil {
+			return err
+		}
+		if err := staged.Describe(name, t.doc(name, method)); err != nil {
 			return err
 		}
 	}
-	return nil
+	return ts.Merge(&staged)
 }
 
-// funcMethod is the HTTP method of a guest function; "" for http_request,
-// which takes the method as an argument.
-func funcMethod(name string) string {
-	if name == "http_request" {
-		return ""
+// Parameter schemas of the guest functions' docs.
+var (
+	urlSchema     = json.RawMessage(`{"type":"string","format":"uri"}`)
+	headersSchema = json.RawMessage(`{"type":"object","additionalProperties":{"type":"string"}}`)
+	bodySchema    = json.RawMessage(`{"type":["string","object","array","number","boolean","null"]}`)
+	methodSchema  = json.RawMessage(`{"type":"string","enum":["GET","HEAD","POST","PUT","PATCH","DELETE","OPTIONS"]}`)
+)
+
+// doc documents the guest function name (HTTP method, "" for the
+// request function) for a model, with the hosts the tool reaches.
+func (t *Tool) doc(name, method string) glovebox.ToolDoc {
+	reach := "any public host"
+	if !t.policy.anyHost {
+		reach = strings.Join(t.policy.hosts, ", ")
 	}
-	return strings.ToUpper(strings.TrimPrefix(name, "http_"))
+	ports := make([]string, len(t.policy.ports))
+	for i, p := range t.policy.ports {
+		ports[i] = strconv.Itoa(p)
+	}
+	what := "Sends an HTTP " + method + " request"
+	if method == "" {
+		what = "Sends an HTTP request"
+	}
+	d := glovebox.ToolDoc{
+		Description: fmt.Sprintf("%s from the host, to %s only (ports %s); private, loopback and metadata addresses are refused, redirects are returned and never followed.", what, reach, strings.Join(ports, ", ")),
+		Returns:     `a Hash: "status" (Integer), "headers" (Hash of lower-case name to String), "body" (the parsed JSON, a String, or base64 text) and "body_encoding" ("json", "text" or "base64")`,
+		Example:     name + `("https://` + exampleHost(t.policy.hosts) + `/")`,
+	}
+	hdr := glovebox.Param{Name: "headers", Schema: headersSchema, Description: "request headers (also as headers: {...})"}
+	body := glovebox.Param{Name: "body", Schema: bodySchema, Description: "a String sent as it is, or data sent as JSON (also as body: ...)"}
+	urlP := glovebox.Param{Name: "url", Schema: urlSchema, Required: true}
+	switch method {
+	case "":
+		d.Params = []glovebox.Param{{Name: "method", Schema: methodSchema, Required: true}, urlP, hdr, body}
+		d.Example = name + `("GET", "https://` + exampleHost(t.policy.hosts) + `/")`
+	case "POST", "PUT", "PATCH":
+		d.Params = []glovebox.Param{urlP, body, hdr}
+	default:
+		d.Params = []glovebox.Param{urlP, hdr}
+	}
+	return d
+}
+
+// exampleHost is a host an example call may name: the first allowed
+// name (a wildcard's domain with "api." in front), else example.com.
+func exampleHost(hosts []string) string {
+	if len(hosts) == 0 {
+		return "example.com"
+	}
+	if h, ok := strings.CutPrefix(hosts[0], "*."); ok {
+		return "api." + h
+	}
+	return hosts[0]
 }
 
 var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}

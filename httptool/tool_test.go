@@ -523,13 +523,56 @@ func TestRegister(t *testing.T) {
 	if err := tool.Register(&ts); err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Clone(functions)
-	slices.Sort(want)
+	want := []string{"http_delete", "http_get", "http_head", "http_patch", "http_post", "http_put", "http_request"}
 	if !slices.Equal(ts.Names(), want) {
 		t.Fatalf("%v", ts.Names())
 	}
 	if err := tool.Register(&ts); err == nil {
 		t.Fatal("registering twice worked")
+	}
+}
+
+// TestRegisterAs: Enclave's names (no prefix), documented for a model
+// with the hosts the tool reaches; a name taken adds nothing.
+func TestRegisterAs(t *testing.T) {
+	tool, err := New(Config{AllowHosts: []string{"*.example.com", "api.example.org"}, Ports: []int{443, 8443}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts glovebox.Toolset
+	if err := ts.Add("get", func(context.Context, glovebox.Args) (any, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := tool.RegisterAs(&ts, ""); err == nil {
+		t.Fatal("registered over an existing name")
+	}
+	if got := ts.Names(); !slices.Equal(got, []string{"get"}) {
+		t.Fatalf("a failed RegisterAs left %v", got)
+	}
+	var fresh glovebox.Toolset
+	if err := tool.RegisterAs(&fresh, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"delete", "get", "head", "patch", "post", "put", "request"}
+	if got := fresh.Names(); !slices.Equal(got, want) {
+		t.Fatalf("names %v, want %v", got, want)
+	}
+	rt, err := glovebox.New(context.Background(), glovebox.Config{Tools: &fresh, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	docs := map[string]glovebox.ToolDoc{}
+	for _, d := range rt.ToolDocs() {
+		docs[d.Name] = d
+	}
+	post := docs["post"]
+	if !strings.Contains(post.Description, "*.example.com, api.example.org only (ports 443, 8443)") ||
+		len(post.Params) != 3 || post.Params[0].Name != "url" || !post.Params[0].Required || post.Params[1].Name != "body" {
+		t.Errorf("post's doc: %+v", post)
+	}
+	if req := docs["request"]; req.Params[0].Name != "method" || req.Example != `request("GET", "https://api.example.com/")` {
+		t.Errorf("request's doc: %+v", req)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox"
+	"github.com/gloveboxhq/glovebox/internal/npmtest"
 )
 
 // TestRubyGem builds cmd/glovebox and runs `ruby -Ilib -Itest
@@ -38,6 +39,17 @@ func TestRubyGem(t *testing.T) {
 	}
 	cmd := exec.Command(rb, "-w", "-Ilib", "-Itest", "test/all.rb")
 	cmd.Env = append(os.Environ(), "GLOVEBOX_BIN="+bin)
+	// The MCP tests bind a real npm server: the pinned one, installed
+	// here when npm is there (without it they skip, saying so).
+	if _, err := exec.LookPath("npm"); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		dir, err := npmtest.Install(ctx, "@modelcontextprotocol/server-memory")
+		cancel()
+		if err != nil {
+			t.Fatalf("installing the MCP server the gem's tests bind: %v", err)
+		}
+		cmd.Env = append(cmd.Env, "GLOVEBOX_TEST_MCP_MEMORY="+filepath.Join(dir, "node_modules", ".bin", "mcp-server-memory"))
+	}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {

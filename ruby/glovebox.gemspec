@@ -15,7 +15,9 @@ Gem::Specification.new do |s|
   s.license = "Apache-2.0"
   s.required_ruby_version = ">= 3.1"
   s.homepage = "https://github.com/gloveboxhq/glovebox"
-  s.files = Dir["lib/**/*.rb"] + ["README.md", "exe/glovebox"]
+  # The examples ship too: the README runs them (examples/first.rb is its
+  # first example), and a gem user has no checkout to find them in.
+  s.files = Dir["lib/**/*.rb"] + Dir["examples/*.rb"] + ["README.md", "exe/glovebox"]
   s.bindir = "exe"
   s.executables = ["glovebox"]
   s.require_paths = ["lib"]

@@ -49,6 +49,8 @@ type executorFile struct {
 	} `yaml:"egress"`
 	// EvalWorker is --eval-worker's setting ("" or "bwrap"); the flag wins.
 	EvalWorker string `yaml:"eval_worker"`
+	// Profiles are the eval profiles (executor_profiles.go), by name.
+	Profiles map[string]executorProfile `yaml:"profiles"`
 }
 
 func executorCmd() *cobra.Command {
@@ -91,11 +93,18 @@ tokens (make one with 'glovebox executor token') and their limits:
   max_output_files: 4194304
   min_store_free: 67108864      # below it: new runs store_full, /readyz 503
   egress: {trusted_prefixes: [], allow_ip_literals: false, ports: [80, 443]}
+  profiles:                     # eval profiles (--evals): a request names one
+    analytics:
+      tenants: [app]            # who may name it (others get unknown_profile)
+      limits: {timeout: 30s}    # the keys of eval --profile (docs/cli.md)
+      mounts: [{host: /srv/data, guest: /data, description: sales CSVs}]
+      http: {allow: [api.example.com]}
+      mcp_servers: {docs: {url: "https://docs.example.com/mcp", headers: {Authorization: "Bearer $DOCS_TOKEN"}}}
 
 SIGTERM or SIGINT drains: /readyz turns 503, new runs are refused, running
 ones get --drain to finish, then are stopped and recorded lost. SIGHUP re-reads the
 tenants from --config (rotate a token without dropping runs); the other
-settings need a restart. Endpoints besides /v1:
+settings (profiles included) need a restart. Endpoints besides /v1:
 /healthz, /readyz, /metrics (Prometheus).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,9 +130,22 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return fmt.Errorf("executor: TLS certificate: %w", err)
 			}
+			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			if len(fc.Profiles) > 0 && !executorEvalFlags.on {
+				return usageError{fmt.Errorf("executor: %s: profiles are eval profiles: start the executor with --evals", configPath)}
+			}
+			profiles, bindings, err := executorProfiles(context.Background(), fc, configPath, logger)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, b := range bindings { // the profiles' MCP servers stop with the executor
+					b.Close()
+				}
+			}()
 			cfg := executor.Config{Backend: b, Tenants: fc.Tenants, MaxRuns: fc.MaxRuns, MaxOutput: fc.MaxOutput,
 				MaxMemory: fc.MaxMemory, MaxPids: fc.MaxPids, MaxDisk: fc.MaxDisk, MaxOutputFiles: fc.MaxOutputFiles,
-				MinStoreFree: fc.MinStoreFree, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+				MinStoreFree: fc.MinStoreFree, Logger: logger}
 			if strings.HasPrefix(storePath, "postgres://") || strings.HasPrefix(storePath, "postgresql://") {
 				cfg.StoreURL = storePath
 			} else {
@@ -138,7 +160,7 @@ settings need a restart. Endpoints besides /v1:
 			if err != nil {
 				return err
 			}
-			if err := enableExecutorEvals(srv, fc.EvalWorker, cfg.StoreURL != ""); err != nil { // executor_evals.go
+			if err := enableExecutorEvals(srv, fc.EvalWorker, cfg.StoreURL != "", profiles); err != nil { // executor_evals.go
 				srv.Close()
 				return err
 			}

@@ -43,7 +43,7 @@ func addExecutorEvalFlags(f *pflag.FlagSet) {
 // enableExecutorEvals turns evals on when --evals was given (one line in
 // executor.go, after executor.New); shared says the store is a fleet's
 // (PostgreSQL).
-func enableExecutorEvals(srv *executor.Server, worker string, shared bool) error {
+func enableExecutorEvals(srv *executor.Server, worker string, shared bool, profiles map[string]executor.EvalProfile) error {
 	if !executorEvalFlags.on {
 		return nil
 	}
@@ -53,6 +53,9 @@ func enableExecutorEvals(srv *executor.Server, worker string, shared bool) error
 	}
 	if worker != "" && worker != "bwrap" {
 		return usageError{fmt.Errorf("executor: --eval-worker %q: want bwrap (or nothing: in-process)", worker)}
+	}
+	if worker != "" && len(profiles) > 0 {
+		return usageError{fmt.Errorf("executor: eval profiles are not served with an eval worker: their mounts and tools are this process's")}
 	}
 	keys, err := executorKeyring(fl.keys)
 	if err != nil {
@@ -64,7 +67,7 @@ func enableExecutorEvals(srv *executor.Server, worker string, shared bool) error
 	err = srv.EnableEvals(ctx, executor.EvalConfig{StateKeys: keys,
 		Limits:   glovebox.Limits{Timeout: fl.timeout, Memory: fl.memory},
 		PoolSize: fl.pool, DisableVMReuse: fl.noReuse, ShareVMsAcrossTenants: fl.share, MaxSessions: fl.sessions, SessionIdle: fl.idle,
-		Worker: executor.WorkerConfig{Kind: worker},
+		Worker: executor.WorkerConfig{Kind: worker}, Profiles: profiles,
 	})
 	if err != nil {
 		return err
@@ -72,6 +75,9 @@ func enableExecutorEvals(srv *executor.Server, worker string, shared bool) error
 	where := "in-process"
 	if worker != "" {
 		where = "in a " + worker + " worker per eval"
+	}
+	if len(profiles) > 0 {
+		where += fmt.Sprintf(", %d eval profile(s)", len(profiles))
 	}
 	if keys != nil {
 		where += ", sessions and paused evals kept in the store"

@@ -158,6 +158,44 @@ type mcpProfileServer struct {
 	} `yaml:"oauth"`
 }
 
+// profileServers turns a profile's mcp_servers section into servers,
+// sorted by name; where prefixes messages.
+func profileServers(m map[string]mcpProfileServer, where string) ([]mcptools.Server, error) {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []mcptools.Server
+	for _, n := range names {
+		p := m[n]
+		s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv, ProtocolVersion: p.Protocol}
+		if o := p.OAuth; o != nil {
+			spec := n
+			for _, kv := range [][2]string{{"client_id", o.ClientID}, {"client_secret_env", o.ClientSecretEnv}, {"client_metadata", o.ClientMetadata}, {"redirect", o.Redirect}} {
+				if kv[1] != "" {
+					spec += "," + kv[0] + "=" + kv[1]
+				}
+			}
+			var err error
+			if _, s.OAuth, err = mcpOAuth(spec); err != nil {
+				return nil, fmt.Errorf("%smcp_servers.%s.oauth: %v", where, n, strings.TrimPrefix(err.Error(), "--mcp-oauth "+strconv.Quote(spec)+": "))
+			}
+		}
+		for _, k := range sortedKeys(p.Env) {
+			s.Env = append(s.Env, k+"="+p.Env[k])
+		}
+		for k, v := range p.Headers {
+			if s.Header == nil {
+				s.Header = map[string][]string{}
+			}
+			s.Header[k] = []string{os.ExpandEnv(v)}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // servers parses the flags and the profile's section (profile first; a
 // flag replaces the profile's server of the same name).
 func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
@@ -180,35 +218,11 @@ func (m *mcpFlags) parse(profile string) ([]mcptools.Server, error) {
 		if err := yaml.Unmarshal(b, &pf); err != nil {
 			return nil, fmt.Errorf("--profile %s: mcp_servers: %v", profile, err)
 		}
-		names := make([]string, 0, len(pf.MCP))
-		for n := range pf.MCP {
-			names = append(names, n)
+		servers, err := profileServers(pf.MCP, "--profile "+profile+": ")
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(names)
-		for _, n := range names {
-			p := pf.MCP[n]
-			s := mcptools.Server{Name: n, Command: p.Command, Dir: p.Dir, URL: p.URL, PassEnv: p.PassEnv, ProtocolVersion: p.Protocol}
-			if o := p.OAuth; o != nil {
-				spec := n
-				for _, kv := range [][2]string{{"client_id", o.ClientID}, {"client_secret_env", o.ClientSecretEnv}, {"client_metadata", o.ClientMetadata}, {"redirect", o.Redirect}} {
-					if kv[1] != "" {
-						spec += "," + kv[0] + "=" + kv[1]
-					}
-				}
-				var err error
-				if _, s.OAuth, err = mcpOAuth(spec); err != nil {
-					return nil, fmt.Errorf("--profile %s: mcp_servers.%s.oauth: %v", profile, n, strings.TrimPrefix(err.Error(), "--mcp-oauth "+strconv.Quote(spec)+": "))
-				}
-			}
-			for _, k := range sortedKeys(p.Env) {
-				s.Env = append(s.Env, k+"="+p.Env[k])
-			}
-			for k, v := range p.Headers {
-				if s.Header == nil {
-					s.Header = map[string][]string{}
-				}
-				s.Header[k] = []string{os.ExpandEnv(v)}
-			}
+		for _, s := range servers {
 			put(s)
 		}
 	}

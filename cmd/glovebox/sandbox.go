@@ -313,6 +313,13 @@ func loadProfile(path string) (cfg glovebox.Config, h httpFlags, err error) {
 		return cfg, h, fmt.Errorf("--profile %s: %s", path, yamlMessage(err))
 	}
 	at := func(key string) string { return fmt.Sprintf("--profile %s: %s", path, key) }
+	return profileSettings(&pf, filepath.Dir(path), at)
+}
+
+// profileSettings turns a decoded profile into a Config (limits,
+// mounts: host paths relative to dir, each an existing directory) and
+// the HTTP tool's settings. at names a key in messages.
+func profileSettings(pf *profileFile, dir string, at func(key string) string) (cfg glovebox.Config, h httpFlags, err error) {
 	l := &cfg.Limits
 	durations := []struct {
 		key string
@@ -376,7 +383,7 @@ func loadProfile(path string) (cfg glovebox.Config, h httpFlags, err error) {
 		}
 		host := m.Host
 		if !filepath.IsAbs(host) {
-			host = filepath.Join(filepath.Dir(path), host)
+			host = filepath.Join(dir, host)
 		}
 		if err := checkHostDir(host); err != nil {
 			return cfg, h, fmt.Errorf("%s: %w", at(fmt.Sprintf("mounts[%d].host", i)), err)

@@ -44,6 +44,8 @@ type Evaluator struct {
 	// memory instead of running the tool twice. At most maxInDoubt keys.
 	inDoubt map[string]*inflight
 	order   []string
+
+	profile string // the executor's eval profile its evals and sessions name
 }
 
 // inflight is one eval's client-side state across attempts.
@@ -110,6 +112,16 @@ func (f *inflight) answer(ctx context.Context, call *wire.ToolCall) []byte {
 // its own scratch directory.
 func (c *Client) Evaluator(rt *glovebox.Runtime) *Evaluator { return &Evaluator{c: c, rt: rt} }
 
+// WithProfile returns an Evaluator of the same Runtime whose evals and
+// sessions name the executor's eval profile name (EXECUTOR.md, "Eval
+// profiles"): the guest gets the profile's mounts and the tools it runs
+// on the executor beside rt's, under its limits. An executor that does
+// not grant the tenant that profile refuses them with code
+// unknown_profile. The copy keeps its own in-doubt memory.
+func (e *Evaluator) WithProfile(name string) *Evaluator {
+	return &Evaluator{c: e.c, rt: e.rt, profile: name}
+}
+
 // EvalOptions are one eval's input, output streaming and key.
 type EvalOptions struct {
 	// Key is the idempotency key; empty means a fresh random one, so
@@ -118,9 +130,11 @@ type EvalOptions struct {
 	// retry it.
 	Key string
 	// Stdin and Args are the guest's standard input and ARGV, as
-	// glovebox.WithStdin and WithArgs give them.
+	// glovebox.WithStdin and WithArgs give them; Env, when not empty,
+	// its whole ENV, as glovebox.WithEnv gives it.
 	Stdin []byte
 	Args  []string
+	Env   map[string]string
 	// Stdout and Stderr, if set, receive the guest's output as it is
 	// written on the executor, in order.
 	Stdout, Stderr io.Writer
@@ -143,7 +157,8 @@ func (e *Evaluator) Eval(ctx context.Context, code string) (*glovebox.Result, er
 
 // EvalWith is Eval with options.
 func (e *Evaluator) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
+	req := wire.EvalRequest{Code: code, Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Stdin: o.Stdin, Args: o.Args, Env: o.Env,
+		SuspendTools: o.Suspend, Profile: e.profile}
 	return e.eval(ctx, &req, o, nil)
 }
 
@@ -334,7 +349,7 @@ type Session struct {
 // and limits. Errors are *Error (queue_full when the tenant has its most
 // sessions open).
 func (e *Evaluator) NewSession(ctx context.Context) (*Session, error) {
-	body, _ := json.Marshal(wire.SessionRequest{Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits())})
+	body, _ := json.Marshal(wire.SessionRequest{Tools: e.rt.Tools(), Limits: evalLimits(e.rt.Limits()), Profile: e.profile})
 	var info wire.SessionInfo
 	if err := e.c.post(ctx, wire.PathSessions, body, &info); err != nil {
 		return nil, err
@@ -355,7 +370,7 @@ func (s *Session) Eval(ctx context.Context, code string) (*glovebox.Result, erro
 
 // EvalWith is Eval with options.
 func (s *Session) EvalWith(ctx context.Context, code string, o EvalOptions) (*glovebox.Result, error) {
-	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, SuspendTools: o.Suspend}
+	req := wire.EvalRequest{Code: code, Session: s.id, Stdin: o.Stdin, Args: o.Args, Env: o.Env, SuspendTools: o.Suspend}
 	return s.e.eval(ctx, &req, o, s)
 }
 

@@ -36,6 +36,30 @@ type CodeModeRequest struct {
 	// Result, when set, is an eval's result (with the client's own
 	// transcript in tool_calls) to encode for the model.
 	Result *EvalResult `json:"result,omitempty"`
+	// Servers are the tool servers (bound MCP servers) whose functions
+	// are among Tools, with their notes (codemode.Server).
+	Servers []CodeModeServer `json:"servers,omitempty"`
+	// Profile names an executor's eval profile: its tools, mounts and
+	// server notes are described beside Tools, its limits applied
+	// (executor only; the embedded child refuses it).
+	Profile string `json:"profile,omitempty"`
+	// Mounts are the guest's directories, described under Files
+	// (filled in from the profile; a client's own are refused).
+	Mounts []CodeModeMount `json:"-"`
+}
+
+// CodeModeMount is a glovebox.Mount as code mode describes it.
+type CodeModeMount struct {
+	Guest       string
+	Writable    bool
+	Description string
+}
+
+// CodeModeServer is codemode.Server's wire form.
+type CodeModeServer struct {
+	Name         string   `json:"name"`
+	Tools        []string `json:"tools,omitempty"`
+	Instructions string   `json:"instructions,omitempty"`
 }
 
 // CodeModeTool is glovebox.ToolDoc's wire form.
@@ -104,6 +128,12 @@ func CodeMode(req *CodeModeRequest, lim glovebox.Limits, floor int64) (*CodeMode
 	}
 	spec := codemode.Spec{Name: req.Name, Session: req.Session, Tools: req.Docs(), Limits: lim,
 		MemoryFloor: floor, Instructions: req.Instructions, MaxOutput: req.MaxOutput}
+	for _, sv := range req.Servers {
+		spec.Servers = append(spec.Servers, codemode.Server{Name: sv.Name, Tools: sv.Tools, Instructions: sv.Instructions})
+	}
+	for _, m := range req.Mounts {
+		spec.Mounts = append(spec.Mounts, glovebox.Mount{GuestPath: m.Guest, Writable: m.Writable, Description: m.Description})
+	}
 	name, desc, err := codemode.Describe(spec)
 	if err != nil {
 		return nil, err
@@ -121,4 +151,20 @@ func CodeMode(req *CodeModeRequest, lim glovebox.Limits, floor int64) (*CodeMode
 		resp.Output, resp.IsError = out, res.Status != glovebox.StatusOK
 	}
 	return resp, nil
+}
+
+// FromDocs converts glovebox.ToolDocs to their wire form (the
+// inverse of CodeModeRequest.Docs, the labels left out).
+func FromDocs(docs []glovebox.ToolDoc) []CodeModeTool {
+	out := make([]CodeModeTool, 0, len(docs))
+	for _, d := range docs {
+		t := CodeModeTool{Name: d.Name, Description: d.Description, Returns: d.Returns, Result: d.Result,
+			Example: d.Example, NeedsApproval: d.NeedsApproval}
+		for _, p := range d.Params {
+			t.Params = append(t.Params, CodeModeParam{Name: p.Name, Description: p.Description, Schema: p.Schema,
+				Required: p.Required, Variadic: p.Variadic, Keywords: p.Keywords})
+		}
+		out = append(out, t)
+	}
+	return out
 }

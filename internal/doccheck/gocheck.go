@@ -3,6 +3,7 @@ package doccheck
 import (
 	"context"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"go/parser"
 	"go/token"
 	"os"
@@ -179,7 +180,7 @@ func CheckGo(ctx context.Context, root, dir string, blocks []Block) []Report {
 	gocmd := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, goBin(), args...)
 		cmd.Dir = dir
-		return cmd.CombinedOutput()
+		return spawn.CombinedOutput(cmd)
 	}
 	if out, err := gocmd("mod", "tidy"); err != nil {
 		return fail(fmt.Errorf("go mod tidy in a module beside the checkout: %v\n%s", err, out))

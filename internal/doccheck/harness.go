@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"net"
 	"os"
 	"os/exec"
@@ -297,7 +298,7 @@ func (r *Runner) start(cmds []Command, dir, ctl string) (*exec.Cmd, error) {
 	cmd.Dir, cmd.Env = dir, r.env()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd, cmd.Start()
+	return cmd, spawn.Start(cmd)
 }
 
 // run runs a foreground block and checks each command.
@@ -436,7 +437,7 @@ func (r *Runner) serve(ctx context.Context, b Block, cmds []Command, dir, ctl st
 // reader's fresh clone has them.
 func CopyCheckout(root, dir string) error {
 	var files []string
-	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	out, err := spawn.Output(exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"))
 	if err == nil {
 		for _, f := range strings.Split(string(out), "\x00") {
 			if f != "" {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"io"
 	"os/exec"
 	"regexp"
@@ -175,7 +176,7 @@ func (r *Runner) session(ctx context.Context, b Block, d Directive, dir string, 
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		return fmt.Errorf("%s: %s: %w", r.where(b, 0), d.Stdio, err)
 	}
 	done := make(chan struct{})

@@ -3,6 +3,7 @@ package doccheck
 import (
 	"bytes"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -232,7 +233,7 @@ func complete(text string) bool {
 	cmd.Stdin = strings.NewReader(text + "\n")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	return cmd.Run() == nil && stderr.Len() == 0
+	return spawn.Run(cmd) == nil && stderr.Len() == 0
 }
 
 // Comments returns the comments of shell text (each from an unquoted "#"

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/clientwire"
@@ -26,6 +30,9 @@ type channel struct {
 	ctx context.Context // ends with the child
 
 	next uint64 // the last tool call's id
+	// out is the running eval's output sink when it streams (a tool
+	// call flushes it first, so output and calls keep their order).
+	out *outputSink
 }
 
 // startChannel serves the socket fd, handed over by the parent.
@@ -107,9 +114,30 @@ func (ch *channel) handle(b []byte) {
 		s.codeMode(ch, q)
 	case "run":
 		s.run(ch, q)
+	case "bind":
+		ch.answer(s.bind(ch.ctx, q.Bind))
+	case "call":
+		ch.answer(s.hostCall(ch.ctx, q.Call))
+	case "http_reset":
+		ch.answer(struct{}{}, s.httpReset(q.Handle))
+	case "unbind":
+		if !s.unbind(q.Handle) {
+			ch.k.refuse(refusef(codeUnknownHandle, "no host tools %q", q.Handle))
+			return
+		}
+		ch.k.reply(struct{}{})
 	default:
 		ch.k.refuse(refusef(codeBadRequest, "unknown op %q", q.Op))
 	}
+}
+
+// answer sends v as the answer, or rf's refusal when rf is set.
+func (ch *channel) answer(v any, rf *refusal) {
+	if rf != nil {
+		ch.k.refuse(rf)
+		return
+	}
+	ch.k.reply(v)
 }
 
 // call sends one tool call to the parent and waits for its answer, on
@@ -137,6 +165,7 @@ func (ch *channel) call(ctx context.Context, name string, args []byte) (string, 
 	head = append(head, name...)
 	head = append(head, '\n')
 	closed := &engine.GuestError{Class: "ToolError", Message: "the tool channel to the app is closed"}
+	ch.out.flush()
 	if err := ch.k.write(frameCall, head, args); err != nil {
 		return "", closed
 	}
@@ -178,6 +207,47 @@ func (ch *channel) watch(ctx context.Context) func() {
 		if !stop() {
 			<-fired
 			ch.k.drainInterrupt()
+		}
+	}
+}
+
+// watchHangup calls cancel if the parent closes the channel while a job
+// (an eval or a run) is under way on it: a Ruby thread killed or
+// interrupted in the middle of an eval (Thread#kill, Thread#raise,
+// Rack::Timeout) closes its channel, and the job stops now instead of
+// running on to its deadline with nobody to answer. It waits through
+// Go's network poller (no thread is held): each wakeup, the arrival of
+// data or the peer's end, checks for the end with a poll(2) that does
+// not wait, so a late tool answer queued on the socket is neither read
+// nor mistaken for the end. The function returned stops watching; it
+// must be called before the channel is read again.
+func (ch *channel) watchHangup(cancel context.CancelFunc) func() {
+	rc := ch.k.rc
+	if rc == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := rc.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			for {
+				_, err := unix.Poll(fds, 0)
+				if err == unix.EINTR {
+					continue
+				}
+				return err == nil && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			}
+		})
+		if err == nil { // the parent's end
+			cancel()
+		}
+	}()
+	return func() {
+		ch.k.c.SetReadDeadline(time.Unix(1, 0)) // ends the wait
+		<-done
+		if ch.ctx.Err() == nil { // the child stopping keeps its deadline (serveChannel)
+			ch.k.c.SetReadDeadline(time.Time{})
 		}
 	}
 }
@@ -225,17 +295,105 @@ func pauseHook(ctx context.Context, tool string, _ glovebox.Args) error {
 	return nil
 }
 
-// outputWriter sends a stream's output as frames of type t; when the
-// channel is gone it ends the eval (cancel): nobody reads what it makes.
-type outputWriter struct {
+// Output coalescing. A guest (or a box's command) writing one byte at a
+// time would otherwise send a frame a byte, and the parent (Ruby, holding
+// its interpreter lock) spends microseconds on each: a million frames an
+// eval. Our choice: a frame at most every outputDelay, or when
+// outputChunk bytes wait, so progress still shows within a frame of the
+// eye, and at most (bytes/outputChunk + duration/outputDelay + tool
+// calls) frames an eval.
+const (
+	outputDelay = 20 * time.Millisecond
+	outputChunk = 32 << 10
+)
+
+// outputSink sends an eval's (or a run's) output as O and E frames,
+// coalescing writes (see outputDelay): what waits is sent when more of
+// the other stream comes (so the order of the two holds), when
+// outputChunk bytes wait, outputDelay after the first waiting byte, and
+// before each tool call and the answer (flush). When the channel is gone
+// it ends the job (cancel): nobody reads what it makes.
+type outputSink struct {
 	k      *conn
-	t      byte
 	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	t      byte   // the stream of buf: frameStdout or frameStderr
+	buf    []byte // written, not sent
+	armed  bool   // a timer will flush
+	closed bool   // close was called: nothing more is sent
 }
 
-func (w outputWriter) Write(p []byte) (int, error) {
-	if err := w.k.write(w.t, p); err != nil && w.cancel != nil {
-		w.cancel()
-	}
+// writer is the io.Writer of stream t (frameStdout or frameStderr).
+func (o *outputSink) writer(t byte) io.Writer { return sinkWriter{o, t} }
+
+type sinkWriter struct {
+	o *outputSink
+	t byte
+}
+
+func (w sinkWriter) Write(p []byte) (int, error) {
+	w.o.write(w.t, p)
 	return len(p), nil
+}
+
+// write sends stream t's p (or keeps it for a coalesced frame).
+func (o *outputSink) write(t byte, p []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	if len(o.buf) > 0 && o.t != t {
+		o.sendLocked()
+	}
+	o.t = t
+	o.buf = append(o.buf, p...)
+	if len(o.buf) >= outputChunk {
+		o.sendLocked()
+		return
+	}
+	if !o.armed {
+		o.armed = true
+		time.AfterFunc(outputDelay, func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.armed = false
+			if !o.closed {
+				o.sendLocked()
+			}
+		})
+	}
+}
+
+// flush sends what waits.
+func (o *outputSink) flush() { o.send(false) }
+
+// close sends what waits; nothing is sent after it.
+func (o *outputSink) close() { o.send(true) }
+
+func (o *outputSink) send(last bool) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed {
+		o.sendLocked()
+		o.closed = last
+	}
+}
+
+func (o *outputSink) sendLocked() {
+	if len(o.buf) == 0 {
+		return
+	}
+	if err := o.k.write(o.t, o.buf); err != nil && o.cancel != nil {
+		o.cancel()
+	}
+	if cap(o.buf) > 4*outputChunk {
+		o.buf = nil
+	} else {
+		o.buf = o.buf[:0]
+	}
 }

@@ -215,12 +215,15 @@ func TestUnansweredCallEndsAtTheDeadline(t *testing.T) {
 }
 
 // TestChannelGoneCancelsTheEval: a channel closed while its eval waits
-// in a tool call, or while it streams output, ends the eval instead of
-// leaving it to its deadline.
+// in a tool call, while it streams output, or while it computes and
+// sends nothing (a parent thread killed mid-eval: watchHangup) ends the
+// eval instead of leaving it to its deadline.
 func TestChannelGoneCancelsTheEval(t *testing.T) {
 	for name, c := range map[string]struct{ code, first string }{
 		"in a call": {`loop { begin; wait; rescue => e; sleep 0.001; end }`, "C"},
 		"streaming": {`loop { puts 'x' * 1000; sleep 0.001 }`, "O"},
+		"computing": {`loop {}`, ""},
+		"sleeping":  {`sleep 60`, ""},
 	} {
 		t.Run(name, func(t *testing.T) { channelGone(t, c.code, c.first) })
 	}
@@ -232,21 +235,67 @@ func channelGone(t *testing.T, code, first string) {
 	ch := p.channel()
 	sid := register(t, ch, `{"tools":["wait"],"limits":{"timeout_ms":60000,"tool_calls":1000000}}`)
 	writeFrame(t, ch, 'Q', `{"op":"eval","sid":`+sid+`,"stream":true,"code":"`+code+`"}`)
-	if typ, _ := readFrame(t, ch); string(rune(typ)) != first {
+	if first == "" { // nothing comes: wait until it runs
+		waitRunning(t, p, 1)
+		time.Sleep(100 * time.Millisecond)
+	} else if typ, _ := readFrame(t, ch); string(rune(typ)) != first {
 		t.Fatalf("want a %s frame, got %c", first, typ)
 	}
 	ch.Close()
+	waitRunning(t, p, 0)
+}
+
+// waitRunning waits up to 10 s for info's running count to be n.
+func waitRunning(t *testing.T, p *parent, n int) {
+	t.Helper()
+	want := `"running":` + strconv.Itoa(n) + `,`
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		writeFrame(t, p.ctl, 'Q', `{"op":"info"}`)
 		typ, body := readFrame(t, p.ctl)
-		if typ == 'R' && strings.Contains(body, `"running":0`) {
+		if typ == 'R' && strings.Contains(body, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the eval still runs 10 s after its channel closed: %c %s", typ, body)
+			t.Fatalf("running is not %d 10 s on: %c %s", n, typ, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestConfigEnv: a config's env is the guest's whole ENV on each of its
+// evals, a session's included (what the guest set in an earlier eval of
+// the session is replaced); a config without env leaves ENV empty.
+func TestConfigEnv(t *testing.T) {
+	p := startChild(t, Protocol)
+	p.hello()
+	ch := p.channel()
+	eval := func(req string) string {
+		t.Helper()
+		writeFrame(t, ch, 'Q', req)
+		typ, body := readFrame(t, ch)
+		if typ != 'R' {
+			t.Fatalf("%s: %c %s", req, typ, body)
+		}
+		return body
+	}
+	sid := register(t, ch, `{"tools":[],"limits":{},"env":{"MODE":"batch","LANG":"C"}}`)
+	if body := eval(`{"op":"eval","sid":` + sid + `,"code":"ENV.to_h.sort.inspect"}`); !strings.Contains(body, `"value":"\"[[\\\"LANG\\\", \\\"C\\\"], [\\\"MODE\\\", \\\"batch\\\"]]\""`) {
+		t.Fatalf("ENV: %s", body)
+	}
+	writeFrame(t, ch, 'Q', `{"op":"session_open","sid":`+sid+`}`)
+	typ, body := readFrame(t, ch)
+	var s struct{ ID string }
+	if typ != 'R' || json.Unmarshal([]byte(body), &s) != nil {
+		t.Fatalf("session_open: %c %s", typ, body)
+	}
+	eval(`{"op":"eval","session":"` + s.ID + `","code":"ENV['EXTRA'] = '1'; ENV['MODE'] = 'x'"}`)
+	if body := eval(`{"op":"eval","session":"` + s.ID + `","code":"ENV.to_h.keys.sort.join(' ') + ENV['MODE']"}`); !strings.Contains(body, `"value":"\"LANG MODEbatch\""`) {
+		t.Fatalf("session ENV: %s", body)
+	}
+	plain := register(t, ch, `{"tools":[],"limits":{}}`)
+	if body := eval(`{"op":"eval","sid":` + plain + `,"code":"ENV.size"}`); !strings.Contains(body, `"value":"0"`) {
+		t.Fatalf("ENV without env: %s", body)
 	}
 }
 
@@ -261,7 +310,7 @@ func TestStrictRequests(t *testing.T) {
 		`{"op":"eval","sid":99,"code":"1"}`:                                "unknown_config",
 		`{"op":"launch"}`:                                                  "bad_request",
 		`{"op":"config","config":{"tools":["puts"],"limits":{}}}`:          "bad_request",
-		`{"op":"config","config":{"tools":[],"env":{"A":"b"}}}`:            "bad_request",
+		`{"op":"config","config":{"tools":[],"env":{"A=":"b"}}}`:           "bad_request",
 		`{"op":"continue","from":"gbp1.x","approve":true}`:                 "bad_request",
 		`{"op":"session_close","id":"s-00000000000000000000000000000000"}`: "not_found",
 	} {
@@ -291,5 +340,51 @@ func TestFirstRequestMustBeHello(t *testing.T) {
 	writeFrame(t, p.ctl, 'Q', `{"op":"info"}`)
 	if typ, body := readFrame(t, p.ctl); typ != 'X' || !bytes.Contains([]byte(body), []byte("hello")) {
 		t.Fatalf("got %c %s", typ, body)
+	}
+}
+
+// TestStateKeyAfterHello: a state key sent after the hello (the app set
+// Glovebox.state_key once the child ran) reaches the running child:
+// configs registered before it are dropped (unknown_config: the parent
+// registers again), and evals of the new ones pause; a session opened
+// before it says it cannot pause; a bad key is refused and changes
+// nothing.
+func TestStateKeyAfterHello(t *testing.T) {
+	p := startChild(t, Protocol)
+	p.hello()
+	ch := p.channel()
+	ask := func(c *net.UnixConn, req string) (byte, string) {
+		t.Helper()
+		writeFrame(t, c, 'Q', req)
+		return readFrame(t, c)
+	}
+	sid := register(t, ch, `{"tools":["plan"],"limits":{}}`)
+	_, body := ask(ch, `{"op":"session_open","sid":`+sid+`}`)
+	var ss struct{ ID string }
+	json.Unmarshal([]byte(body), &ss)
+	pause := `,"code":"plan","suspend":["plan"]}`
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'X' || !strings.Contains(body, "needs a state key") {
+		t.Fatalf("before the key: %c %s", typ, body)
+	}
+	if typ, body := ask(p.ctl, `{"op":"state_key","state_key":"12"}`); typ != 'X' || !strings.Contains(body, "64 hex digits") {
+		t.Fatalf("a bad key: %c %s", typ, body)
+	}
+	dir := t.TempDir()
+	if typ, body := ask(p.ctl, `{"op":"state_key","state_key":"`+strings.Repeat("7c", 32)+`","state_dir":"`+dir+`"}`); typ != 'R' {
+		t.Fatalf("state_key: %c %s", typ, body)
+	}
+	if typ, body := ask(p.ctl, `{"op":"info"}`); typ != 'R' || !strings.Contains(body, `"suspend":true`) {
+		t.Fatalf("info: %c %s", typ, body)
+	}
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'X' || !strings.Contains(body, `"unknown_config"`) {
+		t.Fatalf("an old config: %c %s", typ, body)
+	}
+	sid = register(t, ch, `{"tools":["plan"],"limits":{}}`)
+	if typ, body := ask(ch, `{"op":"eval","sid":`+sid+pause); typ != 'R' || !strings.Contains(body, `"status":"suspended"`) ||
+		!strings.Contains(body, `"state":"gbp1.`) {
+		t.Fatalf("after the key: %c %s", typ, body)
+	}
+	if typ, body := ask(ch, `{"op":"eval","session":"`+ss.ID+`"`+pause); typ != 'X' || !strings.Contains(body, "opened before Glovebox.state_key was set") {
+		t.Fatalf("a session opened before the key: %c %s", typ, body)
 	}
 }

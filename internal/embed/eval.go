@@ -3,7 +3,9 @@ package embed
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -24,6 +26,13 @@ type evalAnswer struct {
 	// State is the suspended eval's token (see pauseToken); "" unless
 	// the status is "suspended".
 	State string `json:"state,omitempty"`
+	// Answered is a continuation's entry for the paused call when the
+	// answer was deny or reply (glovebox.ToolCall's JSON: outcome
+	// "denied" with the reason, or the reply as its result or error):
+	// the parent never saw that call run, and lists it first in its
+	// transcript. Absent otherwise (approve runs the call through the
+	// parent, which records it).
+	Answered json.RawMessage `json:"answered,omitempty"`
 }
 
 // eval runs one eval (of a config, or in a session) on ch.
@@ -46,7 +55,7 @@ func (s *server) eval(ch *channel, q *request) {
 		ch.k.refuse(rf)
 		return
 	}
-	if rf := s.checkSuspend(c, q.Suspend); rf != nil {
+	if rf := s.checkSuspend(c, q.Suspend, ss != nil); rf != nil {
 		ch.k.refuse(rf)
 		return
 	}
@@ -55,12 +64,16 @@ func (s *server) eval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(q.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	if len(q.Stdin) > 0 {
 		opts = append(opts, glovebox.WithStdin(bytes.NewReader(q.Stdin)))
 	}
 	if len(q.Args) > 0 {
 		opts = append(opts, glovebox.WithArgs(q.Args...))
+	}
+	if len(c.spec.Env) > 0 {
+		opts = append(opts, glovebox.WithEnv(c.spec.Env))
 	}
 	var res *glovebox.Result
 	var err error
@@ -69,46 +82,61 @@ func (s *server) eval(ch *channel, q *request) {
 	} else {
 		res, err = c.view.EvalWith(ctx, *q.Code, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(evalRefusal(err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, q.Suspend, ss))
+	ch.k.reply(s.answer(res, c, q.Suspend, ss, -1))
 }
 
-// begin tracks an eval under key (for the cancel op) and makes its
-// end interrupt a tool call waiting on ch; the function returned undoes
-// both, before the eval's answer goes out (a cancel that follows the
-// answer finds nothing running), and is idempotent.
+// begin tracks an eval under key (for the cancel op), makes its end
+// interrupt a tool call waiting on ch, and ends it if the parent closes
+// ch meanwhile (watchHangup); the function returned undoes all three,
+// before the eval's answer goes out (a cancel that follows the answer
+// finds nothing running), and is idempotent.
 func (s *server) begin(ctx context.Context, ch *channel, key string, cancel context.CancelFunc) func() {
 	untrack := s.track(key, cancel)
 	unwatch := ch.watch(ctx)
+	unhang := ch.watchHangup(cancel)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			unhang()
 			untrack()
 			unwatch()
 		})
 	}
 }
 
-// options are the eval's output options: streaming when asked for
-// (a channel gone while it streams ends the eval, cancel).
-func (ch *channel) options(q *request, cancel context.CancelFunc) []glovebox.EvalOption {
+// options are the eval's output options: streaming when asked for,
+// through an outputSink (a channel gone while it streams ends the eval,
+// cancel); the function returned sends what output waits and stops the
+// sink, once the eval has returned (before its answer).
+func (ch *channel) options(q *request, cancel context.CancelFunc) ([]glovebox.EvalOption, func()) {
 	if !q.Stream {
-		return nil
+		return nil, func() {}
 	}
-	return []glovebox.EvalOption{glovebox.WithOutput(outputWriter{ch.k, frameStdout, cancel}, outputWriter{ch.k, frameStderr, cancel})}
+	ch.out = &outputSink{k: ch.k, cancel: cancel}
+	return []glovebox.EvalOption{glovebox.WithOutput(ch.out.writer(frameStdout), ch.out.writer(frameStderr))}, func() {
+		ch.out.close()
+		ch.out = nil
+	}
 }
 
 // checkSuspend checks an eval's suspend names: each one of its tools,
-// and a state key to seal the pause with.
-func (s *server) checkSuspend(c *config, names []string) *refusal {
+// and a state key to seal the pause with in the config's Runtime (a
+// session's: the one it opened with).
+func (s *server) checkSuspend(c *config, names []string, inSession bool) *refusal {
 	if len(names) == 0 {
 		return nil
 	}
-	if s.keys == nil {
+	if !c.rt.keyed {
+		if inSession && s.hasKeys() {
+			return refusef(codeBadRequest, "suspend: this session was opened before Glovebox.state_key was set, "+
+				"so it cannot pause: open a new session")
+		}
 		return refusef(codeBadRequest, "suspend: needs a state key to seal the paused eval with: set Glovebox.state_key "+
 			"(64 hex digits; every process that continues the eval needs the same key) or GLOVEBOX_STATE_KEY")
 	}
@@ -134,11 +162,17 @@ func setOf(names []string) map[string]bool {
 // answer is res's answer frame. The transcript stays the parent's (it
 // has its own, with its hooks' verdicts); a suspended eval gets its
 // pending call and its token.
-func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session) evalAnswer {
+// answered >= 0 is the index in res's transcript of the paused call a
+// continuation answered without the parent (deny or reply), sent as
+// Answered.
+func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *session, answered int) evalAnswer {
 	plain := *res
 	plain.ToolCalls = nil // not encoded at all: the parent keeps its own
 	er := clientwire.FromResult(&plain)
 	out := evalAnswer{EvalResult: er}
+	if answered >= 0 && answered < len(res.ToolCalls) {
+		out.Answered, _ = json.Marshal(res.ToolCalls[answered])
+	}
 	if res.Status != glovebox.StatusSuspended || res.Pending == nil {
 		return out
 	}
@@ -147,47 +181,79 @@ func (s *server) answer(res *glovebox.Result, c *config, suspend []string, ss *s
 		args = []byte("[[],{}]")
 	}
 	er.Pending = &clientwire.Pending{ID: res.Pending.ID, Name: res.Pending.Name, Args: string(args), Reason: res.Pending.Reason}
-	meta := pauseMeta{Config: c.spec, Suspend: suspend}
+	meta := pauseMeta{Config: c.spec, Suspend: suspend, Calls: len(res.ToolCalls)}
 	state := res.State
 	if ss != nil {
 		// A session's pause stays in the session, in this child: the
 		// token names it, and carries none of its (large) state.
 		meta.Session, state = ss.id, nil
 	}
-	out.State = pauseToken(&meta, state)
+	out.State = pauseToken(s.macKey(), &meta, state)
 	return out
 }
 
 // pauseMeta is what a token says of the paused eval in the clear: the
 // sandbox config to continue it with (the sealed state names the same
 // tools, mounts and limits, and refuses any other), the tools whose calls
-// pause it, or the session it paused.
+// pause it, or the session it paused. The token's MAC covers it: the
+// suspend list and the session are in no sealed state, so an edited one
+// would change which calls pause (or which session goes on).
 type pauseMeta struct {
 	Config  sandboxConfig `json:"config"`
 	Suspend []string      `json:"suspend,omitempty"`
 	Session string        `json:"session,omitempty"`
+	// Calls is the length of the eval's transcript at the pause: the
+	// continuation's entry for the paused call comes at that index.
+	Calls int `json:"calls,omitempty"`
 }
 
 // tokenPrefix starts every token: the token format's version.
 const tokenPrefix = "gbp1."
 
+// tokenMACSize is the length of a token's MAC: HMAC-SHA-256 (RFC 2104,
+// FIPS 198-1), whole.
+const tokenMACSize = sha256.Size
+
+// tokenMACKey derives the key of tokens' MACs from the state key (an
+// HMAC-SHA-256 of a fixed label under it), so the state key itself
+// seals states only.
+func tokenMACKey(secret []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("glovebox embedded pause token MAC v1"))
+	return h.Sum(nil)
+}
+
+// tokenMAC is the MAC of a token's length field, meta and sealed state.
+func tokenMAC(key, head, meta, state []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(tokenPrefix))
+	h.Write(head)
+	h.Write(meta)
+	h.Write(state)
+	return h.Sum(nil)
+}
+
 // pauseToken is the String the parent holds for a paused eval:
 // tokenPrefix, then URL-safe base64 (no padding) of the meta's JSON
-// length (4 bytes, big-endian), the JSON, and the sealed state. It is
-// opaque to the parent; any child holding the same state key continues
-// it.
-func pauseToken(meta *pauseMeta, state []byte) string {
+// length (4 bytes, big-endian), the JSON, the MAC of all that and the
+// state under key (tokenMAC), and the sealed state. It is opaque to the
+// parent; any child holding the same state key continues it.
+func pauseToken(key []byte, meta *pauseMeta, state []byte) string {
 	mb, _ := json.Marshal(meta)
-	b := make([]byte, 4, 4+len(mb)+len(state))
+	b := make([]byte, 4, 4+len(mb)+tokenMACSize+len(state))
 	binary.BigEndian.PutUint32(b, uint32(len(mb)))
+	mac := tokenMAC(key, b[:4], mb, state)
 	b = append(b, mb...)
+	b = append(b, mac...)
 	b = append(b, state...)
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// parseToken reads a token back; a String that is not one is
-// not_found, as an executor answers a key it never paused.
-func parseToken(tok string) (*pauseMeta, []byte, *refusal) {
+// parseToken reads a token back, checking its MAC under key. A String
+// that is not a token is not_found, as an executor answers a key it
+// never paused; a token whose MAC does not match (edited, cut, or made
+// under another state key) is state_refused, and nothing of it is used.
+func parseToken(key []byte, tok string) (*pauseMeta, []byte, *refusal) {
 	bad := refusef(codeNotFound, "%.40q is not a paused eval's key (Result#key of a suspended eval in embedded mode)", tok)
 	rest, ok := strings.CutPrefix(tok, tokenPrefix)
 	if !ok {
@@ -198,14 +264,21 @@ func parseToken(tok string) (*pauseMeta, []byte, *refusal) {
 		return nil, nil, bad
 	}
 	n := binary.BigEndian.Uint32(b)
-	if uint64(n) > uint64(len(b)-4) {
+	if uint64(n)+tokenMACSize > uint64(len(b)-4) {
 		return nil, nil, bad
+	}
+	mb := b[4 : 4+n]
+	mac := b[4+n : 4+n+tokenMACSize]
+	state := b[4+n+tokenMACSize:]
+	if !hmac.Equal(mac, tokenMAC(key, b[:4], mb, state)) {
+		return nil, nil, refusef(codeStateRefused, "the paused eval's key was altered (or cut), or made under another state key: "+
+			"continue it with the Result#key exactly as the eval returned it, in a process with the same Glovebox.state_key")
 	}
 	var meta pauseMeta
-	if err := strictJSON(b[4:4+n], &meta); err != nil {
+	if err := strictJSON(mb, &meta); err != nil {
 		return nil, nil, bad
 	}
-	return &meta, b[4+n:], nil
+	return &meta, state, nil
 }
 
 // continueEval answers a paused eval's call and runs it on.
@@ -220,11 +293,11 @@ func (s *server) continueEval(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "continue: give exactly one of approve, deny and reply"))
 		return
 	}
-	if s.keys == nil {
+	if !s.hasKeys() {
 		ch.k.refuse(refusef(codeBadRequest, "continue: needs the state key the eval was paused with: set Glovebox.state_key or GLOVEBOX_STATE_KEY"))
 		return
 	}
-	meta, state, rf := parseToken(q.From)
+	meta, state, rf := parseToken(s.macKey(), q.From)
 	if rf != nil {
 		ch.k.refuse(rf)
 		return
@@ -243,7 +316,8 @@ func (s *server) continueEval(ch *channel, q *request) {
 	end := s.begin(ctx, ch, q.Key, cancel)
 	defer end()
 	ctx = context.WithValue(ctx, evalKey{}, &evalCtx{ch: ch, suspend: setOf(meta.Suspend), cancel: cancel})
-	opts := ch.options(q, cancel)
+	opts, flush := ch.options(q, cancel)
+	defer flush()
 	var res *glovebox.Result
 	var err error
 	var c *config
@@ -267,12 +341,17 @@ func (s *server) continueEval(ch *channel, q *request) {
 		}
 		res, err = c.view.Continue(ctx, state, a, opts...)
 	}
+	flush()
 	end()
 	if err != nil {
 		ch.k.refuse(continueRefusal(q.From, err))
 		return
 	}
-	ch.k.reply(s.answer(res, c, meta.Suspend, ss))
+	answered := -1
+	if !q.Approve {
+		answered = meta.Calls
+	}
+	ch.k.reply(s.answer(res, c, meta.Suspend, ss, answered))
 }
 
 // evalRefusal is the refusal for a failed EvalWith.
@@ -392,6 +471,10 @@ func (s *server) closeSession(ss *session) {
 func (s *server) codeMode(ch *channel, q *request) {
 	if q.CodeMode == nil {
 		ch.k.refuse(refusef(codeBadRequest, "codemode: missing"))
+		return
+	}
+	if q.CodeMode.Profile != "" {
+		ch.k.refuse(refusef(codeBadRequest, "codemode.profile %q: eval profiles are an executor's; embedded, give the sandbox its mounts, HTTP tool and MCP servers", q.CodeMode.Profile))
 		return
 	}
 	base, rf := s.baseRuntime()

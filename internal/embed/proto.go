@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,6 +64,8 @@ type conn struct {
 	raw int       // the socket's descriptor, for readDirect; -1 without
 	// wake is an eventfd a write to which ends a readDirect (interrupt).
 	wake int
+	// rc is the socket for watchHangup; nil without.
+	rc syscall.RawConn
 
 	buf  []byte // buf[r:w] is read and not yet taken
 	r, w int
@@ -82,6 +85,7 @@ func newConn(c *net.UnixConn, passFDs bool) *conn {
 	}
 	if sc, err := c.SyscallConn(); err == nil {
 		sc.Control(func(fd uintptr) { k.raw = int(fd) })
+		k.rc = sc
 	}
 	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		k.wake = fd
@@ -316,6 +320,7 @@ const (
 	codeInvalidCommand   = "invalid_command"
 	codeUnsupported      = "unsupported"
 	codeBackend          = "backend_error"
+	codeUnknownHandle    = "unknown_handle"
 )
 
 // refusal is a request's refusal: nothing of it ran, except where the
@@ -367,6 +372,11 @@ type request struct {
 
 	// run
 	Run *runRequest `json:"run,omitempty"`
+
+	// bind, call; http_reset and unbind name a handle
+	Bind   *bindSpec `json:"bind,omitempty"`
+	Call   *callSpec `json:"call,omitempty"`
+	Handle string    `json:"handle,omitempty"`
 }
 
 // decodeRequest parses a request frame's payload strictly.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 
 	"github.com/gloveboxhq/glovebox/box"
 	"github.com/gloveboxhq/glovebox/box/bwrap"
+	"github.com/gloveboxhq/glovebox/box/e2b"
 	"github.com/gloveboxhq/glovebox/box/egress"
 	"github.com/gloveboxhq/glovebox/box/gvisor"
 	"github.com/gloveboxhq/glovebox/httptool"
@@ -18,14 +21,82 @@ import (
 // runRequest is a run op's command: Glovebox::Box#run without an
 // executor, on this host's OS sandbox.
 type runRequest struct {
-	// Backend is "bwrap", "gvisor", or "" for the first of them this
-	// host has.
+	// Backend is "bwrap", "gvisor", "e2b" (with E2B), or "" for the
+	// first of bubblewrap and gVisor this host has.
 	Backend string             `json:"backend,omitempty"`
 	Command clientwire.Command `json:"command"`
 	// Credentials are environment values the parent resolved; they go
 	// into the command's environment only, never into an answer or a
 	// log line.
 	Credentials map[string]string `json:"credentials,omitempty"`
+	// E2B is the hosted backend's settings (Backend "e2b" only).
+	E2B *e2bSpec `json:"e2b,omitempty"`
+}
+
+// e2bSpec is Glovebox::Box.hosted(:e2b, ...)'s settings for one run.
+type e2bSpec struct {
+	// APIURL is E2B's control API; "" is E2B's public one
+	// (e2bPublicAPI). https, or plain http to a loopback address.
+	APIURL string `json:"api_url,omitempty"`
+	// APIKey is the key the parent resolved for this run: sent only in
+	// E2B's X-API-Key header, never in an answer or a log line.
+	APIKey string `json:"api_key"`
+	// Template is the sandbox template; "" is "base".
+	Template string `json:"template,omitempty"`
+	// EnvdURL, when set, is every sandbox's envd base URL (a
+	// self-hosted or test service) instead of E2B's per-sandbox one.
+	EnvdURL string `json:"envd_url,omitempty"`
+}
+
+// e2bPublicAPI is E2B's public control API (its documentation's base
+// URL), as the CLI's --e2b-url default.
+const e2bPublicAPI = "https://api.e2b.dev"
+
+// box makes the E2B box for one run, checking its URLs.
+func (e *e2bSpec) box() (box.Box, error) {
+	if e.APIKey == "" {
+		return nil, fmt.Errorf("%w: e2b: no api_key", box.ErrInvalidCommand)
+	}
+	api := e.APIURL
+	if api == "" {
+		api = e2bPublicAPI
+	}
+	for _, u := range []struct{ name, url string }{{"api_url", api}, {"envd_url", e.EnvdURL}} {
+		if u.url == "" {
+			continue
+		}
+		if err := checkServiceURL(u.url); err != nil {
+			return nil, fmt.Errorf("%w: e2b: %s %q: %v", box.ErrInvalidCommand, u.name, u.url, err)
+		}
+	}
+	cfg := e2b.Config{APIURL: strings.TrimSuffix(api, "/"), Template: e.Template,
+		APIKey: func(context.Context) (string, error) { return e.APIKey, nil }}
+	if e.EnvdURL != "" {
+		envd := strings.TrimSuffix(e.EnvdURL, "/")
+		cfg.EnvdURL = func(string) string { return envd }
+	}
+	return e2b.New(cfg)
+}
+
+// checkServiceURL accepts an https URL, or plain http to a loopback
+// address (a development server): a key never crosses a network in the
+// clear.
+func checkServiceURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return errors.New("not an absolute URL")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		h := u.Hostname()
+		if ip, err := netip.ParseAddr(h); (err == nil && ip.IsLoopback()) || h == "localhost" {
+			return nil
+		}
+		return errors.New("plain http only to a loopback address; use https")
+	}
+	return errors.New("want https")
 }
 
 // runRecord is a run's answer, in an executor record's shape.
@@ -42,7 +113,21 @@ func (s *server) run(ch *channel, q *request) {
 		ch.k.refuse(refusef(codeBadRequest, "run: missing"))
 		return
 	}
-	b, err := s.boxes.get(q.Run.Backend)
+	var b box.Box
+	var err error
+	switch {
+	case q.Run.Backend == "e2b" && q.Run.E2B != nil:
+		b, err = q.Run.E2B.box()
+		if err != nil {
+			ch.k.refuse(refusef(codeInvalidCommand, "%v", err))
+			return
+		}
+	case q.Run.Backend == "e2b" || q.Run.E2B != nil:
+		ch.k.refuse(refusef(codeBadRequest, "run: backend \"e2b\" and its e2b settings go together"))
+		return
+	default:
+		b, err = s.boxes.get(q.Run.Backend)
+	}
 	if err != nil {
 		ch.k.refuse(refusef(codeUnavailable, "%v", err))
 		return
@@ -54,20 +139,26 @@ func (s *server) run(ch *channel, q *request) {
 			cmd.Credentials[k] = func(context.Context) (string, error) { return v, nil }
 		}
 	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	defer cancel()
+	var out *outputSink // the command's output, coalesced (outputDelay)
 	if q.Stream {
+		out = &outputSink{k: ch.k, cancel: cancel}
+		defer out.close()
 		cmd.Stream = func(stream int, p []byte) {
 			t := byte(frameStdout)
 			if stream == 2 {
 				t = frameStderr
 			}
-			ch.k.write(t, p)
+			out.write(t, p)
 		}
 	}
-	ctx, cancel := context.WithCancel(ch.ctx)
-	defer cancel()
 	untrack := s.track(q.Key, cancel)
+	unhang := ch.watchHangup(cancel) // a parent thread gone mid-run kills the command
 	res, err := b.Run(ctx, cmd)
-	untrack() // before the answer: a cancel that follows it finds nothing
+	unhang()
+	out.close() // before the answer: every O and E frame precedes it
+	untrack()   // before the answer: a cancel that follows it finds nothing
 	if err != nil {
 		code := codeBackend
 		switch {

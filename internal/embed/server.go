@@ -62,8 +62,14 @@ type server struct {
 	ctl  *conn
 	base *glovebox.Runtime // no tools: the engine warmed at start, code mode's limits
 
-	keys  *glovebox.Keyring   // hello's state key; nil: nothing suspends
+	// keys, store and tokenKey are read and set under mu once the hello
+	// is answered (a state_key request replaces them).
+	keys  *glovebox.Keyring   // the state key; nil: nothing suspends
 	store glovebox.StateStore // claims of continued states (state_dir)
+	// tokenKey is the key of pause tokens' MACs (tokenMACKey of the
+	// state key); nil with keys.
+	tokenKey []byte
+	keyGen   uint64 // state_key requests taken: part of a Runtime's key
 
 	mu       sync.Mutex
 	configs  map[uint64]*config // by sid
@@ -73,6 +79,13 @@ type server struct {
 	sessions map[string]*session
 	live     map[string]context.CancelFunc // eval or run key → cancel
 	unkeyed  uint64                        // jobs run without a key so far
+
+	// handles are the host tools bound (hosttools.go), by handle id,
+	// by the spec's fingerprint, and an HTTP tool's by its parent ID.
+	handles       map[string]*hostTools
+	byHandlePrint map[string]*hostTools
+	byHTTPID      map[string]*hostTools
+	nextHandle    uint64
 
 	boxes boxes
 	wg    sync.WaitGroup // channels being served
@@ -208,6 +221,12 @@ func (s *server) serveControl() error {
 			s.ctl.reply(struct{}{})
 		case "info":
 			s.ctl.reply(s.info())
+		case "state_key":
+			if rf := s.setStateKey(q); rf != nil {
+				s.ctl.refuse(rf)
+				continue
+			}
+			s.ctl.reply(struct{}{})
 		default:
 			s.ctl.refuse(refusef(codeBadRequest, "unknown control op %q", q.Op))
 		}
@@ -225,45 +244,96 @@ func (s *server) hello(q *request) error {
 		s.log.Error("glovebox: " + msg)
 		return errors.New(msg)
 	}
-	if q.StateKey != "" {
-		secret, err := hex.DecodeString(strings.TrimSpace(q.StateKey))
-		if err != nil || len(secret) != 32 {
-			s.ctl.refuse(refusef(codeBadRequest, "state_key: want 64 hex digits (32 random bytes, such as `openssl rand -hex 32` prints)"))
-			return errors.New("a bad state key")
-		}
-		sum := sha256.Sum256(secret)
-		keys, err := glovebox.NewKeyring(glovebox.StateKey{ID: "gem-" + hex.EncodeToString(sum[:6]), Secret: secret})
-		if err != nil {
-			s.ctl.refuse(refusef(codeBadRequest, "state_key: %v", err))
-			return err
-		}
-		dir := q.StateDir
-		if dir == "" {
-			cache, err := glovebox.DefaultCacheDir()
-			if err != nil {
-				s.ctl.refuse(refusef(codeBadRequest, "state_dir: %v", err))
-				return err
-			}
-			dir = filepath.Join(cache, "embedded-continued")
-		}
-		store, err := glovebox.NewDirStateStore(dir)
-		if err != nil {
-			s.ctl.refuse(refusef(codeBadRequest, "state_dir: %v", err))
-			return err
-		}
-		s.keys, s.store = keys, store
+	keys, store, tk, rf := stateKeys(q)
+	if rf != nil {
+		s.ctl.refuse(rf)
+		return rf
 	}
+	s.mu.Lock()
+	s.keys, s.store, s.tokenKey = keys, store, tk
+	s.mu.Unlock()
 	s.log.Info("glovebox: embedded child ready", "pid", os.Getpid(), "version", s.opts.Version, "gem", q.Gem, "suspend", s.keys != nil)
 	return s.ctl.reply(map[string]any{"protocol": Protocol, "version": s.opts.Version, "pid": os.Getpid()})
+}
+
+// stateKeys reads a hello's or a state_key request's state_key and
+// state_dir: the keyring that seals paused evals and the store of their
+// claims, and the key of pause tokens' MACs; all nil for an empty key
+// (nothing suspends).
+func stateKeys(q *request) (*glovebox.Keyring, glovebox.StateStore, []byte, *refusal) {
+	if q.StateKey == "" {
+		return nil, nil, nil, nil
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(q.StateKey))
+	if err != nil || len(secret) != 32 {
+		return nil, nil, nil, refusef(codeBadRequest, "state_key: want 64 hex digits (32 random bytes, such as `openssl rand -hex 32` prints)")
+	}
+	sum := sha256.Sum256(secret)
+	keys, err := glovebox.NewKeyring(glovebox.StateKey{ID: "gem-" + hex.EncodeToString(sum[:6]), Secret: secret})
+	if err != nil {
+		return nil, nil, nil, refusef(codeBadRequest, "state_key: %v", err)
+	}
+	dir := q.StateDir
+	if dir == "" {
+		cache, err := glovebox.DefaultCacheDir()
+		if err != nil {
+			return nil, nil, nil, refusef(codeBadRequest, "state_dir: %v", err)
+		}
+		dir = filepath.Join(cache, "embedded-continued")
+	}
+	store, err := glovebox.NewDirStateStore(dir)
+	if err != nil {
+		return nil, nil, nil, refusef(codeBadRequest, "state_dir: %v", err)
+	}
+	return keys, store, tokenMACKey(secret), nil
+}
+
+// macKey is the key of pause tokens' MACs now (nil: no state key).
+func (s *server) macKey() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokenKey
+}
+
+// hasKeys reports whether the child has a state key now.
+func (s *server) hasKeys() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys != nil
+}
+
+// setStateKey takes a state key (and claims directory) the parent set
+// after the hello: Glovebox.state_key assigned once the child runs. The
+// Runtimes made so far seal with the old key (or none), so every config
+// is dropped (the parent registers its configs again when told
+// unknown_config) and the next ones get Runtimes with the new key; a
+// session keeps its Runtime, and so the key it opened with (its suspend:
+// evals are refused, saying so, when that was none).
+func (s *server) setStateKey(q *request) *refusal {
+	keys, store, tk, rf := stateKeys(q)
+	if rf != nil {
+		return rf
+	}
+	s.mu.Lock()
+	s.keys, s.store, s.tokenKey = keys, store, tk
+	s.keyGen++
+	old := s.configs
+	s.configs, s.byPrint = map[uint64]*config{}, map[string]*config{}
+	s.mu.Unlock()
+	for _, c := range old {
+		s.release(c.rt)
+	}
+	s.log.Info("glovebox: the state key changed", "suspend", keys != nil)
+	return nil
 }
 
 // info is the info op's answer.
 func (s *server) info() map[string]any {
 	s.mu.Lock()
-	running, sessions := len(s.live), len(s.sessions)
+	running, sessions, suspend := len(s.live), len(s.sessions), s.keys != nil
 	s.mu.Unlock()
 	out := map[string]any{"protocol": Protocol, "version": s.opts.Version, "pid": os.Getpid(),
-		"backend": "wasm", "isolation": string(box.IsolationWasm), "suspend": s.keys != nil,
+		"backend": "wasm", "isolation": string(box.IsolationWasm), "suspend": suspend,
 		"running": running, "sessions": sessions}
 	if b, err := s.boxes.get(""); err == nil {
 		p := b.Posture()
@@ -326,6 +396,7 @@ func (s *server) janitor() {
 				s.log.Info("glovebox: session closed after idling", "session", ss.id, "idle", s.opts.SessionIdle.String())
 				s.closeSession(ss)
 			}
+			s.idleHandles(now, s.opts.SessionIdle)
 		}
 	}
 }
@@ -345,6 +416,7 @@ func (s *server) closeAll() {
 	for _, e := range rts {
 		e.rt.Close()
 	}
+	s.closeHandles()
 	if base != nil {
 		base.Close()
 	}
@@ -363,9 +435,10 @@ type sandboxConfig struct {
 	// Mounts are host directories the guest sees, read-only unless
 	// writable (glovebox.Mount's rules).
 	Mounts []mountSpec `json:"mounts,omitempty"`
-	// Env is the guest's environment: empty by default (nothing of the
-	// parent's or the child's reaches the guest). Only the empty
-	// environment is served yet: a variable is refused, naming it.
+	// Env is the guest's environment (glovebox.WithEnv on every eval of
+	// the config, its sessions' included): empty by default, and nothing
+	// of the parent's or the child's reaches the guest. A variable
+	// WithEnv refuses is refused here, naming it.
 	Env map[string]string `json:"env,omitempty"`
 	// Profile names an operator's profile; none are served yet.
 	Profile string `json:"profile,omitempty"`
@@ -421,6 +494,8 @@ type runtimeEntry struct {
 	rt   *glovebox.Runtime
 	refs int
 	used time.Time
+	// keyed: made with a state key, so its evals can pause.
+	keyed bool
 }
 
 // register makes (or finds) the config spec and returns its sid.
@@ -431,13 +506,8 @@ func (s *server) register(ctx context.Context, spec *sandboxConfig) (uint64, *re
 	if spec.Profile != "" {
 		return 0, refusef(codeBadRequest, "config.profile %q: named profiles are not served by the embedded child yet", spec.Profile)
 	}
-	if len(spec.Env) > 0 {
-		names := make([]string, 0, len(spec.Env))
-		for k := range spec.Env {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		return 0, refusef(codeBadRequest, "env %s: the guest's environment is empty and glovebox cannot give it variables yet; pass values with args: or stdin:", strings.Join(names, ", "))
+	if err := glovebox.CheckEnv(spec.Env); err != nil {
+		return 0, refusef(codeBadRequest, "env: %v", err)
 	}
 	if spec.Limits.Negative() || spec.Limits.ToolCalls < 0 {
 		return 0, refusef(codeBadRequest, "limits: a limit is negative")
@@ -515,8 +585,9 @@ func (s *server) config(sid uint64) (*config, *refusal) {
 // runtime returns the Runtime for tools and mounts, holding a reference.
 func (s *server) runtime(ctx context.Context, tools []string, mounts []mountSpec) (*runtimeEntry, *refusal) {
 	mb, _ := json.Marshal(mounts)
-	key := strings.Join(tools, ",") + "\x00" + string(mb)
 	s.mu.Lock()
+	keys, store := s.keys, s.store
+	key := strings.Join(tools, ",") + "\x00" + string(mb) + "\x00" + strconv.FormatUint(s.keyGen, 10)
 	if e := s.runtimes[key]; e != nil {
 		e.refs++
 		s.mu.Unlock()
@@ -533,7 +604,7 @@ func (s *server) runtime(ctx context.Context, tools []string, mounts []mountSpec
 	for _, m := range mounts {
 		ms = append(ms, glovebox.Mount{HostPath: m.Host, GuestPath: m.Guest, Writable: m.Writable, Description: m.Description})
 	}
-	cfg := glovebox.Config{Tools: &ts, Mounts: ms, Logger: s.log, StateKeys: s.keys, StateStore: s.store,
+	cfg := glovebox.Config{Tools: &ts, Mounts: ms, Logger: s.log, StateKeys: keys, StateStore: store,
 		Hooks: glovebox.Hooks{BeforeCall: pauseHook}}
 	rt, err := glovebox.New(ctx, cfg)
 	if err != nil {
@@ -550,7 +621,7 @@ func (s *server) runtime(ctx context.Context, tools []string, mounts []mountSpec
 		go rt.Close()
 		return e, nil
 	}
-	e := &runtimeEntry{key: key, rt: rt, refs: 1, used: time.Now()}
+	e := &runtimeEntry{key: key, rt: rt, refs: 1, used: time.Now(), keyed: keys != nil}
 	s.runtimes[key] = e
 	return e, nil
 }

@@ -311,6 +311,19 @@ func (v *VM) handle(msg []byte) ([]byte, error) {
 			}
 			b = append(b, ']')
 		}
+		if v.req.Env != nil {
+			b = append(b, `,"env":{`...)
+			for i, kv := range v.req.Env {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				k, val, _ := strings.Cut(kv, "=")
+				b = wire.AppendString(b, k)
+				b = append(b, ':')
+				b = wire.AppendString(b, val)
+			}
+			b = append(b, '}')
+		}
 		b = append(b, '}')
 		return b, nil
 	}

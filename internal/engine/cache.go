@@ -48,6 +48,9 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("glovebox: creating the cache directory: %w", err)
 	}
+	if err := checkCacheDir(dir); err != nil {
+		return err
+	}
 	unlock, err := lockDir(ctx, dir)
 	if err != nil {
 		return err
@@ -243,6 +246,31 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(f.Name())
 		return err
+	}
+	return nil
+}
+
+// checkCacheDir refuses a cache directory another user could write: it
+// holds compiled machine code (module.cwasm) that this process maps and
+// runs, checked only against a CRC-32C for damage, so whoever can write
+// it runs code as this user. The directory (followed if a link) must be
+// owned by this user or root and not writable by every user. A missing
+// one passes (it is made 0755, ours). Group-writable directories pass:
+// a group sharing a cache is a choice.
+func checkCacheDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil
+	}
+	switch {
+	case st.Mode&0o002 != 0:
+		return fmt.Errorf("glovebox: the cache directory %s is writable by every user (mode %#o): anyone on this host could "+
+			"put compiled code there that glovebox would run; use a directory only this user can write (chmod o-w), "+
+			"or set GLOVEBOX_CACHE_DIR", dir, st.Mode&0o7777)
+	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
+		return fmt.Errorf("glovebox: the cache directory %s belongs to uid %d, not to this user (uid %d) or root: "+
+			"its owner could put compiled code there that glovebox would run; set GLOVEBOX_CACHE_DIR to a directory of this user's",
+			dir, st.Uid, os.Geteuid())
 	}
 	return nil
 }

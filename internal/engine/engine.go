@@ -173,6 +173,13 @@ func newEngine(cfg Config) (*Engine, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = func(string) func() { return func() {} }
 	}
+	// The cache root and its engine directory, before anything is read
+	// from them or written (the per-image directory: load).
+	for _, d := range []string{filepath.Dir(cfg.CacheDir), cfg.CacheDir} {
+		if err := checkCacheDir(d); err != nil {
+			return nil, err
+		}
+	}
 	raw, unmap, err := mapFile(cfg.ImagePath)
 	if err != nil {
 		return nil, fmt.Errorf("glovebox: reading the guest image: %w", err)
@@ -544,6 +551,7 @@ func (e *Engine) MemoryStats() wt.ImageStats {
 		t.Dropped += st.Dropped
 		t.Restored += st.Restored
 		t.Rewound += st.Rewound
+		t.Tracked += st.Tracked
 		t.Live += st.Live
 	}
 	return t

@@ -149,6 +149,13 @@ type fsGuard struct {
 	// scratchID is the scratch directory's inode: its times are shown
 	// no earlier than the eval's start (see putFilestat).
 	scratchID fileID
+	// named is set once the guest may have added a name to a directory:
+	// it called path_open with O_CREAT, path_create_directory,
+	// path_symlink, path_link or path_rename (the only calls that make a
+	// name; each is shadowed here), whatever their outcome. A new guard
+	// starts with it set. While it is clear, the scratch directory is as
+	// the last wipe left it, empty, and need not be wiped (wipeScratch).
+	named bool
 }
 
 type domain struct {
@@ -166,7 +173,7 @@ type guestFD struct {
 // newFSGuard opens the mirrors of scratch and mounts. A mount whose host
 // path is missing or not a directory is an error naming it.
 func newFSGuard(scratch string, mounts []Mount) (*fsGuard, error) {
-	g := &fsGuard{fds: map[uint32]*guestFD{}, use: newUsage()}
+	g := &fsGuard{fds: map[uint32]*guestFD{}, use: newUsage(), named: true}
 	all := append([]Mount{{Host: scratch, Guest: ScratchGuest, Write: true}}, mounts...)
 	for i, m := range all {
 		fd, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -387,6 +394,9 @@ func hostPathOpen(c *wt.Caller, vals wt.Vals) error {
 	fd, dirflags, pptr, plen, oflags := vals.U32(0), vals.U32(1), vals.U32(2), vals.U32(3), vals.U32(4)
 	rightsBase, rightsInh, fdflags, retptr := vals.I64(5), vals.I64(6), vals.U32(7), vals.U32(8)
 	g := v.fs
+	if oflags&oflagCreat != 0 {
+		g.named = true
+	}
 	parent, tracked := g.fds[fd]
 	if !tracked {
 		// stdio, or nothing: wasmtime answers (EBADF, ENOTDIR).
@@ -584,6 +594,7 @@ func (g *fsGuard) sameDomain(a, b uint32) uint32 {
 
 func hostPathLink(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
+	v.fs.named = true
 	if e := v.fs.sameDomain(vals.U32(0), vals.U32(4)); e != errnoSuccess {
 		return ret(vals, e)
 	}
@@ -595,6 +606,7 @@ func hostPathLink(c *wt.Caller, vals wt.Vals) error {
 
 func hostPathRename(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
+	v.fs.named = true
 	if e := v.fs.sameDomain(vals.U32(0), vals.U32(3)); e != errnoSuccess {
 		return ret(vals, e)
 	}
@@ -606,7 +618,9 @@ func hostPathRename(c *wt.Caller, vals wt.Vals) error {
 }
 
 func hostPathMkdir(c *wt.Caller, vals wt.Vals) error {
-	return vmOf(c).create(c, vals, vals.U32(0), shPathMkdir, 3, 1)
+	v := vmOf(c)
+	v.fs.named = true
+	return v.create(c, vals, vals.U32(0), shPathMkdir, 3, 1)
 }
 
 func hostPathUnlink(c *wt.Caller, vals wt.Vals) error {
@@ -1297,6 +1311,19 @@ func removeScratch(d string) {
 	}
 	defer unix.Close(pfd)
 	removeTree(pfd, filepath.Base(d))
+}
+
+// wipeScratch empties the VM's scratch directory (see wipeDir), unless
+// the guest can have added nothing to it since the last wipe (named).
+func (g *fsGuard) wipeScratch(dir string) error {
+	if !g.named {
+		return nil
+	}
+	if err := wipeDir(dir); err != nil {
+		return err
+	}
+	g.named = false
+	return nil
 }
 
 // wipeDir empties the scratch directory dir, leaving it in place. It

@@ -620,10 +620,12 @@ $LOADED_FEATURES << "io/nonblock.so"
 
 Object.send(:remove_const, :JS)
 
-# Each eval's input (the host's stdin and argument options): $stdin and
-# STDIN read the bytes the host gave, ARGV holds its arguments. Both are
-# set afresh for every eval, so in a session one eval's input never
-# reaches the next. With no input they are the process's own standard
+# Each eval's input (the host's stdin, argument and environment
+# options): $stdin and STDIN read the bytes the host gave, ARGV holds its
+# arguments. Both are set afresh for every eval, so in a session one
+# eval's input never reaches the next. ENV is replaced by the host's
+# variables when it gives some (an eval without them keeps the ENV its VM
+# has: empty in a fresh one). With no input they are the process's own standard
 # input, an IO at end of file at once (the VM's fd 0 has nothing behind
 # it), as in CRuby; with input, a StringIO holding it.
 require "stringio"
@@ -641,6 +643,7 @@ module Glovebox
     Object.send(:remove_const, :STDIN)
     Object.const_set(:STDIN, io)
     ARGV.replace(req["argv"] || [])
+    ENV.replace(req["env"]) if req.key?("env")
     nil
   end
   private_class_method :__input

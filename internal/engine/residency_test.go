@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
-	"os"
 	"testing"
 	"time"
 
@@ -17,24 +15,13 @@ import (
 // file's page.
 func vmPages(t *testing.T, v *VM) (present, written int) {
 	t.Helper()
-	base, n := v.inst.MemoryRange()
-	if n == 0 {
+	if _, n := v.inst.MemoryRange(); n == 0 {
 		t.Fatal("the VM's memory is not made from an image")
 	}
-	f, err := os.Open("/proc/self/pagemap")
-	if err != nil {
-		t.Skipf("this host does not let the process read its pagemap: %v", err)
-	}
-	defer f.Close()
-	buf := make([]byte, n/4096*8)
-	if _, err := f.ReadAt(buf, int64(base/4096*8)); err != nil {
-		t.Skipf("reading /proc/self/pagemap: %v", err)
-	}
-	for i := 0; i < len(buf); i += 8 {
-		e := binary.LittleEndian.Uint64(buf[i:])
-		if e>>63&1 == 1 {
+	for _, e := range pagemap(t, v) {
+		if e&pmPresent != 0 {
 			present++
-			if e>>61&1 == 0 {
+			if e&pmFile == 0 {
 				written++
 			}
 		}

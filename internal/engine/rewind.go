@@ -21,11 +21,15 @@ import (
 //
 // What a rewind restores, and why that is everything the guest can see:
 //
-//   - Linear memory: every page written since the memory was mapped gets
-//     the bytes it had at the checkpoint (wt.Instance.Rewind), found by
-//     the same page scan that resets reused memories. A memory that grew
-//     is never rewound (wasm memories cannot shrink, and its size is
-//     visible): the VM is freed.
+//   - Linear memory: every page written since the checkpoint gets the
+//     bytes it had at the checkpoint (wt.Instance.Rewind). The pages are
+//     found by write tracking where the kernel has it (Linux 6.7+: the
+//     memory is write-protected through a userfaultfd in async mode, and
+//     a write clears a page's protection; see "Write tracking" in
+//     internal/wt/memory_linux.c), else by the page scan that resets
+//     reused memories, which finds every page written since the memory
+//     was mapped. A memory that grew is never rewound (wasm memories
+//     cannot shrink, and its size is visible): the VM is freed.
 //   - Globals: all of the module's mutable globals are exported (see
 //     wasmbin.ExportGlobals) and set back to their values at the
 //     checkpoint.
@@ -34,7 +38,12 @@ import (
 //     built: see stateWriter), so they are the same in every instance.
 //   - The WASI context (open files, directory cursors), the file-system
 //     guard and the scratch directory are made anew, exactly as for a new
-//     VM, when the VM is taken.
+//     VM, when the VM is taken; except that a VM without mounts whose
+//     guest left only the preopened directory open and the standard
+//     streams its own keeps its context and guard, which then hold what
+//     new ones would (see renew), and the scratch directory is wiped only
+//     if the guest called one of the calls that make a name (see
+//     fsGuard.named).
 //   - Randomness: Ruby seeds its default generator from the host's
 //     entropy (WASI random_get) the first time a program uses it, and in
 //     the snapshot — so at every checkpoint — it is not seeded yet
@@ -365,6 +374,15 @@ var errNotRewindable = errors.New("the VM cannot be rewound")
 // WASI context's files, the guard's descriptors, the scratch directory's
 // contents). renew must run before its next eval.
 func (v *VM) rewind() error {
+	if err := v.rewindMemory(); err != nil {
+		return err
+	}
+	return v.rewindHost()
+}
+
+// rewindMemory is rewind's first part: linear memory back to the
+// checkpoint.
+func (v *VM) rewindMemory() error {
 	if !v.rewindable() {
 		return errNotRewindable
 	}
@@ -375,6 +393,12 @@ func (v *VM) rewind() error {
 	if n > maxRewindPages {
 		return fmt.Errorf("%w: %d pages written", errNotRewindable, n)
 	}
+	return nil
+}
+
+// rewindHost is rewind's second part: the globals, the WASI context, the
+// guard and the scratch directory, and the VM's host-side state.
+func (v *VM) rewindHost() error {
 	c := v.store.Context()
 	for i, g := range v.ck.globals {
 		if err := g.SetBits(c, v.ck.bits[i]); err != nil {
@@ -390,11 +414,17 @@ func (v *VM) rewind() error {
 		}
 	}
 	orig := v.fs.orig
-	v.fs.close()
-	if err := wipeDir(v.scratch); err != nil {
+	if err := v.fs.wipeScratch(v.scratch); err != nil {
 		return err
 	}
-	*v = VM{e: v.e, handles: v.handles, mounts: v.mounts, scratch: v.scratch, scr: v.scr,
+	var keep *fsGuard
+	if len(v.mounts) == 0 && v.fs.unchanged() {
+		keep = v.fs // renew keeps it: see unchanged
+		keep.reuse()
+	} else {
+		v.fs.close()
+	}
+	*v = VM{e: v.e, handles: v.handles, mounts: v.mounts, scratch: v.scratch, scr: v.scr, fs: keep,
 		home: v.home, toolsKey: v.toolsKey, ck: v.ck, orig: orig, jsvals: v.jsvals, group: v.group}
 	clear(v.jsvals)
 	v.e.rewinds.Add(1)
@@ -407,21 +437,49 @@ func (v *VM) rewindable() bool {
 	return v.ck != nil && v.cleanEnd && !v.abandoned.Load() && v.store != nil
 }
 
-// renew gives a rewound VM a new file-system guard and WASI context, made
-// now so that a mount's host directory replaced while the VM waited is
-// the one it opens, as a new VM would.
+// renew gives a rewound VM a new file-system guard and WASI context,
+// made now so that a mount's host directory replaced while the VM waited
+// is the one it opens, as a new VM would; unless rewind kept them (a VM
+// without mounts whose guest left only the preopened directories open
+// and stdout and stderr its own: see fsGuard.unchanged). The WASI
+// context then holds what a new one would: its descriptors are the
+// standard streams (custom writers that keep nothing) and the preopened
+// scratch directory, wiped if anything was named in it; the guest has no
+// stdin through WASI (Request.Stdin goes through the driver), and
+// glovebox answers clock_time_get, random_get and poll_oneoff itself.
 func (v *VM) renew() error {
-	fs, err := newFSGuard(v.scratch, v.mounts)
-	if err != nil {
-		return err
-	}
-	fs.orig = v.orig
-	v.fs = fs
-	if err := v.store.SetWASI(v.wasiConfig()); err != nil {
-		return err
+	if v.fs == nil {
+		fs, err := newFSGuard(v.scratch, v.mounts)
+		if err != nil {
+			return err
+		}
+		fs.orig = v.orig
+		v.fs = fs
+		if err := v.store.SetWASI(v.wasiConfig()); err != nil {
+			return err
+		}
 	}
 	v.monoBase, v.born, v.nextJS = v.ck.mono, time.Time{}, v.ck.nextJS
 	return nil
+}
+
+// unchanged reports whether, in a VM without mounts whose scratch
+// directory was just wiped, the guest left the guard as newFSGuard made
+// it but for what reuse resets: its descriptors are exactly the
+// preopened directories (onlyPreopens) and stdout and stderr are its own.
+func (g *fsGuard) unchanged() bool {
+	return g.onlyPreopens() && g.stdioGone == [3]bool{}
+}
+
+// reuse readies an unchanged guard for another eval: its quotas, its
+// preopened directories' listing positions and its record of links made
+// (their names were in the scratch directory, wiped) start afresh.
+func (g *fsGuard) reuse() {
+	g.reset(FSLimits{})
+	g.links = nil
+	for _, f := range g.fds {
+		f.dirPos = dirPos{}
+	}
 }
 
 // onlyPreopens reports whether the guest's descriptors beyond stdio are

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/gloveboxhq/glovebox/internal/wt"
 )
 
 // evalOK runs code on the test engine without a pool and returns its value.
@@ -181,24 +179,16 @@ func BenchmarkRewindPhases(b *testing.B) {
 		if out := v.run(context.Background(), req); out.Status != StatusOK {
 			b.Fatal(out)
 		}
+		restored := testEngine.MemoryStats().Restored
 		t1 := time.Now()
-		n, err := v.inst.Rewind()
-		if err != nil {
+		if err := v.rewindMemory(); err != nil {
 			b.Fatal(err)
 		}
-		pages += n
 		t2 := time.Now()
-		c := v.store.Context()
-		for i, g := range v.ck.globals {
-			g.SetBits(c, v.ck.bits[i])
+		pages += int(testEngine.MemoryStats().Restored - restored)
+		if err := v.rewindHost(); err != nil {
+			b.Fatal(err)
 		}
-		if !v.fs.onlyPreopens() {
-			v.store.SetWASI(wt.WASI{})
-		}
-		orig := v.fs.orig
-		v.fs.close()
-		wipeDir(v.scratch)
-		v.orig = orig
 		t3 := time.Now()
 		if err := v.renew(); err != nil {
 			b.Fatal(err)
@@ -417,6 +407,102 @@ func TestCheckpointsShared(t *testing.T) {
 		}
 		if err := v.renew(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestRewoundVMScratchEmptyWhateverMadeTheName: a rewind skips wiping
+// the scratch directory, and keeps the VM's file-system guard, only when
+// the guest called none of the calls that make a name (path_open with
+// O_CREAT, path_create_directory, path_symlink, path_link, path_rename).
+// After an eval that made a name through any of them, the next eval in
+// the rewound VM finds /tmp empty; after one that closed its stdout, the
+// next one's output still arrives; and an eval after one that used no
+// file at all has its whole quota of names.
+func TestRewoundVMScratchEmptyWhateverMadeTheName(t *testing.T) {
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 20}
+	run := func(code string) *Outcome {
+		t.Helper()
+		out, err := testEngine.Eval(context.Background(), &Request{Code: code, Limits: lim})
+		if err != nil || out.Trapped || (out.Status != StatusOK && out.Status != StatusError) {
+			t.Fatalf("%q: %v %+v", code, err, out)
+		}
+		return out
+	}
+	empty := `Dir.children("/tmp")`
+	for _, code := range []string{
+		`File.write("/tmp/a", "x")`,
+		`IO.sysopen("/tmp/b", File::WRONLY | File::CREAT).close`,
+		`Dir.mkdir("/tmp/d")`,
+		`File.symlink("/tmp/nowhere", "/tmp/abs")`,
+		`File.symlink("rel", "/tmp/rel")`,
+		`File.write("/tmp/a", "x"); File.link("/tmp/a", "/tmp/l"); File.unlink("/tmp/a")`,
+		`File.write("/tmp/a", "x"); File.rename("/tmp/a", "/tmp/r")`,
+		`File.write("/tmp/keep", "x"); $f = File.open("/tmp/keep")`, // still open at the end
+	} {
+		run("1+1") // a VM whose guard was kept, its scratch wiped
+		run(code)
+		if out := run(empty); out.Status != StatusOK || len(out.Value.([]any)) != 0 {
+			t.Fatalf("after %q the next eval's /tmp holds %v", code, out.Value)
+		}
+	}
+	run(`$stdout.close; 1`)
+	if out := run(`puts "still here"; 1`); string(out.Stdout) != "still here\n" {
+		t.Fatalf("after an eval closed stdout, the next one printed %q", out.Stdout)
+	}
+	run("1+1") // no file used: the guard is kept
+	if out := run(`20.times { |i| File.write("/tmp/n#{i}", "") }; Dir.children("/tmp").size`); out.Status != StatusOK || out.Value != int64(20) {
+		t.Fatalf("an eval in a VM whose guard was kept could not make its 20 names: %v %+v", out.Value, out.Error)
+	}
+}
+
+// TestRewoundVMDescriptorsAsNew: a rewind keeps the VM's WASI context
+// and guard when its guest left only the preopened directory open and
+// the standard streams its own; whatever an eval did with descriptors —
+// opened and closed files and directories, closed or reopened the
+// standard streams or the preopened directory, left a file open, set a
+// descriptor non-blocking — the next eval in the rewound VM sees the
+// descriptors a new VM's eval sees: the same open ones, the same number
+// for its next file, working output.
+func TestRewoundVMDescriptorsAsNew(t *testing.T) {
+	lim := testLimits
+	lim.FS = FSLimits{Write: 1 << 20, Creates: 50}
+	fresh := plainPool(t)
+	fresh.DisableReuse()
+	const probe = `open = (0..12).select { |fd| (IO.for_fd(fd, autoclose: false).stat; true) rescue false }
+$stdout.write("out"); $stderr.write("err")
+f = File.open("/tmp/probe", "w"); n = f.fileno; f.close
+[open, n, Dir.children("/tmp")]`
+	want, err := fresh.Eval(context.Background(), &Request{Code: probe, Limits: lim})
+	if err != nil || want.Status != StatusOK {
+		t.Fatal(err, want)
+	}
+	run := func(code string) *Outcome {
+		t.Helper()
+		out, err := testEngine.Eval(context.Background(), &Request{Code: code, Limits: lim})
+		if err != nil || out.Trapped {
+			t.Fatalf("%q: %v %+v", code, err, out)
+		}
+		return out
+	}
+	for _, code := range []string{
+		"1+1",
+		`10.times { |i| File.write("/tmp/f#{i}", "x") }; fs = 10.times.map { |i| File.open("/tmp/f#{i}") }; fs.each(&:close); 1`,
+		`a = File.open("/tmp/a", "w"); b = File.open("/tmp/b", "w"); a.close; 1`,
+		`d = Dir.open("/tmp"); d.close; e = Dir.open("/tmp"); 1`,
+		`IO.for_fd(3).close; 1`,
+		`$stdin.close; 1`,
+		`$stderr.close; 1`,
+		`$stdout.reopen(File.open("/tmp/o", "w")); 1`,
+		`File.open("/tmp/nb", "w") { |f| f.nonblock = true rescue nil }; $stdout.nonblock = true rescue nil; 1`,
+		`IO.for_fd(3, autoclose: false).stat; 1`,
+	} {
+		run("1+1")
+		run(code)
+		got := run(probe)
+		if got.Status != StatusOK || !sameValue(got.Value, want.Value) || string(got.Stdout) != "out" || string(got.Stderr) != "err" {
+			t.Fatalf("after %q the next eval saw %v %q %q %+v; a new VM's eval %v", code, got.Value, got.Stdout, got.Stderr, got.Error, want.Value)
 		}
 	}
 }

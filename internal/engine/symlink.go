@@ -41,6 +41,7 @@ const maxLinkRecords = 4096
 func hostPathSymlink(c *wt.Caller, vals wt.Vals) error {
 	v := vmOf(c)
 	g := v.fs
+	g.named = true
 	fd := vals.U32(2)
 	f := g.fds[fd]
 	if f == nil || !g.domains[f.domain].Write {

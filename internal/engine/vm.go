@@ -82,6 +82,10 @@ type Request struct {
 	// Both are taken as given (the root package bounds them).
 	Stdin []byte
 	Args  []string
+	// Env, when not nil, replaces the guest's ENV at the start of the
+	// eval: exactly these "NAME=value" entries (the root package checks
+	// them). Nil leaves ENV as the VM has it (empty in a fresh VM).
+	Env []string
 	// StdoutTee and StderrTee, if set, receive the guest's output as it is
 	// written: exactly the bytes kept in the Outcome (up to the limits, no
 	// truncation marker), on the eval's goroutine, never after the eval

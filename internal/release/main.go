@@ -53,6 +53,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/gloveboxhq/glovebox/internal/spawn"
 	"io"
 	"io/fs"
 	"os"
@@ -386,7 +387,7 @@ func build(root string, t target, version, out string, compiled []module) error 
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+t.goarch, "CC="+cc)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Run(); err != nil {
+	if err := spawn.Run(cmd); err != nil {
 		return fmt.Errorf("go build for linux/%s: %v\n%s", t.goarch, err, log.String())
 	}
 	// The static glibc link warns about getpwuid_r, getaddrinfo and
@@ -441,12 +442,12 @@ func platformGem(root, work, pkg string, t target, bin, img string, compiled []m
 	return gem(root, filepath.Join(work, "gem-"+t.gem), pkg, t.gem, files)
 }
 
-// gem stages the gem's files in stage (the gemspec, lib, exe, README)
+// gem stages the gem's files in stage (the gemspec, lib, exe, examples, README)
 // plus extra (path in the gem: file on disk), runs `gem build` there with
 // GLOVEBOX_GEM_PLATFORM=platform, and moves the gem into pkg.
 func gem(root, stage, pkg, platform string, extra map[string]string) (string, error) {
 	src := filepath.Join(root, "ruby")
-	for _, p := range []string{"glovebox.gemspec", "README.md", "lib", "exe"} {
+	for _, p := range []string{"glovebox.gemspec", "README.md", "lib", "exe", "examples"} {
 		if err := copyTree(filepath.Join(src, p), filepath.Join(stage, p)); err != nil {
 			return "", err
 		}
@@ -464,7 +465,7 @@ func gem(root, stage, pkg, platform string, extra map[string]string) (string, er
 	cmd := exec.Command("gem", "build", "glovebox.gemspec")
 	cmd.Dir = stage
 	cmd.Env = append(os.Environ(), "GLOVEBOX_GEM_PLATFORM="+platform)
-	out, err := cmd.CombinedOutput()
+	out, err := spawn.CombinedOutput(cmd)
 	if err != nil {
 		return "", fmt.Errorf("gem build (platform %q): %v\n%s", platform, err, out)
 	}

@@ -28,7 +28,10 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <linux/userfaultfd.h>
 
 #include "wt.h"
 
@@ -50,9 +53,18 @@ struct page_region {
   uint64_t start, end, categories;
 };
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_WRITTEN (1 << 1)
 #define PAGE_IS_FILE (1 << 2)
 #define PAGE_IS_PRESENT (1 << 3)
 #define PAGE_IS_SWAPPED (1 << 4)
+#define PM_SCAN_WP_MATCHING (1 << 0)
+#define PM_SCAN_CHECK_WPASYNC (1 << 1)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15) // Linux 6.7
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
 #endif
 
 #define PAGE 4096
@@ -81,10 +93,33 @@ struct gb_slot {
   // The written pages the last rewind's scan found, as runs, and the
   // process's page-fault count read just before that scan (see
   // gb_slot_rewind). seen_ok is cleared when the list is incomplete.
+  // With write tracking (tracked), they are the pages left
+  // unprotected: the only ones a write reaches without a page fault.
   size_t *seen; // pairs: first page, pages
   size_t seen_len, seen_cap;
   long seen_faults;
   int seen_ok;
+  // Write tracking (see "Write tracking" below). wp: the image range is
+  // registered with gb_uffd for write-protection. prot: some of its pages
+  // may be write-protected. tracked: the checkpoint's tracking is armed —
+  // every page that is not the image file's own is write-protected,
+  // except the runs in seen. observing: the protection was renewed in
+  // full at the last rewind, so the next scan finds exactly what was
+  // written since; observed is what the last such scan found, and
+  // since_observed counts rewinds since the protection was renewed.
+  // first: a checkpoint was taken and not yet rewound to (the first
+  // rewind arms tracking, see gb_slot_rewind).
+  int wp, prot, tracked, observing, first;
+  // fresh: the image range was mapped anew for this slot's instance, not
+  // reset from an earlier one's (see gb_slot_drop_equal).
+  int fresh;
+  size_t observed;
+  unsigned since_observed;
+  // The runs of copied pages that held the image's bytes when the
+  // checkpoint was taken (see gb_slot_checkpoint), as pairs of first page
+  // and pages; eq_cap is SIZE_MAX once the list is incomplete.
+  size_t *eq;
+  size_t eq_len, eq_cap;
   // The group of the instance it was last made for: one of another
   // group, or of GB_GROUP_FRESH, maps it anew (gb_remap) instead of
   // resetting it.
@@ -130,12 +165,16 @@ static void gb_slot_drop_checkpoint(gb_slot *s) {
     free(s->ck_data);
   }
   free(s->seen);
+  free(s->eq);
+  s->eq = NULL;
+  s->eq_len = s->eq_cap = 0;
   s->ck_pages = NULL;
   s->ck_data = NULL;
   s->seen = NULL;
   s->ck_n = s->ck_cap = s->ck_at = 0;
   s->seen_len = s->seen_cap = 0;
   s->ck_taken = s->seen_ok = 0;
+  s->tracked = s->observing = s->first = 0; // pages may stay protected: see prot
 }
 
 // The slot the last memory made on this thread went to (see
@@ -268,18 +307,57 @@ static long gb_process_faults(void) {
   return ru.ru_minflt + ru.ru_majflt;
 }
 
+// gb_note_equal adds page p, a copy that holds the image's bytes, to the
+// slot's list of such runs (eq).
+static void gb_note_equal(gb_slot *s, size_t p) {
+  if (s->eq_cap == SIZE_MAX) return;
+  if (s->eq_len >= 2 && s->eq[s->eq_len - 2] + s->eq[s->eq_len - 1] == p) {
+    s->eq[s->eq_len - 1]++;
+    return;
+  }
+  if (s->eq_len + 2 > s->eq_cap) {
+    size_t cap = s->eq_cap < 64 ? 64 : s->eq_cap * 2;
+    size_t *eq = realloc(s->eq, cap * sizeof *eq);
+    if (eq == NULL) {
+      s->eq_cap = SIZE_MAX;
+      return;
+    }
+    s->eq = eq;
+    s->eq_cap = cap;
+  }
+  s->eq[s->eq_len++] = p;
+  s->eq[s->eq_len++] = 1;
+}
+
 // gb_note_run adds the pages of [first, first+n) that differ from the
 // image to the checkpoint being taken (a page equal to the image's is
-// rewound from the image); on allocation failure it marks the checkpoint
-// failed (ck_cap = SIZE_MAX).
+// rewound from the image, and noted in eq); on allocation failure it
+// marks the checkpoint failed (ck_cap = SIZE_MAX).
 static void gb_note_run(gb_slot *s, size_t first, size_t n) {
   for (size_t p = first; p < first + n; p++) {
-    if (memcmp(s->base + p * PAGE, (const uint8_t *)s->img->ro + p * PAGE, PAGE) != 0) gb_note_page(s, p);
+    if (memcmp(s->base + p * PAGE, (const uint8_t *)s->img->ro + p * PAGE, PAGE) != 0)
+      gb_note_page(s, p);
+    else
+      gb_note_equal(s, p);
   }
 }
 
+// While a checkpoint is compared with another slot's (gb_slot_checkpoint's
+// like), gb_note_page checks each page against it instead of copying.
+static __thread const gb_ckdata *gb_verify;
+static __thread int gb_verify_failed;
+
 static void gb_note_page(gb_slot *s, size_t first) {
   size_t n = 1;
+  if (gb_verify != NULL) {
+    const gb_ckdata *d = gb_verify;
+    if (!gb_verify_failed && s->ck_n < d->n && d->pages[s->ck_n] == first &&
+        memcmp(d->data + s->ck_n * PAGE, s->base + first * PAGE, PAGE) == 0)
+      s->ck_n++;
+    else
+      gb_verify_failed = 1;
+    return;
+  }
   if (s->ck_cap == SIZE_MAX) return;
   if (s->ck_n + n > s->ck_cap) {
     size_t cap = s->ck_cap * 2;
@@ -299,38 +377,67 @@ static void gb_note_page(gb_slot *s, size_t first) {
   s->ck_n += n;
 }
 
-// gb_scan_ioctl finds written pages with PAGEMAP_SCAN: pages present but
-// not the image file's own (copied on write), or swapped out. It returns
-// the number found, or -1 if the scan is unavailable or failed.
-static long gb_scan_ioctl(gb_slot *s, gb_visit visit) {
-  gb_image *img = s->img;
+// A set of pages PAGEMAP_SCAN selects: those whose categories, with the
+// inverted ones flipped, have every bit of mask and one of anyof (see
+// struct pm_scan_arg); ret is what it reports of them.
+typedef struct {
+  uint64_t inverted, mask, anyof, ret;
+} gb_pmcat;
+
+// gb_copied are the pages of a slot that are not the image file's own:
+// written, hence copied on write, or swapped out.
+static const gb_pmcat gb_copied = {PAGE_IS_FILE, PAGE_IS_FILE, PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                                   PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE};
+
+// gb_unprotected are those of gb_copied that are not write-protected:
+// written since they were last protected (see "Write tracking"). The
+// masks keep the kernel off its fast path for PAGE_IS_WRITTEN alone,
+// which counts an empty entry of a page table as written.
+static const gb_pmcat gb_unprotected = {PAGE_IS_FILE, PAGE_IS_FILE | PAGE_IS_WRITTEN, PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                                        PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE | PAGE_IS_WRITTEN};
+
+// gb_scan_range calls visit (if not NULL) for each run of pages of cat in
+// pages [first, end) of the mapping at base, in ascending order, with one
+// PAGEMAP_SCAN ioctl per 256 runs on pagemap_fd; flags are the ioctl's
+// (PM_SCAN_*). It returns the number of pages found, or -1 if the scan is
+// unavailable or failed.
+static long gb_scan_range(int pagemap_fd, uint8_t *base, size_t first, size_t end, const gb_pmcat *cat, uint64_t flags,
+                          gb_slot *s, gb_visit visit) {
   struct page_region regions[256];
-  uint64_t start = (uint64_t)(uintptr_t)s->base, end = start + img->len;
+  uint64_t start = (uint64_t)(uintptr_t)(base + first * PAGE), stop = (uint64_t)(uintptr_t)(base + end * PAGE);
   long found = 0;
-  while (start < end) {
+  while (start < stop) {
     struct pm_scan_arg arg;
     memset(&arg, 0, sizeof arg);
     arg.size = sizeof arg;
+    arg.flags = flags;
     arg.start = start;
-    arg.end = end;
+    arg.end = stop;
     arg.vec = (uint64_t)(uintptr_t)regions;
     arg.vec_len = 256;
-    arg.category_inverted = PAGE_IS_FILE;
-    arg.category_mask = PAGE_IS_FILE;
-    arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
-    arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE;
-    long n = ioctl(img->pagemap_fd, PAGEMAP_SCAN, &arg);
+    arg.category_inverted = cat->inverted;
+    arg.category_mask = cat->mask;
+    arg.category_anyof_mask = cat->anyof;
+    arg.return_mask = cat->ret;
+    long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
     if (n < 0) return -1;
     for (long i = 0; i < n; i++) {
-      size_t first = (regions[i].start - (uintptr_t)s->base) / PAGE;
+      size_t p = (regions[i].start - (uintptr_t)base) / PAGE;
       size_t pages = (regions[i].end - regions[i].start) / PAGE;
-      visit(s, first, pages);
+      if (visit != NULL) visit(s, p, pages);
       found += (long)pages;
     }
     if (arg.walk_end <= start) return -1; // no progress: do not trust it
     start = arg.walk_end;
   }
   return found;
+}
+
+// gb_scan_ioctl finds a slot's written pages (gb_copied) with
+// PAGEMAP_SCAN. It returns the number found, or -1 if the scan is
+// unavailable or failed.
+static long gb_scan_ioctl(gb_slot *s, gb_visit visit) {
+  return gb_scan_range(s->img->pagemap_fd, s->base, 0, s->img->len / PAGE, &gb_copied, 0, s, visit);
 }
 
 // gb_scan_pagemap is the portable scan: one pagemap entry per page.
@@ -376,6 +483,251 @@ static long gb_scan(gb_slot *s, gb_visit visit) {
   return n;
 }
 
+// Write tracking (Linux 6.7+). A rewind must restore every page written
+// since the checkpoint. gb_copied finds every page written since the
+// slot was mapped, this eval's or not (about 700 pages for 1+1 in a slot
+// that has run larger evals before, or was populated for writing ahead),
+// so a rewind copied all of those each time. Instead, at the first
+// rewind after a checkpoint (which restores every copied page; a VM that
+// runs a single eval never pays for tracking), the slot's image range is
+// registered with a userfaultfd for write-protection in async mode
+// (UFFD_FEATURE_WP_ASYNC) and every copied page is write-protected
+// (PAGEMAP_SCAN with PM_SCAN_WP_MATCHING). In
+// async mode nothing waits on the userfaultfd: the kernel resolves a
+// write to a protected page itself, in its fault handler, by clearing
+// the page's protection, whoever writes it — wasm code, the host, or the
+// kernel on the guest's behalf (a read() into linear memory faults the
+// same way, and get_user_pages for writing resolves the same fault). A
+// page of the image file that was never copied is not protected: a
+// write to it copies it, and the copy is unprotected. So the pages of
+// gb_unprotected are a superset of those written since they were
+// protected, and a rewind restores those alone, and every other page
+// still holds its checkpoint bytes: protected pages are untouched
+// since, and the image file's own pages hold the image's bytes, which is
+// what the checkpoint holds for every page it did not copy (a copied page
+// becomes the file's again only by an unmap or MADV_DONTNEED, which only
+// this file does, and never to a tracked slot). A page swapped out keeps
+// its protection in its swap entry, and one written then swapped out is
+// reported unprotected (PAGE_IS_SWAPPED); a page migrated or reclaimed
+// and faulted back in the same.
+//
+// Protecting a page again after each rewind would make the next eval
+// take a page fault on every page it writes (the same few dozen each
+// time for a small eval, 1.5-2 µs each here under load) and the rewind scan for
+// them. So the pages the last scan found unprotected are left so, in
+// seen, and restored at every rewind whether written or not: the hot set
+// of this slot's evals. A write to any other page still takes a fault,
+// and a rewind skips its scan only while the process has taken none
+// (gb_slot_rewind), so it finds every page written outside the hot set.
+// The hot set is relearnt: every GB_TRACK_RENEW rewinds, or when it has
+// grown past twice what the last eval observed wrote plus GB_TRACK_SLACK
+// pages, its pages are protected again, and the next scan observes what
+// the evals since wrote (observing).
+//
+// Any failure — no userfaultfd (an old kernel, vm.unprivileged_userfaultfd
+// with user-mode-only refused, seccomp), a self-test that does not see
+// what this relies on, a failed ioctl, gb_set_write_tracking(0) or
+// GLOVEBOX_WRITE_TRACKING=off — leaves the slot untracked, and its rewinds
+// restore every copied page (gb_copied), as without tracking.
+#define GB_TRACK_RENEW 64
+#define GB_TRACK_SLACK 64
+
+static unsigned gb_track_renew = GB_TRACK_RENEW; // gb_set_track_renewal
+static int gb_uffd = -1;       // the process's userfaultfd, once gb_track_state is 1
+static int gb_track_state;     // 0: not tried, 1: works, -1: unavailable
+static int gb_track_off;       // set by gb_set_write_tracking(0)
+static pthread_mutex_t gb_track_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// The runs a self-test scan found (pairs of first page and pages), or
+// gb_st_n past the end if more than fit.
+static __thread size_t gb_st_runs[8], gb_st_n;
+
+static void gb_st_note(gb_slot *s, size_t first, size_t n) {
+  (void)s;
+  if (gb_st_n + 2 > 8) {
+    gb_st_n = 9;
+    return;
+  }
+  gb_st_runs[gb_st_n++] = first;
+  gb_st_runs[gb_st_n++] = n;
+}
+
+// gb_st_scan scans the self-test's 8 pages at m for gb_unprotected with
+// flags, and reports whether it found exactly the runs want (nwant
+// numbers, pairs of first page and pages).
+static int gb_st_scan(int pm, uint8_t *m, uint64_t flags, const size_t *want, size_t nwant) {
+  gb_st_n = 0;
+  long n = gb_scan_range(pm, m, 0, 8, &gb_unprotected, flags | PM_SCAN_CHECK_WPASYNC, NULL, gb_st_note);
+  return n >= 0 && gb_st_n == nwant && memcmp(gb_st_runs, want, nwant * sizeof *want) == 0;
+}
+
+// gb_track_selftest checks, on 8 pages of a memfd mapped privately as a
+// slot maps its image, that the kernel does what write tracking relies
+// on: copied pages are protected and then not reported; a write to a
+// protected page by user code, and one by the kernel (a read() into it),
+// and a write that copies a page of the file are each reported; the bytes
+// are what was written; and the protection can be removed. It returns 0
+// if all of it holds.
+static int gb_track_selftest(int uffd) {
+  int ok = 0, pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  int fd = (int)syscall(SYS_memfd_create, "glovebox-write-tracking", 1 /* MFD_CLOEXEC */);
+  int pipefd[2] = {-1, -1};
+  uint8_t *m = MAP_FAILED;
+  if (pm < 0 || fd < 0 || syscall(SYS_pipe2, pipefd, O_CLOEXEC) != 0 || ftruncate(fd, 8 * PAGE) != 0) goto out;
+  for (int i = 0; i < 8; i++) {
+    uint8_t b[PAGE];
+    memset(b, i + 1, PAGE);
+    if (pwrite(fd, b, PAGE, (off_t)i * PAGE) != PAGE) goto out;
+  }
+  m = mmap(NULL, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED) goto out;
+  struct uffdio_register r = {.range = {(uintptr_t)m, 8 * PAGE}, .mode = UFFDIO_REGISTER_MODE_WP};
+  if (ioctl(uffd, UFFDIO_REGISTER, &r) != 0 || !(r.ioctls & (1ULL << _UFFDIO_WRITEPROTECT))) goto out;
+  volatile uint8_t *v = m;
+  v[1 * PAGE] = 0xa1; // copies pages 1 and 2
+  v[2 * PAGE] = 0xa2;
+  (void)v[3 * PAGE]; // maps page 3 of the file
+  static const size_t copied[] = {1, 2}, none[] = {0}, written[] = {1, 2, 5, 1};
+  if (!gb_st_scan(pm, m, PM_SCAN_WP_MATCHING, copied, 2) || !gb_st_scan(pm, m, 0, none, 0)) goto out;
+  v[2 * PAGE + 5] = 0xb2; // a protected page, from user code
+  v[5 * PAGE] = 0xb5;     // a page of the file
+  if (write(pipefd[1], "k", 1) != 1 || read(pipefd[0], m + PAGE + 7, 1) != 1) goto out; // a protected page, from the kernel
+  if (!gb_st_scan(pm, m, 0, written, 4)) goto out;
+  if (v[PAGE] != 0xa1 || v[PAGE + 7] != 'k' || v[2 * PAGE] != 0xa2 || v[2 * PAGE + 5] != 0xb2 || v[3 * PAGE] != 4 ||
+      v[5 * PAGE] != 0xb5 || v[6 * PAGE] != 7)
+    goto out;
+  struct uffdio_writeprotect w = {.range = {(uintptr_t)m, 8 * PAGE}, .mode = 0};
+  if (!gb_st_scan(pm, m, PM_SCAN_WP_MATCHING, written, 4) || !gb_st_scan(pm, m, 0, none, 0) ||
+      ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0 || !gb_st_scan(pm, m, 0, written, 4))
+    goto out;
+  ok = 1;
+out:
+  if (m != MAP_FAILED) munmap(m, 8 * PAGE);
+  if (pipefd[0] >= 0) close(pipefd[0]);
+  if (pipefd[1] >= 0) close(pipefd[1]);
+  if (fd >= 0) close(fd);
+  if (pm >= 0) close(pm);
+  return ok ? 0 : -1;
+}
+
+// gb_track_init opens the process's userfaultfd for write tracking and
+// tests it: 1 if tracking works, -1 if not.
+static int gb_track_init(void) {
+  const char *env = getenv("GLOVEBOX_WRITE_TRACKING");
+  if (env != NULL && strcmp(env, "off") == 0) return -1;
+  if (!__atomic_load_n(&scan_works, __ATOMIC_RELAXED)) return -1;
+  // User-mode faults only: in async mode no fault is ever delivered, and
+  // it is what an unprivileged process may open.
+  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  if (fd < 0) return -1;
+  struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC};
+  if (ioctl(fd, UFFDIO_API, &api) != 0 || !(api.features & UFFD_FEATURE_WP_ASYNC) || gb_track_selftest(fd) != 0) {
+    close(fd);
+    return -1;
+  }
+  gb_uffd = fd;
+  return 1;
+}
+
+// gb_track_on reports whether slots checkpointed now are tracked.
+static int gb_track_on(void) {
+  if (__atomic_load_n(&gb_track_off, __ATOMIC_RELAXED)) return 0;
+  int st = __atomic_load_n(&gb_track_state, __ATOMIC_ACQUIRE);
+  if (st == 0) {
+    pthread_mutex_lock(&gb_track_mu);
+    if (gb_track_state == 0) __atomic_store_n(&gb_track_state, gb_track_init(), __ATOMIC_RELEASE);
+    st = gb_track_state;
+    pthread_mutex_unlock(&gb_track_mu);
+  }
+  return st > 0;
+}
+
+void gb_set_write_tracking(int on) { __atomic_store_n(&gb_track_off, !on, __ATOMIC_RELAXED); }
+
+unsigned gb_set_track_renewal(unsigned n) {
+  return __atomic_exchange_n(&gb_track_renew, n > 0 ? n : GB_TRACK_RENEW, __ATOMIC_RELAXED);
+}
+
+int gb_write_tracking(void) { return gb_track_on(); }
+
+// gb_slot_protect write-protects the slot's unprotected copied pages in
+// pages [first, end). It returns 0, or -1 if it failed.
+static int gb_slot_protect(gb_slot *s, size_t first, size_t end) {
+  s->prot = 1;
+  long n = gb_scan_range(s->img->pagemap_fd, s->base, first, end, &gb_unprotected, PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                         s, NULL);
+  return n < 0 ? -1 : 0;
+}
+
+// gb_slot_unprotect removes the write-protection of every page of the
+// slot's image range. It returns 0, or -1 if it failed (pages may stay
+// protected: a write to one still takes a fault, resolved by the kernel).
+static int gb_slot_unprotect(gb_slot *s) {
+  if (!s->prot) return 0;
+  struct uffdio_writeprotect w = {.range = {(uintptr_t)s->base, s->img->len}, .mode = 0};
+  if (ioctl(gb_uffd, UFFDIO_WRITEPROTECT, &w) != 0) return -1;
+  s->prot = 0;
+  return 0;
+}
+
+// gb_slot_untrack stops tracking the slot's writes: its next rewind
+// scans for every copied page.
+static void gb_slot_untrack(gb_slot *s) {
+  s->tracked = s->observing = 0;
+  s->seen_ok = 0;
+  gb_slot_unprotect(s);
+}
+
+// gb_slot_arm starts tracking the writes to a slot whose checkpoint was
+// just taken: every copied page is write-protected, none is hot. On any
+// failure the slot stays untracked.
+static void gb_slot_arm(gb_slot *s) {
+  if (!gb_track_on()) return;
+  if (!s->wp) {
+    struct uffdio_register r = {.range = {(uintptr_t)s->base, s->img->len}, .mode = UFFDIO_REGISTER_MODE_WP};
+    if (ioctl(gb_uffd, UFFDIO_REGISTER, &r) != 0) return;
+    s->wp = 1;
+  }
+  long faults = gb_process_faults();
+  if (faults < 0 || gb_slot_protect(s, 0, s->img->len / PAGE) != 0) {
+    gb_slot_untrack(s);
+    return;
+  }
+  s->tracked = s->observing = 1;
+  s->since_observed = 0;
+  s->seen_len = 0;
+  s->seen_ok = 1;
+  s->seen_faults = faults;
+}
+
+// gb_slot_track_next updates the hot set after a tracked rewind that
+// restored n pages (the runs in seen), scanned or not: a scan while
+// observing learns what the evals since wrote; a hot set due for renewal,
+// or grown past what the last observation found, is protected again.
+static void gb_slot_track_next(gb_slot *s, long n, int scanned) {
+  if (scanned && s->observing) {
+    s->observed = (size_t)n;
+    s->observing = 0;
+  }
+  // A large hot set costs a copy of each of its pages at every rewind,
+  // and may be one large eval's: relearn it sooner.
+  unsigned every = __atomic_load_n(&gb_track_renew, __ATOMIC_RELAXED);
+  if (s->observed > 2 * GB_TRACK_SLACK) {
+    size_t sooner = (size_t)every * 2 * GB_TRACK_SLACK / s->observed;
+    every = sooner < 4 ? 4 : (unsigned)sooner;
+  }
+  if (++s->since_observed < every && (size_t)n <= 2 * s->observed + GB_TRACK_SLACK) return;
+  if (s->seen_len > 0 && gb_slot_protect(s, s->seen[0], s->seen[s->seen_len - 2] + s->seen[s->seen_len - 1]) != 0) {
+    gb_slot_untrack(s);
+    return;
+  }
+  // No page is unprotected now, so while the process takes no fault,
+  // none is written: the skip in gb_slot_rewind still holds.
+  s->seen_len = 0;
+  s->observing = 1;
+  s->since_observed = 0;
+}
+
 // gb_map_image maps the image privately over [base, base+len) and
 // faults in its hot ranges, as a memory made afresh starts. It returns 0,
 // or -1 with errno set.
@@ -402,6 +754,8 @@ static int gb_remap(gb_slot *s) {
     s->size = img->len;
   }
   gb_slot_drop_checkpoint(s);
+  s->wp = s->prot = 0; // a new mapping: not registered, nothing protected
+  s->fresh = 1;
   return gb_map_image(s->base, img);
 }
 
@@ -418,6 +772,9 @@ static int gb_reset(gb_slot *s, size_t *kept) {
     s->size = img->len;
   }
   gb_slot_drop_checkpoint(s);
+  s->fresh = 0;
+  // Restoring a write-protected page would take a fault for each.
+  if (gb_slot_unprotect(s) != 0) return -1;
   long n = gb_scan(s, gb_restore);
   if (n < 0) return -1;
   *kept = (size_t)n;
@@ -526,6 +883,7 @@ static wasmtime_error_t *gb_new_memory(void *env, const wasm_memorytype_t *ty, s
       err = s == NULL ? wasmtime_error_new("glovebox: out of memory") : gb_errno("reserve linear memory");
     } else {
       s->base = base;
+      s->fresh = 1;
       s->total = total;
       s->capacity = capacity;
       s->img = img;
@@ -595,6 +953,46 @@ void gb_slot_range(const gb_slot *s, uintptr_t *base, size_t *len) {
   *len = s->img == NULL ? s->size : s->img->len;
 }
 
+// gb_slot_drop_equal gives back, in a slot mapped anew for its instance
+// (fresh), the copies of the pages that held the image's bytes when the
+// checkpoint was taken (eq), while every page holds its checkpoint bytes:
+// right after the checkpoint, and again (then forgetting the list) at
+// the first rewind after it, before tracking protects any page, for the
+// pages the first eval copied again. Each becomes the image
+// file's page again, holding the same bytes, so that an idle VM keeps
+// private only the pages that differ from the image. A VM made in fresh
+// memory copies about 200 pages (the hot ranges its evals are expected to
+// write, populated up front, and what preparing writes), and preparing
+// leaves about 125 of them holding the image's bytes; a page dropped here
+// that an eval writes later is copied again then, by a page fault. A
+// reset slot keeps its pages: they are what a reset is for (the next
+// VM's writes to them take no fault). One process_madvise call drops
+// every run (Linux 6.13+ takes any advice for the calling process), else
+// one madvise per run.
+static void gb_slot_drop_equal(gb_slot *s, int forget) {
+  size_t runs = s->fresh ? s->eq_len / 2 : 0, done = 0;
+#if defined(SYS_process_madvise) && defined(SYS_pidfd_open)
+  int pidfd = runs > 1 ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+  while (pidfd >= 0 && done < runs) {
+    struct iovec iov[256];
+    size_t k = runs - done < 256 ? runs - done : 256, bytes = 0;
+    for (size_t i = 0; i < k; i++) {
+      iov[i].iov_base = s->base + s->eq[2 * (done + i)] * PAGE;
+      iov[i].iov_len = s->eq[2 * (done + i) + 1] * PAGE;
+      bytes += iov[i].iov_len;
+    }
+    if (syscall(SYS_process_madvise, pidfd, iov, k, MADV_DONTNEED, 0) != (long)bytes) break;
+    done += k;
+  }
+  if (pidfd >= 0) close(pidfd);
+#endif
+  for (; done < runs; done++) madvise(s->base + s->eq[2 * done] * PAGE, s->eq[2 * done + 1] * PAGE, MADV_DONTNEED);
+  if (!forget) return;
+  free(s->eq);
+  s->eq = NULL;
+  s->eq_len = s->eq_cap = 0;
+}
+
 // gb_slot_checkpoint records the slot's current contents as the state
 // gb_slot_rewind returns it to: a copy of every written page that differs
 // from the image. If like (another slot's, from gb_slot_ckdata; may be
@@ -606,15 +1004,28 @@ long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
   *shared = 0;
   gb_slot_drop_checkpoint(s);
   if (s->img == NULL || s->img->pagemap_fd < 0 || s->size != s->img->len) return -1;
-  long n = gb_scan(s, gb_note_run);
+  // Compare with like first, copying nothing: VMs prepared alike
+  // differ from the image in the same pages by the same bytes. Only if
+  // they do not, scan again and copy.
+  long n = -1;
+  int same = 0;
+  if (like != NULL && like->n > 0) {
+    gb_verify = like;
+    gb_verify_failed = 0;
+    n = gb_scan(s, gb_note_run);
+    same = n >= 0 && !gb_verify_failed && s->ck_n == like->n;
+    gb_verify = NULL;
+    if (!same) {
+      s->ck_n = s->eq_len = 0;
+      if (s->eq_cap == SIZE_MAX) s->eq_cap = 0;
+    }
+  }
+  if (!same) n = gb_scan(s, gb_note_run);
   if (n < 0 || s->ck_cap == SIZE_MAX) {
     gb_slot_drop_checkpoint(s);
     return -1;
   }
-  if (like != NULL && s->ck_n > 0 && like->n == s->ck_n && memcmp(like->pages, s->ck_pages, s->ck_n * sizeof *s->ck_pages) == 0 &&
-      memcmp(like->data, s->ck_data, s->ck_n * PAGE) == 0) {
-    free(s->ck_pages);
-    free(s->ck_data);
+  if (same) {
     __atomic_add_fetch(&like->refs, 1, __ATOMIC_ACQ_REL);
     s->ck_share = like;
     *shared = 1;
@@ -637,27 +1048,34 @@ long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared) {
   s->ck_n = s->ck_share->n;
   s->ck_cap = s->ck_n;
   s->ck_taken = 1;
+  s->first = 1;
+  gb_slot_drop_equal(s, 0);
   return (long)s->ck_n;
 }
 
 // gb_slot_rewind returns the slot to its checkpoint: every page written
-// since the image was mapped gets the checkpoint's bytes if the
-// checkpoint holds the page, else the image's. Memory is never shrunk
-// here (the instance's view of its size would go stale), so a slot that
-// grew past the image cannot be rewound. It returns the number of pages
-// restored, or -1 if the slot cannot be trusted to match its checkpoint.
+// since the checkpoint — with write tracking, the pages left unprotected
+// (see "Write tracking"); without, every page written since the image was
+// mapped — gets the checkpoint's bytes if the checkpoint holds the page,
+// else the image's. Memory is never shrunk here (the instance's view of
+// its size would go stale), so a slot that grew past the image cannot be
+// rewound. It returns the number of pages restored, or -1 if the slot
+// cannot be trusted to match its checkpoint.
 //
 // A page of the image mapping stops being the file's own only by a write
-// fault (copy on write), and the kernel counts every fault, from user
-// code, from a system call copying into the page, or from get_user_pages,
-// in the faulting thread's counters, which RUSAGE_SELF sums. So when the
-// process has taken no fault at all since the last scan began, the
-// written pages are exactly those that scan found, and the rewind copies
-// them again without scanning (the scan is about half a rewind's cost).
-// Any fault anywhere in the process, however unrelated, means a new scan.
+// fault (copy on write), a protected page loses its protection only by a
+// write fault, and the kernel counts every fault, from user code, from a
+// system call copying into the page, or from get_user_pages, in the
+// faulting thread's counters, which RUSAGE_SELF sums. So when the process
+// has taken no fault at all since the last scan began, the pages to
+// restore are exactly those that scan found, and the rewind copies them
+// again without scanning (the scan is about half a rewind's cost). Any
+// fault anywhere in the process, however unrelated, means a new scan.
 long gb_slot_rewind(gb_slot *s) {
   if (!s->ck_taken || s->size != s->img->len) return -1;
   s->ck_at = 0;
+  if (s->tracked && !gb_track_on()) gb_slot_untrack(s); // turned off since it was armed
+  int tracked = s->tracked, scanned = 0;
   long faults = gb_process_faults(), n = 0;
   if (s->seen_ok && faults >= 0 && faults == s->seen_faults) {
     for (size_t i = 0; i < s->seen_len; i += 2) {
@@ -668,15 +1086,39 @@ long gb_slot_rewind(gb_slot *s) {
     s->seen_len = 0;
     s->seen_ok = faults >= 0;
     s->seen_faults = faults;
-    n = gb_scan(s, gb_rewind_seen);
+    scanned = 1;
+    n = -1;
+    if (tracked) {
+      n = gb_scan_range(s->img->pagemap_fd, s->base, 0, s->img->len / PAGE, &gb_unprotected, PM_SCAN_CHECK_WPASYNC, s,
+                        gb_rewind_seen);
+      if (n < 0) { // not to be trusted: restore every copied page
+        gb_slot_untrack(s);
+        tracked = 0;
+        s->seen_len = s->ck_at = 0;
+        s->seen_ok = faults >= 0;
+      }
+    }
+    if (n < 0) n = gb_scan(s, gb_rewind_seen);
     if (n < 0) {
       s->seen_ok = 0;
       return -1;
     }
   }
+  if (tracked) gb_slot_track_next(s, n, scanned);
+  if (s->first) {
+    // The first rewind after the checkpoint restores every copied page
+    // (nothing is tracked yet), then gives back the copies that hold the
+    // image's bytes and arms tracking: a VM that runs one eval and is
+    // freed (a process that evaluates once) does not pay for tracking.
+    s->first = 0;
+    if (s->fresh && s->eq_len > 0) s->seen_ok = 0; // the copies seen lists are gone
+    gb_slot_drop_equal(s, 1);
+    gb_slot_arm(s);
+  }
   pthread_mutex_lock(s->img->mu);
   s->img->restored += (uint64_t)n;
   s->img->rewound++;
+  if (tracked) s->img->tracked++;
   pthread_mutex_unlock(s->img->mu);
   return n;
 }

@@ -250,12 +250,16 @@ typedef struct gb_image {
   int pagemap_fd;  // /proc/self/pagemap, or -1: recycling disabled
   void *ro;        // read-only view of the image, the source of resets
   uint64_t reused, made, dropped, restored, rewound;
+  uint64_t tracked; // rewinds that restored only the pages write tracking found
 } gb_image;
 
 gb_image *gb_image_new(int fd, size_t len, const uint64_t *hot, size_t nhot, size_t max_free);
 void gb_image_close(gb_image *img);
 void gb_use_host_memory(wasm_config_t *config);
 void gb_disable_pagemap_scan(void);
+void gb_set_write_tracking(int on);
+int gb_write_tracking(void);
+unsigned gb_set_track_renewal(unsigned n);
 long gb_slot_checkpoint(gb_slot *s, gb_ckdata *like, int *shared);
 gb_ckdata *gb_slot_ckdata(gb_slot *s);
 void gb_ckdata_release(gb_ckdata *d);

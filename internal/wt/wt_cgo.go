@@ -686,6 +686,36 @@ func OpenImage(f *os.File, hot []Range, keep int) (*Image, error) {
 // older than 6.7. For tests.
 func DisablePagemapScan() { C.gb_disable_pagemap_scan() }
 
+// SetWriteTracking turns write tracking on (the default) or off for the
+// checkpoints taken from now on: with it, a rewind restores only the
+// pages written since the checkpoint, found by userfaultfd
+// write-protection (Linux 6.7+; see "Write tracking" in memory_linux.c);
+// without it, every page written since the memory was mapped, as on
+// kernels that lack it. Turned off, a tracked memory's next rewind
+// restores every page written since it was mapped and stops tracking. For
+// tests; GLOVEBOX_WRITE_TRACKING=off in the environment at the first
+// checkpoint turns it off for the process.
+func SetWriteTracking(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.gb_set_write_tracking(v)
+}
+
+// WriteTracking reports whether checkpoints taken now are tracked: the
+// kernel has what tracking needs, its self-test passed, and neither
+// SetWriteTracking(false) nor GLOVEBOX_WRITE_TRACKING=off turned it off.
+// The first call opens the process's userfaultfd and runs the self-test.
+func WriteTracking() bool { return C.gb_write_tracking() != 0 }
+
+// SetTrackRenewal sets how many rewinds a tracked memory keeps its hot
+// set (the pages it leaves unprotected and restores at every rewind)
+// before protecting them again to learn it anew (see "Write tracking" in
+// memory_linux.c; 0 restores the default, 64), and returns the previous
+// setting. For tests.
+func SetTrackRenewal(n int) int { return int(C.gb_set_track_renewal(C.uint(max(n, 0)))) }
+
 // Len is the image size in bytes.
 func (img *Image) Len() int { return int(img.c.len) }
 
@@ -693,14 +723,15 @@ func (img *Image) Len() int { return int(img.c.len) }
 type ImageStats struct {
 	Made, Reused, Dropped uint64
 	Rewound               uint64 // memories returned to a checkpoint in place (Instance.Rewind)
-	Restored              uint64 // 4 KiB pages copied back by resets
+	Tracked               uint64 // of the Rewound, those that restored only the pages write tracking found (SetWriteTracking)
+	Restored              uint64 // 4 KiB pages copied back by resets and rewinds
 	Live                  uint64 // memories made from the image and not yet freed
 }
 
 // Stats reports how many memories were mapped afresh, how many reused a
 // reset slot, and how many were unmapped instead of kept.
 func (img *Image) Stats() ImageStats {
-	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored), Rewound: uint64(img.c.rewound), Live: uint64(img.c.live)}
+	return ImageStats{Made: uint64(img.c.made), Reused: uint64(img.c.reused), Dropped: uint64(img.c.dropped), Restored: uint64(img.c.restored), Rewound: uint64(img.c.rewound), Tracked: uint64(img.c.tracked), Live: uint64(img.c.live)}
 }
 
 // Close releases the image's idle memories. Memories still in use keep the

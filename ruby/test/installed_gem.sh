@@ -2,13 +2,13 @@
 # The platform gems as a user gets them (make gem-test, after make gem):
 #  - the x86_64-linux gem installs into an empty GEM_HOME; with an empty
 #    HOME (no glovebox cache) and a PATH holding Ruby alone (no Go, npm or
-#    glovebox), ruby/examples/first.rb runs first, as a new user's first
+#    glovebox), examples/first.rb, as the installed gem ships it, runs first, as a new user's first
 #    command, timed to its result, using the compiled modules the gem ships
 #    (its log names them; no line says "compiling"); then the gem's
 #    `glovebox` command runs setup (compiling nothing) and evals on the
 #    packed binary and image, Glovebox.setup and a sandbox work from Ruby,
 #    and rails.rb runs end to end from the installed gem (the examples are
-#    copied out of the repository, so they cannot load its lib/);
+#    copied out of the gem's directory into an empty one);
 #  - each platform gem packs its architecture's compiled modules, named
 #    in its binary;
 #  - the aarch64-linux gem's binary is an aarch64 ELF and, when
@@ -80,7 +80,8 @@ clean "$gb" version | grep -q "^glovebox $v" || fail "glovebox version through t
 # HOME, timed to its first result. The gem's compiled modules spare it
 # the compile: the child's log (on stderr, at info) says it used them and
 # never that it compiled.
-cp ruby/examples/first.rb "$t/app/"
+cp "$t/gems/gems/glovebox-$v-x86_64-linux/examples/first.rb" "$t/app/" ||
+  fail "examples/first.rb is not in the installed gem"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 s=$(now)
 (cd "$t/app" && clean ruby first.rb) >"$t/first.out" 2>&1 || { cat "$t/first.out" >&2; fail "ruby/examples/first.rb from the installed gem, cold cache"; }
@@ -116,15 +117,15 @@ step "Glovebox.setup (warm) and an eval through the wrapper from Ruby: $(took "$
 
 missing=()
 for ex in rails; do
-  src=ruby/examples/$ex.rb
+  src=$t/gems/gems/glovebox-$v-x86_64-linux/examples/$ex.rb
   if [ ! -f "$src" ]; then
-    missing+=("$src")
+    missing+=("examples/$ex.rb (not in the installed gem)")
     continue
   fi
   cp "$src" "$t/app/"
   s=$(now)
-  (cd "$t/app" && clean ruby "$ex.rb") >"$t/$ex.out" 2>&1 || { cat "$t/$ex.out" >&2; fail "$src from the installed gem"; }
-  step "$src from the installed gem: ok in $(took "$s")"
+  (cd "$t/app" && clean ruby "$ex.rb") >"$t/$ex.out" 2>&1 || { cat "$t/$ex.out" >&2; fail "examples/$ex.rb from the installed gem"; }
+  step "examples/$ex.rb from the installed gem: ok in $(took "$s")"
   sed 's/^/  | /' "$t/$ex.out" | head -20 >&2
 done
 

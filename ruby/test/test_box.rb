@@ -14,7 +14,7 @@ class BoxTest < Minitest::Test
     assert_equal 3, r.exit_status
     assert_match(/\Afrom stdin\nfast\n/, r.stdout)
     refute r.success?
-    assert_equal "remote", box.trust
+    assert_equal :remote, box.trust
     assert box.off_host?
     assert_equal r.stdout, seen.select { |s, _| s == :stdout }.map(&:last).join
     assert_equal Encoding::BINARY, r.stdout.encoding
@@ -52,7 +52,8 @@ class BoxTest < Minitest::Test
   end
 
   def test_invalid_command_and_oversized
-    e = assert_raises(Glovebox::APIError) { box.run }
+    assert_raises(Glovebox::ConfigError) { box.run }
+    e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "../escape" => "x" }) }
     assert_equal "invalid_command", e.code
     e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "big" => "x" * 70_000 }) }
     assert_equal "request_too_large", e.code

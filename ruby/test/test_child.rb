@@ -146,6 +146,36 @@ class ChildTest < Minitest::Test
     refute_equal victim, Glovebox::Child.running.pid
   end
 
+  # A thread that leaves its eval abnormally (Thread#kill, or an
+  # exception raised into it as Rack::Timeout does) closes its channel,
+  # and the child stops the guest then, not at the eval's timeout.
+  def test_an_abandoned_eval_stops_in_the_child
+    child = Glovebox::Child.current
+    { "Thread#kill" => :kill.to_proc, "Thread#raise" => ->(t) { t.raise(Interrupt, "request timeout") } }.each do |how, stop|
+      %w[loop\ {} sleep\ 60].each do |code|
+        t = Thread.new { Glovebox::Sandbox.new(timeout: 60).eval(code) }
+        t.report_on_exception = false
+        assert until_true(10) { child.info["running"] == 1 }, "#{how}, #{code}: the eval never ran"
+        stop.call(t)
+        assert_raises(Interrupt) { t.value } if how == "Thread#raise"
+        assert until_true(5) { child.info["running"].zero? }, "#{how}, #{code}: the guest still runs in the child 5 s on"
+      end
+    end
+    assert_equal child.pid, Glovebox::Child.current.pid
+    assert_equal 42, adder_box.eval("add(40, 2)").value
+  end
+
+  # The same for a Box's command: it is killed when its thread leaves.
+  def test_an_abandoned_run_stops_in_the_child
+    child = Glovebox::Child.current
+    skip "no OS sandbox here: #{child.info["box"]["error"]}" if child.info["box"]["error"]
+    t = Thread.new { Glovebox::Box.new.run("sleep 60", timeout: 60) }
+    t.report_on_exception = false
+    assert until_true(10) { child.info["running"] == 1 }, "the run never started"
+    t.kill
+    assert until_true(5) { child.info["running"].zero? }, "the command still runs in the child 5 s on"
+  end
+
   # A child that died while idle is replaced before the next eval.
   def test_killed_while_idle_is_replaced
     assert_equal 1, Glovebox::Sandbox.new.eval("1").value
@@ -262,6 +292,25 @@ class ChildTest < Minitest::Test
     assert gone?(child), "the child #{child} outlived its parent's SIGKILL"
   end
 
+  # With no logger set, a process that evaluates writes nothing (the
+  # default logger keeps warnings and errors only); a warning is one line
+  # with one "glovebox:" prefix; Glovebox.configure replaces the logger.
+  def test_default_logger_is_quiet
+    out = ruby(<<~RUBY)
+      require "glovebox"
+      require "stringio"
+      Glovebox::Sandbox.new.eval("1")
+      Glovebox::Child.stop
+      Glovebox.logger.warn("glovebox: image 1 of 2")
+      io = StringIO.new
+      Glovebox.configure { |c| c.logger = Logger.new(io) }
+      Glovebox::Sandbox.new.eval("1")
+      50.times { break if io.string.include?("ready"); sleep 0.1 }
+      print "custom: ", io.string[/embedded child ready/]
+    RUBY
+    assert_equal "glovebox: warning: image 1 of 2\ncustom: embedded child ready", out
+  end
+
   def test_child_log_lines_reach_the_logger
     require "logger"
     require "stringio"
@@ -279,6 +328,17 @@ class ChildTest < Minitest::Test
   end
 
   private
+
+  # True once the block is, within seconds.
+  def until_true(seconds)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+    until yield
+      return false if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.05
+    end
+    true
+  end
 
   def with_env(vars)
     saved = vars.to_h { |k, _| [k, ENV.fetch(k, nil)] }

@@ -9,6 +9,34 @@ require "tmpdir"
 class EmbeddedTest < Minitest::Test
   def sandbox(tools = nil, **opts) = Glovebox::Sandbox.new(tools: tools, **opts)
 
+  # p sandbox (and a session, box, child, client, code-mode tool) is one
+  # short line: no bound methods, tool objects, tokens, keys or
+  # credentials.
+  def test_inspect_is_short_and_keeps_secrets
+    token = "gbx_#{"t" * 40}"
+    api_key = "e2b_#{"k" * 30}"
+    Glovebox.state_key = "5c" * 32
+    client = Glovebox::Client.new(url: "https://127.0.0.1:1", token: token)
+    sb = sandbox(DeskTools.new, timeout: 5, before_tool_call: ->(name, _args) { name })
+    assert_equal "#<Glovebox::Sandbox embedded functions: blob, change_plan, customer, echo, explode, handle, orders timeout=5>", sb.inspect
+    assert_equal 1, sb.eval("1").value
+    lines = [sb.inspect, sb.session.inspect, Glovebox::Child.current.inspect,
+             Glovebox::Sandbox.new(tools: DeskTools.new, client: client).inspect, client.inspect,
+             Glovebox::Box.new(credentials: { "API" => "s3cr3t-credential" }).inspect,
+             Glovebox::Box.new(executor: "https://user:pw@127.0.0.1:1", token: token).inspect,
+             Glovebox::Box.hosted(:e2b, api_key: api_key).inspect, Glovebox::CodeMode.new(sb).inspect]
+    lines.each do |line|
+      assert_operator line.size, :<, 160, line
+      [token, api_key, Glovebox.state_key, "s3cr3t", "pw@", "Method", "Proc", "DeskTools"].each do |secret|
+        refute_includes line, secret
+      end
+    end
+    assert_match(/\A#<Glovebox::Child pid=\d+ glovebox/, lines[2])
+    assert_equal "#<Glovebox::Box backend=:remote trust=:remote>", lines[6]
+  ensure
+    Glovebox.state_key = nil
+  end
+
   def test_eval_with_tools_output_and_value_rules
     live = []
     sb = sandbox(DeskTools.new)
@@ -58,6 +86,31 @@ class EmbeddedTest < Minitest::Test
     assert_equal ["no free plans", "Glovebox::ToolDenied", "plan is pro", "explode failed"], r.value
     assert_equal ["pro"], tools.changed
     assert_equal [:change_plan, "plan is pro"], after.first
+  end
+
+  # What the README says hooks get: the tool's name as a Symbol, the
+  # positional arguments as an Array, the keywords with String keys.
+  def test_hook_arguments_as_documented
+    seen = []
+    sb = sandbox(DeskTools.new, before_tool_call: ->(n, a, k) { seen << [:before, n, a, k] },
+                                after_tool_call: ->(n, a, k, _r) { seen << [:after, n, a, k] },
+                                error_sanitizer: ->(n, _e) { seen << [:sanitizer, n] && "no" })
+    sb.require_approval(:orders) { |n, a, k| seen << [:approval, n, a, k] }
+    assert_equal "ok", sb.eval('orders(status: "shipped"); customer(42); explode rescue nil').status
+    kw = { "status" => "shipped" }
+    assert_equal [[:before, :orders, [], kw], [:approval, :orders, [], kw], [:after, :orders, [], kw],
+                  [:before, :customer, [42], {}], [:after, :customer, [42], {}], [:before, :explode, [], {}], [:sanitizer, :explode]], seen
+  end
+
+  # Output past its limit is cut and marked; it has no status of its
+  # own, and the guest runs on (the README's "Limits").
+  def test_output_past_its_limit_is_cut_and_the_status_stays
+    r = sandbox(output: 1024).eval('print "x" * 5000; $stdout.flush; 7')
+    assert_equal ["ok", 7, true], [r.status, r.value, r.stdout_truncated]
+    assert_equal "#{"x" * 1024}\n[glovebox: stdout truncated at 1024 bytes]\n", r.stdout
+    r = sandbox(output: 1024, timeout: 1).eval('10_000_000.times { |i| puts i }; "done"')
+    assert_equal ["timeout", true], [r.status, r.stdout_truncated]
+    assert_match(/\A0\n1\n2\n.*\[glovebox: stdout truncated at 1024 bytes\]\n\z/m, r.stdout)
   end
 
   # Issue 33: once an eval has ended, no call of it starts here. An
@@ -177,11 +230,12 @@ class EmbeddedTest < Minitest::Test
     assert_equal 3, r.exit_status
     assert_equal "from stdin\nfast\nunset\n", r.stdout
     assert_equal r.stdout, seen.select { |s, _| s == :stdout }.map(&:last).join
-    assert_equal "host", box.trust
+    assert_equal :host, box.trust
     refute box.off_host?
     assert_includes %w[namespaces gvisor], r.isolation
     assert box.run(shell: "sleep 5", timeout: 0.5).timed_out
-    e = assert_raises(Glovebox::APIError) { box.run }
+    assert_raises(Glovebox::ConfigError) { box.run }
+    e = assert_raises(Glovebox::APIError) { box.run(["true"], files: { "../escape" => "x" }) }
     assert_equal "invalid_command", e.code
     assert_raises(Glovebox::ConfigError) { box.lookup("r-x") }
   end

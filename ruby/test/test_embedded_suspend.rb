@@ -9,6 +9,7 @@ require "tmpdir"
 # back to Ruby as the Result's key, and any process with the same state
 # key continues it, once.
 class EmbeddedSuspendTest < Minitest::Test
+  include ContinuationChecks
   KEY = "5a" * 32
 
   def setup
@@ -47,6 +48,52 @@ class EmbeddedSuspendTest < Minitest::Test
     assert_equal [{ "done" => true }, 1], sb.continue(r.key, reply: [{ "done" => true }]).value
     e = assert_raises(Glovebox::RunError) { sb.continue("e-#{"0" * 32}", approve: true) }
     assert_equal "not_found", e.code
+  end
+
+  # A state key set after the child started (the app's first eval came
+  # before its initializer set it) reaches the running child: the same
+  # sandbox's next eval pauses. A bad key is refused, naming the rule.
+  def test_state_key_set_after_the_child_started
+    Glovebox.state_key = nil
+    assert_equal 2, Glovebox::Sandbox.new.eval("1 + 1").value
+    pid = Glovebox::Child.running.pid
+    sb = paused_sandbox
+    e = assert_raises(Glovebox::APIError) { sb.eval('change_plan("pro")') }
+    assert_match(/needs a state key/, e.message)
+    Glovebox.state_key = KEY
+    r = sb.eval('change_plan("pro")')
+    assert_equal "suspended", r.status, r.error.inspect
+    assert_equal "plan is pro", sb.continue(r.key, approve: true).value
+    assert_equal pid, Glovebox::Child.running.pid
+    assert Glovebox::Child.running.info["suspend"]
+    Glovebox.state_key = "not hex"
+    e = assert_raises(Glovebox::APIError) { sb.eval('change_plan("pro")') }
+    assert_match(/state_key: want 64 hex digits/, e.message)
+    Glovebox.state_key = KEY
+    assert_equal "suspended", sb.eval('change_plan("pro")').status
+  end
+
+  # Glovebox.state_dir says where claims go when none was set: the
+  # cache directory's embedded-continued.
+  def test_state_dir_defaults_to_the_cache_directory
+    Glovebox.state_dir = nil
+    assert_equal File.join(Glovebox::Child.cache_dir, "embedded-continued"), Glovebox.state_dir
+    Glovebox.state_dir = @dir
+    assert_equal @dir, Glovebox.state_dir
+  end
+
+  # A continuation's transcript lists the paused call however it was
+  # answered: run here (approve), denied with the reason, or answered
+  # with the reply; the calls after it follow. In a session too.
+  def test_continuation_transcript_lists_the_paused_call
+    sb = paused_sandbox
+    check_continuation_transcript(sb)
+    sb.session do |s|
+      s.eval("$n = 1")
+      r = s.eval('change_plan("basic")')
+      c = sb.continue(r.key, deny: "no").tool_calls
+      assert_equal [%w[change_plan denied]], c.map { [_1.name, _1.outcome] }
+    end
   end
 
   # The key is the whole paused state: another process with the same

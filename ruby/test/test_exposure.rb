@@ -197,4 +197,54 @@ class ExposureTest < Minitest::Test
   ensure
     File.delete(marker) if marker && File.exist?(marker)
   end
+
+  # Library code is never exposed: an app class mixing in a gem's
+  # module (an HTTP client's get/post, a framework's persistence
+  # methods), inheriting from a gem's base class, or a Module or Class
+  # Ruby defines (Dir.glob and Marshal.restore are Ruby code, in
+  # <internal:...> files) offers only what the app wrote. Minitest stands
+  # in for an installed gem.
+  class MixesInAGem
+    include Minitest::Assertions
+
+    def lookup(id) = { "id" => id }
+  end
+
+  class FromAGemBase < Minitest::Test
+    def self.report(day) = "report #{day}"
+    def search(query) = [query]
+  end
+
+  def test_library_code_is_never_exposed
+    assert_equal %i[lookup], offline(MixesInAGem.new).exposed_functions
+    assert_equal %i[report], offline(FromAGemBase).exposed_functions
+    assert_equal %i[search], offline(FromAGemBase.new("x")).exposed_functions
+    e = assert_raises(Glovebox::ConfigError) { offline(MixesInAGem.new, only: %i[lookup capture_subprocess_io]) }
+    assert_match(/capture_subprocess_io is not an exposable function/, e.message)
+    [Dir, Marshal, GC, ObjectSpace, Process, Ractor, TracePoint, Time, Kernel, Minitest::Assertions].each do |mod|
+      e = assert_raises(Glovebox::ConfigError, mod.inspect) { offline(mod) }
+      assert_match(/exposes no functions/, e.message)
+    end
+  end
+
+  # What a Hash's lambda returns crosses as data or not at all: a Proc,
+  # Method, Class or IO is refused (the guest gets TypeError, rescuable),
+  # and the tool is not called again for it.
+  def test_a_tool_returning_host_objects_hands_over_nothing
+    returns = { "a_proc" => -> { -> { `id` } }, "a_method" => -> { Kernel.method(:system) },
+                "a_class" => -> { File }, "an_io" => -> { $stdout }, "env" => -> { ENV } }
+    sb = Glovebox::Sandbox.new(tools: returns, client: executor.client)
+    r = sb.eval(<<~RUBY)
+      %w[a_proc a_method a_class an_io env].map do |n|
+        begin
+          Glovebox.call(n).class.name
+        rescue TypeError => e
+          e.message[/cannot cross/] ? "refused" : e.message
+        end
+      end
+    RUBY
+    assert_equal "ok", r.status, r.error.inspect
+    assert_equal ["refused"] * 5, r.value
+    assert_equal ["error"] * 5, r.tool_calls.map(&:outcome)
+  end
 end

@@ -7,6 +7,7 @@ require_relative "desk_tools"
 # kept across an executor restart: against an executor with --state-key.
 class SuspendTest < Minitest::Test
   include ExecutorHarness
+  include ContinuationChecks
 
   def paused_sandbox(tools = DeskTools.new)
     Glovebox::Sandbox.new(tools: tools, client: state_executor.client, suspend: [:change_plan])
@@ -54,6 +55,8 @@ class SuspendTest < Minitest::Test
     assert_equal [{ "done" => true }, 1], r2.value
     assert_empty tools.changed
   end
+
+  def test_continuation_transcript_lists_the_paused_call = check_continuation_transcript(paused_sandbox)
 
   def test_second_continue_is_refused
     sb = paused_sandbox

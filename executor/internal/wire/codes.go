@@ -47,6 +47,9 @@ const (
 	// (suspend_tools); it did not run. Continue the pause, or close the
 	// session.
 	CodeSessionPaused Code = "session_paused"
+	// CodeUnknownProfile: the request names an eval profile this
+	// executor does not declare for the tenant (400); nothing ran.
+	CodeUnknownProfile Code = "unknown_profile"
 )
 
 // HTTPStatus is the status a response refused with c carries.
@@ -56,7 +59,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusUnauthorized
 	case CodeRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeBadRequest:
+	case CodeBadRequest, CodeUnknownProfile:
 		return http.StatusBadRequest
 	case CodeInvalidCommand, CodeUnsupported:
 		return http.StatusUnprocessableEntity

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gloveboxhq/glovebox"
 	"github.com/gloveboxhq/glovebox/internal/clientwire"
 )
 
@@ -99,6 +100,10 @@ type EvalRequest struct {
 	Limits EvalLimits `json:"limits"`
 	Stdin  []byte     `json:"stdin,omitempty"`
 	Args   []string   `json:"args,omitempty"`
+	// Env is the guest's whole ENV for this eval (glovebox.WithEnv);
+	// absent or empty leaves it as the VM has it (empty in a fresh one).
+	// Not allowed with Continue (a paused eval keeps its own).
+	Env map[string]string `json:"env,omitempty"`
 	// Session, when set, runs the code in that session's VM.
 	Session string `json:"session,omitempty"`
 	// SuspendTools names tools (of Tools) whose calls pause the eval
@@ -111,12 +116,42 @@ type EvalRequest struct {
 	// runs it on; Code, Tools and Session must then be empty (the paused
 	// eval's own are used).
 	Continue *Continue `json:"continue,omitempty"`
+	// Profile names one of the executor's eval profiles (its operator's
+	// mounts, HTTP tool and MCP servers, and limits): the eval runs with
+	// them beside Tools. Not allowed with Session or Continue (theirs
+	// are fixed).
+	Profile string `json:"profile,omitempty"`
 }
 
 // SessionRequest is the body of POST /v1/sessions.
 type SessionRequest struct {
 	Tools  []string   `json:"tools,omitempty"`
 	Limits EvalLimits `json:"limits"`
+	// Profile names an eval profile, as EvalRequest's.
+	Profile string `json:"profile,omitempty"`
+}
+
+// ValidProfileName reports whether n can name an eval profile: 1 to 64
+// of a-z 0-9 _ -, starting with a letter.
+func ValidProfileName(n string) bool {
+	if n == "" || len(n) > 64 || n[0] < 'a' || n[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkProfile refuses a malformed profile name.
+func checkProfile(n string) error {
+	if n != "" && !ValidProfileName(n) {
+		return Errorf(CodeBadRequest, "profile: %.64q is not a profile name (a-z 0-9 _ -, starting with a letter, at most 64)", n)
+	}
+	return nil
 }
 
 // SessionInfo is POST /v1/sessions' answer.
@@ -184,6 +219,15 @@ func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
 		if len(r.Tools) > 0 {
 			return nil, Errorf(CodeBadRequest, "tools: a session's tools are fixed when it is made; send none with session")
 		}
+		if r.Profile != "" {
+			return nil, Errorf(CodeBadRequest, "profile: a session's profile is fixed when it is made; send none with session")
+		}
+	}
+	if r.Continue != nil && r.Profile != "" {
+		return nil, Errorf(CodeBadRequest, "profile: a continuation runs with the paused eval's profile; send none with continue")
+	}
+	if err := checkProfile(r.Profile); err != nil {
+		return nil, err
 	}
 	if err := checkTools(r.Tools); err != nil {
 		return nil, err
@@ -194,6 +238,14 @@ func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
 	if len(r.Args) > MaxArgs {
 		return nil, Errorf(CodeBadRequest, "args: %d, over %d", len(r.Args), MaxArgs)
 	}
+	if len(r.Env) > 0 {
+		if r.Continue != nil {
+			return nil, Errorf(CodeBadRequest, "env: a continued eval keeps the environment it was paused with; send none with continue")
+		}
+		if err := glovebox.CheckEnv(r.Env); err != nil {
+			return nil, Errorf(CodeBadRequest, "env: %s", strings.TrimPrefix(err.Error(), glovebox.ErrInvalidInput.Error()+": "))
+		}
+	}
 	return &r, nil
 }
 
@@ -201,6 +253,9 @@ func DecodeEvalRequest(data []byte) (*EvalRequest, error) {
 func DecodeSessionRequest(data []byte) (*SessionRequest, error) {
 	var r SessionRequest
 	if err := Strict(data, &r); err != nil {
+		return nil, err
+	}
+	if err := checkProfile(r.Profile); err != nil {
 		return nil, err
 	}
 	if err := checkTools(r.Tools); err != nil {

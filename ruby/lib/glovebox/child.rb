@@ -57,6 +57,10 @@ module Glovebox
     CALL = "C".ord
     STDOUT = "O".ord
     STDERR = "E".ord
+    # The largest frame either side sends or takes (its length field:
+    # the type byte and the payload), 64 MiB: embed's maxFrame. The child
+    # closes a channel that sends a larger one.
+    MAX_FRAME = 64 << 20
 
     @mutex = Mutex.new
     @current = nil
@@ -107,10 +111,12 @@ module Glovebox
     def initialize
       @owner = Process.pid
       @pool = []
+      @open = {}.compare_by_identity # every channel not closed: pooled, or held by a thread
       @pool_mutex = Mutex.new
       @ctl_mutex = Mutex.new
       @sids = {}
       @sid_mutex = Mutex.new
+      @key_mutex = Mutex.new
       @tail = []
       @dead = false
       start
@@ -135,13 +141,15 @@ module Glovebox
     # The environment the child is started with, whole: ENV_PASSED as
     # set, GLOVEBOX_CACHE_DIR (Glovebox.cache_dir, else
     # $GLOVEBOX_CACHE_DIR, else $XDG_CACHE_HOME/glovebox, else
-    # ~/.cache/glovebox), GLOVEBOX_IMAGE (Native.image, when there is
-    # one) and Glovebox.child_env.
-    def self.env
+    # ~/.cache/glovebox), GLOVEBOX_IMAGE (Native.image_for(bin), when
+    # there is one: never the image packed beside the packed binary,
+    # which the binary checks itself) and Glovebox.child_env. bin: the
+    # binary to start (default Native.binary).
+    def self.env(bin = Native.binary)
       env = ENV_PASSED.to_h { [_1, ENV.fetch(_1, nil)] }.compact
       env["LANG"] ||= "C.UTF-8"
       env["GLOVEBOX_CACHE_DIR"] = cache_dir
-      image = Native.image
+      image = Native.image_for(bin)
       env["GLOVEBOX_IMAGE"] = image if image
       env.merge(Glovebox.config.child_env.to_h { |k, v| [k.to_s, v&.to_s] }).compact
     end
@@ -171,10 +179,26 @@ module Glovebox
         clean = true # a refusal is a whole answer: the channel is in step
         raise
       ensure
-        if clean && !@dead
+        # A channel with something to read between requests is out of
+        # step or closed by the child (which closes one that broke the
+        # protocol): never reused, or its next request would find the
+        # child "dead" and end every thread's eval.
+        if clean && !@dead && ch.idle?
           ch = @pool_mutex.synchronize { @pool.size < MAX_IDLE ? @pool.push(ch) && nil : ch }
         end
-        ch&.close
+        if ch
+          @pool_mutex.synchronize { @open.delete(ch) }
+          ch.close
+        end
+      end
+    end
+
+    # Sends one request (a Hash) on a channel and returns its answer (a
+    # Hash); raises as #read_answer does.
+    def request(req)
+      with_channel do |ch|
+        send_request(ch, JSON.generate(req))
+        read_answer(ch)
       end
     end
 
@@ -258,6 +282,33 @@ module Glovebox
       died(e)
     end
 
+    # Sends Glovebox.state_key (and state_dir) to the child when they
+    # changed since it started or since the last call: a key set after
+    # the first eval reaches the running child (which then registers
+    # every sandbox config again, so the next evals can pause; a session
+    # opened before keeps the key it opened with). Called before each
+    # eval; an unchanged setting costs two identity checks. Raises
+    # APIError "bad_request" for a key that is not 64 hex digits (the
+    # child keeps the one it had).
+    def sync_state_key
+      cfg = Glovebox.config
+      key = cfg.state_key
+      dir = cfg.state_dir_setting
+      return if key.equal?(@sent_key) && dir.equal?(@sent_dir)
+
+      @key_mutex.synchronize do
+        if key.to_s != @sent_key.to_s || dir.to_s != @sent_dir.to_s
+          req = { "op" => "state_key" }
+          req["state_key"] = key.to_s unless key.to_s.empty?
+          req["state_dir"] = dir.to_s unless dir.to_s.empty? || key.to_s.empty?
+          control(req)
+          @sids.clear # the child dropped every config
+        end
+        @sent_key = key
+        @sent_dir = dir
+      end
+    end
+
     # The child's info: its version, protocol, pid and the OS sandbox
     # boxes run in here ("box": {"backend", "isolation", "trust"}, or
     # {"error"} saying what is missing).
@@ -285,6 +336,10 @@ module Glovebox
     def abandon
       @dead = true
       close_all
+      # The channels the parent's other threads held when it forked: no
+      # thread here will close them, and each copy would keep a socket
+      # of the parent's child open in this process.
+      @pool_mutex.synchronize { @open.keys.tap { @open.clear } }.each(&:close)
       close_log
     end
 
@@ -292,6 +347,10 @@ module Glovebox
     def discard
       @owner == Process.pid ? stop : abandon
     end
+
+    # A line for consoles and logs: pid, version, whether it serves this
+    # process.
+    def inspect = "#<#{self.class} pid=#{@pid} #{@version || "starting"}#{usable? ? "" : " stopped"}>"
 
     # The last lines the child wrote to stderr.
     def stderr_tail = @tail_mutex ? @tail_mutex.synchronize { @tail.join("\n") } : ""
@@ -308,7 +367,7 @@ module Glovebox
       ctl, theirs = UNIXSocket.pair(:STREAM)
       err_r, err_w = IO.pipe
       begin
-        @pid = Process.spawn(Child.env, bin, "embedded", 3 => theirs, in: File::NULL, out: File::NULL, err: err_w,
+        @pid = Process.spawn(Child.env(bin), bin, "embedded", 3 => theirs, in: File::NULL, out: File::NULL, err: err_w,
                                                            unsetenv_others: true, close_others: true, pgroup: true)
       rescue SystemCallError => e
         [ctl, theirs, err_r, err_w].each(&:close)
@@ -327,9 +386,11 @@ module Glovebox
 
     def hello
       cfg = Glovebox.config
+      @sent_key = key = cfg.state_key
+      @sent_dir = dir = cfg.state_dir_setting
       req = { "op" => "hello", "protocol" => PROTOCOL, "gem" => VERSION }
-      req["state_key"] = cfg.state_key.to_s unless cfg.state_key.to_s.empty?
-      req["state_dir"] = cfg.state_dir.to_s unless cfg.state_dir.to_s.empty?
+      req["state_key"] = key.to_s unless key.to_s.empty?
+      req["state_dir"] = dir.to_s unless dir.to_s.empty?
       @ctl.send_request(JSON.generate(req))
       unless @ctl.wait_readable(HELLO_TIMEOUT)
         Process.kill(:KILL, @pid)
@@ -403,7 +464,9 @@ module Glovebox
       mine, theirs = UNIXSocket.pair(:STREAM)
       frame = Channel.frame(REQUEST, '{"op":"channel"}')
       @ctl_mutex.synchronize { @ctl.io.sendmsg(frame, 0, nil, Socket::AncillaryData.unix_rights(theirs)) }
-      Channel.new(mine)
+      ch = Channel.new(mine)
+      @pool_mutex.synchronize { @open[ch] = true }
+      ch
     rescue IOError, SystemCallError => e
       mine&.close
       died(e)
@@ -453,12 +516,31 @@ module Glovebox
         [payload.bytesize + 1, type].pack("NC") << payload.b
       end
 
-      # Sends a request (a JSON String).
-      def send_request(json) = @io.write([json.bytesize + 1, REQUEST].pack("NC"), json)
+      # Sends a request (a JSON String). Raises APIError
+      # "request_too_large", sending nothing, for one over MAX_FRAME (the
+      # child would close the channel).
+      def send_request(json)
+        n = json.bytesize + 1
+        if n > MAX_FRAME
+          raise APIError.new("request_too_large", "the request is #{n} bytes, over the embedded child's " \
+                                                  "#{MAX_FRAME}-byte frame (code, stdin and a reply: travel in one)", from: "glovebox")
+        end
+        @io.write([n, REQUEST].pack("NC"), json)
+      end
 
       # Sends a tool call's answer (a reply frame: EXECUTOR.md's
-      # tool-results).
-      def send_answer(id, reply) = @io.write([id.bytesize + reply.bytesize + 2, ANSWER].pack("NC"), id, "\n", reply)
+      # tool-results). Raises ArgumentError, sending nothing, for one
+      # over MAX_FRAME (Sandbox answers a larger result with an error).
+      def send_answer(id, reply)
+        n = id.bytesize + reply.bytesize + 2
+        raise ArgumentError, "a tool answer of #{n} bytes, over #{MAX_FRAME}" if n > MAX_FRAME
+
+        @io.write([n, ANSWER].pack("NC"), id, "\n", reply)
+      end
+
+      # True when nothing waits to be read (no frame, no end): a channel
+      # between requests, in step with the child.
+      def idle? = !@io.closed? && IO.select([@io], nil, nil, 0).nil?
 
       # The next frame: [type (Integer), payload (binary String)].
       # Raises EOFError at the socket's end.
@@ -467,7 +549,7 @@ module Glovebox
         raise EOFError, "the child closed the channel" if head.nil? || head.bytesize < 4
 
         n = head.unpack1("N")
-        raise IOError, "a frame of #{n} bytes" if n.zero? || n > (64 << 20)
+        raise IOError, "a frame of #{n} bytes" if n.zero? || n > MAX_FRAME
 
         body = @io.read(n)
         raise EOFError, "a cut frame" if body.nil? || body.bytesize < n

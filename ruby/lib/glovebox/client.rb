@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "digest"
 require "json"
 require "net/http"
 require "openssl"
@@ -33,6 +34,22 @@ module Glovebox
       @open_timeout = open_timeout
       @conns = {}
     end
+
+    # A line for consoles and logs: the executor's URL, never the token.
+    def inspect = "#<#{self.class} #{Client.safe_url(@url)}>"
+
+    # @private url (a URI or String) without userinfo, for messages.
+    def self.safe_url(url)
+      u = URI(url.to_s)
+      u.userinfo = nil if u.respond_to?(:userinfo=) && u.userinfo
+      u.to_s
+    rescue URI::Error
+      "(an executor)"
+    end
+
+    # @private Who this client is to the executor (its URL and a digest
+    # of its token), for what is checked once per process.
+    def identity = @identity ||= [@url.to_s, Digest::SHA256.hexdigest(@token)]
 
     # Closes the keep-alive connections.
     def close

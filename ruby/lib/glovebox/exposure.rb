@@ -50,9 +50,9 @@ module Glovebox
     # The smallest memory: limit (bytes) an eval accepts: the linear
     # memory the booted guest occupies, glovebox.Runtime.MemoryFloor for
     # the image this gem's glovebox pins (@ruby/4.0-wasm-wasi 2.10.1 with
-    # glovebox's prelude), 368.6 MiB. TestRubyGemMemoryFloor (the Go
+    # glovebox's prelude), 368.5 MiB. TestGemMemoryFloor (the Go
     # package's tests) fails when the image's floor moves.
-    MEMORY_FLOOR = 386_465_792
+    MEMORY_FLOOR = 386_400_256
 
     # Why name cannot be a guest function (a String), or nil when it can:
     # glovebox.ValidToolName's rule, with its reasons.
@@ -77,9 +77,17 @@ module Glovebox
     #
     # Only code of obj's own is exposable: the public methods its
     # singleton class, its class and their ancestors define, up to the
-    # first class Ruby itself defines (Object, Struct, Hash, Module,
-    # Class, ...), skipping the modules Ruby defines (Kernel, Enumerable,
-    # Comparable, Forwardable, ...). So an instance exposes its class's
+    # first class a library defines (Ruby's Object, Struct, Hash, Module,
+    # Class, ...; an installed gem's base class, such as a framework's
+    # model or an HTTP client's), skipping the modules libraries define
+    # (Kernel, Enumerable, Comparable, Forwardable; a gem's mixins and
+    # their class methods). Library code is what Ruby defines (in C, in
+    # its <internal:...> files, or under its library directories) and
+    # what RubyGems or Bundler installed (under a Gem.path directory):
+    # none of it was written as a tool, and a gem's mixin can reach the
+    # network, the database or the process. A Module or Class a library
+    # defines exposes nothing (tools: Dir or Marshal offers no glob or
+    # restore). So an instance exposes its class's
     # methods; a Module its functions (an `extend self` module's instance
     # methods, or module_function's); a Class its class methods (def
     # self.x), never new, allocate, class_eval or any other method of
@@ -107,7 +115,11 @@ module Glovebox
     def functions(obj, only: nil, except: nil)
       raise ConfigError, "pass only: or except:, not both" if only && except
 
-      fns = Hash === obj ? hash_functions(obj) : object_functions(obj)
+      fns = case obj
+            when HostTools then obj.functions # run in the child (host_tools.rb)
+            when Hash then hash_functions(obj)
+            else object_functions(obj)
+            end
       what = describe(obj)
       [[only, "only:"], [except, "except:"]].each do |list, opt|
         next unless list
@@ -126,8 +138,9 @@ module Glovebox
                            "private, or leave #{bad.size == 1 ? "it" : "them"} out with except:"
       end
       if fns.empty? && !only
-        raise ConfigError, "#{what} exposes no functions (a public method its own code defines; " \
-                           "a Module's functions need extend self or module_function)"
+        raise ConfigError, "#{what} exposes no functions (a public method its own code defines, not Ruby's " \
+                           "or an installed gem's; a Module's functions need extend self or module_function; " \
+                           "hand a library's method over by name in a Hash: { name: obj.method(:name) })"
       end
       fns
     end
@@ -227,8 +240,8 @@ module Glovebox
     MODULE_NAME = Module.instance_method(:name)
     ANCESTORS = Module.instance_method(:ancestors)
     CLASS_OF = Kernel.instance_method(:class)
-    RUBY_DIRS = [RbConfig::CONFIG["rubylibdir"], RbConfig::CONFIG["rubyarchdir"]].compact.uniq
-                                                                                 .map { File.join(_1, "") }.freeze
+    RUBY_DIRS = RbConfig::CONFIG.values_at("rubylibdir", "rubyarchdir", "sitelibdir", "sitearchdir", "vendorlibdir",
+                                           "vendorarchdir").compact.reject(&:empty?).uniq.map { File.join(_1, "") }.freeze
     # Methods Ruby calls on an object itself (construction, copies, missing
     # methods, definitions): never tools, even when public.
     RUBY_HOOKS = %i[initialize initialize_copy initialize_clone initialize_dup method_missing respond_to_missing?
@@ -253,7 +266,9 @@ module Glovebox
 
         um = sc.instance_method(n)
         next unless own.include?(um.owner)
-        next if um.source_location.nil? && !member_reader?(um.owner, n)
+
+        loc = um.source_location
+        next if loc.nil? ? !member_reader?(um.owner, n) : loc[0].start_with?("<internal:")
 
         fns[n] = um.bind(obj)
       end
@@ -275,28 +290,32 @@ module Glovebox
         ANCESTORS.bind_call(obj).each { |k| attached[SINGLETON_CLASS.bind_call(k)] = k if Class === k }
       end
       own = []
+      return [own, sc] if Module === obj && library_defined?(obj)
+
       ANCESTORS.bind_call(sc).each do |m|
         if m.equal?(sc) && sc.singleton_class?
           own << m
         elsif m.singleton_class?
           k = attached[m]
-          return [own, m] if k.nil? || ruby_defined?(k)
+          return [own, m] if k.nil? || library_defined?(k)
 
           own << m
         elsif Class === m
-          return [own, m] if ruby_defined?(m)
+          return [own, m] if library_defined?(m)
 
           own << m
-        elsif !ruby_defined?(m)
+        elsif !library_defined?(m)
           own << m
         end
       end
       [own, BasicObject]
     end
 
-    # True for a class or module Ruby defines: in C (no source file) or
-    # in the standard library's directories. Anonymous ones are the app's.
-    def ruby_defined?(mod)
+    # True for a class or module a library defines (where its constant
+    # was first set): Ruby in C (no source file, or line 0) or in an
+    # <internal:...> file, or a file under Ruby's library directories (RUBY_DIRS) or an
+    # installed gem's (library_dirs). Anonymous ones are the app's.
+    def library_defined?(mod)
       name = MODULE_NAME.bind_call(mod)
       return false if name.nil?
 
@@ -306,8 +325,21 @@ module Glovebox
         nil
       end
       return false if loc.nil?
+      # Line 0 ("<main>" or "ruby"): set by the interpreter as it boots.
+      return true if loc.empty? || loc[1].to_i.zero? || loc[0].start_with?("<internal:")
 
-      loc.empty? || RUBY_DIRS.any? { loc[0].start_with?(_1) }
+      path = File.expand_path(loc[0])
+      library_dirs.any? { path.start_with?(_1) }
+    end
+
+    # Ruby's library directories and RubyGems' (Gem.path: where gems are
+    # installed, Bundler's bundle path and its git checkouts included),
+    # each ending in a slash; read now, since Bundler may set the paths
+    # after this file loads. A gem used from a path of the app's own
+    # (Bundler's path:) is the app's code.
+    def library_dirs
+      gem_dirs = defined?(::Gem) && ::Gem.respond_to?(:path) ? ::Gem.path : []
+      RUBY_DIRS + gem_dirs.map { File.join(File.expand_path(_1), "") }
     end
 
     def member_reader?(owner, name)
@@ -341,6 +373,8 @@ module Glovebox
     def describe(obj)
       case obj
       when Hash then "the tools Hash"
+      when HttpTool then "Glovebox::HttpTool"
+      when HostTools then "the MCP servers (mcp:)"
       when Module then "#{obj.class.name.downcase} #{MODULE_NAME.bind_call(obj) || obj.inspect}"
       else "#{CLASS_OF.bind_call(obj)} instance"
       end
@@ -385,7 +419,7 @@ module Glovebox
 
     def shape_list(shapes) = shapes.values.join(" or ")
 
-    private_class_method :object_functions, :lookup_class, :own_modules, :ruby_defined?, :member_reader?, :hash_functions,
+    private_class_method :object_functions, :lookup_class, :own_modules, :library_defined?, :library_dirs, :member_reader?, :hash_functions,
                          :names_of, :list_or_none, :arity_for, :signature, :shape_list
   end
 end

@@ -60,6 +60,27 @@ module Glovebox
       File.file?(packed) ? packed : nil
     end
 
+    # The image to name in GLOVEBOX_IMAGE for the binary bin, or nil:
+    # $GLOVEBOX_IMAGE when set (the user's choice); else the image this
+    # gem packs, when bin (its real path, links resolved, as the binary
+    # sees itself) is not beside it (a binary found elsewhere needs no
+    # npm then); else nil. The packed binary finds the packed
+    # image beside itself and checks its SHA-256 against the one it pins
+    # (a tampered or damaged file is refused, naming both hashes), which
+    # it never does for an image named in GLOVEBOX_IMAGE.
+    def image_for(bin)
+      img = image
+      return img if img.nil? || img == ENV["GLOVEBOX_IMAGE"]
+
+      File.dirname(real(img)) == File.dirname(real(bin)) ? nil : img
+    end
+
+    def real(path)
+      File.realpath(path)
+    rescue SystemCallError
+      File.expand_path(path)
+    end
+
     # True when this gem packs a binary (a platform gem).
     def packed? = executable?(File.join(DIR, BINARY))
 
@@ -74,6 +95,6 @@ module Glovebox
     rescue SystemCallError
       false
     end
-    private_class_method :executable?, :ruby_stub?
+    private_class_method :executable?, :ruby_stub?, :real
   end
 end

@@ -35,7 +35,10 @@ module Glovebox
         desc "Prepare glovebox's Ruby images (plain and fuel-metered) and their snapshots, " \
              "and those of a mount layout given as HOST:GUEST[:rw] items, so no eval waits for one"
         task :setup, [:mounts] do |_t, args|
-          Glovebox.setup(mounts: RakeTasks.mounts(args[:mounts]))
+          # Progress to the app's logger if it set one, else the terminal
+          # (the quiet default logger would hide it).
+          Glovebox.setup(log: Glovebox.config.logger_set? ? Glovebox.logger : $stderr,
+                         mounts: RakeTasks.mounts(args[:mounts]))
         end
       end
     end

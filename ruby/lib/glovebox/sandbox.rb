@@ -5,34 +5,79 @@ module Glovebox
   # transcript). +outcome+ is one of "ok", "error", "vetoed", "denied",
   # "unknown_tool", "budget_exceeded" (tool_calls or tool_time spent),
   # "timeout" (the eval's time ran out before the call could start: its
-  # hooks or approval took too long, and the method did not run)
-  # (glovebox.ToolCall's outcomes); +error+ is the message the guest saw
+  # hooks or approval took too long, and the method did not run),
+  # "oversized" (its answer was over MAX_ANSWER_BYTES: the method ran,
+  # the guest got Glovebox::ToolPayloadError) (glovebox.ToolCall's
+  # outcomes); +error+ is the message the guest saw
   # ("" on success);
   # +approval+ is "approved"/"denied" for a gated tool, else nil;
-  # +duration+ is seconds (Float) spent in the tool method.
-  ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, keyword_init: true) do
+  # +duration+ is seconds (Float) spent in the tool method; +elided+ is
+  # true when +args+, +kwargs+ and +result+ were dropped ([], {} and nil)
+  # because the eval's transcript already held MAX_TRANSCRIPT_DATA bytes
+  # of them (the tool itself got its arguments whole).
+  ToolCall = Struct.new(:name, :args, :kwargs, :result, :error, :outcome, :approval, :duration, :elided,
+                        keyword_init: true) do
     def ok? = outcome == "ok"
   end
 
+  # How many bytes of tool arguments and results, as they crossed from
+  # the guest (JSON text) and back (reply frames), one eval's transcript
+  # (Result#tool_calls) keeps: 1 MiB, glovebox.MaxTranscriptData. Later
+  # entries keep the name, outcome, error and duration and are marked
+  # elided, so a guest calling tools with large arguments cannot make
+  # this process hold more than that per eval (1,000 calls of 1 MiB
+  # otherwise stay reachable from the Result).
+  MAX_TRANSCRIPT_DATA = 1 << 20
+
+  # The most bytes a tool's answer may take on its way to the embedded
+  # child (the protocol's largest frame, 64 MiB, less room for the
+  # frame's head). A larger answer is not sent: the guest gets
+  # Glovebox::ToolPayloadError, the transcript "oversized". (The child
+  # then refuses anything over Limits.ToolPayload, 1 MiB by default, the
+  # same way.)
+  MAX_ANSWER_BYTES = (64 << 20) - 4096
+
   # The guest's exception: +class_name+ ("ZeroDivisionError",
   # "Glovebox::ToolError", ...), +message+, +backtrace+ (Array of String).
-  GuestError = Struct.new(:class_name, :message, :backtrace, keyword_init: true)
+  # security_box's spelling reads the same fields by String key:
+  # error["class"], error["message"], error["backtrace"].
+  GuestError = Struct.new(:class_name, :message, :backtrace, keyword_init: true) do
+    def [](key)
+      key = :class_name if key.to_s == "class"
+      super(key.to_sym)
+    end
 
-  # What one eval did. +status+ is a String: "ok", "error" (a guest
-  # exception: see +error+), "timeout", "fuel_exhausted", "memory_limit",
-  # "canceled", "tool_budget_exceeded", "sandbox_error". +value+ is the
+    # {"class", "message", "backtrace"}, as security_box and code mode
+    # write an error.
+    def to_h = { "class" => class_name, "message" => message, "backtrace" => backtrace }
+
+    # "ZeroDivisionError: divided by 0", as Enclave shows an error.
+    def to_s = "#{class_name}: #{message}"
+  end
+
+  # What one eval did. +status+ is a Status (a String that also equals
+  # its Symbol: r.status == "ok" and r.status == :ok): "ok", "error" (a
+  # guest exception: see +error+), "timeout", "fuel_exhausted",
+  # "memory_limit", "canceled", "tool_budget_exceeded", "sandbox_error",
+  # "suspended". +value+ is the
   # last expression's value as Ruby data (nil unless ok); +stdout+ and
   # +stderr+ Strings; +tool_calls+ this process's transcript (Array of
   # ToolCall); +fuel_used+ Integer; +duration+ seconds; +session_reset+
   # true when a session's VM was discarded by this eval; +key+ the
   # eval's idempotency key (the key to #continue a suspended one);
   # +pending+ the paused call (a Pending) when status is "suspended",
-  # else nil.
+  # else nil; +rpcs+ the calls of rpcs: handlers (security_box's
+  # transcript: frozen Hashes {"name", "args", "ok", "result" or
+  # "error"}; [] without rpcs).
   Result = Struct.new(:status, :value, :stdout, :stderr, :stdout_truncated, :stderr_truncated,
-                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw, :pending,
+                      :error, :tool_calls, :fuel_used, :duration, :session_reset, :key, :raw, :pending, :rpcs,
                       keyword_init: true) do
     def ok? = status == "ok"
     def suspended? = status == "suspended"
+
+    # The wall-clock time of the eval in milliseconds (Float), as
+    # security_box reports it.
+    def duration_ms = duration.to_f * 1000
   end
 
   # The tool call a suspended eval paused in (Sandbox.new(suspend: ...)):
@@ -57,12 +102,15 @@ module Glovebox
   # embedded child serves many threads' sandboxes at once.
   class Sandbox
     # Seconds, bytes and counts; nil takes the executor's default
-    # (timeout 10 s, memory 512 MiB, stdout 1 MiB, 1000 tool calls, tool
-    # time = timeout). fuel: nil or 0 is unmetered.
-    LIMIT_KEYS = %i[timeout fuel memory output tool_calls tool_time].freeze
+    # (timeout 10 s, memory 512 MiB, stdout 1 MiB, stderr 64 KiB, 1000
+    # tool calls, tool time = timeout). fuel: nil or 0 is unmetered.
+    LIMIT_KEYS = %i[timeout fuel memory output stderr tool_calls tool_time].freeze
 
-    attr_reader :client, :limits, :before_tool_call, :after_tool_call, :error_sanitizer
+    attr_reader :client, :limits, :before_tool_call, :after_tool_call, :error_sanitizer, :env, :mounts
 
+    # config: a Profile (Glovebox::Configuration.build, or a registered
+    # profile: security_box's Sandbox.new(config)) whose settings are the
+    # defaults of every keyword below; nil: none.
     # tools: an object whose own public methods become guest functions,
     # or a Hash of name => lambda (or nil; see #expose). only:/except:
     # narrow it (Arrays of Symbols).
@@ -90,27 +138,86 @@ module Glovebox
     # suspend: tool names (Array of Symbol) whose calls pause the eval
     # instead of running (see #continue); needs a state key
     # (Glovebox.state_key embedded, --state-key on an executor).
+    # http: a Glovebox::HttpTool whose functions the guest gets (as
+    # #expose(http)); mcp: MCP servers whose tools the guest gets (a
+    # Glovebox::MCPServers, or the Array of server Hashes it takes),
+    # each tool under its own name, or "<server>_<name>" when your tools
+    # took that name. Both run in the embedded child (host_tools.rb);
+    # through an executor they are the operator's, and an executor's eval
+    # profile gives them.
+    # profile: the name of an eval profile (String or Symbol): through an
+    # executor, one its operator declared (its mounts, HTTP tool, MCP
+    # servers and limits, run on the executor; EXECUTOR.md "Eval
+    # profiles"), checked with the executor when the Sandbox is made (once
+    # per process and profile); embedded, one of Glovebox.eval_profiles
+    # (the app's own: {mounts:, http:, mcp:}), so the same code names the
+    # same profile in development and in production.
     # Raises ConfigError, naming the option, for an unknown option, a
     # limit that is not a positive number (or a memory below the floor),
     # a hook of another shape, a tools object or name #expose refuses, a
-    # needs_approval:/suspend: name that is not an exposed function, or a
-    # bad mount.
-    def initialize(tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
+    # needs_approval:/suspend: name that is not an exposed function, a
+    # bad mount, http: that is not an HttpTool, an MCP server that cannot
+    # be started or whose tool names collide even prefixed, http:/mcp:
+    # through an executor, or a profile: that the executor does not grant
+    # (its code unknown_profile in the message) or the app did not define.
+    # env: the guest's whole ENV ({"NAME" => "value"}; default empty:
+    # nothing of this process's environment reaches it), embedded or
+    # through an executor; a name that is empty or holds "=" or NUL, or
+    # a value holding NUL, raises ConfigError.
+    # rpcs: {"name" => ->(args) { ... }}: security_box's host RPC
+    # handlers, called from the guest as SB.call("name", key: value)
+    # (Glovebox::GuestCode): args is a Hash with String keys, the answer
+    # is JSON-round-tripped (anything else becomes its inspect), and a
+    # raise is SB::ToolError in the guest.
+    # config: a Glovebox::Profile (security_box's named configurations:
+    # Glovebox.register / Glovebox.spawn), whose limits, mounts, env and
+    # rpcs the keywords given here override; #profile returns it. (The
+    # profile: keyword is another thing: an executor's named eval
+    # profile, or one of Glovebox.eval_profiles embedded.)
+    def initialize(config = nil, tools: nil, only: nil, except: nil, executor: nil, token: nil, ca_file: nil, client: nil,
                    before_tool_call: nil, after_tool_call: nil, error_sanitizer: nil,
-                   approver: nil, needs_approval: [], suspend: [], mounts: [], **limits)
+                   approver: nil, needs_approval: [], suspend: [], mounts: nil, env: nil, rpcs: nil,
+                   http: nil, mcp: nil, profile: nil, **limits)
+      if config
+        raise ConfigError, "Sandbox.new(config): #{config.class} is not a Glovebox::Profile" unless config.is_a?(Profile)
+
+        limits = config.limits.merge(limits)
+        mounts = config.mounts if mounts.nil?
+        env = config.env if env.nil?
+        rpcs = config.rpcs if rpcs.nil?
+        @profile = config
+      end
       @limits = check_limits(Glovebox.config.limits.merge(limits))
       @functions = {} # Symbol name => bound callable (Exposure.functions)
       @sources = {} # Symbol name => what exposed it, for errors
+      @host_docs = {} # Symbol name => the child's doc of a host function (code mode)
+      @servers = [] # the bound MCP servers' notes (code mode)
+      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
       self.before_tool_call = before_tool_call
       self.after_tool_call = after_tool_call
       self.error_sanitizer = error_sanitizer
       @approver = Exposure.hook(:approver, approver)
       expose(tools, only: only, except: except) unless NilClass === tools
+      mounts, http, mcp = eval_profile(profile, mounts, http, mcp) if profile
+      if http
+        raise ConfigError, "http: give a Glovebox::HttpTool, not #{http.class}" unless http.is_a?(HttpTool)
+
+        expose(http)
+      end
+      expose_mcp(mcp) if mcp
       @gated = Exposure.exposed_names("needs_approval", needs_approval, exposed_functions)
       @suspend = Exposure.exposed_names("suspend", suspend, exposed_functions)
-      @client = Sandbox.client_for(executor, token, ca_file, client) # nil: embedded (embedded.rb)
-      @mounts = Sandbox.mounts_for(mounts, @client)
+      @mounts = Sandbox.mounts_for(mounts || [], @client)
+      @env = Sandbox.env_for(env, @client)
+      return unless rpcs
+
+      bind_rpcs(rpcs)
+      guest_code!(sb: true)
     end
+
+    # The Profile this Sandbox was made from (Sandbox.new(config),
+    # Glovebox.spawn), or nil.
+    attr_reader :profile
 
     # Sets the hook run before each tool call: ->(name, args, kwargs) or
     # Enclave's ->(name, args); nil removes it. Raises ConfigError for
@@ -148,6 +255,7 @@ module Glovebox
     # it), for a name exposed twice, and for an object exposing nothing.
     # Returns self.
     def expose(obj, only: nil, except: nil)
+      host_only!(obj.is_a?(HttpTool) ? "http" : "mcp") if obj.is_a?(HostTools)
       fns = Exposure.functions(obj, only: only, except: except)
       twice = fns.keys & @functions.keys
       raise ConfigError, "#{twice.join(", ")}: exposed already (by #{@sources[twice.first]})" unless twice.empty?
@@ -156,12 +264,78 @@ module Glovebox
       fns.each do |n, fn|
         @functions[n] = fn
         @sources[n] = src
+        @host_docs[n] = obj.docs[n.to_s] if obj.is_a?(HostTools) && obj.docs
       end
+      self
+    end
+
+    # Binds the tools of MCP servers (a Glovebox::MCPServers, or the
+    # Array of server Hashes it takes) as guest functions: each under its
+    # own name, or "<server>_<name>" when that is exposed already.
+    # Raises ConfigError when a prefixed name is taken too, or through an
+    # executor. Returns self.
+    def expose_mcp(servers)
+      host_only!("mcp")
+      servers = MCPServers.new(servers) unless servers.is_a?(MCPServers)
+      servers.bind!
+      planned = {}
+      servers.names.each do |g|
+        server = servers.origin(g).to_s.split("/").first
+        name = g.to_sym
+        if @functions.key?(name) || planned.key?(name)
+          alt = :"#{server}_#{g}"
+          if @functions.key?(alt) || planned.key?(alt)
+            raise ConfigError, "mcp: #{servers.origin(g)}: both #{g} and #{alt} are exposed already " \
+                               "(by #{@sources[name] || @sources[alt] || "another server"}); rename your tool or leave it out"
+          end
+          name = alt
+        end
+        planned[name] = g
+      end
+      planned.each do |name, g|
+        @functions[name] = HostFunction.new(servers, g)
+        @sources[name] = "MCP server #{servers.origin(g).to_s.split("/").first}"
+        doc = servers.docs[g]
+        if doc && name.to_s != g && doc["example"].to_s.start_with?("#{g}(") # bound under its prefixed name
+          doc = doc.merge("example" => "#{name}#{doc["example"].delete_prefix(g)}")
+        end
+        @host_docs[name] = doc
+      end
+      rename = planned.to_h { |name, g| [g, name.to_s] }
+      @servers += servers.servers.map { |n| n.merge("tools" => n["tools"].map { rename.fetch(_1, _1) }.sort) }
       self
     end
 
     # The guest function names, sorted (Array of Symbol).
     def exposed_functions = @functions.keys.sort
+
+    # A line for consoles and logs: where it runs, its functions (the
+    # first 8) and the limits set, e.g. "#<Glovebox::Sandbox embedded
+    # functions: order, orders timeout=5>"; never a bound method, a
+    # tool object, a token or a key.
+    def inspect
+      names = exposed_functions
+      fns = names.empty? ? "none" : names.first(8).join(", ")
+      fns += ", ... (#{names.size})" if names.size > 8
+      where = embedded? ? "embedded" : "executor #{Client.safe_url(@client.url)}"
+      where += " profile #{@remote_profile}" if @remote_profile
+      lim = @limits.map { |k, v| " #{k}=#{v}" }.join
+      "#<#{self.class} #{where} functions: #{fns}#{lim}>"
+    end
+
+    # A Sandbox like this one (tools, hooks, approvals) with settings
+    # changed, in either spelling (Profile: timeout:/timeout_ms:,
+    # memory:/memory_size:, output:/stdout_limit:, stderr:/stderr_limit:,
+    # fuel:/fuel_ms:, tool_calls:, tool_time:, mounts:, env:, rpcs:
+    # (replacing the rpcs)); this one unchanged. Raises ConfigError as
+    # Sandbox.new does.
+    def with(**settings)
+      s = Profile.normalize(settings, "eval")
+      s[:fuel] = Profile.new(s).effective_fuel if s.key?(:fuel_ms)
+      copy = dup
+      copy.send(:derive!, s)
+      copy
+    end
 
     # Marks tools whose every call asks the approver first; with a block,
     # the block is the approver: ->(name, args, kwargs) { true/false }. A
@@ -192,7 +366,15 @@ module Glovebox
     # "bad_request". Raises TypeError for code that is not a String (nil
     # included) and ConfigError for a suspend: name that is not an
     # exposed function; nothing is sent then.
-    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, &on_output)
+    #
+    # Any other keyword is a per-call setting (security_box's spelling:
+    # timeout_ms:, fuel:, memory_size:, stdout_limit:, mounts:, env:,
+    # rpcs:, ...; or glovebox's: timeout:, memory:, output:, ...): this
+    # eval runs in a Sandbox derived with them (#with), this one
+    # unchanged.
+    def eval(code, stdin: nil, args: nil, key: nil, suspend: nil, **per_call, &on_output)
+      return with(**per_call).eval(code, stdin: stdin, args: args, key: key, suspend: suspend, &on_output) unless per_call.empty?
+
       req = { "code" => source(code), "tools" => tool_names, "limits" => wire_limits }
       names = suspend_for(suspend)
       req["suspend_tools"] = names unless names.empty?
@@ -273,6 +455,7 @@ module Glovebox
       l["fuel"] = @limits[:fuel] if @limits[:fuel]
       l["memory"] = @limits[:memory] if @limits[:memory]
       l["stdout"] = @limits[:output] if @limits[:output]
+      l["stderr"] = @limits[:stderr] if @limits[:stderr]
       l
     end
 
@@ -283,19 +466,86 @@ module Glovebox
     # its signature (Exposure.params), for code mode's description.
     def tool_params(name) = Exposure.params(@functions.fetch(name.to_sym))
 
+    # @private The executor's eval profile this sandbox names (nil:
+    # none, or embedded).
+    attr_reader :remote_profile
+
+    # @private Checks profile with client's executor (once per process,
+    # executor, token and name): ConfigError for unknown_profile.
+    def self.check_remote_profile(client, name)
+      key = client.identity + [name]
+      @checked_profiles ||= {}
+      return if @checked_profiles[key]
+
+      begin
+        client.request(:post, "/v1/codemode", { "limits" => {}, "profile" => name })
+      rescue APIError => e
+        raise unless e.code == "unknown_profile"
+
+        raise ConfigError, "profile: #{name.inspect}: #{e.message}"
+      end
+      @checked_profiles.shift while @checked_profiles.size >= 256
+      @checked_profiles[key] = true
+    end
+
+    # @private The child's doc of a host function (HttpTool, MCP) for
+    # code mode ({"description", "params", "returns", "example"}), or nil.
+    def host_doc(name) = @host_docs[name.to_sym]
+
+    # @private The bound MCP servers' notes for code mode: [{"name",
+    # "tools", "instructions"}].
+    def mcp_servers = @servers
+
     # @private The tool names (Strings) pausing one eval: names (checked
     # against the exposed functions) or else the Sandbox's suspend:.
     def suspend_for(names)
       (names.nil? ? @suspend : Exposure.exposed_names("suspend", names, exposed_functions)).map(&:to_s)
     end
 
-    # @private code as the String an eval sends; raises TypeError for
-    # anything else (nil is not an empty program).
+    # @private code as the String an eval sends (wrapped by GuestCode
+    # when the sandbox serves SB.call or Enclave's `_`); raises TypeError
+    # for anything else (nil is not an empty program).
     def source(code)
-      return code if code.is_a?(String)
-      return code.to_str if code.respond_to?(:to_str) && code.to_str.is_a?(String)
+      code = code.to_str if !code.is_a?(String) && code.respond_to?(:to_str)
+      raise TypeError, "eval needs the program's source as a String, got #{code.nil? ? "nil" : code.class}" unless code.is_a?(String)
+      return code unless @guest_code
 
-      raise TypeError, "eval needs the program's source as a String, got #{code.nil? ? "nil" : code.class}"
+      GuestCode.wrap(code, **@guest_code)
+    end
+
+    # @private Has every eval's code wrapped (GuestCode.wrap): sb: true
+    # defines SB (with the rpcs' names), capture: true keeps the value in
+    # `_` and answers its inspect. bare_output: true leaves glovebox's
+    # truncation marker out of Result#stdout and #stderr (security_box's
+    # and Enclave's output is at most its limit; the *_truncated flags
+    # still say so).
+    def guest_code!(sb: false, capture: false, bare_output: false)
+      @guest_code = { sb: sb ? (@sb_names || {}) : nil, capture: capture }
+      @bare_output = bare_output
+      self
+    end
+
+    # @private SB.call's names (String => guest function name) of the
+    # rpcs and bound tools, or nil.
+    attr_reader :sb_names
+
+    # @private Binds fns ({name String => callable taking keywords}) as
+    # SB.call targets, each under a guest function name of its own;
+    # setting says which option gave them, for errors.
+    def bind_sb(fns, setting)
+      @sb_names ||= {}
+      fns.each do |name, fn|
+        name = name.to_s
+        raise ConfigError, "#{setting}: #{name.inspect} is bound twice" if @sb_names.key?(name)
+        raise ConfigError, "#{setting}: a name is a non-empty String, not #{name.inspect}" if name.empty?
+
+        fname = GuestCode.function_name(name, @functions)
+        @functions[fname] = fn
+        @sources[fname] = setting
+        @sb_names[name] = fname.to_s
+      end
+      @guest_code[:sb] = @sb_names if @guest_code&.dig(:sb)
+      self
     end
 
     # @private Posts an eval request and serves its tool calls.
@@ -304,8 +554,10 @@ module Glovebox
 
       key ||= Client::Keys.fresh("e-")
       req = req.merge("idempotency_key" => key)
+      req["profile"] = @remote_profile if @remote_profile && !req["session"] && !req["continue"]
       req["stdin"] = [stdin.b].pack("m0") if stdin
       req["args"] = args if args
+      req["env"] = @env unless @env.to_h.empty? || req["continue"]
       state = (@inflight ||= {}).delete(key) || CallState.new
       holder = 0
       record = nil
@@ -328,7 +580,8 @@ module Glovebox
         @inflight.shift while @inflight.size > 64
         raise
       end
-      to_result(record, state, key)
+      c = req["continue"]
+      to_result(record, state, key, answered_in_record: c && !c["approve"])
     end
 
     # @private Sends one tool answer. The eval is under way, so a broken
@@ -342,11 +595,49 @@ module Glovebox
       raise unless e.code == "not_found"
     end
 
-    CallState = Struct.new(:answers, :calls, :tool_time, :aborted) do
-      def initialize = super({}, [], 0.0, nil)
+    CallState = Struct.new(:answers, :calls, :tool_time, :aborted, :kept) do
+      def initialize = super({}, [], 0.0, nil, 0)
     end
 
     private
+
+    # Changes a copy's settings (with): settings are Profile.normalize's.
+    def derive!(s)
+      @functions = @functions.dup
+      @sources = @sources.dup
+      @sb_names = @sb_names&.dup
+      @guest_code = @guest_code&.dup
+      @guest_code[:sb] = @sb_names || {} if @guest_code && @guest_code[:sb]
+      @inflight = nil
+      @config_shape = @config_json = nil
+      @limits = check_limits(@limits.merge(s.slice(*LIMIT_KEYS)).compact)
+      @mounts = Sandbox.mounts_for(s[:mounts] || [], @client) if s.key?(:mounts)
+      @env = Sandbox.env_for(s[:env], @client) if s.key?(:env)
+      return unless s.key?(:rpcs)
+
+      (@rpc_names || []).each do |name|
+        @functions.delete(@sb_names.delete(name).to_sym)
+      end
+      @rpc_names = []
+      bind_rpcs(s[:rpcs]) if s[:rpcs]
+      @guest_code ? @guest_code[:sb] = @sb_names : guest_code!(sb: true)
+    end
+
+    # Binds security_box's rpcs ({"name" => ->(args) { ... }}) as SB.call
+    # targets: each handler gets the call's keywords as a Hash with
+    # String keys and its answer goes back JSON-round-tripped; a raise is
+    # SB::ToolError (class and message) in the guest.
+    def bind_rpcs(rpcs)
+      rpcs = Profile.check_rpcs(rpcs, "rpcs:")
+      @rpc_names = (@rpc_names || []) + rpcs.keys
+      bind_sb(rpcs.transform_values do |fn|
+        lambda do |**kw|
+          GuestCode.json_safe(fn.call(GuestCode.json_safe(kw)))
+        rescue StandardError => e
+          raise GuestCode::Raised.new(e.message, GuestCode.class_leaf(e))
+        end
+      end, "rpcs:")
+    end
 
     # The reply frame for one tool call (EXECUTOR.md, tool-results). A
     # call whose eval has ended by the time its hooks and approval are
@@ -362,8 +653,10 @@ module Glovebox
       pos, kw = Value.load(call["args"])
       pos ||= []
       kw ||= {}
-      tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0)
+      tc = ToolCall.new(name: name, args: pos, kwargs: kw, result: nil, error: "", outcome: "ok", duration: 0.0,
+                        elided: false)
       st.calls << tc
+      keep(st, tc, call["args"].to_s.bytesize)
       return too_late(st, tc) if due && clock >= due # the eval ended before the call reached us
       fn = @functions[name.to_sym]
       return refuse(tc, "unknown_tool", "UnknownToolError", "no tool named #{name.inspect}") unless fn
@@ -391,13 +684,25 @@ module Glovebox
       return too_late(st, tc) if due && clock >= due # a person's approval came after the eval's end
       t0 = clock
       begin
-        kwsym = kw.transform_keys(&:to_sym)
-        value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
+        if fn.is_a?(HostFunction)
+          value = fn.call_until(due, pos, kw) # in the child, by its deadline
+        else
+          kwsym = kw.transform_keys(&:to_sym)
+          value = kwsym.empty? ? fn.call(*pos) : fn.call(*pos, **kwsym)
+        end
         frame = reply_frame(value)
-        tc.result = value
+        if frame.bytesize > MAX_ANSWER_BYTES
+          return refuse(tc, "oversized", "ToolPayloadError",
+                        "#{name} returned #{frame.bytesize} bytes, more than a tool's answer may carry")
+        end
+        tc.result = value unless keep(st, tc, frame.bytesize)
+      rescue HostToolAbort => e # its time ran out in the child: the eval's has
+        tc.outcome = e.status == "timeout" ? "timeout" : "budget_exceeded"
+        tc.error = e.message
+        return st.aborted = "abort\n#{e.status}\n#{e.message}"
       rescue ValueError => e
         return refuse(tc, "error", "TypeError", "#{name} returned a value that cannot cross to the sandbox: #{e.message}")
-      rescue StandardError => e
+      rescue *TOOL_FAILURES => e
         klass = case e
                 when ToolError then e.guest_class
                 when ArgumentError then "ArgumentError"
@@ -420,7 +725,28 @@ module Glovebox
       frame
     end
 
+    # What a tool may raise and the guest gets as its error, the eval
+    # going on (Go's glovebox recovers a tool's panic the same way): any
+    # StandardError, and the failures a guest's arguments can provoke in
+    # a tool that are not StandardErrors: a recursion too deep
+    # (SystemStackError), an allocation refused (NoMemoryError), and
+    # ScriptError (NotImplementedError, LoadError). Interrupt, SystemExit
+    # and other signals still end this process's work as they would.
+    TOOL_FAILURES = [StandardError, ScriptError, SystemStackError, NoMemoryError].freeze
+
     def clock = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+    # Counts bytes of tc's data against MAX_TRANSCRIPT_DATA; past it, tc
+    # drops its arguments and result (elided) and this returns true.
+    def keep(st, tc, bytes)
+      st.kept += bytes
+      return false if st.kept <= MAX_TRANSCRIPT_DATA
+
+      tc.args = []
+      tc.kwargs = {}
+      tc.result = nil
+      tc.elided = true
+    end
 
     # Ends the eval for a spent budget (tool_calls or tool_time), as Go's
     # glovebox does: status "tool_budget_exceeded", the call's outcome
@@ -449,7 +775,7 @@ module Glovebox
       limits.each do |k, v|
         next if v.nil?
 
-        int = %i[fuel memory output tool_calls].include?(k)
+        int = %i[fuel memory output stderr tool_calls].include?(k)
         ok = int ? v.is_a?(Integer) : v.is_a?(Numeric) && v.finite?
         ok &&= %i[fuel tool_calls].include?(k) ? v >= 0 : v.positive?
         raise ConfigError, "#{k}: #{v.inspect} is not a #{int ? "positive Integer" : "positive number"}" unless ok
@@ -459,6 +785,45 @@ module Glovebox
                            "(#{(Exposure::MEMORY_FLOOR / 1048576.0).round(1)} MiB, what the booted guest occupies)"
       end
       limits.compact
+    end
+
+    # The profile: option. Through an executor: checked there (POST
+    # /v1/codemode names it; nothing runs), once per process, executor,
+    # token and name. Embedded: Glovebox.eval_profiles[name] gives more
+    # mounts and the http:/mcp: the Sandbox was not given. Returns the
+    # mounts, http and mcp to use.
+    def eval_profile(profile, mounts, http, mcp)
+      name = profile.to_s
+      raise ConfigError, "profile: #{profile.inspect} is not a profile name (a-z 0-9 _ -, starting with a letter)" unless name.match?(/\A[a-z][a-z0-9_-]{0,63}\z/)
+
+      if @client
+        Sandbox.check_remote_profile(@client, name)
+        @remote_profile = name
+        return [mounts, http, mcp]
+      end
+      spec = Glovebox.config.eval_profiles.transform_keys(&:to_s)[name]
+      unless spec
+        raise ConfigError, "profile: #{name.inspect}: embedded, the profiles are the app's own (Glovebox.eval_profiles: " \
+                           "#{Glovebox.config.eval_profiles.keys.map(&:to_s).sort.join(", ").then { _1.empty? ? "none" : _1 }}); " \
+                           "through an executor, its operator's"
+      end
+      spec = spec.transform_keys(&:to_sym)
+      bad = spec.keys - %i[mounts http mcp]
+      raise ConfigError, "profile: #{name}: unknown key(s) #{bad.join(", ")}; an embedded profile has mounts:, http:, mcp:" unless bad.empty?
+      raise ConfigError, "http: given, and the profile #{name} has one" if http && spec[:http]
+      raise ConfigError, "mcp: given, and the profile #{name} has servers" if mcp && spec[:mcp]
+
+      @remote_profile = nil
+      [Array(spec[:mounts]) + Array(mounts), http || spec[:http], mcp || spec[:mcp]]
+    end
+
+    # Refuses a host tool (http:, mcp:, an HttpTool) through an
+    # executor: the network and MCP servers there are the operator's.
+    def host_only!(what)
+      return unless @client
+
+      raise ConfigError, "#{what}: the HTTP tool and MCP servers run in the embedded child; through an executor they " \
+                         "are its operator's: name one of its eval profiles (profile:)"
     end
 
     def refuse(tc, outcome, klass, msg)
@@ -489,7 +854,10 @@ module Glovebox
       end
     end
 
-    def to_result(record, st, key)
+    # answered_in_record: a continuation an executor answered by deny:
+    # or reply:, whose record's transcript holds the paused call just
+    # before the calls this process served.
+    def to_result(record, st, key, answered_in_record: false)
       raise InDoubtError.new(key, "the stream ended without a record") unless record
 
       ev = record["eval"]
@@ -498,18 +866,53 @@ module Glovebox
       err = ev["error"] && GuestError.new(class_name: ev["error"]["class"], message: ev["error"]["message"],
                                           backtrace: ev["error"]["backtrace"] || [])
       calls = st.calls
-      if calls.empty? && ev["tool_calls"].is_a?(Array) # answered from the record: its transcript
-        calls = ev["tool_calls"].map do |c|
-          ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]), kwargs: Value.from_wire(c["kwargs"]),
-                       result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
-                       approval: c["approval"], duration: c["duration_ms"].to_f / 1000)
-        end
+      rec = ev["tool_calls"].is_a?(Array) ? ev["tool_calls"] : nil
+      # A continuation answered by deny: or reply: (the paused call never
+      # came here): its entry first, as the child sends it or as the
+      # executor's record has it.
+      if answered_in_record && rec
+        i = rec.size - calls.size - 1
+        calls = [recorded_call(rec[i])] + calls if i >= 0
+      elsif calls.empty? && rec # answered from the record: its transcript
+        calls = rec.map { recorded_call(_1) }
       end
+      calls = [recorded_call(ev["answered"])] + calls if ev["answered"].is_a?(Hash)
       value = ev["value"].to_s.empty? ? nil : Value.load(ev["value"])
-      Result.new(status: ev["status"], value: value, stdout: ev["stdout"].to_s, stderr: ev["stderr"].to_s,
+      Result.new(status: Status[ev["status"]], value: value, rpcs: rpc_transcript(calls),
+                 stdout: output(ev, "stdout"), stderr: output(ev, "stderr"),
                  stdout_truncated: ev["stdout_truncated"] || false, stderr_truncated: ev["stderr_truncated"] || false,
                  error: err, tool_calls: calls, fuel_used: ev["fuel_used"], duration: ev["duration_ms"].to_f / 1000,
                  session_reset: ev["session_reset"] || false, key: key, raw: ev, pending: pending(ev["pending"]))
+    end
+
+    # A ToolCall from a transcript entry in glovebox.ToolCall's JSON.
+    def recorded_call(c)
+      ToolCall.new(name: c["name"], args: Value.from_wire(c["args"]) || [], kwargs: Value.from_wire(c["kwargs"]) || {},
+                   result: Value.from_wire(c["result"]), error: c["error"].to_s, outcome: c["outcome"],
+                   approval: c["approval"], duration: c["duration_ms"].to_f / 1000, elided: c["elided"] || false)
+    end
+
+    # ev's stream (stdout or stderr), without glovebox's truncation
+    # marker when bare_output was asked for.
+    def output(ev, stream)
+      text = ev[stream].to_s
+      return text unless @bare_output && ev["#{stream}_truncated"]
+
+      text.sub(/\n\[glovebox: #{stream} truncated at \d+ bytes\]\n\z/, "")
+    end
+
+    # The calls of SB.call targets as security_box's Result#rpcs shows
+    # them: {"name", "args", "ok", "result" or "error"}, frozen.
+    def rpc_transcript(calls)
+      return [].freeze unless @sb_names
+
+      by_fn = @sb_names.invert
+      calls.filter_map do |c|
+        name = by_fn[c.name.to_s] or next
+        e = { "name" => name, "args" => GuestCode.json_safe(c.kwargs), "ok" => c.outcome == "ok" }
+        c.outcome == "ok" ? e["result"] = GuestCode.json_safe(c.result) : e["error"] = c.error
+        e.freeze
+      end.freeze
     end
 
     def pending(p)
@@ -548,7 +951,8 @@ module Glovebox
       info = if sandbox.embedded?
                sandbox.embedded_session_open
              else
-               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits })
+               sandbox.client.request(:post, "/v1/sessions", { "tools" => sandbox.tool_names, "limits" => sandbox.wire_limits,
+                                                               "profile" => sandbox.remote_profile }.compact)
              end
       @id = info["id"]
       @idle_timeout = info["idle_timeout_ms"].to_f / 1000
@@ -562,6 +966,10 @@ module Glovebox
       req["suspend_tools"] = names unless names.empty?
       @sb.run_eval(req, stdin, args, key, &on_output)
     end
+
+    # A line for consoles and logs: the session id's start, where it
+    # lives, whether it is closed.
+    def inspect = "#<#{self.class} #{@id.to_s[0, 10]}... #{embedded? ? "embedded" : "executor"}#{@closed ? " closed" : ""}>"
 
     # Ends the session (waits for a running eval of it). Idempotent.
     def close

@@ -32,12 +32,12 @@ module Glovebox
   # (ruby 4.0.0 ...) in 61.2s; cache: ..."). Raises Native::NotFound when
   # there is no binary and SetupError when setup fails.
   def self.setup(log: nil, mounts: nil)
-    log ||= (respond_to?(:logger) && logger) || $stderr
+    log ||= config.logger_set? ? logger : $stderr
     args = setup_mount_args(mounts)
     bin = Native.binary
     env = {}
-    img = Native.image
-    env["GLOVEBOX_IMAGE"] = img if img && File.dirname(img) != File.dirname(bin)
+    img = Native.image_for(bin)
+    env["GLOVEBOX_IMAGE"] = img if img
     tail = []
     ready = nil
     IO.popen(env, [bin, "setup", *args], err: %i[child out]) do |io|

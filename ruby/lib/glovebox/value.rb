@@ -18,6 +18,11 @@ module Glovebox
   module Value
     BINARY_KEY = "$base64"
     MAX_DEPTH = 64
+    # The deepest JSON #load reads: twice glovebox's own bound on what it
+    # encodes (wire.MaxDepth, 128 levels). Deeper text did not come from
+    # glovebox; Ruby's parser would recurse on the C stack for it (a
+    # million levels spin for minutes before SystemStackError).
+    MAX_LOAD_DEPTH = 256
 
     module_function
 
@@ -26,9 +31,11 @@ module Glovebox
       JSON.generate(to_wire(v, 0), allow_nan: true, max_nesting: false)
     end
 
-    # Decodes the wire's JSON text into Ruby data.
+    # Decodes the wire's JSON text into Ruby data. Raises
+    # JSON::ParserError for text that is not JSON, or nests deeper than
+    # MAX_LOAD_DEPTH.
     def load(text)
-      from_wire(JSON.parse(text, allow_nan: true, max_nesting: false))
+      from_wire(JSON.parse(text, allow_nan: true, max_nesting: MAX_LOAD_DEPTH))
     end
 
     # Ruby data to JSON-ready data.
