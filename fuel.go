@@ -24,13 +24,21 @@ import (
 //
 // A Runtime made with a fuel budget uses the metered engine alone (its
 // views cannot drop the budget: a zero field inherits). One made without
-// uses the unmetered engine, and opens the metered one — compiling it on
-// the machine's first use, 20 s to a few minutes on 2 cores (13-137 s
-// measured under other load) — the first time one of its views with a
-// budget evaluates. That compile is logged at Warn level; an eval waits for
-// it at most its Timeout and then ends with StatusTimeout saying so, while
-// the compile goes on for the evals after it. `glovebox setup` compiles
-// both variants ahead of time.
+// uses the unmetered engine, and opens the metered one the first time one
+// of its views with a budget evaluates: from the cache, else from the
+// module shipped beside the binary (a platform gem, a release archive),
+// else compiling it (20 s to a few minutes on 2 cores; 13-137 s measured
+// under other load), then booting its snapshot for the Runtime's mount
+// layout unless cached (seconds).
+//
+// One-time preparation never counts against an eval's timeout (the same
+// rule as New's compile and snapshot, which come before any eval): the
+// eval waits for it, each slow step logged at Warn naming it and what
+// prepares it ahead of time, then runs with its whole Timeout. Only the
+// eval's context bounds the wait; an eval whose context ends first ends
+// StatusCanceled with an error naming the step it waited for, and the
+// step goes on for the evals after it. `glovebox setup` prepares both
+// variants (and, with --mount, a layout's snapshots) ahead of time.
 
 // altEngine is the metered engine and pool of a Runtime whose own engine
 // is unmetered, made on first use.
@@ -52,70 +60,80 @@ type altEngine struct {
 // its own, so that a caller who stops waiting (its eval's Timeout, its
 // context) leaves the compile to finish for the evals after it.
 type altBuild struct {
-	done      chan struct{} // closed when sh or err is set
-	compiling atomic.Bool   // the engine reported compiling (not just loading its cache)
-	sh        *shared
-	err       error
+	done chan struct{}          // closed when sh or err is set
+	step atomic.Pointer[string] // the slow step under way, as the engine reported it; nil when none was
+	sh   *shared
+	err  error
 }
 
-// altWait is target's error when a caller stopped waiting for the metered
-// engine: its eval's Timeout passed (timeout) or its context ended.
+// altWait is target's error when an eval's context ended while it
+// waited for the metered engine.
 type altWait struct {
-	compiling bool          // the image was being compiled, not just loaded
-	waited    time.Duration // how long the caller waited
-	limit     time.Duration // with timeout, the eval's Timeout
-	timeout   bool
-	cause     error // with !timeout, the context's error
+	step   string        // the step it waited for ("" when none was reported: loading from the cache)
+	prep   string        // what prepares that step ahead of time
+	waited time.Duration // how long the eval waited
+	cause  error         // the context's error
 }
 
 func (w *altWait) Error() string {
 	what := "loading the fuel-metered Ruby image from the cache"
-	if w.compiling {
-		what = "compiling the fuel-metered Ruby image, which evals with a fuel budget run " +
-			"(once per machine and glovebox version: 20 s to a few minutes on 2 cores)"
+	if w.step != "" {
+		what = w.step
 	}
-	why := fmt.Sprintf("its context ended (%v)", w.cause)
-	if w.timeout {
-		why = fmt.Sprintf("its %v wall-clock limit passed", w.limit)
-	}
-	msg := fmt.Sprintf("the eval did not run: %s after %.1fs waiting for glovebox to finish %s", why, w.waited.Seconds(), what)
-	if w.compiling {
-		msg += "; the compile goes on, and later evals use it. Run `glovebox setup` (Glovebox.setup from Ruby) " +
-			"beforehand, as part of installing the app, so that no eval waits for it"
+	msg := fmt.Sprintf("the eval did not run: its context ended (%v) after %.1fs waiting for glovebox to finish %s, "+
+		"a one-time step that evals with a fuel budget need", w.cause, w.waited.Seconds(), what)
+	if w.step != "" {
+		msg += "; it goes on, and later evals use it. " + w.prep
 	}
 	return msg
 }
 
 func (w *altWait) Unwrap() error { return w.cause }
 
-// result is the Result of an eval that stopped waiting: StatusTimeout or
-// StatusCanceled, with the reason as its error.
+// result is the Result of an eval that stopped waiting: StatusCanceled,
+// with the reason as its error.
 func (w *altWait) result() *Result {
-	st, class := StatusCanceled, "Glovebox::Canceled"
-	if w.timeout {
-		st, class = StatusTimeout, "Glovebox::Timeout"
+	return &Result{Status: StatusCanceled, Duration: w.waited,
+		Error: &GuestError{Class: "Glovebox::Canceled", Message: w.Error(), Backtrace: []string{}}}
+}
+
+// prepareHint says what prepares the metered engine's steps ahead of
+// time for a Runtime with mounts (engine mounts: guest paths matter).
+func prepareHint(mounts []engine.Mount) string {
+	cmd, rb := "glovebox setup", "Glovebox.setup"
+	if len(mounts) > 0 {
+		var flags, specs []string
+		for _, m := range mounts {
+			f, rw := m.Host+":"+m.Guest, ""
+			if m.Write {
+				f, rw = f+":rw", ", writable: true"
+			}
+			flags = append(flags, "--mount "+f)
+			specs = append(specs, fmt.Sprintf("{ host: %q, guest: %q%s }", m.Host, m.Guest, rw))
+		}
+		cmd += " " + strings.Join(flags, " ")
+		rb += "(mounts: [" + strings.Join(specs, ", ") + "])"
 	}
-	return &Result{Status: st, Duration: w.waited, Error: &GuestError{Class: class, Message: w.Error(), Backtrace: []string{}}}
+	return "Run `" + cmd + "` (" + rb + " from Ruby) beforehand, as part of installing the app, so that no eval waits for it"
 }
 
 // target returns the engine and pool that r's evals run on: r's own, or,
 // for a view with a fuel budget of an unmetered Runtime, the metered one,
-// opening it on first use (compiling it on the machine's first, which
-// it logs at Warn level). wait bounds how long it waits for that (zero:
-// until ctx ends); past it, or when ctx ends first, the error is an
-// *altWait saying what it waited for. It fails with ErrClosed once r is
-// closed.
-func (r *Runtime) target(ctx context.Context, wait time.Duration) (*shared, error) {
+// opening it on first use (its slow steps logged at Warn level). It waits
+// for that until ctx ends (the eval's Timeout does not count it); then
+// the error is an *altWait saying what it waited for. It fails with
+// ErrClosed once r is closed.
+func (r *Runtime) target(ctx context.Context) (*shared, error) {
 	if r.closed() {
 		return nil, ErrClosed
 	}
 	if r.limits.Fuel == 0 || r.shared.metered {
 		return r.shared, nil
 	}
-	return r.shared.alt.get(ctx, r.log, wait)
+	return r.shared.alt.get(ctx, r.log)
 }
 
-func (a *altEngine) get(ctx context.Context, log *slog.Logger, wait time.Duration) (*shared, error) {
+func (a *altEngine) get(ctx context.Context, log *slog.Logger) (*shared, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -135,19 +153,15 @@ func (a *altEngine) get(ctx context.Context, log *slog.Logger, wait time.Duratio
 	a.mu.Unlock()
 
 	start := time.Now()
-	var deadline <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
-	}
 	select {
 	case <-b.done:
 		return b.sh, b.err
-	case <-deadline:
-		return nil, &altWait{compiling: b.compiling.Load(), waited: time.Since(start), limit: wait, timeout: true}
 	case <-ctx.Done():
-		return nil, &altWait{compiling: b.compiling.Load(), waited: time.Since(start), cause: ctx.Err()}
+		w := &altWait{waited: time.Since(start), cause: ctx.Err(), prep: prepareHint(a.mounts)}
+		if p := b.step.Load(); p != nil {
+			w.step = *p
+		}
+		return nil, w
 	}
 }
 
@@ -159,11 +173,9 @@ func (a *altEngine) open(b *altBuild, log *slog.Logger) {
 	cfg.NoFuel = false
 	progress := cfg.Progress
 	cfg.Progress = func(step string) func() {
-		if strings.HasPrefix(step, "compiling") {
-			b.compiling.Store(true)
-			log.Warn("glovebox: an eval with a fuel budget waits while the fuel-metered Ruby image compiles " +
-				"(first use on this machine: 20 s to a few minutes on 2 cores); `glovebox setup` compiles it ahead of time")
-		}
+		b.step.Store(&step)
+		log.Warn("glovebox: an eval with a fuel budget waits for a one-time step: "+step+
+			" (its timeout starts when the step is done). "+prepareHint(a.mounts), "step", step)
 		if progress == nil {
 			return func() {}
 		}

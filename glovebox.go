@@ -512,7 +512,7 @@ func (r *Runtime) EvalWith(ctx context.Context, code string, opts ...EvalOption)
 	if err := applyOptions(req, r.limits, opts); err != nil {
 		return nil, err
 	}
-	sh, err := r.target(ctx, r.limits.Timeout)
+	sh, err := r.target(ctx)
 	if w := (*altWait)(nil); errors.As(err, &w) {
 		return w.result(), nil
 	}

@@ -64,7 +64,7 @@ func (r *Runtime) NewSession() (*Session, error) {
 	if r.closed() {
 		return nil, ErrClosed
 	}
-	sh, err := r.target(context.Background(), 0)
+	sh, err := r.target(context.Background())
 	if err != nil {
 		return nil, err
 	}

@@ -315,7 +315,7 @@ func (s *Session) setSeals(c *frameCache) {
 // *StateMismatchError), [ErrStateUsed] (with Config.StateStore; a paused
 // session's state is claimed when Continue answers it) or ErrClosed.
 func (r *Runtime) ResumeSession(ctx context.Context, state []byte) (*Session, error) {
-	sh, err := r.target(ctx, 0)
+	sh, err := r.target(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +509,7 @@ func (s *Session) Continue(ctx context.Context, a Answer, opts ...EvalOption) (*
 // continuable: nothing after the pause ran. A Result canceled or timed
 // out before the replay reached the call claimed nothing either.
 func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...EvalOption) (*Result, error) {
-	sh, err := r.target(ctx, 0)
+	sh, err := r.target(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -539,7 +539,7 @@ func (r *Runtime) Continue(ctx context.Context, state []byte, a Answer, opts ...
 // state continued before passes; nil means Continue or ResumeSession
 // (whichever the state's kind is for) would open it.
 func (r *Runtime) CheckState(ctx context.Context, state []byte) error {
-	sh, err := r.target(ctx, 0)
+	sh, err := r.target(ctx)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(evalCmd(), resumeCmd(), replCmd(), setupCmd(), benchCmd(), versionCmd(), mcpCmd())
 	root.AddCommand(runCmd(), toolCmd())
-	root.AddCommand(executorCmd(), evalWorkerCmd(), embeddedCmd())
+	root.AddCommand(executorCmd(), evalWorkerCmd(), embeddedCmd(), precompileCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})

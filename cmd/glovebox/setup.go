@@ -17,18 +17,33 @@ import (
 )
 
 func setupCmd() *cobra.Command {
-	return &cobra.Command{
+	var mountSpecs []string
+	cmd := &cobra.Command{
 		Use:   "setup",
 		Short: "Fetch the Ruby image, compile it (with and without fuel metering) and build the boot snapshots ahead of time",
 		Long: `setup prepares, in the glovebox cache ($GLOVEBOX_CACHE_DIR, else ~/.cache/glovebox),
-every compiled image an eval can need, so that no eval waits for one: the plain
-Ruby image (evals without a fuel budget) and the fuel-metered one (evals with one),
-each with its boot snapshot. On a machine's first run that is one to a few minutes
-on 2 cores, with progress on stderr; later runs check the cache and take well under
-a second. The Ruby image comes from $GLOVEBOX_IMAGE, else a ruby+stdlib.wasm beside
-this executable (a platform gem, a release archive), else npm.`,
+everything an eval can need, so that no eval waits for it: the plain Ruby image
+(evals without a fuel budget) and the fuel-metered one (evals with one), each
+compiled and booted into its snapshot. A platform gem or a release archive ships
+both compiled beside this executable, so setup only boots them (seconds); built
+from source, it compiles them (one to a few minutes on 2 cores), with progress on
+stderr. Later runs check the cache and take well under a second. The Ruby image
+comes from $GLOVEBOX_IMAGE, else a ruby+stdlib.wasm beside this executable, else npm.
+
+A sandbox with mounts runs from a snapshot booted with its mount layout: the guest
+paths in order (host paths and access do not matter). --mount HOST:GUEST[:rw], as
+often as the sandbox has mounts and in its order, prepares that layout's snapshots
+too (the host directories must exist); run setup once per layout your app uses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var mounts []glovebox.Mount
+			for _, s := range mountSpecs {
+				m, err := parseMount(s)
+				if err != nil {
+					return usageError{err}
+				}
+				mounts = append(mounts, m)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			start := time.Now()
@@ -39,6 +54,17 @@ this executable (a platform gem, a release archive), else npm.`,
 			for i, v := range setupImages {
 				t := time.Now()
 				rt, err := glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1, Limits: v.limits})
+				if err == nil && len(mounts) > 0 {
+					// The layout's snapshot: New builds it (NewPool), after
+					// the image's own above.
+					var lrt *glovebox.Runtime
+					if lrt, err = glovebox.New(ctx, glovebox.Config{Progress: progress, PoolSize: -1, Limits: v.limits, Mounts: mounts}); err == nil {
+						lrt.Close()
+					}
+					if err != nil {
+						rt.Close()
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -57,6 +83,8 @@ this executable (a platform gem, a release archive), else npm.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringArrayVar(&mountSpecs, "mount", nil, "also prepare the snapshots for this mount layout: HOST:GUEST[:rw], repeated in the sandbox's order")
+	return cmd
 }
 
 // setupImages are the compiled copies of the guest setup prepares.

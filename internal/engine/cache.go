@@ -57,40 +57,26 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	}
 	defer unlock()
 
-	var derived *wasmbin.Module
 	var bootMem []byte
-	split := func() error {
-		if derived != nil {
-			return nil
-		}
-		src, err := e.compileSource()
-		if err != nil {
-			return err
-		}
-		derived, bootMem, err = src.Split(globalPrefix)
-		if err != nil {
-			return fmt.Errorf("glovebox: preparing the guest image: %w", err)
-		}
-		return nil
-	}
-
 	modPath := filepath.Join(dir, "module.cwasm")
 	e.module, err = loadModule(e.wt, modPath)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			e.log.Warn("glovebox: rebuilding the compiled module", "path", modPath, "reason", err)
 		}
-		if err := split(); err != nil {
-			return err
-		}
-		done := e.cfg.Progress("compiling the " + e.variant() + "Ruby image (first run only)")
-		e.module, err = wt.Compile(e.wt, derived.Encode())
-		done()
-		if err != nil {
-			return fmt.Errorf("glovebox: compiling the guest image: %w", err)
-		}
-		if err := saveModule(e.module, modPath); err != nil {
-			e.log.Warn("glovebox: cannot cache the compiled module", "err", err)
+		// Not in the cache: the module shipped beside the binary (a
+		// platform gem, a release archive), copied into the cache, else
+		// a compile, cached.
+		if e.module = e.installShipped(modPath); e.module == nil {
+			done := e.cfg.Progress(e.compileStep())
+			e.module, bootMem, err = e.compile()
+			done()
+			if err != nil {
+				return err
+			}
+			if err := saveModule(e.module, modPath); err != nil {
+				e.log.Warn("glovebox: cannot cache the compiled module", "err", err)
+			}
 		}
 	}
 	e.linker, err = wt.NewLinker(e.wt)
@@ -132,6 +118,29 @@ func (e *Engine) load(ctx context.Context, dir string) error {
 	e.cacheDir = dir
 	e.base, err = e.snapshotLocked(nil)
 	return err
+}
+
+// compile derives the module to compile from the image (compileSource,
+// then the snapshot's memory split off) and compiles it; bootMem is the
+// initial memory split off (boot.mem).
+func (e *Engine) compile() (m *wt.Module, bootMem []byte, err error) {
+	src, err := e.compileSource()
+	if err != nil {
+		return nil, nil, err
+	}
+	derived, bootMem, err := src.Split(globalPrefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("glovebox: preparing the guest image: %w", err)
+	}
+	if m, err = wt.Compile(e.wt, derived.Encode()); err != nil {
+		return nil, nil, fmt.Errorf("glovebox: compiling the guest image: %w", err)
+	}
+	return m, bootMem, nil
+}
+
+// compileStep is the progress step of compiling the guest.
+func (e *Engine) compileStep() string {
+	return "compiling the " + e.variant() + "Ruby image (first run only)"
 }
 
 // variant names the engine's copy of the guest in progress steps: "" for
@@ -394,7 +403,12 @@ func (e *Engine) loadSnapshot(dir string, mounts []Mount) (*snapshot, error) {
 func (e *Engine) buildSnapshot(dir string, mounts []Mount) error {
 	step := "booting the " + e.variant() + "Ruby image to build its snapshot (first run only)"
 	if len(mounts) > 0 {
-		step = "booting the " + e.variant() + "Ruby image to build a snapshot for this mount layout (once per layout)"
+		var guests []string
+		for _, m := range mounts {
+			guests = append(guests, m.Guest)
+		}
+		step = "booting the " + e.variant() + "Ruby image to build a snapshot for the mount layout " +
+			strings.Join(guests, ", ") + " (once per layout)"
 	}
 	done := e.cfg.Progress(step)
 	defer done()
@@ -474,7 +488,11 @@ func (e *Engine) bootImage() (*wt.Image, error) {
 	e.bootOnce.Do(func() {
 		f, _, err := loadMemImage(e.bootPath)
 		if err != nil {
-			e.log.Warn("glovebox: rebuilding the boot image", "path", e.bootPath, "reason", err)
+			// Absent when the compiled module came from beside the binary
+			// (nothing was split off here): made now, quietly.
+			if !errors.Is(err, os.ErrNotExist) {
+				e.log.Warn("glovebox: rebuilding the boot image", "path", e.bootPath, "reason", err)
+			}
 			_, mem, serr := e.wasm.Split(globalPrefix)
 			if serr != nil {
 				e.bootErr = serr

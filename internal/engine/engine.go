@@ -56,6 +56,11 @@ type Config struct {
 	// of glovebox's rewrite of the guest (meter.go), for measuring one
 	// against the other. Ignored with NoFuel.
 	WasmtimeFuel bool
+	// Shipped names compiled modules shipped with the binary (shipped.go);
+	// nil means the release build's own: the running executable's
+	// directory and the hashes the build stamped into it (none in a
+	// build from source, which so never uses shipped modules).
+	Shipped *Shipped
 }
 
 // Engine owns the compiled guest and its snapshot. It is safe for
@@ -78,6 +83,7 @@ type Engine struct {
 	bootPath string
 	bootOnce sync.Once
 	bootErr  error
+	key      string    // the compiled module's cache key (cacheKey's hex)
 	cacheDir string    // this image's cache directory
 	base     *snapshot // the snapshot for VMs without mounts
 	snapMu   sync.Mutex
@@ -138,8 +144,29 @@ type globalValue struct {
 var ErrClosed = errors.New("glovebox: runtime is closed")
 
 // Open loads (or builds and caches) the compiled module and the boot
-// snapshot for cfg.ImagePath.
+// snapshot for cfg.ImagePath. The compiled module comes from the cache,
+// else from the modules shipped beside the binary (cfg.Shipped), else it
+// is compiled (minutes on 2 cores) and cached.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.ticker = newTicker(e.wt, epochTick)
+	if err := e.load(ctx, filepath.Join(e.cfg.CacheDir, e.key[:24])); err != nil {
+		// A boot during load started the ticker: stop it before the
+		// wasmtime engine it ticks is freed.
+		e.ticker.close()
+		e.release()
+		return nil, err
+	}
+	return e, nil
+}
+
+// newEngine maps and prepares cfg's image, computes the cache key of
+// its compiled module and makes the wasmtime engine: everything Open
+// does before it loads or compiles.
+func newEngine(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -185,8 +212,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		sjljKey += "+" + meterVersion
 	}
-	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion+sjljKey)
+	// The target is part of the key: code for one architecture (or one
+	// set of CPU features) is no use on another, so a cache shared by an
+	// x86-64 and an arm64 machine keeps a module for each.
+	target := codegenTarget()
+	key := cacheKey(sum, WasmtimeVersion, settings, moduleVersion+sjljKey, target.key())
 	e := &Engine{
+		key:      key,
 		cfg:      cfg,
 		wasm:     wasm,
 		unmap:    unmap,
@@ -204,15 +236,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if meter {
 		e.meter, e.unmeter = true, preMeter
 	}
-	e.wt = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel || meter, MaxWasmStack: wasmStackFor(wt.DefaultThreadStack())})
-	e.ticker = newTicker(e.wt, epochTick)
-	dir := filepath.Join(cfg.CacheDir, key[:24])
-	if err := e.load(ctx, dir); err != nil {
-		// A boot during load started the ticker: stop it before the
-		// wasmtime engine it ticks is freed.
-		e.ticker.close()
-		e.release()
-		return nil, err
+	e.wt, err = wt.NewEngine(wt.EngineConfig{HostMemory: true, NoFuel: cfg.NoFuel || meter,
+		MaxWasmStack: wasmStackFor(wt.DefaultThreadStack()), Target: target.triple})
+	if err != nil {
+		e.scratch.close()
+		unmap()
+		return nil, fmt.Errorf("glovebox: %w", err)
 	}
 	return e, nil
 }

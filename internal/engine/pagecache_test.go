@@ -75,7 +75,10 @@ func TestCacheFilesLeaveNoPageCache(t *testing.T) {
 	}
 
 	// A compiled module, saved.
-	eng := wt.NewEngine(wt.EngineConfig{})
+	eng, err := wt.NewEngine(wt.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer eng.Close()
 	m, err := wt.Compile(eng, []byte("\x00asm\x01\x00\x00\x00"))
 	if err != nil {

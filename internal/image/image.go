@@ -132,7 +132,7 @@ func checkBeside(p, cacheDir string) error {
 	if verified(p, stamp) {
 		return nil
 	}
-	sum, err := fileSHA256(p)
+	sum, err := FileSHA256(p)
 	if err != nil {
 		return fmt.Errorf("glovebox: reading the Ruby image beside the executable: %w", err)
 	}
@@ -179,12 +179,13 @@ func markVerified(path, stamp string) {
 }
 
 func verifyFile(path string) (bool, error) {
-	sum, err := fileSHA256(path)
+	sum, err := FileSHA256(path)
 	return err == nil && sum == SHA256, err
 }
 
-// fileSHA256 is the hex SHA-256 of the file at path.
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex SHA-256 of the file at path; errors are the
+// file's open and read errors.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -200,7 +201,7 @@ func fileSHA256(path string) (string, error) {
 // Verify returns nil when the file at path is the pinned image (its
 // SHA-256 is SHA256), else an error naming the file and both hashes.
 func Verify(path string) error {
-	sum, err := fileSHA256(path)
+	sum, err := FileSHA256(path)
 	if err != nil {
 		return fmt.Errorf("glovebox: %w", err)
 	}

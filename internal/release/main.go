@@ -3,13 +3,16 @@
 //
 //   - ruby/pkg/glovebox-VERSION-x86_64-linux.gem and
 //     glovebox-VERSION-aarch64-linux.gem: the Ruby gem with the glovebox
-//     binary for its platform and the pinned Ruby image packed under
-//     lib/glovebox/native/, so neither Go nor npm is needed at install or
-//     run time; and glovebox-VERSION.gem, the plain gem for every other
-//     platform (remote mode, or a glovebox from $GLOVEBOX_BIN or PATH);
+//     binary for its platform, the pinned Ruby image and that image
+//     compiled for the platform (plain and fuel-metered) packed under
+//     lib/glovebox/native/, so neither Go nor npm nor a compile is needed
+//     at install or run time; and glovebox-VERSION.gem, the plain gem for
+//     every other platform (remote mode, or a glovebox from $GLOVEBOX_BIN
+//     or PATH);
 //   - dist/glovebox-VERSION-linux-amd64.tar.gz and -linux-arm64.tar.gz:
-//     the binary and the image side by side, with a README and a licence
-//     note, for `glovebox mcp` and the CLI without Go or npm;
+//     the binary, the image and the compiled image side by side, with a
+//     README and a licence note, for `glovebox mcp` and the CLI without
+//     Go or npm;
 //   - a SHA256SUMS file in each of the two directories.
 //
 // The binaries are built with cgo (wasmtime's static library), the arm64
@@ -23,9 +26,18 @@
 // SHA-256, or fetched with npm (and checked against the package's pinned
 // integrity) when the cache lacks it.
 //
+// Each binary compiles its own architecture's modules (`glovebox
+// precompile`: wasmtime's library compiles for its own architecture only,
+// so the arm64 binary runs under qemu-aarch64-static, Debian's
+// qemu-user-static: about 13 minutes of CPU); then it is linked again
+// with their SHA-256 stamped in, so it uses those files and no others.
+// The modules are kept in the glovebox cache's release/ directory under
+// names carrying their cache key, and reused by later builds of the same
+// image, wasmtime and engine settings.
+//
 // Usage:
 //
-//	go run ./internal/release [-arch amd64,arm64] [-version V]
+//	go run ./internal/release [-arch amd64,arm64] [-version V] [-precompile amd64,arm64]
 //
 // VERSION defaults to the gem's (ruby/lib/glovebox/version.rb). The C
 // compiler for a cross build is $CC_<arch> (CC_arm64, CC_amd64) when set,
@@ -54,6 +66,7 @@ import (
 	"time"
 
 	"github.com/gloveboxhq/glovebox/internal/image"
+	"github.com/gloveboxhq/glovebox/internal/shipped"
 )
 
 // target is one platform the release builds for.
@@ -65,6 +78,10 @@ type target struct {
 	uname   string      // the architecture as uname -m says it
 }
 
+// qemu is the qemu-user emulator that runs t's binary on another host
+// (Debian's qemu-user-static).
+func (t target) qemu() string { return "qemu-" + t.uname + "-static" }
+
 var targets = []target{
 	{"amd64", "x86_64-linux", elf.EM_X86_64, "x86_64-linux-gnu-gcc", "x86_64"},
 	{"arm64", "aarch64-linux", elf.EM_AARCH64, "aarch64-linux-gnu-gcc", "aarch64"},
@@ -73,14 +90,16 @@ var targets = []target{
 func main() {
 	arches := flag.String("arch", "amd64,arm64", "the GOARCH values to build, comma-separated")
 	version := flag.String("version", "", "the version to stamp (default: the gem's)")
+	pre := flag.String("precompile", "amd64,arm64", "the GOARCH values whose gem and archive ship the compiled Ruby image "+
+		"(another architecture's is compiled under qemu-user: tens of minutes on 2 cores unless cached); the others compile it on first use")
 	flag.Parse()
-	if err := run(*arches, *version); err != nil {
+	if err := run(*arches, *version, strings.Split(*pre, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(arches, version string) error {
+func run(arches, version string, pre []string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -115,14 +134,28 @@ func run(arches, version string) error {
 	var gems, archives []string
 	for _, t := range todo {
 		bin := filepath.Join(work, "linux-"+t.goarch, "glovebox")
-		if err := build(root, t, version, bin); err != nil {
+		if err := build(root, t, version, bin, nil); err != nil {
 			return err
 		}
-		g, err := platformGem(root, work, pkg, t, bin, img)
+		// The compiled modules, made by the binary itself (its wasmtime,
+		// its settings), then stamped into it: built again with their
+		// hashes, the binary trusts those files and no others.
+		var compiled []module
+		if slices.Contains(pre, t.goarch) {
+			if compiled, err = precompile(t, bin, img); err != nil {
+				return err
+			}
+			if err := build(root, t, version, bin, compiled); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "release: linux/%s ships without the compiled Ruby image (-precompile): it compiles on first use\n", t.goarch)
+		}
+		g, err := platformGem(root, work, pkg, t, bin, img, compiled)
 		if err != nil {
 			return err
 		}
-		a, err := archive(root, dist, t, version, bin, img)
+		a, err := archive(root, dist, t, version, bin, img, compiled)
 		if err != nil {
 			return err
 		}
@@ -189,13 +222,9 @@ func gemVersion(root string) (string, error) {
 // fetched with npm into it, checked against its SHA-256 either way. It
 // never takes $GLOVEBOX_IMAGE: a release packs the pinned image only.
 func pinnedImage() (string, error) {
-	cache := os.Getenv("GLOVEBOX_CACHE_DIR")
-	if cache == "" {
-		d, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("no cache directory (set GLOVEBOX_CACHE_DIR): %w", err)
-		}
-		cache = filepath.Join(d, "glovebox")
+	cache, err := cacheRoot()
+	if err != nil {
+		return "", err
 	}
 	p := image.CachedPath(cache)
 	if image.Verify(p) != nil {
@@ -210,9 +239,128 @@ func pinnedImage() (string, error) {
 	return p, nil
 }
 
+// cacheRoot is the glovebox cache: $GLOVEBOX_CACHE_DIR, else the user's.
+func cacheRoot() (string, error) {
+	if c := os.Getenv("GLOVEBOX_CACHE_DIR"); c != "" {
+		return c, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (set GLOVEBOX_CACHE_DIR): %w", err)
+	}
+	return filepath.Join(d, "glovebox"), nil
+}
+
+// module is a compiled module shipped beside the binary.
+type module struct {
+	name string // its file name in the gem and the archive
+	path string // where it is on disk
+	sum  string // its hex SHA-256
+}
+
+// precompile has bin, t's binary, compile the Ruby image img for its
+// architecture (`glovebox precompile`: the plain and the fuel-metered
+// variant), running it under qemu-user when t is not this host's
+// architecture (wasmtime's library compiles for its own only). The files
+// are kept in the glovebox cache's release/ directory under names that
+// carry their cache key, so a later release of the same image, wasmtime
+// and settings reuses them instead of compiling again (minutes natively,
+// much longer under emulation).
+func precompile(t target, bin, img string) ([]module, error) {
+	cache, err := cacheRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "release", "linux-"+t.goarch)
+	runner := []string{bin}
+	if t.goarch != runtime.GOARCH {
+		q, err := exec.LookPath(t.qemu())
+		if err != nil {
+			return nil, fmt.Errorf("compiling the Ruby image for linux/%s runs its glovebox under %s, which is not installed "+
+				"(Debian: apt-get install -y qemu-user-static): %w", t.goarch, t.qemu(), err)
+		}
+		runner = []string{q, bin}
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(runner[0], append(append(runner[1:], "precompile", "--image", img), args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("glovebox precompile for linux/%s: %v\n%s", t.goarch, err, stderr.String())
+		}
+		return string(out), nil
+	}
+	out, err := run("--names", dir)
+	if err != nil {
+		return nil, err
+	}
+	names := strings.Fields(out)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("glovebox precompile --names for linux/%s printed nothing", t.goarch)
+	}
+	var have []module
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		sum, err := image.FileSHA256(p)
+		if err != nil {
+			break
+		}
+		have = append(have, module{n, p, sum})
+	}
+	if len(have) == len(names) {
+		fmt.Fprintf(os.Stderr, "release: linux/%s: the compiled modules are in %s already\n", t.goarch, dir)
+		return have, nil
+	}
+	start := time.Now()
+	how := "natively"
+	if len(runner) > 1 {
+		how = "under " + t.qemu() + " (slow: tens of minutes on 2 cores)"
+	}
+	fmt.Fprintf(os.Stderr, "release: compiling the Ruby image for linux/%s %s...\n", t.goarch, how)
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, err
+	}
+	if out, err = run(tmp); err != nil {
+		return nil, err
+	}
+	var mods []module
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || !slices.Contains(names, f[0]) {
+			return nil, fmt.Errorf("glovebox precompile for linux/%s: unexpected line %q (names %v)", t.goarch, l, names)
+		}
+		sum, err := image.FileSHA256(filepath.Join(tmp, f[0]))
+		if err != nil {
+			return nil, err
+		}
+		if sum != f[1] {
+			return nil, fmt.Errorf("%s: SHA-256 %s, but glovebox precompile printed %s", f[0], sum, f[1])
+		}
+		mods = append(mods, module{name: f[0], sum: sum})
+	}
+	if len(mods) != len(names) {
+		return nil, fmt.Errorf("glovebox precompile for linux/%s made %d modules, want %d", t.goarch, len(mods), len(names))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for i := range mods {
+		mods[i].path = filepath.Join(dir, mods[i].name)
+		if err := os.Rename(filepath.Join(tmp, mods[i].name), mods[i].path); err != nil {
+			return nil, err
+		}
+	}
+	os.RemoveAll(tmp)
+	fmt.Fprintf(os.Stderr, "release: linux/%s: compiled in %.0fs\n", t.goarch, time.Since(start).Seconds())
+	return mods, nil
+}
+
 // build compiles cmd/glovebox for t into out and checks the result's ELF
-// machine.
-func build(root string, t target, version, out string) error {
+// machine. The hashes of compiled (the shipped modules) are stamped into
+// it (shipped.SumsVar).
+func build(root string, t target, version, out string, compiled []module) error {
 	cc := os.Getenv("CC_" + t.goarch)
 	if cc == "" {
 		cc = "gcc"
@@ -226,9 +374,15 @@ func build(root string, t target, version, out string) error {
 	}
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "release: building glovebox %s for linux/%s with %s (minutes on a cold build cache)...\n", version, t.goarch, cc)
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "netgo,osusergo",
-		"-ldflags", "-s -w -X main.version="+version+" -linkmode external -extldflags -static",
-		"-o", out, "./cmd/glovebox")
+	sums := map[string]string{}
+	for _, m := range compiled {
+		sums[m.name] = m.sum
+	}
+	ldflags := "-s -w -X main.version=" + version + " -linkmode external -extldflags -static"
+	if len(sums) > 0 {
+		ldflags += " -X " + shipped.SumsVar + "=" + shipped.Format(sums)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "netgo,osusergo", "-ldflags", ldflags, "-o", out, "./cmd/glovebox")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+t.goarch, "CC="+cc)
 	var log strings.Builder
@@ -275,12 +429,17 @@ func unexpectedLinkOutput(out string) string {
 	return strings.Join(keep, "\n") + "\n"
 }
 
-// platformGem builds t's platform gem with bin and img packed.
-func platformGem(root, work, pkg string, t target, bin, img string) (string, error) {
-	return gem(root, filepath.Join(work, "gem-"+t.gem), pkg, t.gem, map[string]string{
+// platformGem builds t's platform gem with bin, img and the compiled
+// modules packed.
+func platformGem(root, work, pkg string, t target, bin, img string, compiled []module) (string, error) {
+	files := map[string]string{
 		"lib/glovebox/native/glovebox":            bin,
 		"lib/glovebox/native/" + image.BesideName: img,
-	})
+	}
+	for _, m := range compiled {
+		files["lib/glovebox/native/"+m.name] = m.path
+	}
+	return gem(root, filepath.Join(work, "gem-"+t.gem), pkg, t.gem, files)
 }
 
 // gem stages the gem's files in stage (the gemspec, lib, exe, examples, README)
@@ -323,7 +482,7 @@ func gem(root, stage, pkg, platform string, extra map[string]string) (string, er
 
 // archive writes dist/glovebox-VERSION-linux-ARCH.tar.gz: one directory
 // of that name holding the binary, the image, a README and a licence note.
-func archive(root, dist string, t target, version, bin, img string) (string, error) {
+func archive(root, dist string, t target, version, bin, img string, compiled []module) (string, error) {
 	name := "glovebox-" + version + "-linux-" + t.goarch
 	path := filepath.Join(dist, name+".tar.gz")
 	f, err := os.Create(path)
@@ -346,11 +505,16 @@ func archive(root, dist string, t target, version, bin, img string) (string, err
 	if err := tw.WriteHeader(&tar.Header{Name: name + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
 		return "", err
 	}
-	for _, fl := range []struct {
+	type file struct {
 		name string
 		path string
 		mode int64
-	}{{"glovebox", bin, 0o755}, {image.BesideName, img, 0o644}} {
+	}
+	files := []file{{"glovebox", bin, 0o755}, {image.BesideName, img, 0o644}}
+	for _, m := range compiled {
+		files = append(files, file{m.name, m.path, 0o644})
+	}
+	for _, fl := range files {
 		src, err := os.Open(fl.path)
 		if err != nil {
 			return "", err

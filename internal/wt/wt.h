@@ -118,6 +118,7 @@ typedef wasm_trap_t *(*wasmtime_func_unchecked_callback_t)(
 
 // config and engine
 wasm_config_t *wasm_config_new(void);
+void wasm_config_delete(wasm_config_t *);
 wasm_engine_t *wasm_engine_new_with_config(wasm_config_t *);
 void wasm_engine_delete(wasm_engine_t *);
 void wasmtime_engine_increment_epoch(wasm_engine_t *);
@@ -129,6 +130,7 @@ void wasmtime_config_memory_init_cow_set(wasm_config_t *, bool);
 void wasmtime_config_memory_reservation_set(wasm_config_t *, uint64_t);
 void wasmtime_config_memory_guard_size_set(wasm_config_t *, uint64_t);
 void wasmtime_config_wasm_threads_set(wasm_config_t *, bool);
+wasmtime_error_t *wasmtime_config_target_set(wasm_config_t *, const char *);
 
 // errors and traps
 wasmtime_error_t *wasmtime_error_new(const char *);

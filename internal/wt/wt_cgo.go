@@ -120,6 +120,14 @@ type EngineConfig struct {
 	HostMemory bool
 	// NoFuel leaves fuel metering out of compiled code.
 	NoFuel bool
+	// Target is the target triple code is compiled for, such as
+	// "x86_64-unknown-linux-gnu". Empty: the host, with the CPU features
+	// wasmtime detects on it (code that may not load on an older CPU of
+	// the same architecture). Set, even to the host's own triple:
+	// Cranelift's baseline features for that architecture only (SSE2 on
+	// x86-64), so the code loads on every CPU of it. An engine for
+	// another architecture than the host's can compile but not run.
+	Target string
 }
 
 // Engine is a wasmtime engine. It is safe for concurrent use.
@@ -128,9 +136,26 @@ type Engine struct {
 }
 
 // NewEngine creates an engine with epoch interruption and (unless
-// cfg.NoFuel) fuel metering enabled.
-func NewEngine(cfg EngineConfig) *Engine {
+// cfg.NoFuel) fuel metering enabled. It fails only for a Target this
+// build of wasmtime cannot compile for (an unknown triple, or another
+// architecture: the library wasmtime-go ships has the host's backend
+// alone).
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.Target != "" && !HostArch(cfg.Target) {
+		// wasm_engine_new_with_config aborts the process for a target it
+		// has no backend for: refuse it here.
+		return nil, fmt.Errorf("wt: target %q: this wasmtime library compiles for %s only", cfg.Target, HostTriple())
+	}
 	c := C.wasm_config_new()
+	if cfg.Target != "" {
+		ct := C.CString(cfg.Target)
+		err := takeError(C.wasmtime_config_target_set(c, ct))
+		C.free(unsafe.Pointer(ct))
+		if err != nil {
+			C.wasm_config_delete(c)
+			return nil, fmt.Errorf("wt: target %q: %w", cfg.Target, err)
+		}
+	}
 	C.wasmtime_config_consume_fuel_set(c, C.bool(!cfg.NoFuel))
 	C.wasmtime_config_epoch_interruption_set(c, true)
 	C.wasmtime_config_wasm_threads_set(c, false)
@@ -141,7 +166,31 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.HostMemory {
 		C.gb_use_host_memory(c)
 	}
-	return &Engine{ptr: C.wasm_engine_new_with_config(c)}
+	e := C.wasm_engine_new_with_config(c)
+	if e == nil {
+		return nil, fmt.Errorf("wt: wasmtime could not make an engine (target %q)", cfg.Target)
+	}
+	return &Engine{ptr: e}, nil
+}
+
+// HostTriple is the target triple of the running architecture, the
+// one wasmtime-go's library compiles for: "x86_64-unknown-linux-gnu" or
+// "aarch64-unknown-linux-gnu" ("" on another).
+func HostTriple() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "x86_64-unknown-linux-gnu"
+	case "arm64":
+		return "aarch64-unknown-linux-gnu"
+	}
+	return ""
+}
+
+// HostArch reports whether triple names the running architecture.
+func HostArch(triple string) bool {
+	arch, _, _ := strings.Cut(triple, "-")
+	h, _, _ := strings.Cut(HostTriple(), "-")
+	return arch != "" && arch == h
 }
 
 // IncrementEpoch advances the engine's epoch by one; safe from any thread.

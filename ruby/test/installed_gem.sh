@@ -2,10 +2,15 @@
 # The platform gems as a user gets them (make gem-test, after make gem):
 #  - the x86_64-linux gem installs into an empty GEM_HOME; with an empty
 #    HOME (no glovebox cache) and a PATH holding Ruby alone (no Go, npm or
-#    glovebox), its `glovebox` command runs setup and an eval on the packed
-#    binary and image, Glovebox.setup and a sandbox work from Ruby, and
-#    examples/first.rb and rails.rb, as the installed gem ships them, run
-#    end to end (copied out of the gem's directory into an empty one);
+#    glovebox), examples/first.rb, as the installed gem ships it, runs first, as a new user's first
+#    command, timed to its result, using the compiled modules the gem ships
+#    (its log names them; no line says "compiling"); then the gem's
+#    `glovebox` command runs setup (compiling nothing) and evals on the
+#    packed binary and image, Glovebox.setup and a sandbox work from Ruby,
+#    and rails.rb runs end to end from the installed gem (the examples are
+#    copied out of the gem's directory into an empty one);
+#  - each platform gem packs its architecture's compiled modules, named
+#    in its binary;
 #  - the aarch64-linux gem's binary is an aarch64 ELF and, when
 #    qemu-aarch64-static is installed, prints its version under it;
 #  - the plain gem's `glovebox` says how to get a binary when there is
@@ -38,6 +43,11 @@ mkdir -p "$t/a64"
 tar -xOf "$ga" data.tar.gz | tar -xzf - -C "$t/a64"
 a64="$t/a64/lib/glovebox/native/glovebox"
 [ -f "$t/a64/lib/glovebox/native/ruby+stdlib.wasm" ] || fail "the aarch64 gem lacks the Ruby image"
+for g in "$ga" "$gx"; do
+  n=$(tar -xOf "$g" data.tar.gz | tar -tzf - | grep -c '^lib/glovebox/native/ruby-\(plain\|metered\)-.*\.cwasm$' || true)
+  [ "$n" = 2 ] || fail "$g packs $n compiled modules, want 2 (plain and metered)"
+done
+ls "$t/a64/lib/glovebox/native/" >&2
 out=$(file "$a64")
 echo "$out" >&2
 grep -q 'ELF 64-bit LSB.*ARM aarch64.*statically linked' <<<"$out" || fail "the aarch64 gem's binary is not a static aarch64 ELF"
@@ -65,9 +75,28 @@ file -L "$t/gems/gems/glovebox-$v-x86_64-linux/lib/glovebox/native/glovebox" | g
   fail "the installed x86_64 binary is not a static x86-64 ELF"
 
 clean "$gb" version | grep -q "^glovebox $v" || fail "glovebox version through the gem's command"
+
+# A new user's first command: the README's first example, in the empty
+# HOME, timed to its first result. The gem's compiled modules spare it
+# the compile: the child's log (on stderr, at info) says it used them and
+# never that it compiled.
+cp "$t/gems/gems/glovebox-$v-x86_64-linux/examples/first.rb" "$t/app/" ||
+  fail "examples/first.rb is not in the installed gem"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
 s=$(now)
-clean "$gb" setup || fail "glovebox setup through the gem's command (empty HOME: compiles both images)"
-step "glovebox setup, cold cache (both images compiled): $(took "$s")"
+(cd "$t/app" && clean ruby first.rb) >"$t/first.out" 2>&1 || { cat "$t/first.out" >&2; fail "ruby/examples/first.rb from the installed gem, cold cache"; }
+step "ruby/examples/first.rb, fresh install and empty cache, to its first result: $(took "$s") (load $load)"
+sed 's/^/  | /' "$t/first.out" | head -20 >&2
+grep -q '^"ok"$' "$t/first.out" || fail "first.rb did not print \"ok\""
+grep -q "using the compiled module shipped beside the binary" "$t/first.out" || fail "first.rb's log does not say it used the shipped module"
+grep -qi "compiling" "$t/first.out" && fail "first.rb compiled the Ruby image on a fresh install"
+
+s=$(now)
+clean "$gb" setup >"$t/setup.out" 2>&1 || { cat "$t/setup.out" >&2; fail "glovebox setup through the gem's command"; }
+step "glovebox setup after it (the metered image from the gem, its snapshot booted): $(took "$s")"
+sed 's/^/  | /' "$t/setup.out" >&2
+grep -qi "compiling" "$t/setup.out" && fail "glovebox setup compiled an image the gem ships"
+[ -z "$(find "$t/home" -name '*.cwasm.tmp-*')" ] || fail "a temporary copy of a shipped module was left in the cache"
 [ ! -e "$t/home/.npm" ] && [ -z "$(find "$t/home" -name 'ruby+stdlib.wasm')" ] ||
   fail "setup fetched the image with npm instead of using the one beside the binary"
 [ "$(clean "$gb" eval -e '[1, 2, 3].sum * 7')" = "=> 42" ] || fail "glovebox eval through the gem's command"
@@ -87,7 +116,7 @@ clean ruby -e '
 step "Glovebox.setup (warm) and an eval through the wrapper from Ruby: $(took "$s")"
 
 missing=()
-for ex in first rails; do
+for ex in rails; do
   src=$t/gems/gems/glovebox-$v-x86_64-linux/examples/$ex.rb
   if [ ! -f "$src" ]; then
     missing+=("examples/$ex.rb (not in the installed gem)")

@@ -111,6 +111,30 @@ class TestingTest < Minitest::Test
     end
   end
 
+  # Glovebox.setup(mounts:) and the rake task's argument become `glovebox
+  # setup --mount HOST:GUEST[:rw]`, host paths made absolute, in order.
+  def test_setup_passes_a_mount_layout
+    Dir.mktmpdir do |d|
+      fake = File.join(d, "glovebox")
+      File.write(fake, "#!/bin/sh\necho \"args: $*\"\necho 'glovebox is ready (fake)'\n")
+      File.chmod(0o755, fake)
+      out = StringIO.new
+      with_env("GLOVEBOX_BIN" => fake) do
+        Glovebox.setup(log: out, mounts: [{ host: "data", guest: "/data" }, { "host" => "/srv/out", "guest" => "/out", "writable" => true }])
+      end
+      assert_includes out.string, "args: setup --mount #{File.expand_path("data")}:/data --mount /srv/out:/out:rw\n"
+      assert_raises(ArgumentError) { Glovebox.setup(log: StringIO.new, mounts: [{ guest: "/data" }]) }
+
+      require "glovebox/rake"
+      assert_equal [{ host: "./a", guest: "/a", writable: false }, { host: "/b", guest: "/b", writable: true }],
+                   Glovebox::RakeTasks.mounts("./a:/a /b:/b:rw")
+      assert_equal [], Glovebox::RakeTasks.mounts(nil)
+      assert_raises(ArgumentError) { Glovebox::RakeTasks.mounts("/a:/a:rx") }
+    rescue LoadError
+      skip "rake is not installed (Debian: apt-get install rake)"
+    end
+  end
+
   def test_rake_task_runs_setup
     begin
       require "rake"
