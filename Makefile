@@ -88,11 +88,14 @@ bench-ruby:
 # The installable artifacts (internal/release): the Ruby gem for
 # x86_64-linux and aarch64-linux, each packing the glovebox binary for
 # its platform (cgo, static; arm64 cross-compiled with
-# gcc-aarch64-linux-gnu) and the pinned Ruby image, plus the plain gem,
-# in ruby/pkg/; the release archives glovebox-VERSION-linux-{amd64,arm64}.tar.gz
-# in dist/; a SHA256SUMS in each. Needs Go, gcc, gcc-aarch64-linux-gnu,
-# Ruby's gem command, and npm unless the image is cached. A few minutes
-# warm; 10+ on a cold arm64 build cache.
+# gcc-aarch64-linux-gnu), the pinned Ruby image and that image compiled
+# for the platform by the binary itself (the arm64 one under
+# qemu-aarch64-static), plus the plain gem, in ruby/pkg/; the release
+# archives glovebox-VERSION-linux-{amd64,arm64}.tar.gz in dist/; a
+# SHA256SUMS in each. Needs Go, gcc, gcc-aarch64-linux-gnu,
+# qemu-user-static, Ruby's gem command, and npm unless the image is
+# cached. A few minutes warm (the compiled modules are kept in the
+# glovebox cache's release/ directory); tens of minutes cold.
 gem:
 	$(GO) run ./internal/release
 
@@ -102,7 +105,8 @@ gem:
 # the gem (setup, eval, Glovebox.setup) and ruby/examples/first.rb and
 # rails.rb end to end; checks the aarch64 gem's binary is aarch64 and runs
 # its `version` under qemu-user when qemu-aarch64-static is installed.
-# Compiles the Ruby images once in the empty HOME (a few minutes on 2 cores).
+# The first example runs first, timed, and must use the compiled modules
+# the gem ships (no compile in the empty HOME).
 gem-test: gem
 	ruby/test/installed_gem.sh
 
