@@ -285,7 +285,7 @@ func precompile(t target, bin, img string) ([]module, error) {
 		cmd := exec.Command(runner[0], append(append(runner[1:], "precompile", "--image", img), args...)...)
 		var stderr strings.Builder
 		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
-		out, err := cmd.Output()
+		out, err := spawn.Output(cmd)
 		if err != nil {
 			return "", fmt.Errorf("glovebox precompile for linux/%s: %v\n%s", t.goarch, err, stderr.String())
 		}

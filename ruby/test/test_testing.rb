@@ -125,6 +125,8 @@ class TestingTest < Minitest::Test
       assert_includes out.string, "args: setup --mount #{File.expand_path("data")}:/data --mount /srv/out:/out:rw\n"
       assert_raises(ArgumentError) { Glovebox.setup(log: StringIO.new, mounts: [{ guest: "/data" }]) }
 
+      require "rake"
+      Rake::TaskManager.record_task_metadata = true # before the tasks are defined, as `rake -T` sets it
       require "glovebox/rake"
       assert_equal [{ host: "./a", guest: "/a", writable: false }, { host: "/b", guest: "/b", writable: true }],
                    Glovebox::RakeTasks.mounts("./a:/a /b:/b:rw")
