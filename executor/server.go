@@ -577,6 +577,18 @@ func (s *Server) lookup(r *http.Request) (*wire.Record, *wire.Error) {
 	}
 	rec := recordOf(e)
 	j := s.liveJob(t.Name, key)
+	if j != nil {
+		// The store holds the entry from the moment begin commits, but
+		// the job is counted (the queue metric) and given its shown
+		// state only after begin returns, just before ready closes: a
+		// lookup in between read "queued" from a job not yet counted.
+		select {
+		case <-j.ready:
+		case <-r.Context().Done():
+			// The client is gone; nothing it reads depends on this.
+			return nil, wire.Errorf(wire.CodeUnavailable, "the request ended while the record of %s was being written; ask again", key)
+		}
+	}
 	if !wire.Final(rec.State) && j != nil {
 		// The live job's own state: one recorded running waits for its
 		// slot as queued (job.go, execute).
