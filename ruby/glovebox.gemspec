@@ -25,13 +25,15 @@ Gem::Specification.new do |s|
   # and openssl) ship with Ruby.
 
   # A platform gem (`make gem` sets GLOVEBOX_GEM_PLATFORM, e.g.
-  # x86_64-linux) packs the glovebox binary for that platform and the Ruby
-  # image it runs under lib/glovebox/native/, as nokogiri and
+  # x86_64-linux) packs the glovebox binary for that platform, the Ruby
+  # image it runs and that image compiled for the platform (the plain and
+  # fuel-metered .cwasm modules) under lib/glovebox/native/, as nokogiri and
   # tailwindcss-ruby pack theirs; RubyGems installs the one matching the
   # machine, and this plain gem elsewhere (README.md, "Install").
   platform = ENV.fetch("GLOVEBOX_GEM_PLATFORM", "")
   unless platform.empty?
     s.platform = Gem::Platform.new(platform)
-    s.files += ["lib/glovebox/native/glovebox", "lib/glovebox/native/ruby+stdlib.wasm"]
+    s.files += ["lib/glovebox/native/glovebox", "lib/glovebox/native/ruby+stdlib.wasm"] +
+               Dir["lib/glovebox/native/*.cwasm"]
   end
 end
