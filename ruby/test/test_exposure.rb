@@ -227,6 +227,22 @@ class ExposureTest < Minitest::Test
     end
   end
 
+  # The gem's own examples/ are scripts a user runs where they are
+  # installed: their classes are the app's, though the gem sits under a
+  # Gem.path directory; a class in another file of that gem stays library
+  # code.
+  def test_the_gems_own_examples_are_app_code
+    require "minitest/mock"
+    root = File.expand_path("..", __dir__) # ruby/: the gem's root
+    eval("class ExposureExampleShop; def orders = [1]; end", TOPLEVEL_BINDING, File.join(root, "examples", "shop.rb"), 1)
+    eval("class ExposureGemShop; def orders = [1]; end", TOPLEVEL_BINDING, File.join(root, "lib", "shop.rb"), 1)
+    Gem.stub(:path, [File.dirname(root)]) do
+      assert_equal %i[orders], offline(ExposureExampleShop.new).exposed_functions
+      e = assert_raises(Glovebox::ConfigError) { offline(ExposureGemShop.new) }
+      assert_match(/exposes no functions/, e.message)
+    end
+  end
+
   # What a Hash's lambda returns crosses as data or not at all: a Proc,
   # Method, Class or IO is refused (the guest gets TypeError, rescuable),
   # and the tool is not called again for it.

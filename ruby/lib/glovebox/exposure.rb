@@ -329,8 +329,16 @@ module Glovebox
       return true if loc.empty? || loc[1].to_i.zero? || loc[0].start_with?("<internal:")
 
       path = File.expand_path(loc[0])
+      return false if path.start_with?(EXAMPLES_DIR)
+
       library_dirs.any? { path.start_with?(_1) }
     end
+
+    # This gem's own examples/ (ending in a slash): scripts a user runs
+    # where they are installed (ruby "$(gem contents glovebox | grep
+    # first.rb)"), whose classes are that user's tools, though they sit
+    # under a Gem.path directory.
+    EXAMPLES_DIR = File.join(File.expand_path("../../examples", __dir__), "")
 
     # Ruby's library directories and RubyGems' (Gem.path: where gems are
     # installed, Bundler's bundle path and its git checkouts included),

@@ -782,7 +782,7 @@ module Glovebox
       end
       if limits[:memory] && limits[:memory] < Exposure::MEMORY_FLOOR
         raise ConfigError, "memory: #{limits[:memory]} bytes is below the #{Exposure::MEMORY_FLOOR}-byte floor " \
-                           "(#{(Exposure::MEMORY_FLOOR / 1048576.0).round(1)} MiB, what the booted guest occupies)"
+                           "(#{format("%.1f", Exposure::MEMORY_FLOOR / 1048576.0)} MiB, what the booted guest occupies)"
       end
       limits.compact
     end
