@@ -1,9 +1,47 @@
 package executor
 
 import (
+	"context"
 	"testing"
 	"time"
 )
+
+// TestTakeSlotSaysWhenItWaits: a job that finds its tenant's slot or
+// the server's taken is told before it blocks (execute then shows it
+// queued: a job shown running at admission, because a slot looked free,
+// may lose that slot to another job before it takes it, which a CI run
+// met as a lookup reading "running" for a job that waited); one that
+// finds both free is not told.
+func TestTakeSlotSaysWhenItWaits(t *testing.T) {
+	j := &job{}
+	j.ctx, j.cancel = context.WithCancel(context.Background())
+	defer j.cancel()
+	own, slots := make(chan struct{}, 1), newFairSlots(1)
+	waited := 0
+	if n := j.takeSlot(own, "a", slots, nil, func() { waited++ }); n != 2 || waited != 0 {
+		t.Fatalf("free slots: took %d, told it waits %d times; want 2, 0", n, waited)
+	}
+	for _, busy := range []string{"tenant", "server"} {
+		told := make(chan struct{}, 2)
+		got := make(chan int, 1)
+		if busy == "server" {
+			<-own // the tenant's slot is free, the server's not
+		}
+		go func() { got <- j.takeSlot(own, "a", slots, nil, func() { told <- struct{}{} }) }()
+		select {
+		case <-told:
+		case n := <-got:
+			t.Fatalf("%s slot busy: took %d without being told it waits", busy, n)
+		}
+		if busy == "tenant" {
+			<-own
+		}
+		slots.release("a")
+		if n := <-got; n != 2 {
+			t.Fatalf("%s slot freed: took %d, want 2", busy, n)
+		}
+	}
+}
 
 // TestFairSlotsServeTheTenantHoldingFewest: tenant a holds both slots
 // and has three jobs waiting before b's one; the first slot freed goes

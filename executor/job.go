@@ -570,7 +570,17 @@ func (s *Server) execute(j *job, id string, queuedAt time.Time) {
 			}
 		}
 		if werr == nil {
-			slots = j.takeSlot(t.slot, t.Name, s.slots, expire)
+			// A job shown running at admission (a slot looked free)
+			// that finds the slot taken meanwhile is shown queued, and
+			// counted in the queue, while it waits: a lookup never
+			// reads running for a job without its slot.
+			slots = j.takeSlot(t.slot, t.Name, s.slots, expire, func() {
+				if !counted {
+					counted = true
+					km.queued.Inc()
+					j.setState(wire.StateQueued)
+				}
+			})
 		}
 	}
 	if next >= 2 {
@@ -675,14 +685,25 @@ func (j *job) take(a, b chan struct{}, expire <-chan time.Time) int {
 
 // takeSlot is take for the slots that run work: one of the tenant's,
 // then one of the server's, shared fairly among tenants (fair.go).
-func (j *job) takeSlot(own chan struct{}, tenant string, slots *fairSlots, expire <-chan time.Time) int {
+// wait runs (on this goroutine) before it blocks for either; it may run
+// twice.
+func (j *job) takeSlot(own chan struct{}, tenant string, slots *fairSlots, expire <-chan time.Time, wait func()) int {
 	select {
 	case own <- struct{}{}:
-	case <-expire:
-		return 0
-	case <-j.ctx.Done():
-		return 0
+	default:
+		wait()
+		select {
+		case own <- struct{}{}:
+		case <-expire:
+			return 0
+		case <-j.ctx.Done():
+			return 0
+		}
 	}
+	if slots.try(tenant) {
+		return 2
+	}
+	wait()
 	if slots.acquire(tenant, expire, j.ctx.Done()) {
 		return 2
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ func TestLimitsQueueExpiryMetricsDrain(t *testing.T) {
 	cnt := newCounter(t)
 	release := make(chan struct{})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/gate", func(w http.ResponseWriter, r *http.Request) { <-release })
+	var gated atomic.Int32
+	mux.HandleFunc("/gate", func(w http.ResponseWriter, r *http.Request) { gated.Add(1); <-release })
 	mux.HandleFunc("/hit/", func(w http.ResponseWriter, r *http.Request) { cnt.n.Add(1) })
 	cnt.srv.Config.Handler = mux
 	p := startInproc(t, cnt.port, func(c *executor.Config) {
@@ -42,6 +44,9 @@ func TestLimitsQueueExpiryMetricsDrain(t *testing.T) {
 	state := func(key string) string { s, _, _ := cb.State(ctx, key); return s }
 	go run(ctx, "q1", gate)
 	waitFor(t, func() bool { return state("q1") == "running" })
+	// Shown running, q1 may not hold its slot yet (a slot looked free);
+	// q2 must arrive once it runs, or q2 may take the slot first.
+	waitFor(t, func() bool { return gated.Load() == 1 })
 	go run(ctx, "q2", "echo two")
 	waitFor(t, func() bool { return state("q2") == "queued" })
 	// q3's deadline must outlast the checks below on a loaded machine

@@ -18,13 +18,17 @@ func TestRecordedRunningBeforeItsSlot(t *testing.T) {
 	p := startInproc(t, 1, func(c *executor.Config) { c.Tenants[1].MaxConcurrentRuns = 1 })
 	cb := p.client(t, p.toks.b)
 	ctx := context.Background()
+	const marker = "59.2653"
 	first := make(chan error, 1)
 	go func() {
-		_, err := cb.Run(ctx, remote.Request{IdempotencyKey: "n1", Command: box.Command{Argv: []string{"sleep", "60"}}})
+		_, err := cb.Run(ctx, remote.Request{IdempotencyKey: "n1", Command: box.Command{Argv: []string{"sleep", marker}}})
 		first <- err
 	}()
 	state := func(key string) string { s, _, _ := cb.State(ctx, key); return s }
 	waitFor(t, func() bool { return state("n1") == "running" })
+	// Shown running, n1 may not hold its slot yet (a slot looked free);
+	// n2 must arrive once it does, or it may take the slot first.
+	waitFor(t, func() bool { return sleeping(marker) })
 	second := make(chan error, 1)
 	go func() {
 		_, err := cb.Run(ctx, remote.Request{IdempotencyKey: "n2", Command: box.Command{Argv: []string{"true"}}})
