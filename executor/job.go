@@ -667,20 +667,25 @@ const nextPlaces = 2
 // giving up when expire fires or the job's context ends; it returns how
 // many it holds (2: both), for the caller to give back.
 func (j *job) take(a, b chan struct{}, expire <-chan time.Time) int {
-	select {
-	case a <- struct{}{}:
-	case <-expire:
-		return 0
-	case <-j.ctx.Done():
+	if !j.enter(a, expire) {
 		return 0
 	}
+	if !j.enter(b, expire) {
+		return 1
+	}
+	return 2
+}
+
+// enter waits for a place in c; false (nothing held) when expire fires
+// or the job's context ends first.
+func (j *job) enter(c chan struct{}, expire <-chan time.Time) bool {
 	select {
-	case b <- struct{}{}:
-		return 2
+	case c <- struct{}{}:
+		return true
 	case <-expire:
 	case <-j.ctx.Done():
 	}
-	return 1
+	return false
 }
 
 // takeSlot is take for the slots that run work: one of the tenant's,
@@ -692,11 +697,7 @@ func (j *job) takeSlot(own chan struct{}, tenant string, slots *fairSlots, expir
 	case own <- struct{}{}:
 	default:
 		wait()
-		select {
-		case own <- struct{}{}:
-		case <-expire:
-			return 0
-		case <-j.ctx.Done():
+		if !j.enter(own, expire) {
 			return 0
 		}
 	}
